@@ -1,0 +1,179 @@
+/*
+ * p2pt: move bytes between GPU buffers on a CUDA stream, through the copy
+ * engine ("ce") or a Hopper TMA kernel ("tma").
+ *
+ * This is the direct C API. Frameworks that load the library with dlopen use
+ * the table in p2pt_plugin.h instead; both reach the same code.
+ *
+ * The header needs no CUDA header: streams are `void *` (a CUstream or
+ * cudaStream_t, NULL for the legacy default stream) and addresses are
+ * unified virtual addresses (any cuMemAlloc/cudaMalloc/pool/VMM pointer).
+ *
+ * Errors are values. Every call that fails returns a non-zero p2pt_status and
+ * stores a detailed text in the calling thread's last-error slot
+ * (p2pt_last_error): the bad value, the CUDA error name, the NVRTC log.
+ * The library never exits or aborts the process.
+ */
+#ifndef P2PT_H
+#define P2PT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define P2PT_API __attribute__((visibility("default")))
+#else
+#define P2PT_API
+#endif
+
+#define P2PT_VERSION_MAJOR 0
+#define P2PT_VERSION_MINOR 1
+#define P2PT_VERSION_PATCH 0
+#define P2PT_VERSION_STRING "0.1.0"
+
+/*
+ * Status codes and their strings, from one list (libuv's UV_ERRNO_MAP
+ * pattern). The numbers are part of the ABI: never renumber, only append.
+ */
+#define P2PT_STATUS_MAP(X)                                                     \
+    X(SUCCESS, 0, "success")                                                   \
+    X(CUDA_ERROR, 1, "CUDA driver error")                                      \
+    X(SYSTEM_ERROR, 2, "system error")                                         \
+    X(INTERNAL_ERROR, 3, "internal error")                                     \
+    X(INVALID_ARGUMENT, 4, "invalid argument")                                 \
+    X(INVALID_USAGE, 5, "invalid usage")                                       \
+    X(NOT_SUPPORTED, 6, "not supported")                                       \
+    X(NO_DRIVER, 7, "no usable CUDA driver")                                   \
+    X(COMPILE_ERROR, 8, "kernel compile error")
+
+typedef enum p2pt_status {
+#define P2PT_STATUS_ENUM_(name, value, text) P2PT_##name = value,
+    P2PT_STATUS_MAP(P2PT_STATUS_ENUM_)
+#undef P2PT_STATUS_ENUM_
+} p2pt_status;
+
+/*
+ * Log levels, numerically equal to NCCL's ncclDebugLogLevel, so that a
+ * framework can hand its own ncclDebugLogger_t straight to p2pt.
+ */
+typedef enum p2pt_log_level {
+    P2PT_LOG_NONE = 0,
+    P2PT_LOG_VERSION = 1,
+    P2PT_LOG_WARN = 2,
+    P2PT_LOG_INFO = 3,
+    P2PT_LOG_ABORT = 4,
+    P2PT_LOG_TRACE = 5,
+} p2pt_log_level;
+
+/* Same signature as NCCL's ncclDebugLogger_t. May be called from any thread
+ * that calls into p2pt; p2pt never calls it while holding a lock. */
+typedef void (*p2pt_logger_t)(p2pt_log_level level, unsigned long flags,
+                              const char *file, int line, const char *fmt, ...);
+
+/*
+ * Arguments to p2pt_init. Pass NULL for all defaults. `size` must be set to
+ * sizeof(p2pt_init_args) as the caller compiled it: fields are only ever
+ * appended, and p2pt reads only the fields that `size` covers.
+ */
+typedef struct p2pt_init_args {
+    size_t size;
+    /* Optional. NULL: p2pt logs to stderr at the level P2P_TRANSPORT_LOG
+     * sets (default WARN). Non-NULL: every message goes to this function,
+     * at every level; the framework filters. */
+    p2pt_logger_t logger;
+    /* Optional transport name ("ce", "tma"; any case). Overrides the
+     * P2P_TRANSPORT environment variable. NULL: the variable decides. */
+    const char *transport;
+} p2pt_init_args;
+
+/*
+ * What a handle is and what it has done. Set `size` to
+ * sizeof(p2pt_properties) before the call; p2pt fills the fields that fit in
+ * `size` and leaves the rest untouched. Counters are totals since p2pt_init,
+ * updated atomically; they count requests, not completions.
+ */
+typedef struct p2pt_properties {
+    size_t size;
+    const char *transport;  /* "ce" or "tma"; static storage */
+    const char *version;    /* P2PT_VERSION_STRING */
+    uint32_t abi_version;   /* the plugin ABI this build serves (1) */
+    int driver_version;     /* cuDriverGetVersion, e.g. 13000 */
+    size_t chunk_bytes;     /* TMA chunk (P2P_TRANSPORT_CHUNK_BYTES) */
+    int stages;             /* TMA ring depth (P2P_TRANSPORT_STAGES) */
+    int max_ctas;           /* TMA CTA cap (P2P_TRANSPORT_MAX_CTAS), 0 = auto */
+    int validate;           /* P2P_TRANSPORT_VALIDATE */
+    uint64_t copies;        /* copy requests accepted (bytes > 0) */
+    uint64_t bytes;         /* payload bytes of those requests */
+    uint64_t tma_launches;  /* TMA kernel launches (one per TMA copy) */
+    uint64_t ce_copies;     /* copies sent to cuMemcpyAsync */
+    uint64_t ce_fallbacks;  /* TMA requests sent to the copy engine because
+                               dst and src differ modulo 16 */
+    uint64_t compilations;  /* NVRTC compilations in this process (global) */
+    uint64_t module_loads;  /* module loads into contexts in this process (global) */
+    uint64_t rejected;      /* copies refused by validation (status 4) */
+} p2pt_properties;
+
+typedef struct p2pt_handle p2pt_handle;
+
+/*
+ * Create a handle. Reads the environment once (see env.md), checks it before
+ * anything else (a bad P2P_TRANSPORT fails with P2PT_INVALID_ARGUMENT on any
+ * machine), then loads the CUDA driver (P2PT_NO_DRIVER when it cannot).
+ * Does not create or change any CUDA context. Thread-safe; blocks for the
+ * driver load on first use.
+ */
+P2PT_API p2pt_status p2pt_init(const p2pt_init_args *args, p2pt_handle **out);
+
+/*
+ * Destroy a handle. Safe to call twice and with NULL (both succeed and do
+ * nothing): p2pt keeps a registry of live handles and never touches one it
+ * has already freed. Must not race with other calls on the same handle.
+ * Copies already enqueued are unaffected.
+ */
+P2PT_API p2pt_status p2pt_finalize(p2pt_handle *h);
+
+/* Fill `props` (see p2pt_properties). Thread-safe, never blocks. */
+P2PT_API p2pt_status p2pt_get_properties(const p2pt_handle *h,
+                                         p2pt_properties *props);
+
+/*
+ * Do every one-time step for `device` in the current thread's context for
+ * that device (the primary context when none is current): for "tma", compile
+ * the kernel with NVRTC (once per process and architecture) and load it
+ * (once per context). After prepare, copies on that context are
+ * allocation-free and may be captured into a CUDA graph. Blocks (a first
+ * compile takes tens to hundreds of milliseconds). Thread-safe; cheap when
+ * already done. For "ce" it only checks the device.
+ */
+P2PT_API p2pt_status p2pt_prepare(p2pt_handle *h, int device);
+
+/*
+ * Enqueue a copy of `bytes` bytes from `src` to `dst` on `stream` and return
+ * without waiting. Stream-ordered like cuMemcpyAsync. `dst` and `src` may be
+ * on different GPUs; the other side must be mapped in the stream's context.
+ * bytes == 0 succeeds and enqueues nothing. Overlapping ranges are refused.
+ * Thread-safe (many threads may copy through one handle).
+ */
+P2PT_API p2pt_status p2pt_copy_async(p2pt_handle *h, void *dst,
+                                     const void *src, size_t bytes,
+                                     void *stream);
+
+/* Static string for a status code; "unknown status" for other values. */
+P2PT_API const char *p2pt_status_string(p2pt_status status);
+
+/*
+ * The calling thread's last error text ("" when none): set by every failing
+ * call on any handle, including a failed p2pt_init (pass NULL). The pointer
+ * stays valid until the thread's next p2pt call.
+ */
+P2PT_API const char *p2pt_last_error(const p2pt_handle *h);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* P2PT_H */

@@ -1,0 +1,78 @@
+/*
+ * p2pt plugin ABI, version 1.
+ *
+ * A framework loads libp2pt.so with dlopen(path, RTLD_NOW | RTLD_LOCAL),
+ * looks up the data symbol P2PT_PLUGIN_V1_SYMBOL ("p2pt_plugin_v1") and
+ * checks `abi_version == 1` and `struct_size >= ` the offset of the last
+ * slot it calls. Every other symbol of the library is hidden.
+ *
+ * Rules that keep old frameworks and new plugins working together (NCCL's
+ * ncclNetPlugin_vN and SQLite's sqlite3_vfs pattern):
+ *  - fields are only ever appended; `struct_size` grows when they are;
+ *  - a breaking change is a new table type and a new symbol
+ *    (p2pt_plugin_v2) exported beside this one, never an edit of this one;
+ *  - `ctx` is the opaque handle returned by `init`.
+ */
+#ifndef P2PT_PLUGIN_H
+#define P2PT_PLUGIN_H
+
+#include "p2pt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define P2PT_PLUGIN_ABI_VERSION 1
+#define P2PT_PLUGIN_V1_SYMBOL "p2pt_plugin_v1"
+
+typedef struct p2pt_plugin_v1 {
+    /* 1 for this table. Read this first. */
+    uint32_t abi_version;
+    /* sizeof the table as the plugin was built; slots past it are absent. */
+    uint32_t struct_size;
+    /* "p2pt". Static string. */
+    const char *name;
+    /* Library version, "MAJOR.MINOR.PATCH". Static string. */
+    const char *version;
+
+    /* Create a context. `args` may be NULL (all defaults). Reads the
+     * environment, loads the CUDA driver; on failure *ctx is NULL and
+     * last_error(NULL) explains. Thread-safe; may block (driver load). */
+    p2pt_status (*init)(const p2pt_init_args *args, void **ctx);
+
+    /* Destroy a context. Safe to call twice and with NULL. Must not race with
+     * other calls on the same ctx. Does not wait for enqueued copies. */
+    p2pt_status (*finalize)(void *ctx);
+
+    /* Fill `props` (set props->size first). Thread-safe; never blocks. */
+    p2pt_status (*get_properties)(void *ctx, p2pt_properties *props);
+
+    /* One-time work for `device` (TMA: NVRTC compile once per process, module
+     * load once per context). Call before capturing copies into a CUDA graph.
+     * Blocks; thread-safe; cheap when already done. */
+    p2pt_status (*prepare)(void *ctx, int device);
+
+    /* Enqueue a copy on `stream` (a CUstream; NULL = legacy default stream).
+     * Never blocks on the GPU, never allocates after prepare, thread-safe.
+     * bytes == 0 succeeds and enqueues nothing. */
+    p2pt_status (*copy_async)(void *ctx, void *dst, const void *src,
+                              size_t bytes, void *stream);
+
+    /* Static text for a status code. Never NULL; thread-safe. */
+    const char *(*error_string)(p2pt_status status);
+
+    /* Detailed text of the calling thread's last failure ("" if none); `ctx`
+     * may be NULL, so a failed init can be explained. Valid until the
+     * thread's next call into the plugin. */
+    const char *(*last_error)(void *ctx);
+    /* ---- end of ABI version 1 as first released; append below ---- */
+} p2pt_plugin_v1_t;
+
+/* The one exported data symbol. */
+P2PT_API extern const p2pt_plugin_v1_t p2pt_plugin_v1;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* P2PT_PLUGIN_H */

@@ -1,0 +1,168 @@
+/*
+ * p2pt TMA copy kernel: global -> shared -> global with cp.async.bulk.
+ *
+ * Compiled at run time by NVRTC (src/jit.c), so it includes nothing: plain
+ * CUDA C++ and inline PTX. One launch moves a whole copy, whatever its size:
+ *
+ *   - the host plans the copy (src/chunk_plan.c): an unaligned head (< 16
+ *     bytes), a 16-byte aligned body cut into `chunk`-byte chunks (the last
+ *     one shorter), and a tail (< 16 bytes);
+ *   - a persistent grid: CTA b takes chunks b, b + G, b + 2G, ... so that
+ *     neighbouring CTAs stream neighbouring memory;
+ *   - in each CTA one elected thread drives a ring of `stages` shared-memory
+ *     buffers: a bulk load fills a stage and completes on that stage's
+ *     mbarrier (transaction count = chunk bytes); a bulk store drains it; a
+ *     stage is refilled only after cp.async.bulk.wait_group.read says the
+ *     store that read it is done reading. Loads of later chunks overlap the
+ *     stores of earlier ones;
+ *   - head and tail bytes are moved by plain loads and stores of CTA 0 and of
+ *     the last CTA, in the same launch.
+ *
+ * Requires sm_90 (Hopper) or newer. dst and src may be on different GPUs
+ * (unified addresses, mapped in the launching context).
+ */
+
+typedef unsigned long long u64;
+typedef unsigned int u32;
+
+#define P2PT_MAX_STAGES 16 /* keep equal to P2PT_STAGES_MAX in p2pt_internal.h */
+
+static __device__ __forceinline__ u32 smem_u32(const void *p)
+{
+    u32 a;
+    asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }"
+                 : "=r"(a)
+                 : "l"(p));
+    return a;
+}
+
+static __device__ __forceinline__ void mbar_init(u32 bar, u32 count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count)
+                 : "memory");
+}
+
+/* Make the initialised barriers visible to the async (TMA) proxy before the
+ * first bulk copy signals one of them. */
+static __device__ __forceinline__ void mbar_init_fence()
+{
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+static __device__ __forceinline__ void mbar_expect_tx(u32 bar, u32 bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
+                 "r"(bytes)
+                 : "memory");
+}
+
+static __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity)
+{
+    u32 done;
+    do {
+        asm volatile("{ .reg .pred p;\n"
+                     "  mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "  selp.u32 %0, 1, 0, p; }"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+
+static __device__ __forceinline__ void bulk_load(u32 smem, const char *gsrc, u32 bytes,
+                                                 u32 bar)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1], %2, [%3];" ::"r"(smem),
+                 "l"(gsrc), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+
+static __device__ __forceinline__ void bulk_store(char *gdst, u32 smem, u32 bytes)
+{
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(gdst),
+                 "r"(smem), "r"(bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+
+/* Wait until at most N committed store groups are still reading shared memory. */
+template <int N> static __device__ __forceinline__ void bulk_wait_read()
+{
+    asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+
+/* Wait until every committed store has fully completed (written global). */
+static __device__ __forceinline__ void bulk_wait_all()
+{
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
+extern "C" __global__ void __launch_bounds__(32)
+p2pt_tma_copy(char *dst, const char *src, u64 head, u64 body, u64 tail, u64 chunks,
+              u32 chunk, u32 stages)
+{
+    extern __shared__ __align__(128) unsigned char ring[];
+    __shared__ __align__(8) u64 bars[P2PT_MAX_STAGES];
+
+    /* Plain bytes: the unaligned head by CTA 0, the tail by the last CTA. */
+    if (blockIdx.x == 0 && threadIdx.x < head)
+        dst[threadIdx.x] = src[threadIdx.x];
+    if (blockIdx.x == gridDim.x - 1 && threadIdx.x < tail) {
+        u64 o = head + body + threadIdx.x;
+        dst[o] = src[o];
+    }
+    if (threadIdx.x != 0 || blockIdx.x >= chunks)
+        return;
+
+    const u32 bar0 = smem_u32(bars);
+    const u32 ring0 = smem_u32(ring);
+    for (u32 s = 0; s < stages; s++)
+        mbar_init(bar0 + 8 * s, 1);
+    mbar_init_fence();
+
+    const u64 grid = gridDim.x;
+    const u64 first = blockIdx.x;
+    const u64 n = (chunks - first + grid - 1) / grid; /* this CTA's chunks */
+    char *const body_dst = dst + head;
+    const char *const body_src = src + head;
+
+    /* Local chunk k is global chunk first + k * grid (src/chunk_plan.c's
+     * p2pt__chunk_at for that index). */
+#define CHUNK_OFF(k) ((first + (u64)(k) * grid) * (u64)chunk)
+#define CHUNK_LEN(k) ((u32)(body - CHUNK_OFF(k) < chunk ? body - CHUNK_OFF(k) : chunk))
+#define LOAD(k, s)                                                             \
+    do {                                                                       \
+        mbar_expect_tx(bar0 + 8 * (s), CHUNK_LEN(k));                          \
+        bulk_load(ring0 + (s) * chunk, body_src + CHUNK_OFF(k), CHUNK_LEN(k),  \
+                  bar0 + 8 * (s));                                             \
+    } while (0)
+
+    const u64 prologue = n < stages ? n : stages;
+    for (u64 k = 0; k < prologue; k++)
+        LOAD(k, (u32)k);
+
+    for (u64 k = 0; k < n; k++) {
+        const u32 s = (u32)(k % stages);
+        mbar_wait(bar0 + 8 * s, (u32)((k / stages) & 1));
+        bulk_store(body_dst + CHUNK_OFF(k), ring0 + s * chunk, CHUNK_LEN(k));
+        if (stages == 1) {
+            /* The only stage is being read by store k: wait for it. */
+            if (k + 1 < n) {
+                bulk_wait_read<0>();
+                LOAD(k + 1, 0u);
+            }
+        } else if (k >= 1 && k - 1 + stages < n) {
+            /* Refill the stage store k-1 read, once it is done reading;
+             * store k may still be reading its own stage. */
+            bulk_wait_read<1>();
+            LOAD(k - 1 + stages, (u32)((k - 1) % stages));
+        }
+    }
+    /* Shared memory must outlive every bulk store reading it. */
+    bulk_wait_all();
+#undef LOAD
+#undef CHUNK_LEN
+#undef CHUNK_OFF
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# One call on a lent GPU machine: build, run the whole suite once per
+# transport, then the benchmark. Everything is logged under $OUT (or
+# ./gpu-out). Usage: scripts/gpu-run.sh [tests] [bench -- <p2pt-bench args>]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH="$PWD/.gpudeps/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH=/usr/local/cuda/bin:$PATH
+{ nvidia-smi -L; nvidia-smi topo -m; git rev-parse HEAD 2>/dev/null; date -u; } >"$OUT/machine.txt" 2>&1
+cat "$OUT/machine.txt"
+cmake -S . -B build -DCRITERION_ROOT="$PWD/.gpudeps" >"$OUT/build.log" 2>&1 &&
+  cmake --build build -j"$(nproc)" >>"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+rc=0
+want_tests=0; want_bench=0; bench_args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    tests) want_tests=1 ;;
+    bench) want_bench=1 ;;
+    --) shift; bench_args=("$@"); break ;;
+  esac
+  shift
+done
+if [ $want_tests = 1 ]; then
+  for t in ce tma; do
+    echo "== p2pt-tests with P2P_TRANSPORT=$t"
+    P2P_TRANSPORT=$t timeout 300 ./build/p2pt-tests --jobs 4 --verbose >"$OUT/tests-$t.log" 2>&1 || rc=1
+    grep -E "Synthesis|\[FAIL\]|\[SKIP\]|SKIP|Crash|Warning" "$OUT/tests-$t.log" | sort | uniq -c | sort -rn | head -40
+  done
+fi
+if [ $want_bench = 1 ]; then
+  echo "== p2pt-bench ${bench_args[*]}"
+  timeout 400 ./build/p2pt-bench "${bench_args[@]}" 2>&1 | tee "$OUT/bench.log" || rc=1
+fi
+exit $rc

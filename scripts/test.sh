@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Build p2pt and run its Criterion suite, installing what it needs on a fresh
+# Debian/Ubuntu machine. On a machine without a GPU the GPU tests skip with
+# their reason; on a GPU machine they run for real.
+#
+#   scripts/test.sh                  plain build, then an ASan+UBSan build (CPU tests)
+#   P2PT_TEST_SANITIZE=0 scripts/test.sh   plain build only
+#   extra arguments go to the Criterion binary (e.g. --filter 'config/*')
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+need_pkgs=()
+command -v cmake >/dev/null || need_pkgs+=(cmake)
+command -v cc >/dev/null || need_pkgs+=(gcc)
+command -v nm >/dev/null || need_pkgs+=(binutils)
+if [ ! -f /usr/include/criterion/criterion.h ] && [ ! -d "$ROOT/.gpudeps/include/criterion" ]; then
+  need_pkgs+=(libcriterion-dev)
+fi
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "test.sh: installing ${need_pkgs[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+  else
+    echo "test.sh: missing ${need_pkgs[*]}; install them (apt-get install ${need_pkgs[*]})" >&2
+    exit 1
+  fi
+fi
+
+cmake_args=()
+if [ -d "$ROOT/.gpudeps/include/criterion" ]; then
+  # A GPU machine without a package registry: Criterion travelled with the
+  # tree (scripts/pack-gpu-deps.sh).
+  cmake_args+=(-DCRITERION_ROOT="$ROOT/.gpudeps")
+  export LD_LIBRARY_PATH="$ROOT/.gpudeps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+jobs=$(nproc 2>/dev/null || echo 2)
+
+if [ "${P2PT_TEST_SANITIZE:-1}" != 0 ]; then
+  echo "== ASan + UBSan build: CPU tests (GPU tests skip under the sanitizers)"
+  cmake -S . -B build-asan -DP2PT_SANITIZE=ON -DP2PT_BUILD_BENCH=OFF "${cmake_args[@]}" >/dev/null
+  cmake --build build-asan -j"$jobs" >/dev/null
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 P2PT_TEST_NO_GPU=1 \
+    ./build-asan/p2pt-tests --jobs "$jobs" "$@"
+fi
+
+echo "== plain build"
+cmake -S . -B build "${cmake_args[@]}" >/dev/null
+cmake --build build -j"$jobs" >/dev/null
+exec ./build/p2pt-tests --jobs "$jobs" "$@"

@@ -1,0 +1,214 @@
+/*
+ * Every environment variable p2pt reads, read in one place, once per
+ * p2pt_init, and checked before any CUDA library is touched: a typo is
+ * reported the same way on a laptop and on a GPU server. env.md documents
+ * each one; keep the two in step.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "p2pt_internal.h"
+
+/*
+ * Defaults. 48 KiB chunks are the unit DESIGN.md names (the largest block of
+ * shared memory a CTA gets without opting in). Four stages keep three loads
+ * and a store in flight per CTA while one CTA still fits per SM
+ * (4 x 48 KiB = 192 KiB of the 227 KiB opt-in limit). max_ctas 0 lets the
+ * transport size the grid from the device (one CTA per SM for this ring).
+ * bench/RESULTS.md holds the sweep these were checked against.
+ */
+#define DEFAULT_CHUNK_BYTES (48u * 1024u)
+#define DEFAULT_STAGES 4
+#define DEFAULT_MAX_CTAS 0
+#define DEFAULT_LOG_LEVEL P2PT_LOG_WARN
+#define DEFAULT_CUDA_LIBRARY "libcuda.so.1"
+
+/* Parse a non-negative decimal integer with an optional binary K/M suffix.
+ * Rejects signs, junk, empty strings and overflow. */
+static bool parse_size(const char *s, unsigned long long *out)
+{
+    if (s == NULL || !isdigit((unsigned char)s[0]))
+        return false;
+    errno = 0;
+    char *end = NULL;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0)
+        return false;
+    unsigned long long mul = 1;
+    if (*end == 'K' || *end == 'k')
+        mul = 1024ull, end++;
+    else if (*end == 'M' || *end == 'm')
+        mul = 1024ull * 1024ull, end++;
+    if (*end != '\0')
+        return false;
+    if (v > ~0ull / mul)
+        return false;
+    *out = v * mul;
+    return true;
+}
+
+static p2pt_status read_transport(struct p2pt_config *cfg, const char *value,
+                                  const char *source)
+{
+    char names[64];
+    const struct p2pt_transport_ops *ops = p2pt__transport_find(value);
+    if (ops == NULL)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s=\"%s\" is not a transport p2pt knows; accepted "
+                          "(any case): %s",
+                          source, value, p2pt__transport_names(names, sizeof(names)));
+    snprintf(cfg->transport, sizeof(cfg->transport), "%s", ops->name);
+    return P2PT_SUCCESS;
+}
+
+static p2pt_status read_log_level(struct p2pt_config *cfg, const char *v)
+{
+    static const struct {
+        const char *name;
+        int level;
+    } levels[] = {
+        {"none", P2PT_LOG_NONE}, {"version", P2PT_LOG_VERSION},
+        {"warn", P2PT_LOG_WARN}, {"info", P2PT_LOG_INFO},
+        {"trace", P2PT_LOG_TRACE},
+    };
+    for (size_t i = 0; i < P2PT_ARRAY_LEN(levels); i++) {
+        if (strcasecmp(v, levels[i].name) == 0) {
+            cfg->log_level = levels[i].level;
+            return P2PT_SUCCESS;
+        }
+    }
+    unsigned long long n;
+    if (parse_size(v, &n) && n <= P2PT_LOG_TRACE && strpbrk(v, "KkMm") == NULL) {
+        cfg->log_level = (int)n;
+        return P2PT_SUCCESS;
+    }
+    return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                      "P2P_TRANSPORT_LOG=\"%s\" is not a log level; accepted "
+                      "(any case): none, version, warn, info, trace, or 0..5",
+                      v);
+}
+
+/* A bounded integer variable. `what` describes the accepted range. */
+static p2pt_status read_uint(const char *var, const char *v,
+                             unsigned long long lo, unsigned long long hi,
+                             const char *what, unsigned long long *out)
+{
+    unsigned long long n;
+    if (!parse_size(v, &n) || n < lo || n > hi)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT, "%s=\"%s\" is not valid: expected %s",
+                          var, v, what);
+    *out = n;
+    return P2PT_SUCCESS;
+}
+
+static p2pt_status read_path(char *dst, size_t len, const char *var, const char *v)
+{
+    if (strlen(v) >= len)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s is %zu characters long; at most %zu are accepted",
+                          var, strlen(v), len - 1);
+    memcpy(dst, v, strlen(v) + 1);
+    return P2PT_SUCCESS;
+}
+
+size_t p2pt__config_smem_bytes(const struct p2pt_config *cfg)
+{
+    return cfg->chunk_bytes * (size_t)cfg->stages;
+}
+
+p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *transport_override)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    unsigned long long n = 0;
+    const char *v;
+
+    memset(cfg, 0, sizeof(*cfg));
+    snprintf(cfg->transport, sizeof(cfg->transport), "ce");
+    cfg->log_level = DEFAULT_LOG_LEVEL;
+    cfg->chunk_bytes = DEFAULT_CHUNK_BYTES;
+    cfg->stages = DEFAULT_STAGES;
+    cfg->max_ctas = DEFAULT_MAX_CTAS;
+    cfg->validate = 1;
+    snprintf(cfg->cuda_library, sizeof(cfg->cuda_library), "%s", DEFAULT_CUDA_LIBRARY);
+
+    /* An empty value is refused rather than read as "unset": `VAR= cmd` is
+     * more often a mistake in a launcher script than an intent. */
+#define EMPTY_CHECK(var)                                                       \
+    if (v[0] == '\0') {                                                        \
+        st = p2pt__fail(P2PT_INVALID_ARGUMENT,                                 \
+                        "%s is set but empty; unset it for the default", var); \
+        goto out;                                                              \
+    }
+
+    if ((v = getenv("P2P_TRANSPORT_LOG")) != NULL) {
+        EMPTY_CHECK("P2P_TRANSPORT_LOG");
+        P2PT_TRY(read_log_level(cfg, v));
+    }
+    if (transport_override != NULL) {
+        P2PT_TRY(read_transport(cfg, transport_override, "p2pt_init_args.transport"));
+    } else if ((v = getenv("P2P_TRANSPORT")) != NULL) {
+        EMPTY_CHECK("P2P_TRANSPORT");
+        P2PT_TRY(read_transport(cfg, v, "P2P_TRANSPORT"));
+    }
+    if ((v = getenv("P2P_TRANSPORT_CHUNK_BYTES")) != NULL) {
+        EMPTY_CHECK("P2P_TRANSPORT_CHUNK_BYTES");
+        P2PT_TRY(read_uint("P2P_TRANSPORT_CHUNK_BYTES", v, P2PT_CHUNK_MIN, P2PT_CHUNK_MAX,
+                           "a multiple of 16 from 16 to 232448 bytes (227K); "
+                           "e.g. 49152 or 48K",
+                           &n));
+        if (n % P2PT_ALIGN != 0) {
+            st = p2pt__fail(P2PT_INVALID_ARGUMENT,
+                            "P2P_TRANSPORT_CHUNK_BYTES=\"%s\" is not valid: %llu is "
+                            "not a multiple of 16 (cp.async.bulk moves 16-byte units)",
+                            v, n);
+            goto out;
+        }
+        cfg->chunk_bytes = (size_t)n;
+    }
+    if ((v = getenv("P2P_TRANSPORT_STAGES")) != NULL) {
+        EMPTY_CHECK("P2P_TRANSPORT_STAGES");
+        P2PT_TRY(read_uint("P2P_TRANSPORT_STAGES", v, P2PT_STAGES_MIN, P2PT_STAGES_MAX,
+                           "an integer from 1 to 16", &n));
+        cfg->stages = (int)n;
+    }
+    if ((v = getenv("P2P_TRANSPORT_MAX_CTAS")) != NULL) {
+        EMPTY_CHECK("P2P_TRANSPORT_MAX_CTAS");
+        P2PT_TRY(read_uint("P2P_TRANSPORT_MAX_CTAS", v, 0, P2PT_MAX_CTAS_MAX,
+                           "an integer from 0 (auto: from the SM count) to 4096", &n));
+        cfg->max_ctas = (int)n;
+    }
+    if ((v = getenv("P2P_TRANSPORT_VALIDATE")) != NULL) {
+        EMPTY_CHECK("P2P_TRANSPORT_VALIDATE");
+        P2PT_TRY(read_uint("P2P_TRANSPORT_VALIDATE", v, 0, 1, "0 or 1", &n));
+        cfg->validate = (int)n;
+    }
+    if ((v = getenv("P2P_CUDA_LIBRARY")) != NULL) {
+        EMPTY_CHECK("P2P_CUDA_LIBRARY");
+        P2PT_TRY(read_path(cfg->cuda_library, sizeof(cfg->cuda_library),
+                           "P2P_CUDA_LIBRARY", v));
+    }
+    if ((v = getenv("P2P_NVRTC_LIBRARY")) != NULL) {
+        EMPTY_CHECK("P2P_NVRTC_LIBRARY");
+        P2PT_TRY(read_path(cfg->nvrtc_library, sizeof(cfg->nvrtc_library),
+                           "P2P_NVRTC_LIBRARY", v));
+    }
+#undef EMPTY_CHECK
+
+    /* The ring must fit in one CTA's shared memory on any Hopper part; the
+     * device's own limit is checked again when the kernel is prepared. */
+    if (p2pt__config_smem_bytes(cfg) > P2PT_CHUNK_MAX) {
+        st = p2pt__fail(P2PT_INVALID_ARGUMENT,
+                        "P2P_TRANSPORT_CHUNK_BYTES=%zu x P2P_TRANSPORT_STAGES=%d = "
+                        "%zu bytes of shared memory per CTA, over the limit of %u "
+                        "bytes (227K); lower one of them",
+                        cfg->chunk_bytes, cfg->stages, p2pt__config_smem_bytes(cfg),
+                        P2PT_CHUNK_MAX);
+        goto out;
+    }
+out:
+    return st;
+}

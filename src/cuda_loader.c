@@ -1,0 +1,178 @@
+/*
+ * The CUDA driver, reached at run time: dlopen("libcuda.so.1") and one table
+ * of entry points fetched with cuGetProcAddress, each at the ABI version its
+ * function-pointer type names (NCCL's cudawrap pattern). Nothing links
+ * libcuda, so libp2pt.so loads on a machine with no driver and says so.
+ *
+ * Loading happens once per process; the outcome (and its text) is kept and
+ * handed to every later caller, so a missing driver is explained the same way
+ * each time without retrying dlopen on every init.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "p2pt_internal.h"
+
+struct p2pt_cuda p2pt__cu;
+
+struct entry {
+    const char *name;
+    int version;
+    size_t offset;
+    bool required; /* optional ones are only used by tests and the bench */
+};
+
+#define E(fn, ver) {#fn, ver, offsetof(struct p2pt_cuda, fn), true}
+#define OPT(fn, ver) {#fn, ver, offsetof(struct p2pt_cuda, fn), false}
+static const struct entry entries[] = {
+    E(cuInit, 2000), E(cuDriverGetVersion, 2020), E(cuGetErrorName, 6000),
+    E(cuGetErrorString, 6000), E(cuDeviceGet, 2000), E(cuDeviceGetCount, 2000),
+    E(cuDeviceGetAttribute, 2000), E(cuDeviceGetName, 2000),
+    E(cuDeviceCanAccessPeer, 4000), E(cuDeviceGetP2PAttribute, 8000),
+    E(cuDevicePrimaryCtxRetain, 7000), E(cuDevicePrimaryCtxRelease, 11000),
+    OPT(cuCtxCreate, 3020), OPT(cuCtxDestroy, 4000), E(cuCtxGetCurrent, 4000),
+    E(cuCtxSetCurrent, 4000), E(cuCtxPushCurrent, 4000), E(cuCtxPopCurrent, 4000),
+    E(cuCtxGetDevice, 2000), E(cuCtxGetId, 12000), E(cuCtxSynchronize, 2000),
+    E(cuCtxEnablePeerAccess, 4000), E(cuCtxDisablePeerAccess, 4000),
+    E(cuStreamCreate, 2000), E(cuStreamDestroy, 4000), E(cuStreamSynchronize, 2000),
+    E(cuStreamGetCtx, 9020), E(cuStreamIsCapturing, 10000),
+    OPT(cuStreamBeginCapture, 10010), OPT(cuStreamEndCapture, 10000),
+    OPT(cuGraphInstantiateWithFlags, 11040), OPT(cuGraphLaunch, 10000),
+    OPT(cuGraphExecDestroy, 10000), OPT(cuGraphDestroy, 10000),
+    E(cuEventCreate, 2000), E(cuEventDestroy, 4000), E(cuEventRecord, 2000),
+    E(cuEventSynchronize, 2000), E(cuEventElapsedTime, 2000), E(cuEventQuery, 2000),
+    E(cuMemAlloc, 3020), E(cuMemFree, 3020), E(cuMemAllocHost, 3020),
+    E(cuMemFreeHost, 2000), E(cuMemcpyHtoD, 3020), E(cuMemcpyDtoH, 3020),
+    E(cuMemcpyAsync, 4000), E(cuMemsetD8, 3020), E(cuMemsetD8Async, 3020),
+    E(cuMemGetInfo, 3020), E(cuPointerGetAttribute, 4000),
+    E(cuPointerGetAttributes, 7000), E(cuModuleLoadData, 2000),
+    E(cuModuleUnload, 2000), E(cuModuleGetFunction, 2000),
+    E(cuFuncSetAttribute, 9000), E(cuFuncGetAttribute, 2020),
+    E(cuLaunchKernel, 4000), E(cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050),
+};
+#undef E
+#undef OPT
+
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int load_done; /* 1 once `load_status` is final */
+static p2pt_status load_status;
+static char load_text[1024];
+
+/* Names of the results a user is likely to meet, known even when the driver
+ * (or its stub, whose cuGetErrorName also fails) cannot tell. */
+const char *p2pt__cuda_error_name(CUresult r)
+{
+    switch ((int)r) {
+    case CUDA_SUCCESS: return "CUDA_SUCCESS";
+    case CUDA_ERROR_INVALID_VALUE: return "CUDA_ERROR_INVALID_VALUE";
+    case CUDA_ERROR_OUT_OF_MEMORY: return "CUDA_ERROR_OUT_OF_MEMORY";
+    case CUDA_ERROR_NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
+    case CUDA_ERROR_DEINITIALIZED: return "CUDA_ERROR_DEINITIALIZED";
+    case CUDA_ERROR_STUB_LIBRARY: return "CUDA_ERROR_STUB_LIBRARY";
+    case CUDA_ERROR_NO_DEVICE: return "CUDA_ERROR_NO_DEVICE";
+    case CUDA_ERROR_INVALID_DEVICE: return "CUDA_ERROR_INVALID_DEVICE";
+    case CUDA_ERROR_INVALID_CONTEXT: return "CUDA_ERROR_INVALID_CONTEXT";
+    case CUDA_ERROR_INVALID_HANDLE: return "CUDA_ERROR_INVALID_HANDLE";
+    case CUDA_ERROR_NOT_FOUND: return "CUDA_ERROR_NOT_FOUND";
+    case CUDA_ERROR_NOT_SUPPORTED: return "CUDA_ERROR_NOT_SUPPORTED";
+    case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH: return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
+    case CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE: return "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE";
+    case CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED: return "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED";
+    case CUDA_ERROR_PEER_ACCESS_NOT_ENABLED: return "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED";
+    case CUDA_ERROR_PEER_ACCESS_UNSUPPORTED: return "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED";
+    case CUDA_ERROR_ILLEGAL_ADDRESS: return "CUDA_ERROR_ILLEGAL_ADDRESS";
+    case CUDA_ERROR_LAUNCH_FAILED: return "CUDA_ERROR_LAUNCH_FAILED";
+    case CUDA_ERROR_INVALID_IMAGE: return "CUDA_ERROR_INVALID_IMAGE";
+    case CUDA_ERROR_NO_BINARY_FOR_GPU: return "CUDA_ERROR_NO_BINARY_FOR_GPU";
+    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: return "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED";
+    case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: return "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED";
+    }
+    const char *name = NULL;
+    if (p2pt__cu.cuGetErrorName != NULL &&
+        p2pt__cu.cuGetErrorName(r, &name) == CUDA_SUCCESS && name != NULL)
+        return name;
+    return "CUDA_ERROR_UNKNOWN_CODE";
+}
+
+static p2pt_status load_locked(const char *path)
+{
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        const char *why = dlerror();
+        return p2pt__fail(P2PT_NO_DRIVER,
+                          "cannot load the CUDA driver library %s: %s (is the "
+                          "NVIDIA driver installed? P2P_CUDA_LIBRARY names another path)",
+                          path, why ? why : "unknown dlopen error");
+    }
+    PFN_cuGetProcAddress_v12000 gpa =
+        (PFN_cuGetProcAddress_v12000)dlsym(lib, "cuGetProcAddress_v2");
+    if (gpa == NULL) {
+        dlclose(lib);
+        return p2pt__fail(P2PT_NO_DRIVER,
+                          "the CUDA driver library %s has no cuGetProcAddress_v2: "
+                          "driver older than CUDA 12.0; p2pt needs 12.0 or newer",
+                          path);
+    }
+    struct p2pt_cuda table;
+    memset(&table, 0, sizeof(table));
+    for (size_t i = 0; i < P2PT_ARRAY_LEN(entries); i++) {
+        void *fn = NULL;
+        CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SUCCESS;
+        CUresult r = gpa(entries[i].name, &fn, entries[i].version,
+                         CU_GET_PROC_ADDRESS_DEFAULT, &found);
+        if (r == CUDA_ERROR_STUB_LIBRARY) {
+            dlclose(lib);
+            return p2pt__fail(P2PT_NO_DRIVER,
+                              "%s is the CUDA toolkit's stub library "
+                              "(CUDA_ERROR_STUB_LIBRARY): it lets programs link but "
+                              "runs nothing; put the real driver's libcuda.so.1 "
+                              "first in the library path",
+                              path);
+        }
+        if ((r != CUDA_SUCCESS || fn == NULL) && entries[i].required) {
+            dlclose(lib);
+            return p2pt__fail(P2PT_NO_DRIVER,
+                              "the CUDA driver %s has no %s (ABI %d): %s, lookup "
+                              "result %d; p2pt needs a CUDA 12.0 or newer driver",
+                              path, entries[i].name, entries[i].version,
+                              p2pt__cuda_error_name(r), (int)found);
+        }
+        if (r == CUDA_SUCCESS)
+            memcpy((char *)&table + entries[i].offset, &fn, sizeof(fn));
+    }
+    CUresult r = table.cuInit(0);
+    if (r != CUDA_SUCCESS) {
+        /* Keep the handle: the error-name functions in `table` are still
+         * usable for the message. */
+        p2pt__cu.cuGetErrorName = table.cuGetErrorName;
+        p2pt__cu.cuGetErrorString = table.cuGetErrorString;
+        return p2pt__fail(P2PT_NO_DRIVER, "cuInit(0) in %s failed: %s (%d)%s", path,
+                          p2pt__cuda_error_name(r), (int)r,
+                          r == CUDA_ERROR_NO_DEVICE ? ": no CUDA device is visible"
+                                                    : "");
+    }
+    /* The library stays open for the life of the process: entry points are
+     * shared by every handle, and unloading a driver is never safe. */
+    p2pt__cu = table;
+    return P2PT_SUCCESS;
+}
+
+p2pt_status p2pt__cuda_load(const char *path)
+{
+    if (path == NULL || path[0] == '\0')
+        path = "libcuda.so.1";
+    if (!atomic_load_explicit(&load_done, memory_order_acquire)) {
+        pthread_mutex_lock(&load_lock);
+        if (!atomic_load_explicit(&load_done, memory_order_relaxed)) {
+            load_status = load_locked(path);
+            snprintf(load_text, sizeof(load_text), "%s",
+                     load_status == P2PT_SUCCESS ? "" : p2pt__last_error_text());
+            atomic_store_explicit(&load_done, 1, memory_order_release);
+        }
+        pthread_mutex_unlock(&load_lock);
+    }
+    if (load_status != P2PT_SUCCESS)
+        return p2pt__fail(load_status, "%s", load_text);
+    return P2PT_SUCCESS;
+}

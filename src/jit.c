@@ -1,0 +1,286 @@
+/*
+ * Run-time compilation of kernels/tma_copy.cu and its per-context modules.
+ *
+ * Two caches, one mutex:
+ *  - cubins, one per GPU architecture. NVRTC runs once per process and
+ *    architecture: thirty-two threads making their first TMA copy together
+ *    produce one compilation (the counter proves it in tests). pthread_once
+ *    cannot take the architecture as an argument, so the once-ness is a
+ *    mutex-guarded slot per architecture; the NVRTC library itself is opened
+ *    once by nvrtc_loader.c.
+ *  - modules, one per CUDA context, keyed by the context handle *and* its
+ *    unique id (cuCtxGetId): a context destroyed and replaced by a new one at
+ *    the same address gets the module loaded again, never a stale handle.
+ * Entries are never freed while the process lives, so a thread-local
+ * pointer to the last one used is a lock-free fast path for copies.
+ * Compiling under the mutex is deliberate: it happens once, and it is what
+ * makes concurrent first copies wait for the one compile instead of racing.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "p2pt_internal.h"
+
+#define LOG_EXCERPT_LINES 12
+#define MAX_ARCHS 8
+#define STATIC_SMEM_RESERVE 1024 /* the kernel's mbarriers, rounded up */
+
+struct cubin_slot {
+    int arch;
+    p2pt_status status; /* a failed compile is remembered, not retried */
+    char *error;
+    void *cubin;
+    size_t size;
+};
+
+struct module_node {
+    struct p2pt_module m;
+    struct module_node *next;
+};
+
+static pthread_mutex_t jit_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cubin_slot cubins[MAX_ARCHS];
+static size_t n_cubins;
+static struct module_node *modules;
+static _Atomic uint64_t compilations;
+static _Atomic uint64_t module_loads;
+static _Thread_local const struct p2pt_module *last_module;
+
+uint64_t p2pt__jit_compilations(void) { return atomic_load(&compilations); }
+uint64_t p2pt__jit_module_loads(void) { return atomic_load(&module_loads); }
+
+/* The first lines of an NVRTC log, for the last-error text. */
+static void log_excerpt(const char *log, char *out, size_t len)
+{
+    size_t lines = 0, i = 0;
+    while (log[i] != '\0' && lines < LOG_EXCERPT_LINES && i + 1 < len) {
+        out[i] = log[i];
+        if (log[i] == '\n')
+            lines++;
+        i++;
+    }
+    out[i] = '\0';
+}
+
+/* Compile `source`; `target` is "sm_90" (cubin) or "compute_90" (PTX). The
+ * output buffer is malloc'd; every NVRTC object is released on every path. */
+static p2pt_status compile(const char *source, const char *target, bool want_ptx,
+                           const char *nvrtc_path, void **out, size_t *out_size)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    nvrtcProgram prog = NULL;
+    char *log = NULL;
+    char *buf = NULL;
+    char arch_opt[48];
+
+    *out = NULL;
+    P2PT_TRY(p2pt__nvrtc_load(nvrtc_path));
+    snprintf(arch_opt, sizeof(arch_opt), "--gpu-architecture=%s", target);
+    const char *opts[] = {arch_opt, "--std=c++17", "--device-as-default-execution-space"};
+    P2PT_NVRTC(p2pt__nv.nvrtcCreateProgram(&prog, source, "tma_copy.cu", 0, NULL, NULL));
+    nvrtcResult cr = p2pt__nv.nvrtcCompileProgram(prog, (int)P2PT_ARRAY_LEN(opts), opts);
+    if (cr != NVRTC_SUCCESS) {
+        size_t log_size = 0;
+        char excerpt[1200] = "(no log)";
+        if (p2pt__nv.nvrtcGetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS &&
+            log_size > 1 && (log = malloc(log_size)) != NULL &&
+            p2pt__nv.nvrtcGetProgramLog(prog, log) == NVRTC_SUCCESS)
+            log_excerpt(log, excerpt, sizeof(excerpt));
+        st = p2pt__fail(P2PT_COMPILE_ERROR,
+                        "NVRTC could not compile kernels/tma_copy.cu for %s: %s; log:\n%s",
+                        target, p2pt__nv.nvrtcGetErrorString(cr), excerpt);
+        goto out;
+    }
+    size_t size = 0;
+    if (want_ptx)
+        P2PT_NVRTC(p2pt__nv.nvrtcGetPTXSize(prog, &size));
+    else
+        P2PT_NVRTC(p2pt__nv.nvrtcGetCUBINSize(prog, &size));
+    buf = malloc(size + 1);
+    if (buf == NULL) {
+        st = p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory for a %zu-byte %s",
+                        size, want_ptx ? "PTX" : "cubin");
+        goto out;
+    }
+    if (want_ptx)
+        P2PT_NVRTC(p2pt__nv.nvrtcGetPTX(prog, buf));
+    else
+        P2PT_NVRTC(p2pt__nv.nvrtcGetCUBIN(prog, buf));
+    buf[size] = '\0';
+    *out = buf;
+    *out_size = size;
+    buf = NULL;
+out:
+    free(buf);
+    free(log);
+    if (prog != NULL)
+        p2pt__nv.nvrtcDestroyProgram(&prog);
+    return st;
+}
+
+p2pt_status p2pt__jit_compile(const char *source, int arch, const char *nvrtc_path,
+                              void **cubin, size_t *cubin_size)
+{
+    char target[16];
+    snprintf(target, sizeof(target), "sm_%d", arch);
+    return compile(source, target, false, nvrtc_path, cubin, cubin_size);
+}
+
+p2pt_status p2pt__jit_compile_ptx(const char *source, int arch, const char *nvrtc_path,
+                                  char **ptx)
+{
+    char target[16];
+    size_t size;
+    snprintf(target, sizeof(target), "compute_%d", arch);
+    return compile(source, target, true, nvrtc_path, (void **)ptx, &size);
+}
+
+/* The cubin for `arch`, compiling it on first use. Caller holds jit_lock. */
+static p2pt_status cubin_for_arch_locked(int arch, const char *nvrtc_path,
+                                         const struct cubin_slot **out)
+{
+    for (size_t i = 0; i < n_cubins; i++) {
+        if (cubins[i].arch == arch) {
+            *out = &cubins[i];
+            if (cubins[i].status != P2PT_SUCCESS)
+                return p2pt__fail(cubins[i].status, "%s", cubins[i].error);
+            return P2PT_SUCCESS;
+        }
+    }
+    if (n_cubins == MAX_ARCHS)
+        return p2pt__fail(P2PT_INTERNAL_ERROR,
+                          "more than %d GPU architectures in one process", MAX_ARCHS);
+    struct cubin_slot *slot = &cubins[n_cubins++];
+    slot->arch = arch;
+    atomic_fetch_add(&compilations, 1);
+    slot->status = p2pt__jit_compile(p2pt__tma_copy_source, arch, nvrtc_path,
+                                     &slot->cubin, &slot->size);
+    if (slot->status != P2PT_SUCCESS)
+        slot->error = strdup(p2pt__last_error_text());
+    *out = slot;
+    if (slot->status != P2PT_SUCCESS)
+        return p2pt__fail(slot->status, "%s", slot->error ? slot->error : "compile failed");
+    return P2PT_SUCCESS;
+}
+
+static int attr(CUdevice dev, CUdevice_attribute a)
+{
+    int v = 0;
+    if (p2pt__cu.cuDeviceGetAttribute(&v, a, dev) != CUDA_SUCCESS)
+        return -1;
+    return v;
+}
+
+/* Load the kernel into `ctx` (made current by the caller). */
+static p2pt_status load_module_locked(CUcontext ctx, unsigned long long id,
+                                      const char *nvrtc_path, struct p2pt_module *m)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    CUmodule mod = NULL;
+    CUdevice dev;
+    const struct cubin_slot *slot = NULL;
+
+    P2PT_CU(p2pt__cu.cuCtxGetDevice(&dev));
+    int major = attr(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+    int minor = attr(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+    if (major < 9) {
+        st = p2pt__fail(P2PT_NOT_SUPPORTED,
+                        "TMA needs compute capability 9.0, device %d is %d.%d; "
+                        "use P2P_TRANSPORT=ce on this device",
+                        (int)dev, major, minor);
+        goto out;
+    }
+    P2PT_TRY(cubin_for_arch_locked(major * 10 + minor, nvrtc_path, &slot));
+    P2PT_CU(p2pt__cu.cuModuleLoadData(&mod, slot->cubin));
+    CUfunction fn;
+    P2PT_CU(p2pt__cu.cuModuleGetFunction(&fn, mod, P2PT_TMA_KERNEL_NAME));
+    int optin = attr(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+    /* Raise the dynamic limit to all the device allows once; each launch
+     * still asks only for its own ring. */
+    P2PT_CU(p2pt__cu.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                        optin - STATIC_SMEM_RESERVE));
+    m->ctx = ctx;
+    m->ctx_id = id;
+    m->device = dev;
+    m->ordinal = (int)dev;
+    m->sm_count = attr(dev, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    m->smem_per_block_optin = optin - STATIC_SMEM_RESERVE;
+    m->smem_per_sm = attr(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
+    m->module = mod;
+    m->fn = fn;
+    mod = NULL;
+    atomic_fetch_add(&module_loads, 1);
+out:
+    if (mod != NULL)
+        p2pt__cu.cuModuleUnload(mod);
+    return st;
+}
+
+p2pt_status p2pt__jit_module(CUcontext ctx, const char *nvrtc_path,
+                             const CUstream *capture_stream,
+                             const struct p2pt_module **out)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    unsigned long long id = 0;
+    bool locked = false, pushed = false;
+
+    P2PT_CU(p2pt__cu.cuCtxGetId(ctx, &id));
+    const struct p2pt_module *hit = last_module;
+    if (hit != NULL && hit->ctx == ctx && hit->ctx_id == id) {
+        *out = hit;
+        return P2PT_SUCCESS;
+    }
+
+    pthread_mutex_lock(&jit_lock);
+    locked = true;
+    /* A node whose ctx matches but whose id does not belongs to a destroyed
+     * context (its module went with it). It is left in place, never
+     * rewritten: another thread's last_module may still point at it. */
+    struct module_node *node = NULL;
+    for (struct module_node *n = modules; n != NULL; n = n->next) {
+        if (n->m.ctx == ctx && n->m.ctx_id == id)
+            node = n;
+    }
+    if (node == NULL) {
+        if (capture_stream != NULL) {
+            CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+            P2PT_CU(p2pt__cu.cuStreamIsCapturing(*capture_stream, &cs));
+            if (cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+                st = p2pt__fail(P2PT_INVALID_USAGE,
+                                "the TMA kernel is not loaded in this stream's context "
+                                "yet and the stream is capturing a CUDA graph; call "
+                                "prepare(device) for this device before capture");
+                goto out;
+            }
+        }
+        CUcontext cur = NULL;
+        P2PT_CU(p2pt__cu.cuCtxGetCurrent(&cur));
+        if (cur != ctx) {
+            P2PT_CU(p2pt__cu.cuCtxPushCurrent(ctx));
+            pushed = true;
+        }
+        struct p2pt_module m;
+        memset(&m, 0, sizeof(m));
+        P2PT_TRY(load_module_locked(ctx, id, nvrtc_path, &m));
+        node = calloc(1, sizeof(*node));
+        if (node == NULL) {
+            p2pt__cu.cuModuleUnload(m.module);
+            st = p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory");
+            goto out;
+        }
+        node->m = m;
+        node->next = modules;
+        modules = node;
+    }
+    last_module = &node->m;
+    *out = &node->m;
+out:
+    if (pushed) {
+        CUcontext popped;
+        p2pt__cu.cuCtxPopCurrent(&popped);
+    }
+    if (locked)
+        pthread_mutex_unlock(&jit_lock);
+    return st;
+}

@@ -1,0 +1,48 @@
+/*
+ * The one exported symbol: the plugin table, ABI version 1. Nothing else
+ * lives here; every slot points at the public API (api.c, status.c).
+ * Slots are cast-free adapters where the ABI uses `void *ctx`.
+ */
+#include "p2pt_internal.h"
+#include "p2pt_plugin.h"
+
+static p2pt_status plugin_init(const p2pt_init_args *args, void **ctx)
+{
+    if (ctx == NULL)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT, "init: ctx is NULL");
+    p2pt_handle *h = NULL;
+    p2pt_status st = p2pt_init(args, &h);
+    *ctx = h;
+    return st;
+}
+
+static p2pt_status plugin_finalize(void *ctx) { return p2pt_finalize(ctx); }
+
+static p2pt_status plugin_get_properties(void *ctx, p2pt_properties *props)
+{
+    return p2pt_get_properties(ctx, props);
+}
+
+static p2pt_status plugin_prepare(void *ctx, int device) { return p2pt_prepare(ctx, device); }
+
+static p2pt_status plugin_copy_async(void *ctx, void *dst, const void *src, size_t bytes,
+                                     void *stream)
+{
+    return p2pt_copy_async(ctx, dst, src, bytes, stream);
+}
+
+static const char *plugin_last_error(void *ctx) { return p2pt_last_error(ctx); }
+
+const p2pt_plugin_v1_t p2pt_plugin_v1 = {
+    .abi_version = P2PT_PLUGIN_ABI_VERSION,
+    .struct_size = sizeof(p2pt_plugin_v1_t),
+    .name = "p2pt",
+    .version = P2PT_VERSION_STRING,
+    .init = plugin_init,
+    .finalize = plugin_finalize,
+    .get_properties = plugin_get_properties,
+    .prepare = plugin_prepare,
+    .copy_async = plugin_copy_async,
+    .error_string = p2pt_status_string,
+    .last_error = plugin_last_error,
+};

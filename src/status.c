@@ -1,0 +1,73 @@
+/*
+ * Status strings and the per-thread last-error text.
+ *
+ * The text lives in thread-local storage so that a framework thread can ask
+ * "why" after any failing call, including a failed init (no handle yet), and
+ * threads never see each other's errors.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "p2pt_internal.h"
+
+#define P2PT_ERROR_TEXT_MAX 2048
+
+static _Thread_local char last_error[P2PT_ERROR_TEXT_MAX];
+
+const char *p2pt_status_string(p2pt_status status)
+{
+    /* A switch with no default: the compiler names a status without a
+     * string (-Wswitch), and unknown values fall through to the end. */
+    switch (status) {
+#define P2PT_STATUS_CASE_(name, value, text)                                   \
+    case P2PT_##name:                                                          \
+        return text;
+        P2PT_STATUS_MAP(P2PT_STATUS_CASE_)
+#undef P2PT_STATUS_CASE_
+    }
+    return "unknown status";
+}
+
+const char *p2pt_last_error(const p2pt_handle *h)
+{
+    (void)h; /* errors are per thread, whichever handle raised them */
+    return last_error;
+}
+
+const char *p2pt__last_error_text(void) { return last_error; }
+
+void p2pt__clear_error(void) { last_error[0] = '\0'; }
+
+p2pt_status p2pt__fail(p2pt_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof(last_error), fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+p2pt_status p2pt__cuda_fail(CUresult r, const char *call, const char *file,
+                            int line)
+{
+    const char *desc = NULL;
+    if (p2pt__cu.cuGetErrorString == NULL ||
+        p2pt__cu.cuGetErrorString(r, &desc) != CUDA_SUCCESS || desc == NULL)
+        desc = "no description";
+    const char *base = strrchr(file, '/');
+    return p2pt__fail(P2PT_CUDA_ERROR, "%s failed: %s (%d: %s) at %s:%d", call,
+                      p2pt__cuda_error_name(r), (int)r, desc,
+                      base ? base + 1 : file, line);
+}
+
+p2pt_status p2pt__nvrtc_fail(nvrtcResult r, const char *call, const char *file,
+                             int line)
+{
+    const char *desc = p2pt__nv.nvrtcGetErrorString
+                           ? p2pt__nv.nvrtcGetErrorString(r)
+                           : "no description";
+    const char *base = strrchr(file, '/');
+    return p2pt__fail(P2PT_COMPILE_ERROR, "%s failed: %s (%d) at %s:%d", call,
+                      desc, (int)r, base ? base + 1 : file, line);
+}

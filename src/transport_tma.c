@@ -1,0 +1,111 @@
+/*
+ * The TMA transport: one launch of kernels/tma_copy.cu per copy, whatever
+ * the size. Read top to bottom: plan the copy, send what TMA cannot do to the
+ * copy engine, find the kernel loaded in the stream's context, size the grid,
+ * launch.
+ */
+#include "p2pt_internal.h"
+
+/* Never more than two CTAs per SM: one elected thread per CTA keeps its
+ * whole ring in flight, so more CTAs only split the same shared memory. */
+#define MAX_CTAS_PER_SM 2
+#define PER_CTA_SMEM_OVERHEAD 1024 /* driver-reserved shared memory per CTA */
+
+static p2pt_status check_smem(const struct p2pt_handle *h, const struct p2pt_module *m)
+{
+    size_t need = p2pt__config_smem_bytes(&h->cfg);
+    if (need > (size_t)m->smem_per_block_optin)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "P2P_TRANSPORT_CHUNK_BYTES=%zu x P2P_TRANSPORT_STAGES=%d "
+                          "needs %zu bytes of shared memory per CTA; device %d allows "
+                          "%d",
+                          h->cfg.chunk_bytes, h->cfg.stages, need, m->ordinal,
+                          m->smem_per_block_optin);
+    return P2PT_SUCCESS;
+}
+
+static p2pt_status tma_prepare(struct p2pt_handle *h, int device)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    CUcontext ctx = NULL;
+    bool pushed = false;
+    const struct p2pt_module *m = NULL;
+
+    P2PT_TRY(p2pt__ctx_enter(device, &ctx, &pushed));
+    P2PT_TRY(p2pt__jit_module(ctx, h->cfg.nvrtc_library, NULL, &m));
+    P2PT_TRY(check_smem(h, m));
+out:
+    p2pt__ctx_leave(pushed);
+    return st;
+}
+
+static unsigned grid_size(const struct p2pt_handle *h, const struct p2pt_module *m,
+                          uint64_t chunks)
+{
+    size_t smem = p2pt__config_smem_bytes(&h->cfg) + PER_CTA_SMEM_OVERHEAD;
+    uint64_t per_sm = (uint64_t)m->smem_per_sm / smem;
+    if (per_sm > MAX_CTAS_PER_SM)
+        per_sm = MAX_CTAS_PER_SM;
+    if (per_sm == 0)
+        per_sm = 1;
+    uint64_t grid = per_sm * (uint64_t)m->sm_count;
+    if (h->cfg.max_ctas > 0 && (uint64_t)h->cfg.max_ctas < grid)
+        grid = (uint64_t)h->cfg.max_ctas;
+    if (chunks < grid)
+        grid = chunks;
+    return grid == 0 ? 1u : (unsigned)grid;
+}
+
+static p2pt_status tma_copy(struct p2pt_handle *h, void *dst, const void *src,
+                            size_t bytes, CUstream stream)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    struct p2pt_chunk_plan plan;
+    CUcontext ctx = NULL;
+    const struct p2pt_module *m = NULL;
+
+    P2PT_TRY(p2pt__chunk_plan((uintptr_t)dst, (uintptr_t)src, bytes, h->cfg.chunk_bytes,
+                              &plan));
+    if (!plan.coaligned) {
+        /* No shift aligns both sides for cp.async.bulk: the copy engine
+         * handles any alignment at full speed. */
+        atomic_fetch_add_explicit(&h->stats.ce_fallbacks, 1, memory_order_relaxed);
+        if (atomic_exchange(&h->fallback_logged, 1) == 0)
+            P2PT_INFO(&h->log,
+                      "tma: dst %p and src %p differ modulo 16; such copies go to the "
+                      "copy engine (logged once, counted in ce_fallbacks)",
+                      dst, src);
+        return p2pt__transport_ce.copy(h, dst, src, bytes, stream);
+    }
+
+    P2PT_CU(p2pt__cu.cuStreamGetCtx(stream, &ctx));
+    if (ctx == NULL) {
+        st = p2pt__fail(P2PT_INVALID_USAGE,
+                        "stream %p has no CUDA context (the default stream needs a "
+                        "current context on this thread)",
+                        (void *)stream);
+        goto out;
+    }
+    P2PT_TRY(p2pt__jit_module(ctx, h->cfg.nvrtc_library, &stream, &m));
+    P2PT_TRY(check_smem(h, m));
+
+    char *d = dst;
+    const char *s = src;
+    unsigned long long head = plan.head, body = plan.body, tail = plan.tail;
+    unsigned long long chunks = plan.chunks;
+    unsigned chunk = (unsigned)plan.chunk, stages = (unsigned)h->cfg.stages;
+    void *params[] = {&d, &s, &head, &body, &tail, &chunks, &chunk, &stages};
+    unsigned grid = grid_size(h, m, plan.chunks);
+    unsigned smem = plan.chunks ? (unsigned)p2pt__config_smem_bytes(&h->cfg) : 0;
+    P2PT_CU(p2pt__cu.cuLaunchKernel(m->fn, grid, 1, 1, P2PT_TMA_THREADS, 1, 1, smem,
+                                    stream, params, NULL));
+    atomic_fetch_add_explicit(&h->stats.tma_launches, 1, memory_order_relaxed);
+out:
+    return st;
+}
+
+const struct p2pt_transport_ops p2pt__transport_tma = {
+    .name = "tma",
+    .prepare = tma_prepare,
+    .copy = tma_copy,
+};
