@@ -172,6 +172,47 @@ P2PT_API const char *p2pt_status_string(p2pt_status status);
  */
 P2PT_API const char *p2pt_last_error(const p2pt_handle *h);
 
+/* ---------------------------------------------------------------- peers */
+
+#define P2PT_TOPOLOGY_MAX_DEVICES 32
+
+/* What the driver says about one ordered pair of devices (row can reach
+ * column). */
+typedef struct p2pt_peer_link {
+    int32_t can_access;     /* cuDeviceCanAccessPeer */
+    int32_t perf_rank;      /* CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK (lower is faster) */
+    int32_t native_atomics; /* CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED */
+    int32_t reserved;
+} p2pt_peer_link;
+
+/*
+ * The peer topology of the devices this process sees (at most
+ * P2PT_TOPOLOGY_MAX_DEVICES; more are reported as status 6). Set `size` to
+ * sizeof(p2pt_topology_t) first. `island[d]` numbers the group of device d:
+ * every two devices of one island can reach each other both ways (an NVLink
+ * island); islands are built greedily in device order.
+ */
+typedef struct p2pt_topology {
+    size_t size;
+    int32_t device_count;
+    int32_t island_count;
+    int32_t island[P2PT_TOPOLOGY_MAX_DEVICES];
+    p2pt_peer_link link[P2PT_TOPOLOGY_MAX_DEVICES][P2PT_TOPOLOGY_MAX_DEVICES];
+} p2pt_topology_t;
+
+/*
+ * Enable peer access between the primary contexts of dev_a and dev_b in both
+ * directions. Idempotent: access already enabled is success, dev_a == dev_b
+ * is a no-op. Leaves the calling thread's current context exactly as it found
+ * it, on every path. P2PT_NOT_SUPPORTED when the driver says the devices
+ * cannot reach each other; P2PT_INVALID_ARGUMENT for a bad ordinal. Blocks;
+ * thread-safe. (Contexts you create yourself: use cuCtxEnablePeerAccess.)
+ */
+P2PT_API p2pt_status p2pt_peer_enable(p2pt_handle *h, int dev_a, int dev_b);
+
+/* Fill `topo` (see p2pt_topology_t). Creates no context. Thread-safe. */
+P2PT_API p2pt_status p2pt_topology(p2pt_handle *h, p2pt_topology_t *topo);
+
 #ifdef __cplusplus
 }
 #endif

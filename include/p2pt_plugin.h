@@ -65,7 +65,16 @@ typedef struct p2pt_plugin_v1 {
      * may be NULL, so a failed init can be explained. Valid until the
      * thread's next call into the plugin. */
     const char *(*last_error)(void *ctx);
-    /* ---- end of ABI version 1 as first released; append below ---- */
+    /* ---- end of the first v1 release (struct_size 80 on LP64) ---- */
+
+    /* Enable peer access between two devices' primary contexts, both ways;
+     * idempotent; restores the caller's current context. Blocks; thread-safe.
+     * Check struct_size > offsetof(p2pt_plugin_v1_t, peer_enable). */
+    p2pt_status (*peer_enable)(void *ctx, int dev_a, int dev_b);
+
+    /* Fill the peer topology (set topo->size first). Thread-safe. */
+    p2pt_status (*topology)(void *ctx, p2pt_topology_t *topo);
+    /* ---- append below ---- */
 } p2pt_plugin_v1_t;
 
 /* The one exported data symbol. */

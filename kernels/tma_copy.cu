@@ -70,20 +70,43 @@ static __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity)
     } while (!done);
 }
 
-static __device__ __forceinline__ void bulk_load(u32 smem, const char *gsrc, u32 bytes,
-                                                 u32 bar)
+/* Flags (kernel argument), kept in step with src/transport_tma.c. */
+#define P2PT_FLAG_EVICT_FIRST 1u /* streamed bytes: L2 evict-first hint on both copies */
+
+static __device__ __forceinline__ u64 evict_first_policy()
 {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
-                 "[%0], [%1], %2, [%3];" ::"r"(smem),
-                 "l"(gsrc), "r"(bytes), "r"(bar)
-                 : "memory");
+    u64 policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    return policy;
 }
 
-static __device__ __forceinline__ void bulk_store(char *gdst, u32 smem, u32 bytes)
+static __device__ __forceinline__ void bulk_load(u32 smem, const char *gsrc, u32 bytes,
+                                                 u32 bar, bool hint, u64 policy)
 {
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(gdst),
-                 "r"(smem), "r"(bytes)
-                 : "memory");
+    if (hint)
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                     ".L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(smem),
+                     "l"(gsrc), "r"(bytes), "r"(bar), "l"(policy)
+                     : "memory");
+    else
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+                     "[%0], [%1], %2, [%3];" ::"r"(smem),
+                     "l"(gsrc), "r"(bytes), "r"(bar)
+                     : "memory");
+}
+
+static __device__ __forceinline__ void bulk_store(char *gdst, u32 smem, u32 bytes,
+                                                  bool hint, u64 policy)
+{
+    if (hint)
+        asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint "
+                     "[%0], [%1], %2, %3;" ::"l"(gdst),
+                     "r"(smem), "r"(bytes), "l"(policy)
+                     : "memory");
+    else
+        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(gdst),
+                     "r"(smem), "r"(bytes)
+                     : "memory");
     asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 }
 
@@ -101,7 +124,7 @@ static __device__ __forceinline__ void bulk_wait_all()
 
 extern "C" __global__ void __launch_bounds__(32)
 p2pt_tma_copy(char *dst, const char *src, u64 head, u64 body, u64 tail, u64 chunks,
-              u32 chunk, u32 stages)
+              u32 chunk, u32 stages, u32 flags)
 {
     extern __shared__ __align__(128) unsigned char ring[];
     __shared__ __align__(8) u64 bars[P2PT_MAX_STAGES];
@@ -116,6 +139,8 @@ p2pt_tma_copy(char *dst, const char *src, u64 head, u64 body, u64 tail, u64 chun
     if (threadIdx.x != 0 || blockIdx.x >= chunks)
         return;
 
+    const bool hint = (flags & P2PT_FLAG_EVICT_FIRST) != 0;
+    const u64 policy = hint ? evict_first_policy() : 0;
     const u32 bar0 = smem_u32(bars);
     const u32 ring0 = smem_u32(ring);
     for (u32 s = 0; s < stages; s++)
@@ -136,7 +161,7 @@ p2pt_tma_copy(char *dst, const char *src, u64 head, u64 body, u64 tail, u64 chun
     do {                                                                       \
         mbar_expect_tx(bar0 + 8 * (s), CHUNK_LEN(k));                          \
         bulk_load(ring0 + (s) * chunk, body_src + CHUNK_OFF(k), CHUNK_LEN(k),  \
-                  bar0 + 8 * (s));                                             \
+                  bar0 + 8 * (s), hint, policy);                               \
     } while (0)
 
     const u64 prologue = n < stages ? n : stages;
@@ -146,7 +171,7 @@ p2pt_tma_copy(char *dst, const char *src, u64 head, u64 body, u64 tail, u64 chun
     for (u64 k = 0; k < n; k++) {
         const u32 s = (u32)(k % stages);
         mbar_wait(bar0 + 8 * s, (u32)((k / stages) & 1));
-        bulk_store(body_dst + CHUNK_OFF(k), ring0 + s * chunk, CHUNK_LEN(k));
+        bulk_store(body_dst + CHUNK_OFF(k), ring0 + s * chunk, CHUNK_LEN(k), hint, policy);
         if (stages == 1) {
             /* The only stage is being read by store k: wait for it. */
             if (k + 1 < n) {

@@ -25,6 +25,7 @@
 #define DEFAULT_STAGES 4
 #define DEFAULT_MAX_CTAS 0
 #define DEFAULT_LOG_LEVEL P2PT_LOG_WARN
+#define DEFAULT_L2_EVICT_FIRST 0
 #define DEFAULT_CUDA_LIBRARY "libcuda.so.1"
 
 /* Parse a non-negative decimal integer with an optional binary K/M suffix.
@@ -133,6 +134,7 @@ p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *transport_ove
     cfg->stages = DEFAULT_STAGES;
     cfg->max_ctas = DEFAULT_MAX_CTAS;
     cfg->validate = 1;
+    cfg->l2_evict_first = DEFAULT_L2_EVICT_FIRST;
     snprintf(cfg->cuda_library, sizeof(cfg->cuda_library), "%s", DEFAULT_CUDA_LIBRARY);
 
     /* An empty value is refused rather than read as "unset": `VAR= cmd` is
@@ -185,6 +187,20 @@ p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *transport_ove
         EMPTY_CHECK("P2P_TRANSPORT_VALIDATE");
         P2PT_TRY(read_uint("P2P_TRANSPORT_VALIDATE", v, 0, 1, "0 or 1", &n));
         cfg->validate = (int)n;
+    }
+    if ((v = getenv("P2P_TRANSPORT_L2_HINT")) != NULL) {
+        EMPTY_CHECK("P2P_TRANSPORT_L2_HINT");
+        if (strcasecmp(v, "evict_first") == 0)
+            cfg->l2_evict_first = 1;
+        else if (strcasecmp(v, "none") == 0)
+            cfg->l2_evict_first = 0;
+        else {
+            st = p2pt__fail(P2PT_INVALID_ARGUMENT,
+                            "P2P_TRANSPORT_L2_HINT=\"%s\" is not valid: expected "
+                            "none or evict_first (any case)",
+                            v);
+            goto out;
+        }
     }
     if ((v = getenv("P2P_CUDA_LIBRARY")) != NULL) {
         EMPTY_CHECK("P2P_CUDA_LIBRARY");

@@ -97,6 +97,7 @@ struct p2pt_config {
     int stages;                   /* P2P_TRANSPORT_STAGES */
     int max_ctas;                 /* P2P_TRANSPORT_MAX_CTAS, 0 = auto */
     int validate;                 /* P2P_TRANSPORT_VALIDATE, 0 or 1 */
+    int l2_evict_first;           /* P2P_TRANSPORT_L2_HINT: 1 = evict_first */
     char cuda_library[P2PT_PATH_MAX];  /* P2P_CUDA_LIBRARY */
     char nvrtc_library[P2PT_PATH_MAX]; /* P2P_NVRTC_LIBRARY, "" = search */
 };
@@ -260,6 +261,7 @@ P2PT_INTERNAL extern const size_t p2pt__tma_copy_source_len;
 
 #define P2PT_TMA_KERNEL_NAME "p2pt_tma_copy"
 #define P2PT_TMA_THREADS 32
+#define P2PT_TMA_FLAG_EVICT_FIRST 1u /* same value in kernels/tma_copy.cu */
 
 /* A loaded kernel in one CUDA context. */
 struct p2pt_module {

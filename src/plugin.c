@@ -33,6 +33,16 @@ static p2pt_status plugin_copy_async(void *ctx, void *dst, const void *src, size
 
 static const char *plugin_last_error(void *ctx) { return p2pt_last_error(ctx); }
 
+static p2pt_status plugin_peer_enable(void *ctx, int dev_a, int dev_b)
+{
+    return p2pt_peer_enable(ctx, dev_a, dev_b);
+}
+
+static p2pt_status plugin_topology(void *ctx, p2pt_topology_t *topo)
+{
+    return p2pt_topology(ctx, topo);
+}
+
 const p2pt_plugin_v1_t p2pt_plugin_v1 = {
     .abi_version = P2PT_PLUGIN_ABI_VERSION,
     .struct_size = sizeof(p2pt_plugin_v1_t),
@@ -45,4 +55,6 @@ const p2pt_plugin_v1_t p2pt_plugin_v1 = {
     .copy_async = plugin_copy_async,
     .error_string = p2pt_status_string,
     .last_error = plugin_last_error,
+    .peer_enable = plugin_peer_enable,
+    .topology = plugin_topology,
 };

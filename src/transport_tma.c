@@ -94,7 +94,8 @@ static p2pt_status tma_copy(struct p2pt_handle *h, void *dst, const void *src,
     unsigned long long head = plan.head, body = plan.body, tail = plan.tail;
     unsigned long long chunks = plan.chunks;
     unsigned chunk = (unsigned)plan.chunk, stages = (unsigned)h->cfg.stages;
-    void *params[] = {&d, &s, &head, &body, &tail, &chunks, &chunk, &stages};
+    unsigned flags = h->cfg.l2_evict_first ? P2PT_TMA_FLAG_EVICT_FIRST : 0u;
+    void *params[] = {&d, &s, &head, &body, &tail, &chunks, &chunk, &stages, &flags};
     unsigned grid = grid_size(h, m, plan.chunks);
     unsigned smem = plan.chunks ? (unsigned)p2pt__config_smem_bytes(&h->cfg) : 0;
     P2PT_CU(p2pt__cu.cuLaunchKernel(m->fn, grid, 1, 1, P2PT_TMA_THREADS, 1, 1, smem,
