@@ -14,6 +14,8 @@ need_pkgs=()
 command -v cmake >/dev/null || need_pkgs+=(cmake)
 command -v cc >/dev/null || need_pkgs+=(gcc)
 command -v nm >/dev/null || need_pkgs+=(binutils)
+fuzz_seconds=${P2PT_TEST_FUZZ_SECONDS:-20}
+if [ "$fuzz_seconds" != 0 ] && ! command -v clang >/dev/null; then need_pkgs+=(clang); fi
 if [ ! -f /usr/include/criterion/criterion.h ] && [ ! -d "$ROOT/.gpudeps/include/criterion" ]; then
   need_pkgs+=(libcriterion-dev)
 fi
@@ -43,6 +45,22 @@ if [ "${P2PT_TEST_SANITIZE:-1}" != 0 ]; then
   cmake --build build-asan -j"$jobs" >/dev/null
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 P2PT_TEST_NO_GPU=1 \
     ./build-asan/p2pt-tests --jobs "$jobs" "$@"
+fi
+
+if [ "$fuzz_seconds" != 0 ]; then
+  echo "== libFuzzer: config parsing and chunk planning, ${fuzz_seconds}s each"
+  CC=clang cmake -S . -B build-fuzz -DP2PT_FUZZ=ON -DP2PT_SANITIZE=ON -DP2PT_BUILD_TESTS=OFF \
+    -DP2PT_BUILD_BENCH=OFF >/dev/null
+  cmake --build build-fuzz -j"$jobs" --target fuzz_config fuzz_chunk_plan >/dev/null
+  for f in fuzz_config fuzz_chunk_plan; do
+    if ! ./build-fuzz/$f -max_total_time="$fuzz_seconds" -artifact_prefix=build-fuzz/ \
+        >build-fuzz/$f.log 2>&1; then
+      tail -40 build-fuzz/$f.log
+      echo "test.sh: $f found a failure (input saved under build-fuzz/)" >&2
+      exit 1
+    fi
+    grep -E "^Done" build-fuzz/$f.log | sed "s/^/$f: /"
+  done
 fi
 
 echo "== plain build"

@@ -50,6 +50,14 @@ static const struct entry entries[] = {
     E(cuModuleUnload, 2000), E(cuModuleGetFunction, 2000),
     E(cuFuncSetAttribute, 9000), E(cuFuncGetAttribute, 2020),
     E(cuLaunchKernel, 4000), E(cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050),
+    OPT(cuMemAllocFromPoolAsync, 11020), OPT(cuMemFreeAsync, 11020),
+    OPT(cuDeviceGetDefaultMemPool, 11020), OPT(cuMemPoolSetAccess, 11020),
+    OPT(cuMemPoolCreate, 11020), OPT(cuMemPoolDestroy, 11020), OPT(cuMemCreate, 10020),
+    OPT(cuMemRelease, 10020), OPT(cuMemMap, 10020), OPT(cuMemUnmap, 10020),
+    OPT(cuMemSetAccess, 10020), OPT(cuMemGetAccess, 10020),
+    OPT(cuMemAddressReserve, 10020), OPT(cuMemAddressFree, 10020),
+    OPT(cuMemGetAllocationGranularity, 10020), OPT(cuMemExportToShareableHandle, 10020),
+    OPT(cuMemImportFromShareableHandle, 10020),
 };
 #undef E
 #undef OPT

@@ -176,6 +176,25 @@ struct p2pt_cuda {
     PFN_cuFuncGetAttribute_v2020 cuFuncGetAttribute;
     PFN_cuLaunchKernel_v4000 cuLaunchKernel;
     PFN_cuOccupancyMaxActiveBlocksPerMultiprocessor_v6050 cuOccupancyMaxActiveBlocksPerMultiprocessor;
+    /* Optional (NULL when the driver lacks them): memory pools, virtual
+     * memory management and IPC handles, used by tests and the benchmark. */
+    PFN_cuMemAllocFromPoolAsync_v11020 cuMemAllocFromPoolAsync;
+    PFN_cuMemFreeAsync_v11020 cuMemFreeAsync;
+    PFN_cuDeviceGetDefaultMemPool_v11020 cuDeviceGetDefaultMemPool;
+    PFN_cuMemPoolSetAccess_v11020 cuMemPoolSetAccess;
+    PFN_cuMemPoolCreate_v11020 cuMemPoolCreate;
+    PFN_cuMemPoolDestroy_v11020 cuMemPoolDestroy;
+    PFN_cuMemCreate_v10020 cuMemCreate;
+    PFN_cuMemRelease_v10020 cuMemRelease;
+    PFN_cuMemMap_v10020 cuMemMap;
+    PFN_cuMemUnmap_v10020 cuMemUnmap;
+    PFN_cuMemSetAccess_v10020 cuMemSetAccess;
+    PFN_cuMemGetAccess_v10020 cuMemGetAccess;
+    PFN_cuMemAddressReserve_v10020 cuMemAddressReserve;
+    PFN_cuMemAddressFree_v10020 cuMemAddressFree;
+    PFN_cuMemGetAllocationGranularity_v10020 cuMemGetAllocationGranularity;
+    PFN_cuMemExportToShareableHandle_v10020 cuMemExportToShareableHandle;
+    PFN_cuMemImportFromShareableHandle_v10020 cuMemImportFromShareableHandle;
 };
 
 /* The table, valid after p2pt__cuda_load succeeded. */

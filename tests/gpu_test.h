@@ -1,0 +1,148 @@
+/*
+ * Small GPU helpers for the integration tests (graphs, contexts, threads,
+ * pools): a device check that skips with the reason, buffers with random
+ * contents, and a byte-exact check of a destination against its source.
+ * Static inline so each test file stays self-contained.
+ */
+#ifndef P2PT_GPU_TEST_H
+#define P2PT_GPU_TEST_H
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "p2pt_internal.h"
+
+#define GT_CHECK(call)                                                         \
+    do {                                                                       \
+        CUresult gt_r_ = (call);                                               \
+        cr_assert_eq(gt_r_, CUDA_SUCCESS, "%s failed: %s (%d)", #call,         \
+                     p2pt__cuda_error_name(gt_r_), (int)gt_r_);                \
+    } while (0)
+
+#define GT_OK(expr)                                                            \
+    do {                                                                       \
+        p2pt_status gt_s_ = (expr);                                            \
+        cr_assert_eq(gt_s_, P2PT_SUCCESS, "%s -> %d (%s): %s", #expr, (int)gt_s_, \
+                     p2pt_status_string(gt_s_), p2pt_last_error(NULL));        \
+    } while (0)
+
+/* Skip unless `n` CUDA devices are usable; P2PT_TEST_NO_GPU=1 skips too (the
+ * sanitizer run, where the driver's allocations confuse ASan). */
+static inline void gt_require_gpus(int n)
+{
+    const char *no = getenv("P2PT_TEST_NO_GPU");
+    if (no != NULL && strcmp(no, "1") == 0)
+        cr_skip_test("no CUDA device: P2PT_TEST_NO_GPU=1 (sanitizer run)");
+    const char *lib = getenv("P2P_CUDA_LIBRARY");
+    if (p2pt__cuda_load(lib ? lib : "libcuda.so.1") != P2PT_SUCCESS)
+        cr_skip_test("no CUDA device: %s", p2pt__last_error_text());
+    int count = 0;
+    if (p2pt__cu.cuDeviceGetCount(&count) != CUDA_SUCCESS || count < n) {
+        if (n == 1)
+            cr_skip_test("no CUDA device: the driver sees none");
+        cr_skip_test("needs %d CUDA devices: found %d", n, count);
+    }
+}
+
+static inline CUcontext gt_use_device(int ordinal)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    GT_CHECK(p2pt__cu.cuDeviceGet(&dev, ordinal));
+    GT_CHECK(p2pt__cu.cuDevicePrimaryCtxRetain(&ctx, dev));
+    GT_CHECK(p2pt__cu.cuCtxSetCurrent(ctx));
+    return ctx;
+}
+
+static inline p2pt_handle *gt_handle(const char *transport)
+{
+    p2pt_init_args a = {sizeof(a), NULL, transport};
+    p2pt_handle *h = NULL;
+    GT_OK(p2pt_init(&a, &h));
+    return h;
+}
+
+static inline void gt_random(unsigned char *p, size_t n, uint64_t seed)
+{
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        p[i] = (unsigned char)(x >> 24);
+    }
+}
+
+#define GT_POISON 0xA5
+#define GT_GUARD 256
+
+/* A device buffer of n bytes plus GT_GUARD poisoned bytes on each side. */
+struct gt_buf {
+    CUdeviceptr base; /* guard starts here */
+    CUdeviceptr ptr;  /* payload */
+    size_t n;
+};
+
+static inline struct gt_buf gt_alloc(size_t n)
+{
+    struct gt_buf b = {0, 0, n};
+    GT_CHECK(p2pt__cu.cuMemAlloc(&b.base, n + 2 * GT_GUARD));
+    b.ptr = b.base + GT_GUARD;
+    GT_CHECK(p2pt__cu.cuMemsetD8(b.base, GT_POISON, n + 2 * GT_GUARD));
+    return b;
+}
+
+static inline void gt_fill(struct gt_buf *b, uint64_t seed)
+{
+    unsigned char *h = malloc(b->n);
+    cr_assert_not_null(h);
+    gt_random(h, b->n, seed);
+    GT_CHECK(p2pt__cu.cuMemcpyHtoD(b->ptr, h, b->n));
+    free(h);
+}
+
+static inline void gt_poison(struct gt_buf *b)
+{
+    GT_CHECK(p2pt__cu.cuMemsetD8(b->base, GT_POISON, b->n + 2 * GT_GUARD));
+}
+
+/* dst's payload bytes [off, off + n) must equal src's [src_off, src_off + n);
+ * every other byte of dst, guards included, must still be poison. */
+static inline void gt_expect_range(const struct gt_buf *dst, size_t off,
+                                   const struct gt_buf *src, size_t src_off, size_t n,
+                                   const char *what)
+{
+    size_t total = dst->n + 2 * GT_GUARD;
+    unsigned char *want = malloc(n ? n : 1), *got = malloc(total);
+    cr_assert(want && got);
+    if (n)
+        GT_CHECK(p2pt__cu.cuMemcpyDtoH(want, src->ptr + src_off, n));
+    GT_CHECK(p2pt__cu.cuMemcpyDtoH(got, dst->base, total));
+    size_t lo = GT_GUARD + off, hi = lo + n;
+    for (size_t i = 0; i < total; i++) {
+        unsigned char w = (i >= lo && i < hi) ? want[i - lo] : GT_POISON;
+        if (got[i] != w) {
+            long at = (long)i - (long)lo;
+            unsigned g = got[i];
+            free(want);
+            free(got);
+            cr_assert_fail("%s: %zu-byte copy at offset %zu: byte %ld (relative to the "
+                           "copy) is 0x%02x, expected 0x%02x (%s)",
+                           what, n, off, at, g, (unsigned)w,
+                           i < lo || i >= hi ? "written outside the copy" : "wrong payload");
+        }
+    }
+    free(want);
+    free(got);
+}
+
+static inline void gt_free(struct gt_buf *b)
+{
+    if (b->base)
+        p2pt__cu.cuMemFree(b->base);
+    b->base = b->ptr = 0;
+}
+
+#endif
