@@ -10,7 +10,7 @@ export LD_LIBRARY_PATH="$PWD/.gpudeps/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH
 export PATH=/usr/local/cuda/bin:$PATH
 { nvidia-smi -L; nvidia-smi topo -m; git rev-parse HEAD 2>/dev/null; date -u; } >"$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
-cmake -S . -B build -DCRITERION_ROOT="$PWD/.gpudeps" >"$OUT/build.log" 2>&1 &&
+cmake -S . -B build -DCRITERION_ROOT="$PWD/.gpudeps" ${P2PT_CMAKE_EXTRA:-} >"$OUT/build.log" 2>&1 &&
   cmake --build build -j"$(nproc)" >>"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 rc=0
 want_tests=0; want_bench=0; bench_args=()
@@ -26,7 +26,7 @@ if [ $want_tests = 1 ]; then
   for t in ce tma; do
     echo "== p2pt-tests with P2P_TRANSPORT=$t"
     P2P_TRANSPORT=$t timeout 300 ./build/p2pt-tests --jobs 4 --verbose >"$OUT/tests-$t.log" 2>&1 || rc=1
-    grep -E "Synthesis|\[FAIL\]|\[SKIP\]|SKIP|Crash|Warning" "$OUT/tests-$t.log" | sort | uniq -c | sort -rn | head -40
+    grep -E "Synthesis|FAIL|SKIP|CRASH|Crash|Warning|Assertion|failed" "$OUT/tests-$t.log" | head -60
   done
 fi
 if [ $want_bench = 1 ]; then

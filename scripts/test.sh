@@ -15,6 +15,8 @@ command -v cmake >/dev/null || need_pkgs+=(cmake)
 command -v cc >/dev/null || need_pkgs+=(gcc)
 command -v nm >/dev/null || need_pkgs+=(binutils)
 fuzz_seconds=${P2PT_TEST_FUZZ_SECONDS:-20}
+use_valgrind=${P2PT_TEST_VALGRIND:-1}
+if [ "$use_valgrind" != 0 ] && ! command -v valgrind >/dev/null; then need_pkgs+=(valgrind); fi
 if [ "$fuzz_seconds" != 0 ] && ! command -v clang >/dev/null; then need_pkgs+=(clang); fi
 if [ ! -f /usr/include/criterion/criterion.h ] && [ ! -d "$ROOT/.gpudeps/include/criterion" ]; then
   need_pkgs+=(libcriterion-dev)
@@ -66,4 +68,20 @@ fi
 echo "== plain build"
 cmake -S . -B build "${cmake_args[@]}" >/dev/null
 cmake --build build -j"$jobs" >/dev/null
+
+if [ "$use_valgrind" != 0 ]; then
+  # Criterion's own runner keeps some blocks "possibly lost"; p2pt must have
+  # no memory error and no definite leak.
+  echo "== valgrind memcheck: CPU tests"
+  if ! P2PT_TEST_NO_GPU=1 valgrind --trace-children=yes --error-exitcode=9 --leak-check=full \
+      --errors-for-leak-kinds=definite --show-leak-kinds=definite -q \
+      ./build/p2pt-tests --jobs "$jobs" "$@" >build/valgrind.log 2>&1; then
+    grep -v '^\[' build/valgrind.log | head -60
+    echo "test.sh: valgrind found errors (build/valgrind.log)" >&2
+    exit 1
+  fi
+  grep -E "Synthesis" build/valgrind.log | sed 's/^/valgrind: /'
+fi
+
+echo "== plain suite"
 exec ./build/p2pt-tests --jobs "$jobs" "$@"

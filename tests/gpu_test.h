@@ -67,7 +67,14 @@ static inline p2pt_handle *gt_handle(const char *transport)
 static inline void gt_random(unsigned char *p, size_t n, uint64_t seed)
 {
     uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (size_t i = 0; i < n; i++) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        memcpy(p + i, &x, 8);
+    }
+    for (; i < n; i++) {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;

@@ -1,0 +1,95 @@
+/*
+ * How a framework uses p2pt: load libp2pt.so by path, find the v1 table,
+ * check its version, copy a buffer on a stream, check the bytes, explain any
+ * failure with the plugin's own error text. Nothing here links p2pt or
+ * libcuda: the few driver calls the example itself needs are looked up with
+ * dlsym, as a framework that already has CUDA would simply call them.
+ *
+ *   dlopen_consumer [path/to/libp2pt.so]
+ * Exit status: 0 on success, otherwise the p2pt status code (7 = no driver)
+ * or 100+ for a failure of the example's own CUDA calls or a wrong byte.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "p2pt_plugin.h"
+
+/* The driver calls the example itself makes (each returns CUresult, an int). */
+typedef int (*dev_get_t)(int *dev, int ordinal);
+typedef int (*retain_t)(void **ctx, int dev);
+typedef int (*set_cur_t)(void *ctx);
+typedef int (*alloc_t)(unsigned long long *ptr, size_t bytes);
+typedef int (*htod_t)(unsigned long long dst, const void *src, size_t bytes);
+typedef int (*dtoh_t)(void *dst, unsigned long long src, size_t bytes);
+typedef int (*sync_t)(void);
+typedef int (*free_t)(unsigned long long ptr);
+
+int main(int argc, char **argv)
+{
+    const char *path = argc > 1 ? argv[1] : "./libp2pt.so";
+    void *so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (so == NULL) {
+        fprintf(stderr, "cannot load %s: %s\n", path, dlerror());
+        return 100;
+    }
+    const p2pt_plugin_v1_t *p = dlsym(so, P2PT_PLUGIN_V1_SYMBOL);
+    if (p == NULL || p->abi_version != 1 ||
+        p->struct_size < offsetof(p2pt_plugin_v1_t, last_error) + sizeof(p->last_error)) {
+        fprintf(stderr, "%s is not a p2pt v1 plugin\n", path);
+        return 101;
+    }
+    void *ctx = NULL;
+    p2pt_status st = p->init(NULL, &ctx);
+    if (st != P2PT_SUCCESS) {
+        fprintf(stderr, "p2pt init failed: %s: %s\n", p->error_string(st), p->last_error(NULL));
+        return (int)st;
+    }
+
+    /* The framework's side: a context and two buffers. */
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    dev_get_t dev_get = cuda ? (dev_get_t)dlsym(cuda, "cuDeviceGet") : NULL;
+    retain_t retain = cuda ? (retain_t)dlsym(cuda, "cuDevicePrimaryCtxRetain") : NULL;
+    set_cur_t set_cur = cuda ? (set_cur_t)dlsym(cuda, "cuCtxSetCurrent") : NULL;
+    alloc_t alloc = cuda ? (alloc_t)dlsym(cuda, "cuMemAlloc_v2") : NULL;
+    htod_t htod = cuda ? (htod_t)dlsym(cuda, "cuMemcpyHtoD_v2") : NULL;
+    dtoh_t dtoh = cuda ? (dtoh_t)dlsym(cuda, "cuMemcpyDtoH_v2") : NULL;
+    sync_t sync = cuda ? (sync_t)dlsym(cuda, "cuCtxSynchronize") : NULL;
+    free_t mfree = cuda ? (free_t)dlsym(cuda, "cuMemFree_v2") : NULL;
+    if (!dev_get || !retain || !set_cur || !alloc || !htod || !dtoh || !sync || !mfree) {
+        fprintf(stderr, "example: driver entry points missing\n");
+        return 102;
+    }
+    const size_t n = (1u << 20) + 3;
+    int dev = 0;
+    void *cu_ctx = NULL;
+    unsigned long long src = 0, dst = 0;
+    unsigned char *in = malloc(n), *out = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        in[i] = (unsigned char)(rand() >> 7);
+    if (dev_get(&dev, 0) || retain(&cu_ctx, dev) || set_cur(cu_ctx) || alloc(&src, n) ||
+        alloc(&dst, n) || htod(src, in, n)) {
+        fprintf(stderr, "example: CUDA setup failed\n");
+        return 103;
+    }
+    st = p->copy_async(ctx, (void *)(uintptr_t)dst, (void *)(uintptr_t)src, n, NULL);
+    if (st != P2PT_SUCCESS) {
+        fprintf(stderr, "p2pt copy failed: %s: %s\n", p->error_string(st), p->last_error(ctx));
+        return (int)st;
+    }
+    if (sync() || dtoh(out, dst, n) || memcmp(in, out, n) != 0) {
+        fprintf(stderr, "example: the copied bytes differ\n");
+        return 104;
+    }
+    p2pt_properties props = {sizeof(props)};
+    p->get_properties(ctx, &props);
+    printf("ok: copied %zu bytes with %s\n", n, props.transport);
+    mfree(src);
+    mfree(dst);
+    free(in);
+    free(out);
+    p->finalize(ctx);
+    p->finalize(ctx); /* safe twice */
+    return 0;
+}

@@ -1,0 +1,220 @@
+/*
+ * The TMA transport specifically (init with transport "tma"): one kernel
+ * launch per copy at any size; non-co-aligned copies go to the copy engine,
+ * correct and counted; thirty-two threads making their first copy at once
+ * cause exactly one NVRTC compilation; 1 GiB + 13 bytes byte-exact; other
+ * chunk and stage settings; prepare on a bad device; pageable host memory
+ * refused by validation instead of faulting the GPU.
+ */
+#include <pthread.h>
+
+#include "gpu_test.h"
+
+Test(tma, one_copy_is_one_kernel_launch_at_any_size)
+{
+    gt_require_gpus(1);
+    gt_use_device(0);
+    p2pt_handle *h = gt_handle("tma");
+    static const size_t sizes[] = {1, 100 * 1024, 256u * 1024 * 1024 + 3};
+    struct gt_buf src = gt_alloc(sizes[2] + 16), dst = gt_alloc(sizes[2] + 16);
+    for (size_t i = 0; i < P2PT_ARRAY_LEN(sizes); i++) {
+        p2pt_properties a = {sizeof(a)}, b = {sizeof(b)};
+        GT_OK(p2pt_get_properties(h, &a));
+        gt_fill(&src, i + 1);
+        gt_poison(&dst);
+        GT_OK(p2pt_copy_async(h, (void *)(dst.ptr + 1), (void *)(src.ptr + 1), sizes[i], NULL));
+        GT_CHECK(p2pt__cu.cuCtxSynchronize());
+        GT_OK(p2pt_get_properties(h, &b));
+        cr_assert_eq(b.tma_launches - a.tma_launches, 1, "%zu bytes took %llu launches", sizes[i],
+                     (unsigned long long)(b.tma_launches - a.tma_launches));
+        cr_assert_eq(b.ce_copies, a.ce_copies, "a co-aligned copy went to the copy engine");
+        gt_expect_range(&dst, 1, &src, 1, sizes[i], "tma");
+    }
+    gt_free(&src);
+    gt_free(&dst);
+    p2pt_finalize(h);
+}
+
+Test(tma, non_coaligned_copy_goes_to_the_copy_engine_and_is_counted)
+{
+    gt_require_gpus(1);
+    gt_use_device(0);
+    p2pt_handle *h = gt_handle("tma");
+    const size_t n = 5 * 1024 * 1024 + 3;
+    struct gt_buf src = gt_alloc(n + 16), dst = gt_alloc(n + 16);
+    gt_fill(&src, 9);
+    GT_OK(p2pt_copy_async(h, (void *)(dst.ptr + 2), (void *)(src.ptr + 1), n, NULL));
+    GT_OK(p2pt_copy_async(h, (void *)(dst.ptr + 2), (void *)(src.ptr + 1), n, NULL));
+    GT_CHECK(p2pt__cu.cuCtxSynchronize());
+    gt_expect_range(&dst, 2, &src, 1, n, "misaligned tma request");
+    p2pt_properties p = {sizeof(p)};
+    GT_OK(p2pt_get_properties(h, &p));
+    cr_assert_eq(p.ce_fallbacks, 2);
+    cr_assert_eq(p.tma_launches, 0);
+    cr_assert_eq(p.copies, 2);
+    gt_free(&src);
+    gt_free(&dst);
+    p2pt_finalize(h);
+}
+
+#define N_FIRST 32
+
+struct first_copy {
+    pthread_t tid;
+    p2pt_handle *h;
+    CUcontext ctx;
+    CUdeviceptr src, dst;
+    size_t n;
+    pthread_barrier_t *go;
+    p2pt_status st;
+    char why[256];
+};
+
+static void *first_copy_main(void *arg)
+{
+    struct first_copy *f = arg;
+    CUstream s = NULL;
+    p2pt__cu.cuCtxSetCurrent(f->ctx);
+    p2pt__cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+    pthread_barrier_wait(f->go);
+    f->st = p2pt_copy_async(f->h, (void *)f->dst, (void *)f->src, f->n, s);
+    if (f->st != P2PT_SUCCESS)
+        snprintf(f->why, sizeof(f->why), "%s", p2pt_last_error(NULL));
+    else if (p2pt__cu.cuStreamSynchronize(s) != CUDA_SUCCESS)
+        f->st = P2PT_CUDA_ERROR;
+    p2pt__cu.cuStreamDestroy(s);
+    return NULL;
+}
+
+Test(tma, thirty_two_concurrent_first_copies_compile_once)
+{
+    gt_require_gpus(1);
+    CUcontext ctx = gt_use_device(0);
+    p2pt_handle *h = gt_handle("tma");
+    p2pt_properties p = {sizeof(p)};
+    GT_OK(p2pt_get_properties(h, &p));
+    cr_assert_eq(p.compilations, 0, "fresh process expected");
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, N_FIRST);
+    struct first_copy f[N_FIRST];
+    struct gt_buf src[N_FIRST], dst[N_FIRST];
+    for (int i = 0; i < N_FIRST; i++) {
+        src[i] = gt_alloc(200000 + (size_t)i * 48);
+        dst[i] = gt_alloc(src[i].n);
+        gt_fill(&src[i], (uint64_t)i + 500);
+        f[i] = (struct first_copy){0, h, ctx, src[i].ptr, dst[i].ptr, src[i].n, &go, 0, ""};
+        cr_assert_eq(pthread_create(&f[i].tid, NULL, first_copy_main, &f[i]), 0);
+    }
+    for (int i = 0; i < N_FIRST; i++)
+        pthread_join(f[i].tid, NULL);
+    pthread_barrier_destroy(&go);
+    for (int i = 0; i < N_FIRST; i++) {
+        cr_assert_eq(f[i].st, P2PT_SUCCESS, "thread %d: %s", i, f[i].why);
+        gt_expect_range(&dst[i], 0, &src[i], 0, src[i].n, "concurrent first copy");
+        gt_free(&src[i]);
+        gt_free(&dst[i]);
+    }
+    GT_OK(p2pt_get_properties(h, &p));
+    cr_assert_eq(p.compilations, 1, "%llu compilations", (unsigned long long)p.compilations);
+    cr_assert_eq(p.module_loads, 1, "%llu module loads", (unsigned long long)p.module_loads);
+    cr_assert_eq(p.tma_launches, N_FIRST);
+    p2pt_finalize(h);
+}
+
+Test(tma, one_gibibyte_plus_thirteen_bytes_is_byte_exact)
+{
+    gt_require_gpus(1);
+    gt_use_device(0);
+    const size_t n = (1ull << 30) + 13;
+    size_t free_b = 0, total_b = 0;
+    GT_CHECK(p2pt__cu.cuMemGetInfo(&free_b, &total_b));
+    if (free_b < 2 * n + (256u << 20))
+        cr_skip_test("needs %zu MiB of free GPU memory, %zu free", (2 * n) >> 20, free_b >> 20);
+    p2pt_handle *h = gt_handle("tma");
+    struct gt_buf src = gt_alloc(n + 16), dst = gt_alloc(n + 16);
+    gt_fill(&src, 1234);
+    GT_OK(p2pt_copy_async(h, (void *)(dst.ptr + 3), (void *)(src.ptr + 3), n, NULL));
+    GT_CHECK(p2pt__cu.cuCtxSynchronize());
+    gt_expect_range(&dst, 3, &src, 3, n, "1 GiB + 13");
+    gt_free(&src);
+    gt_free(&dst);
+    p2pt_finalize(h);
+}
+
+Test(tma, other_chunk_and_stage_settings_stay_byte_exact)
+{
+    gt_require_gpus(1);
+    gt_use_device(0);
+    static const char *const settings[][2] = {{"16K", "2"}, {"65536", "3"}, {"16", "1"},
+                                              {"32K", "6"}, {"200K", "1"}};
+    const size_t n = 3 * 1024 * 1024 + 77;
+    struct gt_buf src = gt_alloc(n + 16), dst = gt_alloc(n + 16);
+    for (size_t i = 0; i < P2PT_ARRAY_LEN(settings); i++) {
+        setenv("P2P_TRANSPORT_CHUNK_BYTES", settings[i][0], 1);
+        setenv("P2P_TRANSPORT_STAGES", settings[i][1], 1);
+        p2pt_handle *h = gt_handle("tma");
+        /* 16-byte chunks make ~200k chunks: keep that one small. */
+        size_t len = i == 2 ? 100000 + 9 : n;
+        gt_fill(&src, i + 70);
+        gt_poison(&dst);
+        GT_OK(p2pt_copy_async(h, (void *)(dst.ptr + 9), (void *)(src.ptr + 9), len, NULL));
+        GT_CHECK(p2pt__cu.cuCtxSynchronize());
+        char what[64];
+        snprintf(what, sizeof(what), "chunk %s x %s stages", settings[i][0], settings[i][1]);
+        gt_expect_range(&dst, 9, &src, 9, len, what);
+        p2pt_finalize(h);
+    }
+    unsetenv("P2P_TRANSPORT_CHUNK_BYTES");
+    unsetenv("P2P_TRANSPORT_STAGES");
+    gt_free(&src);
+    gt_free(&dst);
+}
+
+Test(tma, a_ring_over_the_device_shared_memory_is_refused_at_prepare)
+{
+    gt_require_gpus(1);
+    /* 227 KiB passes the static check at init but not the device's limit
+     * once the kernel's own shared memory is counted. */
+    setenv("P2P_TRANSPORT_CHUNK_BYTES", "227K", 1);
+    setenv("P2P_TRANSPORT_STAGES", "1", 1);
+    p2pt_handle *h = gt_handle("tma");
+    p2pt_status st = p2pt_prepare(h, 0);
+    cr_assert_eq(st, P2PT_INVALID_ARGUMENT, "-> %d: %s", (int)st, p2pt_last_error(NULL));
+    cr_assert(strstr(p2pt_last_error(NULL), "232448") != NULL &&
+                  strstr(p2pt_last_error(NULL), "allows") != NULL,
+              "message names the values and the limit: %s", p2pt_last_error(NULL));
+    p2pt_finalize(h);
+}
+
+Test(tma, prepare_on_a_missing_device_is_status_4)
+{
+    gt_require_gpus(1);
+    p2pt_handle *h = gt_handle("tma");
+    p2pt_status st = p2pt_prepare(h, 999);
+    cr_assert_eq(st, P2PT_INVALID_ARGUMENT, "-> %d: %s", (int)st, p2pt_last_error(NULL));
+    cr_assert(strstr(p2pt_last_error(NULL), "999") != NULL, "%s", p2pt_last_error(NULL));
+    GT_OK(p2pt_prepare(h, 0));
+    GT_OK(p2pt_prepare(h, 0)); /* cheap when done */
+    p2pt_finalize(h);
+}
+
+Test(tma, pageable_host_memory_is_refused_not_faulted)
+{
+    gt_require_gpus(1);
+    gt_use_device(0);
+    p2pt_handle *h = gt_handle("tma");
+    struct gt_buf dst = gt_alloc(1 << 16);
+    unsigned char *host = malloc(1 << 16);
+    memset(host, 1, 1 << 16);
+    p2pt_status st = p2pt_copy_async(h, (void *)dst.ptr, host, 1 << 16, NULL);
+    cr_assert_eq(st, P2PT_INVALID_ARGUMENT, "-> %d: %s", (int)st, p2pt_last_error(NULL));
+    cr_assert(strstr(p2pt_last_error(NULL), "pageable") != NULL, "%s", p2pt_last_error(NULL));
+    /* The copy engine handles the same request. */
+    p2pt_handle *ce = gt_handle("ce");
+    GT_OK(p2pt_copy_async(ce, (void *)dst.ptr, host, 1 << 16, NULL));
+    GT_CHECK(p2pt__cu.cuCtxSynchronize());
+    free(host);
+    gt_free(&dst);
+    p2pt_finalize(h);
+    p2pt_finalize(ce);
+}
