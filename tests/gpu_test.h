@@ -98,6 +98,7 @@ static inline struct gt_buf gt_alloc(size_t n)
     GT_CHECK(p2pt__cu.cuMemAlloc(&b.base, n + 2 * GT_GUARD));
     b.ptr = b.base + GT_GUARD;
     GT_CHECK(p2pt__cu.cuMemsetD8(b.base, GT_POISON, n + 2 * GT_GUARD));
+    GT_CHECK(p2pt__cu.cuCtxSynchronize());
     return b;
 }
 
@@ -108,11 +109,15 @@ static inline void gt_fill(struct gt_buf *b, uint64_t seed)
     gt_random(h, b->n, seed);
     GT_CHECK(p2pt__cu.cuMemcpyHtoD(b->ptr, h, b->n));
     free(h);
+    /* Setup runs on the legacy default stream, which non-blocking streams do
+     * not wait for: finish it before a copy is enqueued elsewhere. */
+    GT_CHECK(p2pt__cu.cuCtxSynchronize());
 }
 
 static inline void gt_poison(struct gt_buf *b)
 {
     GT_CHECK(p2pt__cu.cuMemsetD8(b->base, GT_POISON, b->n + 2 * GT_GUARD));
+    GT_CHECK(p2pt__cu.cuCtxSynchronize());
 }
 
 /* dst's payload bytes [off, off + n) must equal src's [src_off, src_off + n);

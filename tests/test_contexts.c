@@ -114,6 +114,7 @@ static void *worker_main(void *arg)
         gt_random(want, len, (uint64_t)(w->index * 100 + round + 1));
         p2pt__cu.cuMemcpyHtoD(src + 3, want, len);
         p2pt__cu.cuMemsetD8(dst, GT_POISON, n + 64);
+        p2pt__cu.cuStreamSynchronize(NULL); /* ordered before the copy's stream */
         p2pt_status st = p2pt_copy_async(w->h, (void *)(dst + 3), (void *)(src + 3), len, s);
         if (st != P2PT_SUCCESS || p2pt__cu.cuStreamSynchronize(s) != CUDA_SUCCESS) {
             snprintf(w->why, sizeof(w->why), "copy -> %d: %s", (int)st, p2pt_last_error(NULL));

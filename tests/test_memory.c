@@ -278,6 +278,7 @@ static int ipc_owner(int sock)
         return 11;
     CUmemAccessDesc ad = {{CU_MEM_LOCATION_TYPE_DEVICE, 1}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     if (p2pt__cu.cuMemSetAccess(va, size, &ad, 1) || p2pt__cu.cuMemsetD8(va, GT_POISON, size) ||
+        p2pt__cu.cuCtxSynchronize() ||
         p2pt__cu.cuMemExportToShareableHandle(&fd, hnd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0))
         return 12;
     m.kind = 'R';
@@ -359,6 +360,7 @@ Test(ipc, another_process_exports_memory_and_tma_pushes_into_it)
     unsigned char *host = malloc(IPC_BYTES);
     gt_random(host, IPC_BYTES, 99);
     GT_CHECK(p2pt__cu.cuMemcpyHtoD(src.ptr + 5, host, IPC_BYTES));
+    GT_CHECK(p2pt__cu.cuCtxSynchronize());
     free(host);
     CUstream s;
     GT_CHECK(p2pt__cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
