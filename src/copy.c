@@ -136,7 +136,21 @@ static p2pt_status check_reach(struct p2pt_handle *h, void *dst, const void *src
             }
             continue;
         }
-        if (w.access != CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE)
+        bool reachable = w.access != CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE;
+        if (reachable && w.mem_type == CU_MEMORYTYPE_DEVICE && w.ordinal != (int)sdev) {
+            /* ACCESS_FLAGS reads "read-write" for peer memory whether or not
+             * it is mapped here (seen on H200, driver 580, for cuMemAlloc and
+             * pool memory); asking for the pointer through which this
+             * context would reach it fails exactly when it cannot. */
+            void *through = NULL;
+            CUresult r = p2pt__cu.cuPointerGetAttribute(
+                &through, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, (CUdeviceptr)(uintptr_t)ptrs[i]);
+            if (r == CUDA_ERROR_INVALID_VALUE)
+                reachable = false;
+            else
+                P2PT_CU(r);
+        }
+        if (reachable)
             continue;
         if (tma) {
             st = p2pt__fail(P2PT_INVALID_ARGUMENT,
