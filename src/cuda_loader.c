@@ -36,6 +36,7 @@ static const struct entry entries[] = {
     E(cuCtxGetDevice, 2000), E(cuCtxGetId, 12000), E(cuCtxSynchronize, 2000),
     E(cuCtxEnablePeerAccess, 4000), E(cuCtxDisablePeerAccess, 4000),
     E(cuStreamCreate, 2000), E(cuStreamDestroy, 4000), E(cuStreamSynchronize, 2000),
+    E(cuStreamWaitEvent, 3020),
     E(cuStreamGetCtx, 9020), E(cuStreamIsCapturing, 10000),
     OPT(cuStreamBeginCapture, 10010), OPT(cuStreamEndCapture, 10000),
     OPT(cuGraphInstantiateWithFlags, 11040), OPT(cuGraphLaunch, 10000),

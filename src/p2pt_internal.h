@@ -143,6 +143,7 @@ struct p2pt_cuda {
     PFN_cuStreamCreate_v2000 cuStreamCreate;
     PFN_cuStreamDestroy_v4000 cuStreamDestroy;
     PFN_cuStreamSynchronize_v2000 cuStreamSynchronize;
+    PFN_cuStreamWaitEvent_v3020 cuStreamWaitEvent;
     PFN_cuStreamGetCtx_v9020 cuStreamGetCtx;
     PFN_cuStreamIsCapturing_v10000 cuStreamIsCapturing;
     PFN_cuStreamBeginCapture_v10010 cuStreamBeginCapture;
