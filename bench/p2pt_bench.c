@@ -10,6 +10,7 @@
  * compile and module load happen in p2pt_prepare, before any timing.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -859,8 +860,14 @@ static void run_cold(const struct opts *o)
     printf("%5s %12s %12s\n", "run", "first_ms", "second_ms");
     double firsts[3];
     for (int r = 0; r < 3; r++) {
-        char cmd[512];
-        snprintf(cmd, sizeof(cmd), "/proc/self/exe --cold-child %d", o->device);
+        /* popen runs a shell, whose /proc/self/exe is the shell: resolve
+         * our own path first. */
+        char self[PATH_MAX] = "", cmd[PATH_MAX + 64];
+        ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (len <= 0)
+            die("cannot find this program's path: %s", strerror(errno));
+        self[len] = '\0';
+        snprintf(cmd, sizeof(cmd), "'%s' --cold-child %d", self, o->device);
         FILE *p = popen(cmd, "r");
         double first = -1, second = -1;
         if (p == NULL || fscanf(p, "%lf %lf", &first, &second) != 2)

@@ -152,6 +152,21 @@ static p2pt_status check_reach(struct p2pt_handle *h, void *dst, const void *src
         }
         if (reachable)
             continue;
+        /* The copy engine stages unmapped cuMemAlloc memory through the host,
+         * but refuses pool memory the stream's device has no access to
+         * (CUDA_ERROR_INVALID_VALUE, seen on H200): say why up front. */
+        CUmemoryPool pool = NULL;
+        if (!tma && p2pt__cu.cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+                                                   (CUdeviceptr)(uintptr_t)ptrs[i]) ==
+                        CUDA_SUCCESS &&
+            pool != NULL) {
+            st = p2pt__fail(P2PT_INVALID_ARGUMENT,
+                            "%s %p is memory-pool memory of device %d that device %d, "
+                            "where the stream runs, has no access to: grant it with "
+                            "cuMemPoolSetAccess",
+                            names[i], ptrs[i], w.ordinal, (int)sdev);
+            goto out;
+        }
         if (tma) {
             st = p2pt__fail(P2PT_INVALID_ARGUMENT,
                             "%s %p (device %d) is not mapped for device %d, where "

@@ -1,8 +1,9 @@
 /*
  * Memory that frameworks actually hand to a copy transport:
  *  - stream-ordered pool memory (cuMemAllocFromPoolAsync) on a peer GPU,
- *    without the pool's access granted (TMA refuses with status 4 and the
- *    remedy instead of faulting; CE still copies) and with it granted;
+ *    without the pool's access granted (both transports refuse with status 4
+ *    and the remedy instead of faulting or failing in the driver) and with it
+ *    granted;
  *  - virtual-memory-management memory (cuMemCreate + cuMemMap), local and
  *    physically on the peer;
  *  - another process's memory: a child owning GPU 1 exports a buffer as a
@@ -57,10 +58,13 @@ Test(pool, peer_pool_memory_needs_access_for_tma_and_copies_once_granted)
     GT_OK(p2pt_get_properties(tma, &p));
     cr_assert_eq(p.rejected, 1);
 
-    /* The copy engine gets there without the mapping (the driver stages). */
-    GT_OK(p2pt_copy_async(ce, (void *)local.ptr, (void *)peer.ptr, n, s0));
-    GT_CHECK(p2pt__cu.cuStreamSynchronize(s0));
-    gt_expect_range(&local, 0, &peer, 0, n, "ce pull from an unmapped peer pool");
+    /* The copy engine cannot reach it either (the driver answers
+     * CUDA_ERROR_INVALID_VALUE): p2pt says so with the remedy. */
+    st = p2pt_copy_async(ce, (void *)local.ptr, (void *)peer.ptr, n, s0);
+    cr_assert_eq(st, P2PT_INVALID_ARGUMENT, "CE pull from an unmapped pool -> %d: %s", (int)st,
+                 p2pt_last_error(NULL));
+    cr_assert(strstr(p2pt_last_error(NULL), "cuMemPoolSetAccess") != NULL, "%s",
+              p2pt_last_error(NULL));
 
     CUmemAccessDesc ad = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     GT_CHECK(p2pt__cu.cuMemPoolSetAccess(pool, &ad, 1));
