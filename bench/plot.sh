@@ -36,7 +36,8 @@ GP
 done
 
 for path in local push; do
-  awk -F, -v p="$path" '$1=="sweep" && $2==p && $3=="tma" {print $7, $6, $10}' "$csv" | sort -n -k1,1 -k2,2 >"$tmp/sweep.$path"
+  # chunk sweep at the automatic CTA count (max_ctas 0)
+  awk -F, -v p="$path" '$1=="sweep" && $2==p && $3=="tma" && $8==0 {print $7, $6, $10}' "$csv" | sort -n -k1,1 -k2,2 >"$tmp/sweep.$path"
   [ -s "$tmp/sweep.$path" ] || continue
   ce=$(awk -F, -v p="$path" '$1=="sweep" && $2==p && $3=="ce" {print $10; exit}' "$csv")
   plots=""
@@ -55,6 +56,25 @@ set xlabel "chunk size"; set ylabel "GB/s"; set key right bottom; set grid; set 
 plot ${plots%,}
 GP
   echo "wrote $out/sweep_$path.png"
+
+  # CTA curve: bandwidth vs the CTA cap, 48 KiB chunks, one line per stage count
+  awk -F, -v p="$path" '$1=="sweep" && $2==p && $3=="tma" && $6==49152 && $8>0 {print $7, $8, $10}' "$csv" | sort -n -k1,1 -k2,2 >"$tmp/ctas.$path"
+  [ -s "$tmp/ctas.$path" ] || continue
+  plots=""
+  for st in $(cut -d' ' -f1 "$tmp/ctas.$path" | sort -un); do
+    awk -v s="$st" '$1==s {print $2, $3}' "$tmp/ctas.$path" >"$tmp/ctas.$path.$st"
+    plots="$plots \"$tmp/ctas.$path.$st\" using 1:2 with linespoints lw 2 title \"48K x $st stages\","
+  done
+  [ -n "$ce" ] && plots="$plots $ce with lines dt 2 lw 2 title \"ce\","
+  gnuplot <<GP
+$term
+set output "$out/ctas_$path.png"
+set title "p2pt: TMA bandwidth vs CTA cap, $path (GB/s)"
+set logscale x 2
+set xlabel "CTAs (P2P_TRANSPORT_MAX_CTAS)"; set ylabel "GB/s"; set key right bottom; set grid; set yrange [0:*]
+plot ${plots%,}
+GP
+  echo "wrote $out/ctas_$path.png"
 done
 
 for path in local push pull; do

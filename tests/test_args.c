@@ -1,0 +1,88 @@
+/*
+ * Argument checks that need no GPU: NULL handles and pointers, ranges that
+ * wrap around the address space, overlapping ranges, bytes == 0 - refused
+ * (or accepted) before any CUDA call, with the values in the message; a
+ * handle that is not live is refused, and finalize of NULL or of something
+ * never registered is a quiet no-op.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "p2pt_internal.h"
+
+static struct p2pt_handle fake; /* validation off: p2pt__copy_check touches no CUDA */
+
+static void setup(void)
+{
+    memset(&fake, 0, sizeof(fake));
+    fake.magic = P2PT_HANDLE_MAGIC;
+    fake.cfg.validate = 0;
+}
+
+TestSuite(args, .init = setup);
+
+Test(args, null_handle_and_null_outputs_are_status_4)
+{
+    char buf[32] = {0};
+    cr_assert_eq(p2pt_copy_async(NULL, buf, buf + 16, 8, NULL), P2PT_INVALID_ARGUMENT);
+    cr_assert(strstr(p2pt_last_error(NULL), "NULL") != NULL, "%s", p2pt_last_error(NULL));
+    cr_assert_eq(p2pt_prepare(NULL, 0), P2PT_INVALID_ARGUMENT);
+    p2pt_properties p = {sizeof(p)};
+    cr_assert_eq(p2pt_get_properties(NULL, &p), P2PT_INVALID_ARGUMENT);
+    cr_assert_eq(p2pt_get_properties(&fake, NULL), P2PT_INVALID_ARGUMENT);
+    cr_assert_eq(p2pt_init(NULL, NULL), P2PT_INVALID_ARGUMENT);
+    p2pt_init_args a = {0, NULL, NULL}; /* size not set */
+    p2pt_handle *h = NULL;
+    cr_assert_eq(p2pt_init(&a, &h), P2PT_INVALID_ARGUMENT);
+    cr_assert(strstr(p2pt_last_error(NULL), "sizeof(p2pt_init_args)") != NULL);
+}
+
+Test(args, a_dead_handle_is_refused_not_used)
+{
+    fake.magic = 0;
+    char buf[64] = {0};
+    cr_assert_eq(p2pt_copy_async(&fake, buf, buf + 32, 8, NULL), P2PT_INVALID_USAGE);
+    cr_assert(strstr(p2pt_last_error(NULL), "not a live p2pt handle") != NULL);
+}
+
+Test(args, finalize_null_and_unknown_handles_succeed_quietly)
+{
+    cr_assert_eq(p2pt_finalize(NULL), P2PT_SUCCESS);
+    cr_assert_eq(p2pt_finalize(&fake), P2PT_SUCCESS); /* never registered: not freed */
+    cr_assert_eq(fake.magic, P2PT_HANDLE_MAGIC, "an unregistered handle was touched");
+}
+
+Test(args, null_pointers_with_bytes_are_status_4_zero_bytes_succeed)
+{
+    char buf[64] = {0};
+    cr_assert_eq(p2pt__copy_check(&fake, NULL, buf, 16, NULL), P2PT_INVALID_ARGUMENT);
+    cr_assert(strstr(p2pt__last_error_text(), "16 bytes") != NULL, "%s", p2pt__last_error_text());
+    cr_assert_eq(p2pt__copy_check(&fake, buf, NULL, 16, NULL), P2PT_INVALID_ARGUMENT);
+    cr_assert_eq(p2pt__copy_check(&fake, NULL, NULL, 0, NULL), P2PT_SUCCESS);
+    cr_assert_eq(atomic_load(&fake.stats.rejected), 2);
+}
+
+Test(args, ranges_that_wrap_around_are_status_4)
+{
+    void *top = (void *)(UINTPTR_MAX - 10);
+    char buf[128] = {0};
+    cr_assert_eq(p2pt__copy_check(&fake, top, buf, 100, NULL), P2PT_INVALID_ARGUMENT);
+    cr_assert(strstr(p2pt__last_error_text(), "wraps") != NULL, "%s", p2pt__last_error_text());
+    cr_assert_eq(p2pt__copy_check(&fake, buf, top, 100, NULL), P2PT_INVALID_ARGUMENT);
+    cr_assert_eq(p2pt__copy_check(&fake, buf, buf + 64, SIZE_MAX, NULL), P2PT_INVALID_ARGUMENT);
+}
+
+Test(args, overlapping_ranges_are_status_4_adjacent_ones_are_fine)
+{
+    char buf[256] = {0};
+    cr_assert_eq(p2pt__copy_check(&fake, buf + 10, buf, 100, NULL), P2PT_INVALID_ARGUMENT);
+    char want[64];
+    snprintf(want, sizeof(want), "%p", (void *)(buf + 10));
+    cr_assert(strstr(p2pt__last_error_text(), want) != NULL, "names dst: %s",
+              p2pt__last_error_text());
+    cr_assert_eq(p2pt__copy_check(&fake, buf, buf + 10, 100, NULL), P2PT_INVALID_ARGUMENT);
+    cr_assert_eq(p2pt__copy_check(&fake, buf, buf, 1, NULL), P2PT_INVALID_ARGUMENT);
+    cr_assert_eq(p2pt__copy_check(&fake, buf, buf + 100, 100, NULL), P2PT_SUCCESS);
+    cr_assert_eq(p2pt__copy_check(&fake, buf + 100, buf, 100, NULL), P2PT_SUCCESS);
+}

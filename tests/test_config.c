@@ -1,0 +1,152 @@
+/*
+ * Configuration: defaults; P2P_TRANSPORT case-insensitive; every bad value
+ * (unknown name, empty, junk, out of range, chunk not a multiple of 16, a
+ * ring over 227 KiB) rejected with status 4 and a message naming the
+ * variable, the value and what is accepted; the init argument beats the
+ * environment; and init reports a bad transport before it looks for a driver.
+ * Criterion runs each test in its own process, so setenv is local to it.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "p2pt_internal.h"
+
+static struct p2pt_config cfg;
+
+static p2pt_status read_with(const char *var, const char *value)
+{
+    setenv(var, value, 1);
+    return p2pt__config_read(&cfg, NULL);
+}
+
+static void expect_rejected(const char *var, const char *value, const char *also)
+{
+    p2pt_status st = read_with(var, value);
+    const char *msg = p2pt__last_error_text();
+    cr_assert_eq(st, P2PT_INVALID_ARGUMENT, "%s=\"%s\" -> %d", var, value, (int)st);
+    cr_assert(strstr(msg, var) != NULL, "message lacks the variable: %s", msg);
+    if (value[0] != '\0')
+        cr_assert(strstr(msg, value) != NULL, "message lacks the value: %s", msg);
+    if (also != NULL)
+        cr_assert(strstr(msg, also) != NULL, "message lacks \"%s\": %s", also, msg);
+    unsetenv(var);
+}
+
+Test(config, defaults_without_environment)
+{
+    cr_assert_eq(p2pt__config_read(&cfg, NULL), P2PT_SUCCESS);
+    cr_expect_str_eq(cfg.transport, "ce");
+    cr_expect_eq(cfg.chunk_bytes, 49152);
+    cr_expect(cfg.stages >= 1 && cfg.stages <= 16);
+    cr_expect_eq(cfg.max_ctas, 0);
+    cr_expect_eq(cfg.validate, 1);
+    cr_expect_eq(cfg.log_level, P2PT_LOG_WARN);
+    cr_expect_str_eq(cfg.cuda_library, "libcuda.so.1");
+    cr_expect(p2pt__config_smem_bytes(&cfg) <= P2PT_CHUNK_MAX);
+}
+
+Test(config, transport_names_are_case_insensitive)
+{
+    const char *ok[][2] = {{"tma", "tma"}, {"TMA", "tma"}, {"Ce", "ce"}, {"cE", "ce"}};
+    for (size_t i = 0; i < 4; i++) {
+        cr_assert_eq(read_with("P2P_TRANSPORT", ok[i][0]), P2PT_SUCCESS, "%s", ok[i][0]);
+        cr_assert_str_eq(cfg.transport, ok[i][1]);
+    }
+}
+
+Test(config, unknown_transport_names_the_variable_value_and_choices)
+{
+    expect_rejected("P2P_TRANSPORT", "bogus", "ce, tma");
+    expect_rejected("P2P_TRANSPORT", "tma ", NULL);
+}
+
+Test(config, empty_values_are_refused)
+{
+    expect_rejected("P2P_TRANSPORT", "", "empty");
+    expect_rejected("P2P_TRANSPORT_CHUNK_BYTES", "", "empty");
+    expect_rejected("P2P_TRANSPORT_LOG", "", "empty");
+}
+
+Test(config, init_argument_overrides_the_environment)
+{
+    setenv("P2P_TRANSPORT", "ce", 1);
+    cr_assert_eq(p2pt__config_read(&cfg, "TMA"), P2PT_SUCCESS);
+    cr_assert_str_eq(cfg.transport, "tma");
+    cr_assert_eq(p2pt__config_read(&cfg, "nope"), P2PT_INVALID_ARGUMENT);
+    cr_assert(strstr(p2pt__last_error_text(), "p2pt_init_args.transport") != NULL);
+}
+
+Test(config, chunk_bytes_accepts_multiples_of_16_with_suffixes)
+{
+    cr_assert_eq(read_with("P2P_TRANSPORT_CHUNK_BYTES", "32K"), P2PT_SUCCESS);
+    cr_assert_eq(cfg.chunk_bytes, 32768);
+    cr_assert_eq(read_with("P2P_TRANSPORT_CHUNK_BYTES", "16"), P2PT_SUCCESS);
+    cr_assert_eq(cfg.chunk_bytes, 16);
+}
+
+Test(config, bad_chunk_bytes_are_rejected_with_the_value)
+{
+    expect_rejected("P2P_TRANSPORT_CHUNK_BYTES", "1000", "multiple of 16");
+    expect_rejected("P2P_TRANSPORT_CHUNK_BYTES", "0", NULL);
+    expect_rejected("P2P_TRANSPORT_CHUNK_BYTES", "abc", NULL);
+    expect_rejected("P2P_TRANSPORT_CHUNK_BYTES", "-16", NULL);
+    expect_rejected("P2P_TRANSPORT_CHUNK_BYTES", "48K junk", NULL);
+    expect_rejected("P2P_TRANSPORT_CHUNK_BYTES", "1M", "232448");
+    expect_rejected("P2P_TRANSPORT_CHUNK_BYTES", "99999999999999999999999", NULL);
+}
+
+Test(config, stages_and_cta_caps_have_limits)
+{
+    expect_rejected("P2P_TRANSPORT_STAGES", "0", "1 to 16");
+    expect_rejected("P2P_TRANSPORT_STAGES", "17", "1 to 16");
+    cr_assert_eq(read_with("P2P_TRANSPORT_STAGES", "2"), P2PT_SUCCESS);
+    cr_assert_eq(cfg.stages, 2);
+    expect_rejected("P2P_TRANSPORT_MAX_CTAS", "4097", "4096");
+    cr_assert_eq(read_with("P2P_TRANSPORT_MAX_CTAS", "32"), P2PT_SUCCESS);
+    cr_assert_eq(cfg.max_ctas, 32);
+}
+
+Test(config, a_ring_over_227k_names_both_values_and_the_limit)
+{
+    setenv("P2P_TRANSPORT_CHUNK_BYTES", "64K", 1);
+    setenv("P2P_TRANSPORT_STAGES", "4", 1);
+    cr_assert_eq(p2pt__config_read(&cfg, NULL), P2PT_INVALID_ARGUMENT);
+    const char *msg = p2pt__last_error_text();
+    cr_assert(strstr(msg, "65536") && strstr(msg, "=4") && strstr(msg, "232448"), "%s", msg);
+}
+
+Test(config, log_levels_by_name_or_number)
+{
+    const char *names[] = {"none", "WARN", "Info", "trace", "version", "3"};
+    const int levels[] = {P2PT_LOG_NONE, P2PT_LOG_WARN, P2PT_LOG_INFO, P2PT_LOG_TRACE,
+                          P2PT_LOG_VERSION, 3};
+    for (size_t i = 0; i < 6; i++) {
+        cr_assert_eq(read_with("P2P_TRANSPORT_LOG", names[i]), P2PT_SUCCESS, "%s", names[i]);
+        cr_assert_eq(cfg.log_level, levels[i], "%s", names[i]);
+    }
+    expect_rejected("P2P_TRANSPORT_LOG", "loud", "trace");
+    expect_rejected("P2P_TRANSPORT_LOG", "6", NULL);
+}
+
+Test(config, validate_and_l2_hint_switches)
+{
+    cr_assert_eq(read_with("P2P_TRANSPORT_VALIDATE", "0"), P2PT_SUCCESS);
+    cr_assert_eq(cfg.validate, 0);
+    expect_rejected("P2P_TRANSPORT_VALIDATE", "yes", "0 or 1");
+    cr_assert_eq(read_with("P2P_TRANSPORT_L2_HINT", "EVICT_FIRST"), P2PT_SUCCESS);
+    cr_assert_eq(cfg.l2_evict_first, 1);
+    expect_rejected("P2P_TRANSPORT_L2_HINT", "keep", "evict_first");
+}
+
+Test(config, init_reports_a_bad_transport_before_looking_for_a_driver)
+{
+    /* Even with a driver path that cannot load, the typo wins. */
+    setenv("P2P_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
+    setenv("P2P_TRANSPORT", "bogus", 1);
+    p2pt_handle *h = (p2pt_handle *)0x1;
+    cr_assert_eq(p2pt_init(NULL, &h), P2PT_INVALID_ARGUMENT);
+    cr_assert_null(h);
+    const char *msg = p2pt_last_error(NULL);
+    cr_assert(strstr(msg, "P2P_TRANSPORT") && strstr(msg, "bogus"), "%s", msg);
+}

@@ -1,0 +1,98 @@
+/*
+ * Run-time compilation, on a CPU (NVRTC needs no GPU): the embedded kernel
+ * is byte-for-byte kernels/tma_copy.cu; it compiles to an sm_90 cubin (ELF)
+ * and to PTX holding cp.async.bulk loads and stores and mbarrier waits; a
+ * broken source gives status 8 with the NVRTC log; a missing NVRTC gives
+ * status 8 naming what was tried. Everything is freed (ASan/valgrind runs).
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "p2pt_internal.h"
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+static void require_nvrtc(void)
+{
+    if (p2pt__nvrtc_load(getenv("P2P_NVRTC_LIBRARY")) != P2PT_SUCCESS)
+        cr_skip_test("no NVRTC: %s", p2pt__last_error_text());
+}
+
+Test(jit, embedded_source_is_the_kernel_file)
+{
+    size_t len;
+    char *file = read_file(P2PT_KERNEL_PATH, &len);
+    cr_assert_eq(p2pt__tma_copy_source_len, len);
+    cr_assert_eq(memcmp(file, p2pt__tma_copy_source, len), 0,
+                 "the library embeds a stale copy of kernels/tma_copy.cu");
+    cr_assert_eq(p2pt__tma_copy_source[len], '\0');
+    free(file);
+}
+
+Test(jit, kernel_compiles_to_an_sm90_cubin)
+{
+    require_nvrtc();
+    void *cubin = NULL;
+    size_t size = 0;
+    p2pt_status st = p2pt__jit_compile(p2pt__tma_copy_source, 90, NULL, &cubin, &size);
+    cr_assert_eq(st, P2PT_SUCCESS, "%s", p2pt__last_error_text());
+    cr_assert(size > 1000, "cubin of %zu bytes", size);
+    cr_assert_eq(memcmp(cubin, "\x7f" "ELF", 4), 0, "not an ELF cubin");
+    free(cubin);
+}
+
+Test(jit, ptx_has_bulk_loads_stores_and_mbarrier_waits)
+{
+    require_nvrtc();
+    char *ptx = NULL;
+    p2pt_status st = p2pt__jit_compile_ptx(p2pt__tma_copy_source, 90, NULL, &ptx);
+    cr_assert_eq(st, P2PT_SUCCESS, "%s", p2pt__last_error_text());
+    cr_assert(strstr(ptx, ".entry p2pt_tma_copy") != NULL, "no kernel entry");
+    cr_assert(strstr(ptx, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"),
+              "no bulk global->shared load");
+    cr_assert(strstr(ptx, "cp.async.bulk.global.shared::cta.bulk_group"),
+              "no bulk shared->global store");
+    cr_assert(strstr(ptx, "mbarrier.try_wait.parity"), "no mbarrier wait");
+    cr_assert(strstr(ptx, "cp.async.bulk.wait_group.read"), "no read wait before refill");
+    cr_assert(strstr(ptx, "cp.async.bulk.wait_group 0"), "no full wait before exit");
+    free(ptx);
+}
+
+Test(jit, a_broken_source_is_status_8_with_the_log)
+{
+    require_nvrtc();
+    void *cubin = (void *)0x1;
+    size_t size = 0;
+    p2pt_status st = p2pt__jit_compile("extern \"C\" __global__ void k() { this is not cuda; }",
+                                       90, NULL, &cubin, &size);
+    cr_assert_eq(st, P2PT_COMPILE_ERROR);
+    cr_assert_null(cubin);
+    const char *msg = p2pt__last_error_text();
+    cr_assert(strstr(msg, "error") != NULL && strstr(msg, "sm_90") != NULL, "%s", msg);
+}
+
+Test(jit, missing_nvrtc_is_status_8_naming_what_was_tried)
+{
+    void *cubin = NULL;
+    size_t size = 0;
+    p2pt_status st = p2pt__jit_compile(p2pt__tma_copy_source, 90, "/nonexistent/libnvrtc.so.13",
+                                       &cubin, &size);
+    cr_assert_eq(st, P2PT_COMPILE_ERROR);
+    cr_assert(strstr(p2pt__last_error_text(), "/nonexistent/libnvrtc.so.13") != NULL, "%s",
+              p2pt__last_error_text());
+}
