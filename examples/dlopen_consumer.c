@@ -10,21 +10,25 @@
  * or 100+ for a failure of the example's own CUDA calls or a wrong byte.
  */
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "p2pt_plugin.h"
 
-/* The driver calls the example itself makes (each returns CUresult, an int). */
+/* The driver calls the example itself makes; each returns CUresult (an int). */
+typedef int (*init_t)(unsigned flags);
 typedef int (*dev_get_t)(int *dev, int ordinal);
 typedef int (*retain_t)(void **ctx, int dev);
 typedef int (*set_cur_t)(void *ctx);
 typedef int (*alloc_t)(unsigned long long *ptr, size_t bytes);
 typedef int (*htod_t)(unsigned long long dst, const void *src, size_t bytes);
 typedef int (*dtoh_t)(void *dst, unsigned long long src, size_t bytes);
-typedef int (*sync_t)(void);
+typedef int (*sync_t)(void *stream);
 typedef int (*free_t)(unsigned long long ptr);
+
+#define SYM(type, name) (type)(cuda ? dlsym(cuda, name) : NULL)
 
 int main(int argc, char **argv)
 {
@@ -49,47 +53,59 @@ int main(int argc, char **argv)
 
     /* The framework's side: a context and two buffers. */
     void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    dev_get_t dev_get = cuda ? (dev_get_t)dlsym(cuda, "cuDeviceGet") : NULL;
-    retain_t retain = cuda ? (retain_t)dlsym(cuda, "cuDevicePrimaryCtxRetain") : NULL;
-    set_cur_t set_cur = cuda ? (set_cur_t)dlsym(cuda, "cuCtxSetCurrent") : NULL;
-    alloc_t alloc = cuda ? (alloc_t)dlsym(cuda, "cuMemAlloc_v2") : NULL;
-    htod_t htod = cuda ? (htod_t)dlsym(cuda, "cuMemcpyHtoD_v2") : NULL;
-    dtoh_t dtoh = cuda ? (dtoh_t)dlsym(cuda, "cuMemcpyDtoH_v2") : NULL;
-    sync_t sync = cuda ? (sync_t)dlsym(cuda, "cuCtxSynchronize") : NULL;
-    free_t mfree = cuda ? (free_t)dlsym(cuda, "cuMemFree_v2") : NULL;
-    if (!dev_get || !retain || !set_cur || !alloc || !htod || !dtoh || !sync || !mfree) {
-        fprintf(stderr, "example: driver entry points missing\n");
+    init_t cu_init = SYM(init_t, "cuInit");
+    dev_get_t dev_get = SYM(dev_get_t, "cuDeviceGet");
+    retain_t retain = SYM(retain_t, "cuDevicePrimaryCtxRetain");
+    set_cur_t set_cur = SYM(set_cur_t, "cuCtxSetCurrent");
+    alloc_t alloc = SYM(alloc_t, "cuMemAlloc_v2");
+    htod_t htod = SYM(htod_t, "cuMemcpyHtoD_v2");
+    dtoh_t dtoh = SYM(dtoh_t, "cuMemcpyDtoH_v2");
+    sync_t sync = SYM(sync_t, "cuStreamSynchronize");
+    free_t mfree = SYM(free_t, "cuMemFree_v2");
+    if (!cu_init || !dev_get || !retain || !set_cur || !alloc || !htod || !dtoh || !sync ||
+        !mfree) {
+        const char *why = dlerror();
+        fprintf(stderr, "example: driver entry points missing: %s\n", why ? why : "?");
         return 102;
     }
     const size_t n = (1u << 20) + 3;
-    int dev = 0;
+    int dev = 0, rc = 0;
     void *cu_ctx = NULL;
     unsigned long long src = 0, dst = 0;
     unsigned char *in = malloc(n), *out = malloc(n);
-    for (size_t i = 0; i < n; i++)
-        in[i] = (unsigned char)(rand() >> 7);
-    if (dev_get(&dev, 0) || retain(&cu_ctx, dev) || set_cur(cu_ctx) || alloc(&src, n) ||
-        alloc(&dst, n) || htod(src, in, n)) {
+    uint64_t x = 0x2545F4914F6CDD1Dull;
+    for (size_t i = 0; in != NULL && i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        in[i] = (unsigned char)(x >> 32);
+    }
+    if (!in || !out || cu_init(0) || dev_get(&dev, 0) || retain(&cu_ctx, dev) ||
+        set_cur(cu_ctx) || alloc(&src, n) || alloc(&dst, n) || htod(src, in, n)) {
         fprintf(stderr, "example: CUDA setup failed\n");
-        return 103;
+        rc = 103;
+        goto out;
     }
     st = p->copy_async(ctx, (void *)(uintptr_t)dst, (void *)(uintptr_t)src, n, NULL);
     if (st != P2PT_SUCCESS) {
         fprintf(stderr, "p2pt copy failed: %s: %s\n", p->error_string(st), p->last_error(ctx));
-        return (int)st;
+        rc = (int)st;
+        goto out;
     }
-    if (sync() || dtoh(out, dst, n) || memcmp(in, out, n) != 0) {
+    if (sync(NULL) || dtoh(out, dst, n) || memcmp(in, out, n) != 0) {
         fprintf(stderr, "example: the copied bytes differ\n");
-        return 104;
+        rc = 104;
+        goto out;
     }
     p2pt_properties props = {sizeof(props)};
     p->get_properties(ctx, &props);
     printf("ok: copied %zu bytes with %s\n", n, props.transport);
-    mfree(src);
-    mfree(dst);
+out:
+    if (src)
+        mfree(src);
+    if (dst)
+        mfree(dst);
     free(in);
     free(out);
     p->finalize(ctx);
     p->finalize(ctx); /* safe twice */
-    return 0;
+    return rc;
 }

@@ -97,8 +97,9 @@ static p2pt_status compile(const char *source, const char *target, bool want_ptx
             log_size > 1 && (log = malloc(log_size)) != NULL &&
             p2pt__nv.nvrtcGetProgramLog(prog, log) == NVRTC_SUCCESS)
             log_excerpt(log, excerpt, sizeof(excerpt));
-        st = p2pt__fail(P2PT_COMPILE_ERROR,
-                        "NVRTC could not compile kernels/tma_copy.cu for %s: %s; log:\n%s",
+        st = p2pt__fail(P2PT_COMPILE_ERROR, "NVRTC could not compile %s for %s: %s; log:\n%s",
+                        source == p2pt__tma_copy_source ? "kernels/tma_copy.cu"
+                                                        : "the given kernel source",
                         target, p2pt__nv.nvrtcGetErrorString(cr), excerpt);
         goto out;
     }

@@ -83,18 +83,21 @@ static inline void gt_random(unsigned char *p, size_t n, uint64_t seed)
 }
 
 #define GT_POISON 0xA5
-#define GT_GUARD 256
+/* 4 KiB on each side: a misplaced 16-byte unit or a short run past either
+ * end lands in a guard, not in memory the check never reads. */
+#define GT_GUARD 4096
 
 /* A device buffer of n bytes plus GT_GUARD poisoned bytes on each side. */
 struct gt_buf {
     CUdeviceptr base; /* guard starts here */
     CUdeviceptr ptr;  /* payload */
     size_t n;
+    uint64_t seed;    /* of the last gt_fill (0: never filled), for messages */
 };
 
 static inline struct gt_buf gt_alloc(size_t n)
 {
-    struct gt_buf b = {0, 0, n};
+    struct gt_buf b = {0, 0, n, 0};
     GT_CHECK(p2pt__cu.cuMemAlloc(&b.base, n + 2 * GT_GUARD));
     b.ptr = b.base + GT_GUARD;
     GT_CHECK(p2pt__cu.cuMemsetD8(b.base, GT_POISON, n + 2 * GT_GUARD));
@@ -109,6 +112,7 @@ static inline void gt_fill(struct gt_buf *b, uint64_t seed)
     gt_random(h, b->n, seed);
     GT_CHECK(p2pt__cu.cuMemcpyHtoD(b->ptr, h, b->n));
     free(h);
+    b->seed = seed;
     /* Setup runs on the legacy default stream, which non-blocking streams do
      * not wait for: finish it before a copy is enqueued elsewhere. */
     GT_CHECK(p2pt__cu.cuCtxSynchronize());
@@ -140,10 +144,11 @@ static inline void gt_expect_range(const struct gt_buf *dst, size_t off,
             unsigned g = got[i];
             free(want);
             free(got);
-            cr_assert_fail("%s: %zu-byte copy at offset %zu: byte %ld (relative to the "
-                           "copy) is 0x%02x, expected 0x%02x (%s)",
-                           what, n, off, at, g, (unsigned)w,
-                           i < lo || i >= hi ? "written outside the copy" : "wrong payload");
+            cr_assert_fail("%s: %zu-byte copy src+%zu -> dst+%zu: byte %ld (relative to "
+                           "the copy) is 0x%02x, expected 0x%02x (%s; source seed %llu)",
+                           what, n, src_off, off, at, g, (unsigned)w,
+                           i < lo || i >= hi ? "written outside the copy" : "wrong payload",
+                           (unsigned long long)src->seed);
         }
     }
     free(want);

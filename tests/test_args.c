@@ -77,12 +77,32 @@ Test(args, overlapping_ranges_are_status_4_adjacent_ones_are_fine)
 {
     char buf[256] = {0};
     cr_assert_eq(p2pt__copy_check(&fake, buf + 10, buf, 100, NULL), P2PT_INVALID_ARGUMENT);
-    char want[64];
-    snprintf(want, sizeof(want), "%p", (void *)(buf + 10));
-    cr_assert(strstr(p2pt__last_error_text(), want) != NULL, "names dst: %s",
+    char want_dst[64], want_src[64];
+    snprintf(want_dst, sizeof(want_dst), "%p", (void *)(buf + 10));
+    snprintf(want_src, sizeof(want_src), "%p", (void *)buf);
+    cr_assert(strstr(p2pt__last_error_text(), want_dst) != NULL, "names dst: %s",
+              p2pt__last_error_text());
+    cr_assert(strstr(p2pt__last_error_text(), want_src) != NULL, "names src: %s",
               p2pt__last_error_text());
     cr_assert_eq(p2pt__copy_check(&fake, buf, buf + 10, 100, NULL), P2PT_INVALID_ARGUMENT);
     cr_assert_eq(p2pt__copy_check(&fake, buf, buf, 1, NULL), P2PT_INVALID_ARGUMENT);
     cr_assert_eq(p2pt__copy_check(&fake, buf, buf + 100, 100, NULL), P2PT_SUCCESS);
     cr_assert_eq(p2pt__copy_check(&fake, buf + 100, buf, 100, NULL), P2PT_SUCCESS);
+    /* One byte of overlap at either end is still overlap. */
+    cr_assert_eq(p2pt__copy_check(&fake, buf + 99, buf, 100, NULL), P2PT_INVALID_ARGUMENT);
+    cr_assert_eq(p2pt__copy_check(&fake, buf, buf + 99, 100, NULL), P2PT_INVALID_ARGUMENT);
+    cr_assert_eq(atomic_load(&fake.stats.rejected), 5);
+}
+
+Test(args, zero_bytes_with_a_live_handle_checks_nothing_else)
+{
+    /* bytes == 0 is a no-op whatever the pointers: a framework may pass an
+     * empty slice with NULL or even overlapping addresses. */
+    char buf[64] = {0};
+    cr_assert_eq(p2pt_copy_async(&fake, NULL, NULL, 0, NULL), P2PT_SUCCESS);
+    cr_assert_eq(p2pt_copy_async(&fake, buf, buf, 0, NULL), P2PT_SUCCESS);
+    cr_assert_eq(atomic_load(&fake.stats.copies), 0);
+    cr_assert_eq(atomic_load(&fake.stats.rejected), 0);
+    /* ...but not with a NULL handle. */
+    cr_assert_eq(p2pt_copy_async(NULL, NULL, NULL, 0, NULL), P2PT_INVALID_ARGUMENT);
 }

@@ -5,7 +5,8 @@
  * covered exactly once (head, then chunks in order, then tail), the body is
  * 16-byte aligned on both sides, no chunk exceeds the limit, and copies whose
  * addresses differ modulo 16 are all head (they go to the copy engine).
- * Then large random cases up to 8 GiB + odd, checked arithmetically.
+ * A byte-by-byte coverage count confirms it for small sizes. Then large
+ * random cases up to 8 GiB + odd, checked arithmetically.
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -78,6 +79,59 @@ Test(chunk_plan, every_size_to_4096_and_offset_pair_with_64_byte_chunks)
 Test(chunk_plan, every_size_to_1024_and_offset_pair_with_16_byte_chunks)
 {
     exhaustive(16, 1024);
+}
+
+/*
+ * The same property counted byte by byte, independently of the contiguity
+ * argument above: every byte of the copy is written by exactly one part
+ * (head, a chunk, or tail) and nothing outside [0, bytes) is.
+ */
+static void count_coverage(size_t max_bytes, size_t chunk)
+{
+    enum { MARGIN = 64 }; /* bytes past the end that must stay unwritten */
+    unsigned char *cover = malloc(max_bytes + MARGIN);
+    cr_assert_not_null(cover);
+    for (size_t bytes = 0; bytes <= max_bytes; bytes++) {
+        for (uintptr_t od = 0; od < 32; od++) {
+            for (uintptr_t os = 0; os < 32; os++) {
+                uintptr_t d = 0x10000 + od, s = 0x90000 + os;
+                struct p2pt_chunk_plan p;
+                REQUIRE(p2pt__chunk_plan(d, s, bytes, chunk, &p) == P2PT_SUCCESS, "plan");
+                REQUIRE(p.head <= bytes && p.body <= bytes - p.head &&
+                            p.tail <= bytes - p.head - p.body,
+                        "%zu bytes: parts %zu+%zu+%zu run past the end", bytes, p.head, p.body,
+                        p.tail);
+                memset(cover, 0, bytes + MARGIN);
+                for (size_t i = 0; i < p.head; i++)
+                    cover[i]++;
+                for (uint64_t c = 0; c < p.chunks; c++) {
+                    size_t off, len;
+                    p2pt__chunk_at(&p, c, &off, &len);
+                    REQUIRE(off <= bytes && len <= bytes - off,
+                            "%zu bytes: chunk %llu [%zu, +%zu) runs past the end", bytes,
+                            (unsigned long long)c, off, len);
+                    for (size_t i = off; i < off + len; i++)
+                        cover[i]++;
+                }
+                for (size_t i = p.head + p.body; i < p.head + p.body + p.tail; i++)
+                    cover[i]++;
+                for (size_t i = 0; i < bytes + MARGIN; i++) {
+                    unsigned want = i < bytes ? 1u : 0u;
+                    REQUIRE(cover[i] == want,
+                            "%zu bytes, dst+%zu src+%zu, chunk %zu: byte %zu written %u times",
+                            bytes, (size_t)od, (size_t)os, chunk, i, (unsigned)cover[i]);
+                }
+            }
+        }
+    }
+    free(cover);
+}
+
+Test(chunk_plan, every_byte_is_written_exactly_once_counted_byte_by_byte)
+{
+    count_coverage(300, 16);
+    count_coverage(300, 48);
+    count_coverage(300, 48 * 1024);
 }
 
 Test(chunk_plan, unaligned_head_goes_to_plain_copy)

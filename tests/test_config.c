@@ -7,6 +7,7 @@
  * Criterion runs each test in its own process, so setenv is local to it.
  */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,7 +59,12 @@ Test(config, transport_names_are_case_insensitive)
 Test(config, unknown_transport_names_the_variable_value_and_choices)
 {
     expect_rejected("P2P_TRANSPORT", "bogus", "ce, tma");
+    read_with("P2P_TRANSPORT", "bogus");
+    const char *msg = p2pt__last_error_text();
+    cr_assert(strstr(msg, "\"bogus\"") && strstr(msg, "ce") && strstr(msg, "tma"), "%s", msg);
     expect_rejected("P2P_TRANSPORT", "tma ", NULL);
+    expect_rejected("P2P_TRANSPORT", "cee", NULL);
+    expect_rejected("P2P_TRANSPORT", "t", NULL);
 }
 
 Test(config, empty_values_are_refused)
@@ -116,6 +122,22 @@ Test(config, a_ring_over_227k_names_both_values_and_the_limit)
     cr_assert(strstr(msg, "65536") && strstr(msg, "=4") && strstr(msg, "232448"), "%s", msg);
 }
 
+Test(config, a_ring_of_exactly_227k_fits_and_16_bytes_more_does_not)
+{
+    setenv("P2P_TRANSPORT_STAGES", "2", 1);
+    setenv("P2P_TRANSPORT_CHUNK_BYTES", "116224", 1); /* 2 x 116224 = 232448 */
+    cr_assert_eq(p2pt__config_read(&cfg, NULL), P2PT_SUCCESS, "%s", p2pt__last_error_text());
+    cr_assert_eq(p2pt__config_smem_bytes(&cfg), 232448);
+    setenv("P2P_TRANSPORT_CHUNK_BYTES", "116240", 1);
+    cr_assert_eq(p2pt__config_read(&cfg, NULL), P2PT_INVALID_ARGUMENT);
+    const char *msg = p2pt__last_error_text();
+    cr_assert(strstr(msg, "116240") && strstr(msg, "=2") && strstr(msg, "232448"), "%s", msg);
+    setenv("P2P_TRANSPORT_CHUNK_BYTES", "227K", 1);
+    setenv("P2P_TRANSPORT_STAGES", "1", 1);
+    cr_assert_eq(p2pt__config_read(&cfg, NULL), P2PT_SUCCESS, "%s", p2pt__last_error_text());
+    cr_assert_eq(cfg.chunk_bytes, 232448);
+}
+
 Test(config, log_levels_by_name_or_number)
 {
     const char *names[] = {"none", "WARN", "Info", "trace", "version", "3"};
@@ -125,18 +147,46 @@ Test(config, log_levels_by_name_or_number)
         cr_assert_eq(read_with("P2P_TRANSPORT_LOG", names[i]), P2PT_SUCCESS, "%s", names[i]);
         cr_assert_eq(cfg.log_level, levels[i], "%s", names[i]);
     }
+    for (int n = 0; n <= 5; n++) {
+        char v[4];
+        snprintf(v, sizeof(v), "%d", n);
+        cr_assert_eq(read_with("P2P_TRANSPORT_LOG", v), P2PT_SUCCESS, "%s", v);
+        cr_assert_eq(cfg.log_level, n);
+    }
     expect_rejected("P2P_TRANSPORT_LOG", "loud", "trace");
     expect_rejected("P2P_TRANSPORT_LOG", "6", NULL);
+    expect_rejected("P2P_TRANSPORT_LOG", "-1", NULL);
+    expect_rejected("P2P_TRANSPORT_LOG", "1K", NULL);
 }
 
 Test(config, validate_and_l2_hint_switches)
 {
     cr_assert_eq(read_with("P2P_TRANSPORT_VALIDATE", "0"), P2PT_SUCCESS);
     cr_assert_eq(cfg.validate, 0);
+    cr_assert_eq(read_with("P2P_TRANSPORT_VALIDATE", "1"), P2PT_SUCCESS);
+    cr_assert_eq(cfg.validate, 1);
     expect_rejected("P2P_TRANSPORT_VALIDATE", "yes", "0 or 1");
+    expect_rejected("P2P_TRANSPORT_VALIDATE", "2", "0 or 1");
     cr_assert_eq(read_with("P2P_TRANSPORT_L2_HINT", "EVICT_FIRST"), P2PT_SUCCESS);
     cr_assert_eq(cfg.l2_evict_first, 1);
     expect_rejected("P2P_TRANSPORT_L2_HINT", "keep", "evict_first");
+}
+
+Test(config, init_with_a_bad_transport_is_status_4_not_7)
+{
+    /* The plain case on a machine with or without a driver. */
+    setenv("P2P_TRANSPORT", "bogus", 1);
+    p2pt_handle *h = NULL;
+    cr_assert_eq(p2pt_init(NULL, &h), P2PT_INVALID_ARGUMENT, "%s", p2pt_last_error(NULL));
+    cr_assert_null(h);
+    const char *msg = p2pt_last_error(NULL);
+    cr_assert(strstr(msg, "P2P_TRANSPORT") && strstr(msg, "bogus"), "%s", msg);
+    /* The same through the init argument, which names itself. */
+    unsetenv("P2P_TRANSPORT");
+    p2pt_init_args a = {sizeof(a), NULL, "bogus"};
+    cr_assert_eq(p2pt_init(&a, &h), P2PT_INVALID_ARGUMENT);
+    cr_assert(strstr(p2pt_last_error(NULL), "p2pt_init_args.transport") != NULL, "%s",
+              p2pt_last_error(NULL));
 }
 
 Test(config, init_reports_a_bad_transport_before_looking_for_a_driver)

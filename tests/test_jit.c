@@ -56,6 +56,19 @@ Test(jit, kernel_compiles_to_an_sm90_cubin)
     free(cubin);
 }
 
+Test(jit, an_empty_nvrtc_path_means_the_default_search)
+{
+    /* The first load in this process, through "" rather than NULL. */
+    void *cubin = NULL;
+    size_t size = 0;
+    p2pt_status st = p2pt__jit_compile(p2pt__tma_copy_source, 90, "", &cubin, &size);
+    if (st == P2PT_COMPILE_ERROR && strstr(p2pt__last_error_text(), "cannot load NVRTC"))
+        cr_skip_test("no NVRTC: %s", p2pt__last_error_text());
+    cr_assert_eq(st, P2PT_SUCCESS, "%s", p2pt__last_error_text());
+    cr_assert(size > 1000 && memcmp(cubin, "\x7f" "ELF", 4) == 0, "cubin of %zu bytes", size);
+    free(cubin);
+}
+
 Test(jit, ptx_has_bulk_loads_stores_and_mbarrier_waits)
 {
     require_nvrtc();
@@ -84,6 +97,17 @@ Test(jit, a_broken_source_is_status_8_with_the_log)
     cr_assert_null(cubin);
     const char *msg = p2pt__last_error_text();
     cr_assert(strstr(msg, "error") != NULL && strstr(msg, "sm_90") != NULL, "%s", msg);
+    /* The log excerpt points at the bad line, not only at the status. */
+    cr_assert(strstr(msg, "this") != NULL || strstr(msg, "identifier") != NULL,
+              "no NVRTC log excerpt: %s", msg);
+    /* Same for the PTX path, and nothing is handed out. */
+    char *ptx = (char *)0x1;
+    st = p2pt__jit_compile_ptx("extern \"C\" __global__ void k() { this is not cuda; }", 90,
+                               NULL, &ptx);
+    cr_assert_eq(st, P2PT_COMPILE_ERROR);
+    cr_assert_null(ptx);
+    cr_assert(strstr(p2pt__last_error_text(), "compute_90") != NULL, "%s",
+              p2pt__last_error_text());
 }
 
 Test(jit, missing_nvrtc_is_status_8_naming_what_was_tried)

@@ -11,11 +11,30 @@
 static const char *const transports[] = {"ce", "tma"};
 static const size_t sizes[] = {1, 4096 + 3, 48 * 1024 + 1, 64u * 1024 * 1024 + 5};
 
+/* Peer access both ways with the driver directly, as a framework would (so
+ * that these tests do not depend on p2pt_peer_enable, tested on its own in
+ * test_topology.c); "already enabled" counts as success. */
 static void enable_peers(void)
 {
-    p2pt_handle *h = gt_handle("ce");
-    GT_OK(p2pt_peer_enable(h, 0, 1));
-    p2pt_finalize(h);
+    CUdevice d[2];
+    CUcontext c[2];
+    for (int i = 0; i < 2; i++) {
+        GT_CHECK(p2pt__cu.cuDeviceGet(&d[i], i));
+        c[i] = gt_use_device(i);
+    }
+    for (int i = 0; i < 2; i++) {
+        int can = 0;
+        GT_CHECK(p2pt__cu.cuDeviceCanAccessPeer(&can, d[i], d[1 - i]));
+        if (!can)
+            cr_skip_test("GPU %d cannot access GPU %d as a peer (cuDeviceCanAccessPeer)", i,
+                         1 - i);
+        GT_CHECK(p2pt__cu.cuCtxSetCurrent(c[i]));
+        CUresult r = p2pt__cu.cuCtxEnablePeerAccess(c[1 - i], 0);
+        if (r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
+            r = CUDA_SUCCESS;
+        cr_assert_eq(r, CUDA_SUCCESS, "cuCtxEnablePeerAccess GPU %d -> GPU %d: %s", i, 1 - i,
+                     p2pt__cuda_error_name(r));
+    }
 }
 
 /* Copy on a stream of `stream_dev` from a buffer on `src_dev` to one on

@@ -125,6 +125,26 @@ Test(plugin, the_example_consumer_runs_or_explains)
     if (code == 0)
         cr_assert(strstr(out, "ok: copied") != NULL, "%s", out);
     else
-        cr_assert(code == P2PT_NO_DRIVER && strstr(out, "libcuda.so.1") != NULL,
+        cr_assert(code == P2PT_NO_DRIVER &&
+                      strstr(out, "p2pt init failed: no usable CUDA driver: ") != NULL &&
+                      strstr(out, "libcuda.so.1") != NULL,
                   "exit %d: %s", code, out);
+}
+
+Test(plugin, the_example_consumer_explains_a_bad_transport_with_status_4)
+{
+    /* Runs the same everywhere: configuration is checked before the driver. */
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), "P2P_TRANSPORT=bogus '%s' '%s' 2>&1", P2PT_CONSUMER_PATH,
+             P2PT_SO_PATH);
+    FILE *f = popen(cmd, "r");
+    cr_assert_not_null(f);
+    char out[2048] = "";
+    size_t len = fread(out, 1, sizeof(out) - 1, f);
+    out[len] = '\0';
+    int status = pclose(f);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == P2PT_INVALID_ARGUMENT,
+              "exit %d: %s", WIFEXITED(status) ? WEXITSTATUS(status) : -1, out);
+    cr_assert(strstr(out, "p2pt init failed: invalid argument: ") && strstr(out, "bogus"), "%s",
+              out);
 }

@@ -3,7 +3,8 @@
  * launch per copy at any size; non-co-aligned copies go to the copy engine,
  * correct and counted; thirty-two threads making their first copy at once
  * cause exactly one NVRTC compilation; 1 GiB + 13 bytes byte-exact; other
- * chunk and stage settings; prepare on a bad device; pageable host memory
+ * chunk and stage settings; prepare on a bad device; prepare doing the
+ * compile and load so the copy after it does neither; pageable host memory
  * refused by validation instead of faulting the GPU.
  */
 #include <pthread.h>
@@ -193,8 +194,35 @@ Test(tma, prepare_on_a_missing_device_is_status_4)
     p2pt_status st = p2pt_prepare(h, 999);
     cr_assert_eq(st, P2PT_INVALID_ARGUMENT, "-> %d: %s", (int)st, p2pt_last_error(NULL));
     cr_assert(strstr(p2pt_last_error(NULL), "999") != NULL, "%s", p2pt_last_error(NULL));
+    p2pt_finalize(h);
+}
+
+Test(tma, prepare_does_the_one_time_work_and_the_copy_after_it_is_exact)
+{
+    gt_require_gpus(1);
+    p2pt_handle *h = gt_handle("tma");
     GT_OK(p2pt_prepare(h, 0));
     GT_OK(p2pt_prepare(h, 0)); /* cheap when done */
+    p2pt_properties a = {sizeof(a)}, b = {sizeof(b)};
+    GT_OK(p2pt_get_properties(h, &a));
+    cr_assert_eq(a.compilations, 1, "prepare compiled %llu times",
+                 (unsigned long long)a.compilations);
+    cr_assert_eq(a.module_loads, 1, "prepare loaded %llu modules",
+                 (unsigned long long)a.module_loads);
+    /* prepare used device 0's primary context: copies there need nothing new. */
+    gt_use_device(0);
+    const size_t n = 1024 * 1024 + 5;
+    struct gt_buf src = gt_alloc(n + 16), dst = gt_alloc(n + 16);
+    gt_fill(&src, 4242);
+    GT_OK(p2pt_copy_async(h, (void *)(dst.ptr + 5), (void *)(src.ptr + 5), n, NULL));
+    GT_CHECK(p2pt__cu.cuCtxSynchronize());
+    gt_expect_range(&dst, 5, &src, 5, n, "tma after prepare");
+    GT_OK(p2pt_get_properties(h, &b));
+    cr_assert_eq(b.compilations, a.compilations, "the copy compiled again");
+    cr_assert_eq(b.module_loads, a.module_loads, "the copy loaded the module again");
+    cr_assert_eq(b.tma_launches, 1);
+    gt_free(&src);
+    gt_free(&dst);
     p2pt_finalize(h);
 }
 
