@@ -34,6 +34,20 @@ static void expect_rejected(const char *var, const char *value, const char *also
     unsetenv(var);
 }
 
+/* The GPU runs set P2P_TRANSPORT for the whole binary: every test here
+ * starts from an empty p2pt environment. */
+static void clean_environment(void)
+{
+    static const char *const vars[] = {
+        "P2P_TRANSPORT", "P2P_TRANSPORT_LOG", "P2P_TRANSPORT_CHUNK_BYTES",
+        "P2P_TRANSPORT_STAGES", "P2P_TRANSPORT_MAX_CTAS", "P2P_TRANSPORT_VALIDATE",
+        "P2P_TRANSPORT_L2_HINT", "P2P_CUDA_LIBRARY", "P2P_NVRTC_LIBRARY"};
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+        unsetenv(vars[i]);
+}
+
+TestSuite(config, .init = clean_environment);
+
 Test(config, defaults_without_environment)
 {
     cr_assert_eq(p2pt__config_read(&cfg, NULL), P2PT_SUCCESS);
