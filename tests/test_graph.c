@@ -1,7 +1,8 @@
 /*
  * CUDA graphs: after prepare(device), copies of either transport can be
  * captured (global and thread-local capture modes) and replayed many times
- * with byte-exact results on fresh data each time; a TMA copy captured before
+ * with byte-exact results on fresh data each time, local and between two
+ * GPUs (push then pull in one graph); a TMA copy captured before
  * prepare fails with status 5 and leaves the capture valid.
  */
 #include "gpu_test.h"
@@ -99,4 +100,49 @@ Test(graph, tma_capture_before_prepare_fails_with_usage_and_keeps_capture_valid)
     gt_free(&dst);
     p2pt__cu.cuStreamDestroy(s);
     GT_OK(p2pt_finalize(h));
+}
+
+Test(graph, peer_copies_replay_byte_exact_for_both_transports)
+{
+    gt_require_gpus(2);
+    const size_t n = 8u * 1024 * 1024 + 13;
+    for (int t = 0; t < 2; t++) {
+        p2pt_handle *h = gt_handle(transports[t]);
+        GT_OK(p2pt_peer_enable(h, 0, 1));
+        gt_use_device(1);
+        struct gt_buf remote = gt_alloc(n + 16);
+        gt_use_device(0);
+        struct gt_buf local = gt_alloc(n + 16), back = gt_alloc(n + 16);
+        GT_OK(p2pt_prepare(h, 0));
+        CUstream s;
+        GT_CHECK(p2pt__cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        /* One graph: push local -> GPU 1, then pull it back into `back`. */
+        GT_CHECK(p2pt__cu.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        GT_OK(p2pt_copy_async(h, (void *)(remote.ptr + 5), (void *)(local.ptr + 5), n, s));
+        GT_OK(p2pt_copy_async(h, (void *)(back.ptr + 5), (void *)(remote.ptr + 5), n, s));
+        CUgraph g;
+        CUgraphExec ge;
+        GT_CHECK(p2pt__cu.cuStreamEndCapture(s, &g));
+        GT_CHECK(p2pt__cu.cuGraphInstantiateWithFlags(&ge, g, 0));
+        for (int r = 0; r < 8; r++) {
+            gt_fill(&local, (uint64_t)(r + 900));
+            gt_use_device(1);
+            gt_poison(&remote);
+            gt_use_device(0);
+            gt_poison(&back);
+            GT_CHECK(p2pt__cu.cuGraphLaunch(ge, s));
+            GT_CHECK(p2pt__cu.cuStreamSynchronize(s));
+            gt_expect_range(&remote, 5, &local, 5, n, transports[t]);
+            gt_expect_range(&back, 5, &local, 5, n, transports[t]);
+        }
+        p2pt__cu.cuGraphExecDestroy(ge);
+        p2pt__cu.cuGraphDestroy(g);
+        p2pt__cu.cuStreamDestroy(s);
+        gt_free(&local);
+        gt_free(&back);
+        gt_use_device(1);
+        gt_free(&remote);
+        gt_use_device(0);
+        p2pt_finalize(h);
+    }
 }
