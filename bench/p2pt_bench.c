@@ -84,6 +84,8 @@ static char g_err[2048];
 /* Checks that failed, cold runs that failed, cleanups that failed: any of
  * them makes the exit status 1 after everything else has run. */
 static int g_failures;
+/* A table row is half printed: a fatal message starts on a new line. */
+static bool mid_row;
 
 static void one_line(char *s)
 {
@@ -178,6 +180,8 @@ static _Noreturn void fatal(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
+    if (mid_row)
+        putchar('\n');
     fflush(stdout);
     fputs("p2pt-bench: ", stderr);
     vfprintf(stderr, fmt, ap);
@@ -221,6 +225,12 @@ static const char *fmt_size(size_t b, char *buf, size_t len)
 }
 
 static void *dptr(CUdeviceptr p) { return (void *)(uintptr_t)p; }
+
+/* GB/s of `bytes` in `us`; 0 rather than inf for a zero reading, so the
+ * JSON stays valid whatever the clock says. */
+static double gbps_of(double bytes, double us) { return us > 0 ? bytes / us / 1e3 : 0; }
+
+static double ratio_of(double a, double b) { return b > 0 ? a / b : 0; }
 
 /* ============================================================== options */
 
@@ -273,10 +283,12 @@ static void usage(FILE *f)
 "                     5..100; latency mode's back-to-back batches: 100)\n"
 "  -r N               timed batches per size and transport; the median is\n"
 "                     reported (default: 20 up to 16M, 10 up to 256M, then 5)\n"
-"  -c 0|1             check every byte of each transport's result against a\n"
+"  -c 0|1             after timing each size, one more copy per transport,\n"
+"                     same size and alignment as the timed ones, into a\n"
+"                     poisoned destination: every byte compared with a\n"
 "                     copy-engine reference (cuMemcpyAsync into a separate\n"
-"                     buffer), and 256 poisoned guard bytes on each side\n"
-"                     (default 1)\n"
+"                     buffer), and 256 guard bytes on each side must stay\n"
+"                     untouched (default 1)\n"
 "\n"
 "What to run:\n"
 "  --mode LIST        table, sweep, latency, cold, or all (default table)\n"
@@ -324,9 +336,11 @@ static void usage(FILE *f)
 "Output:\n"
 "  --csv FILE         every measurement as one CSV row:\n"
 "                     mode,path,transport,bytes,chunk,stages,max_ctas,time_us,gbps,kind\n"
-"                     (chunk, stages, max_ctas: the TMA settings, 0 for ce;\n"
-"                     kind: bw, or b2b/host/dev/enq for latency, or\n"
-"                     init/prepare/first/second/first_median for cold)\n"
+"                     (chunk, stages, max_ctas: the TMA settings, 0 for ce\n"
+"                     and 0 = auto for max_ctas; bytes: one copy's size, also\n"
+"                     for bidir, whose gbps adds both directions; kind: bw,\n"
+"                     or b2b/host/dev/enq for latency, or init/prepare/first/\n"
+"                     second/first_median for cold, whose times are in us)\n"
 "  --json FILE        the same records as a JSON array of objects\n"
 "  -h, --help         this text\n"
 "\n"
@@ -872,13 +886,17 @@ static bool plan_pool(size_t largest, bool peer, size_t *pool)
         size_t fixed = largest + 3 * SLACK;
         if (budget < fixed + 2 * largest) {
             char a[32], b[32];
-            set_err("copies of %s need 3 buffers of that size on GPU %d, which has %s free",
+            set_err("copies of %s need 3 buffers of that size in 80%% of GPU %d's free "
+                    "memory, and %s is free",
                     fmt_size(largest, a, sizeof(a)), gpus[i].ordinal,
                     fmt_size(free_b, b, sizeof(b)));
             goto fail;
         }
-        if (fixed + 2 * want > budget)
-            want = (budget - fixed) / 2;
+        if (fixed + 2 * want > budget) {
+            want = (budget - fixed) / 2 / MiB * MiB;
+            if (want < largest)
+                want = largest;
+        }
     }
     *pool = want;
     return true;
@@ -1213,8 +1231,9 @@ static int check_dir(p2pt_handle *h, struct dir *d, size_t bytes, char *why, siz
                 }
             snprintf(why, why_len,
                      "byte %zu of %zu is 0x%02x, the copy engine wrote 0x%02x (%zu wrong "
-                     "bytes in [%zu, %zu))",
-                     off + first, bytes, stage_a[first], stage_b[first], wrong, off, off + n);
+                     "byte%s in [%zu, %zu))",
+                     off + first, bytes, stage_a[first], stage_b[first], wrong,
+                     wrong == 1 ? "" : "s", off, off + n);
             return 0;
         }
     }
@@ -1223,8 +1242,23 @@ fail:
     return -1;
 }
 
-/* Checks every direction; a difference is printed and counted, not fatal,
- * so the rest of the run still reports. Returns the row's check column. */
+/* Differences found while a row is being printed, shown once the row is
+ * complete so stderr does not cut a table line in two. */
+static char pending[8][512];
+static int n_pending;
+
+static void flush_pending(void)
+{
+    mid_row = false;
+    fflush(stdout);
+    for (int i = 0; i < n_pending; i++)
+        fprintf(stderr, "p2pt-bench: CHECK FAILED: %s\n", pending[i]);
+    n_pending = 0;
+}
+
+/* Checks every direction; a difference is counted and reported after the
+ * row, not fatal, so the rest of the run still reports. Returns the row's
+ * check column. */
 static const char *check_all(p2pt_handle *h, struct setup *su, size_t bytes, int transport,
                              const char *what)
 {
@@ -1236,11 +1270,12 @@ static const char *check_all(p2pt_handle *h, struct setup *su, size_t bytes, int
         if (r < 0)
             fatal("%s, %s, %zu bytes: check", what, transport_names[transport], bytes);
         if (r == 0) {
-            fflush(stdout);
-            fprintf(stderr, "p2pt-bench: CHECK FAILED: %s, %s, %zu bytes, GPU %d -> GPU %d: %s\n",
-                    what, transport_names[transport], bytes, su->d[k].src.g->ordinal,
-                    su->d[k].dst.g->ordinal, why);
             g_failures++;
+            if (n_pending < (int)P2PT_ARRAY_LEN(pending))
+                snprintf(pending[n_pending++], sizeof(pending[0]),
+                         "%s, %s, %zu bytes, GPU %d -> GPU %d: %s", what,
+                         transport_names[transport], bytes, su->d[k].src.g->ordinal,
+                         su->d[k].dst.g->ordinal, why);
             return "FAIL";
         }
     }
@@ -1301,8 +1336,9 @@ fail:
 
 /* ================================================================= table */
 
-static void print_table_head(int path)
+static void print_table_head(int path, size_t pool)
 {
+    char ps[32];
     static const char *const what[N_PATHS] = {
         "stream, source and destination on GPU %d",
         "stream and source on GPU %d, destination on GPU %d",
@@ -1311,7 +1347,9 @@ static void print_table_head(int path)
     };
     printf("\n# table, path %s: ", path_names[path]);
     printf(what[path], gpus[0].ordinal, gpus[1].ordinal);
-    printf("\n#%9s %12s", "size", "bytes");
+    printf("; pool %s per side%s\n#%9s %12s", fmt_size(pool, ps, sizeof(ps)),
+           pool < L2_FACTOR * gpus[0].l2 ? " (under 4 x L2: GPU memory is short)" : "", "size",
+           "bytes");
     for (int t = 0; t < N_TRANSPORTS; t++)
         if (o.transport[t])
             printf(" %9s_us %7s_GB/s", transport_names[t], transport_names[t]);
@@ -1329,7 +1367,7 @@ static void run_table(void)
         struct setup su;
         if (!setup_open(&su, p, largest))
             fatal("table, path %s: buffers", path_names[p]);
-        print_table_head(p);
+        print_table_head(p, su.pool);
         for (int i = 0; i < o.n_sizes; i++) {
             size_t bytes = o.sizes[i];
             int n = iters_for(bytes), r = repeats_for(bytes), w = warmup_for(n);
@@ -1337,6 +1375,7 @@ static void run_table(void)
             const char *check = o.check ? "ok" : "-";
             char sz[32];
             printf("%10s %12zu", fmt_size(bytes, sz, sizeof(sz)), bytes);
+            mid_row = true;
             for (int t = 0; t < N_TRANSPORTS; t++) {
                 if (!o.transport[t])
                     continue;
@@ -1344,7 +1383,7 @@ static void run_table(void)
                 if (!time_copies(handles[t], su.d, su.ndirs, bytes, w, n, r, &tm))
                     fatal("table, path %s, %s, %zu bytes", path_names[p], transport_names[t],
                           bytes);
-                bw[t] = (double)bytes * su.ndirs / tm.us / 1e3;
+                bw[t] = gbps_of((double)bytes * su.ndirs, tm.us);
                 printf(" %12.2f %12.2f", tm.us, bw[t]);
                 emit("table", path_names[p], t, &default_cfg, bytes, tm.us, bw[t], "bw");
                 const char *c = check_all(handles[t], &su, bytes, t, path_names[p]);
@@ -1352,9 +1391,9 @@ static void run_table(void)
                     check = c;
             }
             if (o.transport[T_CE] && o.transport[T_TMA])
-                printf(" %8.3f", bw[T_TMA] / bw[T_CE]);
+                printf(" %8.3f", ratio_of(bw[T_TMA], bw[T_CE]));
             printf("  %s\n", check);
-            fflush(stdout);
+            flush_pending();
         }
         setup_close(&su);
     }
@@ -1432,11 +1471,13 @@ static void sweep_combo(struct setup *su, int path, size_t chunk, int stages, in
     char c[32], m[16], smem[32];
     snprintf(m, sizeof(m), "%d", max_ctas);
     printf("%10s %7d %9s ", fmt_size(chunk, c, sizeof(c)), stages, max_ctas ? m : "auto");
+    mid_row = true;
     if (chunk > P2PT_CHUNK_MAX / (size_t)stages) {
         char lim[32];
         printf("skipped: chunk x stages = %s > %s, the shared memory a CTA can have\n",
                fmt_size(chunk * (size_t)stages, smem, sizeof(smem)),
                fmt_size(P2PT_CHUNK_MAX, lim, sizeof(lim)));
+        flush_pending();
         return;
     }
     /* p2pt reads the environment once, in p2pt_init. */
@@ -1448,6 +1489,7 @@ static void sweep_combo(struct setup *su, int path, size_t chunk, int stages, in
     p2pt_status st;
     if (!ok || !prepare_on(h, false, &st)) {
         printf("error: %s\n", g_err);
+        flush_pending();
         if (h)
             p2pt_finalize(h);
         return;
@@ -1455,15 +1497,26 @@ static void sweep_combo(struct setup *su, int path, size_t chunk, int stages, in
     struct timing tm;
     if (!time_copies(h, su->d, 1, bytes, w, n, r, &tm)) {
         printf("error: %s\n", g_err);
+        flush_pending();
         p2pt_finalize(h);
         sweep_contexts_alive(path != P_LOCAL);
         return;
     }
-    double bw = (double)bytes / tm.us / 1e3;
+    double bw = gbps_of((double)bytes, tm.us);
     emit("sweep", path_names[path], T_TMA, &cfg, bytes, tm.us, bw, "bw");
-    const char *check = check_all(h, su, bytes, T_TMA, "sweep");
-    printf("%12.2f %12.2f %8.3f  %s\n", tm.us, bw, bw / ce_bw, check);
-    fflush(stdout);
+    char what[96];
+    snprintf(what, sizeof(what), "sweep, path %s, chunk %s, %d stages, max CTAs %s",
+             path_names[path], c, stages, max_ctas ? m : "auto");
+    const char *check = check_all(h, su, bytes, T_TMA, what);
+    p2pt_properties pr;
+    memset(&pr, 0, sizeof(pr));
+    pr.size = sizeof(pr);
+    char note[64] = "";
+    if (p2pt_get_properties(h, &pr) == P2PT_SUCCESS && pr.ce_fallbacks > 0)
+        snprintf(note, sizeof(note), "  (%llu copies went to the copy engine)",
+                 (unsigned long long)pr.ce_fallbacks);
+    printf("%12.2f %12.2f %8.3f  %s%s\n", tm.us, bw, ratio_of(bw, ce_bw), check, note);
+    flush_pending();
     p2pt_finalize(h);
 }
 
@@ -1483,9 +1536,12 @@ static void run_sweep(void)
         struct timing ce;
         if (!time_copies(handles[T_CE], su.d, 1, bytes, w, n, r, &ce))
             fatal("sweep, path %s, ce", path_names[p]);
-        double ce_bw = (double)bytes / ce.us / 1e3;
+        double ce_bw = gbps_of((double)bytes, ce.us);
         emit("sweep", path_names[p], T_CE, NULL, bytes, ce.us, ce_bw, "bw");
-        const char *ce_check = check_all(handles[T_CE], &su, bytes, T_CE, "sweep");
+        char what[32];
+        snprintf(what, sizeof(what), "sweep, path %s", path_names[p]);
+        const char *ce_check = check_all(handles[T_CE], &su, bytes, T_CE, what);
+        flush_pending();
         char sz[32];
         printf("\n# sweep, path %s, %s copies (GPU %d -> GPU %d): ce %.2f us, %.2f GB/s "
                "(check %s); TMA settings below\n",
@@ -1561,7 +1617,7 @@ static void run_latency(void)
                 static const char *const kind[3] = {"b2b", "host", "dev"};
                 for (int k = 0; k < 3; k++)
                     emit("latency", path_names[p], t, &default_cfg, bytes, v[k][t],
-                         (double)bytes / v[k][t] / 1e3, kind[k]);
+                         gbps_of((double)bytes, v[k][t]), kind[k]);
                 emit("latency", path_names[p], t, &default_cfg, bytes, enq[t], 0, "enq");
                 const char *c = check_all(handles[t], &su, bytes, t, path_names[p]);
                 if (strcmp(c, "FAIL") == 0)
@@ -1574,13 +1630,13 @@ static void run_latency(void)
                     if (o.transport[t])
                         printf(" %9.2f", v[k][t]);
                 if (both)
-                    printf(" %7.3f", v[k][T_TMA] / v[k][T_CE]);
+                    printf(" %7.3f", ratio_of(v[k][T_TMA], v[k][T_CE]));
             }
             for (int t = 0; t < N_TRANSPORTS; t++)
                 if (o.transport[t])
                     printf(" %9.2f", enq[t]);
             printf("  %s\n", check);
-            fflush(stdout);
+            flush_pending();
         }
         setup_close(&su);
     }
@@ -1779,6 +1835,32 @@ static void run_cold(void)
     }
 }
 
+/* What p2pt says it did: a "tma" figure is only a TMA figure if the copies
+ * were kernel launches, not copy-engine fallbacks. */
+static void print_counters(void)
+{
+    for (int t = 0; t < N_TRANSPORTS; t++) {
+        p2pt_properties pr;
+        memset(&pr, 0, sizeof(pr));
+        pr.size = sizeof(pr);
+        if (p2pt_get_properties(handles[t], &pr) != P2PT_SUCCESS)
+            continue;
+        printf("# p2pt counters, %s handle: %llu copies, %llu TMA launches, %llu copy-engine "
+               "copies, %llu fallbacks to the copy engine, %llu rejected",
+               transport_names[t], (unsigned long long)pr.copies,
+               (unsigned long long)pr.tma_launches, (unsigned long long)pr.ce_copies,
+               (unsigned long long)pr.ce_fallbacks, (unsigned long long)pr.rejected);
+        if (t == T_TMA)
+            printf("; NVRTC compilations %llu, module loads %llu",
+                   (unsigned long long)pr.compilations, (unsigned long long)pr.module_loads);
+        printf("\n");
+        if (t == T_TMA && pr.ce_fallbacks > 0)
+            fprintf(stderr, "p2pt-bench: warning: %llu TMA copies went to the copy engine "
+                    "(dst and src differ modulo 16): their figures are not TMA figures\n",
+                    (unsigned long long)pr.ce_fallbacks);
+    }
+}
+
 /* ================================================================== main */
 
 static void print_header(int argc, char **argv, int count)
@@ -1864,6 +1946,8 @@ static void choose_paths(int count)
         o.path[P_PUSH] = o.path[P_PULL] = o.path[P_BIDIR] = true;
         asked = true;
     }
+    /* Only the cold mode runs without a path. */
+    asked = asked && (o.mode[M_TABLE] || o.mode[M_SWEEP] || o.mode[M_LATENCY]);
     if (have_peer) {
         int ab = 0, ba = 0;
         if (!gpu_info(&gpus[1], o.peer))
@@ -1879,7 +1963,7 @@ static void choose_paths(int count)
                         peer_paths(list, sizeof(list)), o.device, o.peer);
             have_peer = false;
         }
-    } else if (asked && o.path_given) {
+    } else if (asked) {
         fprintf(stderr, "p2pt-bench: skipping %s: needs 2 GPUs, found %d\n",
                 peer_paths(list, sizeof(list)), count);
     }
@@ -1948,7 +2032,8 @@ int main(int argc, char **argv)
         if (need_tma && !prepare_on(handles[T_TMA], have_peer, &st)) {
             if (st != P2PT_NOT_SUPPORTED)
                 fatal("tma");
-            fprintf(stderr, "p2pt-bench: skipping tma: %s\n", g_err);
+            fprintf(stderr, "p2pt-bench: skipping tma%s: %s\n",
+                    o.mode[M_SWEEP] ? " and the sweep" : "", g_err);
             o.transport[T_TMA] = false;
             o.mode[M_SWEEP] = false;
             if (!o.transport[T_CE]) {
@@ -1964,6 +2049,8 @@ int main(int argc, char **argv)
             run_latency();
     }
 
+    if (o.mode[M_TABLE] || o.mode[M_SWEEP] || o.mode[M_LATENCY])
+        print_counters();
     for (int t = 0; t < N_TRANSPORTS; t++)
         p2pt_finalize(handles[t]);
     stage_free();

@@ -1,96 +1,191 @@
 #!/usr/bin/env bash
-# Turn p2pt-bench's CSV (--csv FILE) into PNG figures with gnuplot:
-#   OUTDIR/bandwidth_<path>.png   GB/s vs copy size (log x), one line per transport
-#   OUTDIR/sweep_<path>.png       TMA GB/s vs chunk size, one line per stage count
-#   OUTDIR/latency_<path>.png     single-copy host latency vs size
-# usage: bench/plot.sh results.csv outdir
+# Turn p2pt-bench's CSV (p2pt-bench --csv FILE) into PNG figures with gnuplot.
+#
+#   usage: bench/plot.sh results.csv outdir
+#
+# Writes, for what the CSV holds:
+#   bandwidth_<path>.png  GB/s vs copy size (log x), one line per transport
+#   ratio.png             tma/ce bandwidth vs copy size, one line per path
+#   sweep_<path>.png      TMA GB/s vs chunk size, one line per stages x CTA cap,
+#                         the copy engine as a dashed line
+#   ctas_<path>.png       TMA GB/s vs CTA cap, one line per chunk x stages
+#                         (when the sweep had two or more CTA caps besides auto)
+#   latency_<path>.png    microseconds vs copy size: b2b, host, dev per transport
+#
+# Columns are found by name in the header line, so the column order of the
+# CSV does not matter.
 set -euo pipefail
-if [ $# -ne 2 ]; then echo "usage: $0 results.csv outdir" >&2; exit 2; fi
-csv=$1; out=$2
-command -v gnuplot >/dev/null || { echo "plot.sh: gnuplot is not installed (apt-get install gnuplot-nox)" >&2; exit 1; }
-[ -r "$csv" ] || { echo "plot.sh: cannot read $csv" >&2; exit 1; }
-mkdir -p "$out"
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-term='set terminal pngcairo size 900,560 font ",11"'
-gnuplot -e 'set terminal' 2>&1 | grep -q pngcairo || term='set terminal png size 900,560'
 
-# columns: mode,path,transport,kind,bytes,chunk,stages,max_ctas,time_us,gbps
+die() { echo "plot.sh: $*" >&2; exit 1; }
+
+if [ $# -ne 2 ] || [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+  echo "usage: bench/plot.sh results.csv outdir" >&2
+  exit 2
+fi
+csv=$1
+out=$2
+
+command -v gnuplot >/dev/null 2>&1 ||
+  die "gnuplot is not installed, so no PNG was written (Debian/Ubuntu: apt-get install gnuplot-nox)"
+[ -r "$csv" ] || die "cannot read $csv"
+for c in mode path transport bytes gbps time_us; do
+  head -n 1 "$csv" | tr -d '\r' | tr ',' '\n' | grep -qx "$c" ||
+    die "$csv has no \"$c\" column: is it a p2pt-bench --csv file?"
+done
+[ "$(wc -l <"$csv")" -gt 1 ] || die "$csv holds no measurements"
+mkdir -p "$out" || die "cannot create $out"
+
+tmp=$(mktemp -d) || die "mktemp failed"
+trap 'rm -rf "$tmp"' EXIT
+
+# pngcairo draws smoother lines; the plain png terminal is the fallback.
+if gnuplot -e 'set terminal pngcairo' >/dev/null 2>&1; then
+  term='set terminal pngcairo size 960,600 font ",11"'
+else
+  term='set terminal png size 960,600'
+fi
+
+# sel FILTER FIELDS: the rows of the CSV matching FILTER (an awk condition on
+# named columns, e.g. c["mode"]=="table"), printing FIELDS (space-separated
+# column names), sorted numerically on the first field.
+sel() {
+  awk -F, -v filter="$1" -v fields="$2" '
+    NR == 1 {
+      gsub(/\r/, "")
+      for (i = 1; i <= NF; i++) idx[$i] = i
+      nf = split(fields, f, " ")
+      nc = split(filter, conds, "&")
+      next
+    }
+    {
+      gsub(/\r/, "")
+      for (k in idx) c[k] = $(idx[k])
+      ok = 1
+      for (j = 1; j <= nc; j++) {
+        split(conds[j], kv, "=")
+        if (!(kv[1] in idx) || c[kv[1]] != kv[2]) ok = 0
+      }
+      if (!ok) next
+      line = ""
+      for (j = 1; j <= nf; j++) line = line (j > 1 ? " " : "") c[f[j]]
+      print line
+    }' "$csv" | sort -g -k1,1
+}
+
+# values COLUMN FILTER: the distinct values of COLUMN among matching rows.
+values() { sel "$2" "$1" | sort -u -g; }
+
+# human BYTES: 1073741824 -> 1G, 49152 -> 48K.
+human() {
+  awk -v b="$1" 'BEGIN {
+    split("G M K", u, " "); split("1073741824 1048576 1024", m, " ")
+    for (i = 1; i <= 3; i++) if (b >= m[i] && b % m[i] == 0) { print b / m[i] u[i]; exit }
+    print b }'
+}
+
+count=0
+plot() { # plot FILE TITLE XLABEL YLABEL LOGX(0|1|2) PLOTCMD [KEY]
+  local file=$1 title=$2 xl=$3 yl=$4 logx=$5 cmd=$6 key=${7:-left top} xfmt=""
+  # 1: log x with binary-prefixed byte labels; 2: log x with plain numbers.
+  [ "$logx" = 1 ] && xfmt='set logscale x 2; set format x "%.0b%B"'
+  [ "$logx" = 2 ] && xfmt='set logscale x 2'
+  gnuplot <<GP || die "gnuplot failed on $file"
+$term
+set termoption noenhanced
+set output "$out/$file"
+set title "$title" noenhanced
+set xlabel "$xl"; set ylabel "$yl"
+$xfmt
+set grid; set key $key noenhanced; set yrange [0:*]
+plot $cmd
+GP
+  echo "wrote $out/$file"
+  count=$((count + 1))
+}
+
+have_kind=0
+head -n 1 "$csv" | tr -d '\r' | tr ',' '\n' | grep -qx kind && have_kind=1
+
+# ---- bandwidth per path, and the tma/ce ratio
+ratio_cmd=""
 for path in local push pull bidir; do
-  n=0
+  cmd=""
   for t in ce tma; do
-    awk -F, -v p="$path" -v t="$t" '$1=="table" && $2==p && $3==t {print $5, $10}' "$csv" >"$tmp/$path.$t"
-    [ -s "$tmp/$path.$t" ] && n=$((n+1))
+    sel "mode=table&path=$path&transport=$t" "bytes gbps" >"$tmp/bw.$path.$t"
+    [ -s "$tmp/bw.$path.$t" ] || continue
+    name=$t; [ "$t" = ce ] && name="ce (cuMemcpyAsync)"; [ "$t" = tma ] && name="tma (cp.async.bulk)"
+    cmd="$cmd \"$tmp/bw.$path.$t\" using 1:2 with linespoints lw 2 pt 7 ps 0.8 title \"$name\","
   done
-  [ $n -gt 0 ] || continue
-  gnuplot <<GP
-$term
-set output "$out/bandwidth_$path.png"
-set title "p2pt: $path copy bandwidth (payload GB/s)"
-set logscale x 2
-set format x "%.0s%cB"
-set xlabel "copy size"; set ylabel "GB/s"; set key left top; set grid; set yrange [0:*]
-plot "$tmp/$path.ce" using 1:2 with linespoints lw 2 title "ce (cuMemcpyAsync)", \
-     "$tmp/$path.tma" using 1:2 with linespoints lw 2 title "tma (cp.async.bulk)"
-GP
-  echo "wrote $out/bandwidth_$path.png"
+  [ -n "$cmd" ] || continue
+  extra=""; [ "$path" = bidir ] && extra=", both directions"
+  plot "bandwidth_$path.png" "p2pt $path copy bandwidth (payload GB/s$extra)" \
+    "copy size (bytes)" "GB/s" 1 "${cmd%,}"
+  if [ -s "$tmp/bw.$path.ce" ] && [ -s "$tmp/bw.$path.tma" ]; then
+    join <(sort -k1,1 "$tmp/bw.$path.ce") <(sort -k1,1 "$tmp/bw.$path.tma") |
+      awk '$2 > 0 {print $1, $3 / $2}' | sort -g -k1,1 >"$tmp/ratio.$path"
+    [ -s "$tmp/ratio.$path" ] &&
+      ratio_cmd="$ratio_cmd \"$tmp/ratio.$path\" using 1:2 with linespoints lw 2 pt 7 ps 0.8 title \"$path\","
+  fi
 done
+if [ -n "$ratio_cmd" ]; then
+  plot ratio.png "p2pt: tma/ce bandwidth ratio (1 = equal)" "copy size (bytes)" "tma / ce" 1 \
+    "$ratio_cmd 1 with lines dt 2 lc rgb \"gray\" notitle"
+fi
 
+# ---- sweep: GB/s vs chunk, one line per stages x CTA cap
 for path in local push; do
-  # chunk sweep at the automatic CTA count (max_ctas 0)
-  awk -F, -v p="$path" '$1=="sweep" && $2==p && $3=="tma" && $8==0 {print $7, $6, $10}' "$csv" | sort -n -k1,1 -k2,2 >"$tmp/sweep.$path"
-  [ -s "$tmp/sweep.$path" ] || continue
-  ce=$(awk -F, -v p="$path" '$1=="sweep" && $2==p && $3=="ce" {print $10; exit}' "$csv")
-  plots=""
-  for st in $(cut -d' ' -f1 "$tmp/sweep.$path" | sort -un); do
-    awk -v s="$st" '$1==s {print $2, $3}' "$tmp/sweep.$path" >"$tmp/sweep.$path.$st"
-    plots="$plots \"$tmp/sweep.$path.$st\" using 1:2 with linespoints lw 2 title \"$st stages\","
-  done
-  [ -n "$ce" ] && plots="$plots $ce with lines dt 2 lw 2 title \"ce\","
-  gnuplot <<GP
-$term
-set output "$out/sweep_$path.png"
-set title "p2pt: TMA chunk-size sweep, $path (GB/s)"
-set logscale x 2
-set format x "%.0s%cB"
-set xlabel "chunk size"; set ylabel "GB/s"; set key right bottom; set grid; set yrange [0:*]
-plot ${plots%,}
-GP
-  echo "wrote $out/sweep_$path.png"
+  rows=$(sel "mode=sweep&path=$path&transport=tma" "chunk stages max_ctas gbps")
+  [ -n "$rows" ] || continue
+  echo "$rows" >"$tmp/sweep.$path"
+  cmd=""
+  i=0
+  while read -r st m; do
+    awk -v s="$st" -v m="$m" '$2 == s && $3 == m {print $1, $4}' "$tmp/sweep.$path" |
+      sort -g -k1,1 >"$tmp/sweep.$path.$i"
+    cap=$m; [ "$m" = 0 ] && cap=auto
+    cmd="$cmd \"$tmp/sweep.$path.$i\" using 1:2 with linespoints lw 2 pt 7 ps 0.8 title \"$st stages, CTAs $cap\","
+    i=$((i + 1))
+  done < <(awk '{print $2, $3}' "$tmp/sweep.$path" | sort -u -k2,2g -k1,1g)
+  ce=$(sel "mode=sweep&path=$path&transport=ce" "gbps" | head -n 1)
+  [ -n "$ce" ] && cmd="$cmd $ce with lines dt 2 lw 2 lc rgb \"black\" title \"ce\","
+  bytes=$(human "$(sel "mode=sweep&path=$path&transport=tma" "bytes" | head -n 1)")
+  plot "sweep_$path.png" "p2pt TMA chunk-size sweep, $path, $bytes copies" \
+    "chunk (bytes)" "GB/s" 1 "${cmd%,}" "outside right top"
 
-  # CTA curve: bandwidth vs the CTA cap, 48 KiB chunks, one line per stage count
-  awk -F, -v p="$path" '$1=="sweep" && $2==p && $3=="tma" && $6==49152 && $8>0 {print $7, $8, $10}' "$csv" | sort -n -k1,1 -k2,2 >"$tmp/ctas.$path"
-  [ -s "$tmp/ctas.$path" ] || continue
-  plots=""
-  for st in $(cut -d' ' -f1 "$tmp/ctas.$path" | sort -un); do
-    awk -v s="$st" '$1==s {print $2, $3}' "$tmp/ctas.$path" >"$tmp/ctas.$path.$st"
-    plots="$plots \"$tmp/ctas.$path.$st\" using 1:2 with linespoints lw 2 title \"48K x $st stages\","
-  done
-  [ -n "$ce" ] && plots="$plots $ce with lines dt 2 lw 2 title \"ce\","
-  gnuplot <<GP
-$term
-set output "$out/ctas_$path.png"
-set title "p2pt: TMA bandwidth vs CTA cap, $path (GB/s)"
-set logscale x 2
-set xlabel "CTAs (P2P_TRANSPORT_MAX_CTAS)"; set ylabel "GB/s"; set key right bottom; set grid; set yrange [0:*]
-plot ${plots%,}
-GP
-  echo "wrote $out/ctas_$path.png"
+  # CTA curve: needs at least two explicit caps.
+  if [ "$(awk '$3 > 0 {print $3}' "$tmp/sweep.$path" | sort -u | wc -l)" -ge 2 ]; then
+    cmd=""
+    i=0
+    while read -r ch st; do
+      awk -v c="$ch" -v s="$st" '$1 == c && $2 == s && $3 > 0 {print $3, $4}' "$tmp/sweep.$path" |
+        sort -g -k1,1 >"$tmp/ctas.$path.$i"
+      cmd="$cmd \"$tmp/ctas.$path.$i\" using 1:2 with linespoints lw 2 pt 7 ps 0.8 title \"$(human "$ch") x $st stages\","
+      i=$((i + 1))
+    done < <(awk '$3 > 0 {print $1, $2}' "$tmp/sweep.$path" | sort -u -k1,1g -k2,2g)
+    [ -n "$ce" ] && cmd="$cmd $ce with lines dt 2 lw 2 lc rgb \"black\" title \"ce\","
+    plot "ctas_$path.png" "p2pt TMA bandwidth vs CTA cap, $path, $bytes copies" \
+      "CTAs (P2P_TRANSPORT_MAX_CTAS)" "GB/s" 2 "${cmd%,}" "outside right top"
+  fi
 done
 
-for path in local push pull; do
-  for t in ce tma; do
-    awk -F, -v p="$path" -v t="$t" '$1=="latency" && $2==p && $3==t && $4=="host" {print $5, $9}' "$csv" >"$tmp/lat.$path.$t"
+# ---- latency
+if [ "$have_kind" = 1 ]; then
+  for path in local push pull; do
+    cmd=""
+    for t in ce tma; do
+      for k in b2b host dev device; do # "device": older CSVs
+        sel "mode=latency&path=$path&transport=$t&kind=$k" "bytes time_us" >"$tmp/lat.$path.$t.$k"
+        [ -s "$tmp/lat.$path.$t.$k" ] || continue
+        dt=1; [ "$t" = tma ] && dt=2
+        cmd="$cmd \"$tmp/lat.$path.$t.$k\" using 1:2 with linespoints lw 2 dt $dt pt 7 ps 0.8 title \"$t $k\","
+      done
+    done
+    [ -n "$cmd" ] || continue
+    plot "latency_$path.png" \
+      "p2pt small copies, $path: b2b = per copy back to back; host = enqueue to sync return; dev = events" \
+      "copy size (bytes)" "microseconds" 1 "${cmd%,}" "outside right top"
   done
-  [ -s "$tmp/lat.$path.ce" ] || continue
-  gnuplot <<GP
-$term
-set output "$out/latency_$path.png"
-set title "p2pt: single-copy latency, $path (enqueue to completion, host)"
-set logscale x 2
-set format x "%.0s%cB"
-set xlabel "copy size"; set ylabel "microseconds"; set key left top; set grid
-plot "$tmp/lat.$path.ce" using 1:2 with linespoints lw 2 title "ce", \
-     "$tmp/lat.$path.tma" using 1:2 with linespoints lw 2 title "tma"
-GP
-  echo "wrote $out/latency_$path.png"
-done
+fi
+
+[ "$count" -gt 0 ] || die "no table, sweep or latency rows in $csv: nothing to plot"
+echo "plot.sh: $count PNG file(s) in $out"
