@@ -1,0 +1,108 @@
+/*
+ * p2pt-validate-cost: what P2P_TRANSPORT_VALIDATE=1 costs the caller per copy.
+ *
+ * Host time of one p2pt_copy_async call (4 KiB, local, and peer when a second
+ * GPU is there), validation on vs off, for both transports, measured in ONE
+ * process with the two settings alternating batch by batch, so clock and
+ * load drift hit both alike (separate runs differed by more than the effect).
+ * Median over 31 batches of 1000 calls; the stream is drained between batches.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "p2pt_internal.h"
+
+#define BATCHES 31
+#define CALLS 1000
+
+static double now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static p2pt_handle *make(const char *transport, const char *validate)
+{
+    setenv("P2P_TRANSPORT_VALIDATE", validate, 1);
+    p2pt_init_args a = {sizeof(a), NULL, transport};
+    p2pt_handle *h = NULL;
+    if (p2pt_init(&a, &h) != P2PT_SUCCESS || p2pt_prepare(h, 0) != P2PT_SUCCESS) {
+        fprintf(stderr, "p2pt-validate-cost: %s\n", p2pt_last_error(NULL));
+        exit(1);
+    }
+    return h;
+}
+
+int main(void)
+{
+    if (p2pt__cuda_load("libcuda.so.1") != P2PT_SUCCESS) {
+        fprintf(stderr, "p2pt-validate-cost: no CUDA device: %s\n", p2pt__last_error_text());
+        return 1;
+    }
+    int ndev = 0;
+    p2pt__cu.cuDeviceGetCount(&ndev);
+    CUcontext ctx;
+    CUdevice dev;
+    p2pt__cu.cuDeviceGet(&dev, 0);
+    p2pt__cu.cuDevicePrimaryCtxRetain(&ctx, dev);
+    p2pt__cu.cuCtxSetCurrent(ctx);
+    CUdeviceptr src, dst, peer = 0;
+    p2pt__cu.cuMemAlloc(&src, 1 << 20);
+    p2pt__cu.cuMemAlloc(&dst, 1 << 20);
+    if (ndev > 1) {
+        p2pt_handle *h = make("ce", "1");
+        if (p2pt_peer_enable(h, 0, 1) == P2PT_SUCCESS) {
+            CUcontext c1;
+            CUdevice d1;
+            p2pt__cu.cuDeviceGet(&d1, 1);
+            p2pt__cu.cuDevicePrimaryCtxRetain(&c1, d1);
+            p2pt__cu.cuCtxSetCurrent(c1);
+            p2pt__cu.cuMemAlloc(&peer, 1 << 20);
+            p2pt__cu.cuCtxSetCurrent(ctx);
+        }
+        p2pt_finalize(h);
+    }
+    CUstream s;
+    p2pt__cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+    const char *names[2] = {"ce", "tma"};
+    printf("# host time of one 4 KiB p2pt_copy_async (us), median of %d batches of %d, "
+           "validation on/off alternating in one process\n",
+           BATCHES, CALLS);
+    printf("%-6s %-5s %10s %10s %10s\n", "path", "tr", "validate=1", "validate=0", "cost");
+    for (int path = 0; path < (peer ? 2 : 1); path++) {
+        CUdeviceptr d = path ? peer : dst;
+        for (int t = 0; t < 2; t++) {
+            p2pt_handle *h[2] = {make(names[t], "1"), make(names[t], "0")};
+            double v[2][BATCHES];
+            for (int b = 0; b < BATCHES; b++) {
+                for (int k = 0; k < 2; k++) {
+                    int which = (b % 2) ? 1 - k : k; /* alternate who goes first */
+                    double t0 = now_us();
+                    for (int i = 0; i < CALLS; i++)
+                        if (p2pt_copy_async(h[which], (void *)d, (void *)src, 4096, s)) {
+                            fprintf(stderr, "copy: %s\n", p2pt_last_error(NULL));
+                            return 1;
+                        }
+                    v[which][b] = (now_us() - t0) / CALLS;
+                    p2pt__cu.cuStreamSynchronize(s);
+                }
+            }
+            qsort(v[0], BATCHES, sizeof(double), cmp);
+            qsort(v[1], BATCHES, sizeof(double), cmp);
+            double on = v[0][BATCHES / 2], off = v[1][BATCHES / 2];
+            printf("%-6s %-5s %10.3f %10.3f %10.3f\n", path ? "push" : "local", names[t], on, off,
+                   on - off);
+            p2pt_finalize(h[0]);
+            p2pt_finalize(h[1]);
+        }
+    }
+    return 0;
+}
