@@ -360,26 +360,13 @@ static void usage(FILE *f)
         f);
 }
 
-/* Sizes: digits, then an optional K, M or G (binary). */
+/* Sizes: digits, then an optional K, M or G (binary), as env.md's values. */
 static bool parse_size(const char *s, size_t *out)
 {
-    if (s == NULL || *s < '0' || *s > '9')
+    unsigned long long v;
+    if (!p2pt__parse_size(s, &v) || v > (unsigned long long)SIZE_MAX)
         return false;
-    errno = 0;
-    char *end = NULL;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0)
-        return false;
-    unsigned long long mul = 1;
-    switch (*end) {
-    case 'K': case 'k': mul = KiB; end++; break;
-    case 'M': case 'm': mul = MiB; end++; break;
-    case 'G': case 'g': mul = GiB; end++; break;
-    default: break;
-    }
-    if (*end != '\0' || v > (unsigned long long)SIZE_MAX / mul)
-        return false;
-    *out = (size_t)(v * mul);
+    *out = (size_t)v;
     return true;
 }
 

@@ -30,9 +30,9 @@
 #define DEFAULT_L2_EVICT_FIRST 0
 #define DEFAULT_CUDA_LIBRARY "libcuda.so.1"
 
-/* Parse a non-negative decimal integer with an optional binary K/M suffix.
- * Rejects signs, junk, empty strings and overflow. */
-static bool parse_size(const char *s, unsigned long long *out)
+/* A non-negative decimal integer with an optional binary K, M or G suffix.
+ * Rejects signs, junk, empty strings and overflow. Shared with p2pt-bench. */
+bool p2pt__parse_size(const char *s, unsigned long long *out)
 {
     if (s == NULL || !isdigit((unsigned char)s[0]))
         return false;
@@ -42,13 +42,13 @@ static bool parse_size(const char *s, unsigned long long *out)
     if (errno != 0)
         return false;
     unsigned long long mul = 1;
-    if (*end == 'K' || *end == 'k')
-        mul = 1024ull, end++;
-    else if (*end == 'M' || *end == 'm')
-        mul = 1024ull * 1024ull, end++;
-    if (*end != '\0')
-        return false;
-    if (v > ~0ull / mul)
+    switch (*end) {
+    case 'K': case 'k': mul = 1ull << 10; end++; break;
+    case 'M': case 'm': mul = 1ull << 20; end++; break;
+    case 'G': case 'g': mul = 1ull << 30; end++; break;
+    default: break;
+    }
+    if (*end != '\0' || v > ~0ull / mul)
         return false;
     *out = v * mul;
     return true;
@@ -85,7 +85,7 @@ static p2pt_status read_log_level(struct p2pt_config *cfg, const char *v)
         }
     }
     unsigned long long n;
-    if (parse_size(v, &n) && n <= P2PT_LOG_TRACE && strpbrk(v, "KkMm") == NULL) {
+    if (p2pt__parse_size(v, &n) && n <= P2PT_LOG_TRACE && strpbrk(v, "KkMmGg") == NULL) {
         cfg->log_level = (int)n;
         return P2PT_SUCCESS;
     }
@@ -101,7 +101,7 @@ static p2pt_status read_uint(const char *var, const char *v,
                              const char *what, unsigned long long *out)
 {
     unsigned long long n;
-    if (!parse_size(v, &n) || n < lo || n > hi)
+    if (!p2pt__parse_size(v, &n) || n < lo || n > hi)
         return p2pt__fail(P2PT_INVALID_ARGUMENT, "%s=\"%s\" is not valid: expected %s",
                           var, v, what);
     *out = n;

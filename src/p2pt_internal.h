@@ -107,6 +107,8 @@ struct p2pt_config {
  * accepted. Touches no CUDA library. */
 P2PT_INTERNAL p2pt_status p2pt__config_read(struct p2pt_config *cfg,
                                             const char *transport_override);
+/* Decimal with an optional binary K/M/G suffix; false on junk or overflow. */
+P2PT_INTERNAL bool p2pt__parse_size(const char *s, unsigned long long *out);
 /* Shared memory one CTA needs for this configuration. */
 P2PT_INTERNAL size_t p2pt__config_smem_bytes(const struct p2pt_config *cfg);
 

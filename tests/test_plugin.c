@@ -111,18 +111,25 @@ Test(plugin, exports_only_p2pt_names_and_needs_no_cuda_symbol)
     free(undefined);
 }
 
-Test(plugin, the_example_consumer_runs_or_explains)
+/* Run the example on the built library with `env` before it (a shell
+ * prefix, may be ""), collecting its output; returns its exit code. */
+static int run_consumer(const char *env, char *out, size_t len)
 {
     char cmd[2048];
-    snprintf(cmd, sizeof(cmd), "'%s' '%s' 2>&1", P2PT_CONSUMER_PATH, P2PT_SO_PATH);
+    snprintf(cmd, sizeof(cmd), "%s '%s' '%s' 2>&1", env, P2PT_CONSUMER_PATH, P2PT_SO_PATH);
     FILE *f = popen(cmd, "r");
     cr_assert_not_null(f);
-    char out[2048] = "";
-    size_t len = fread(out, 1, sizeof(out) - 1, f);
-    out[len] = '\0';
+    size_t n = fread(out, 1, len - 1, f);
+    out[n] = '\0';
     int status = pclose(f);
     cr_assert(WIFEXITED(status), "consumer did not exit normally: %s", out);
-    int code = WEXITSTATUS(status);
+    return WEXITSTATUS(status);
+}
+
+Test(plugin, the_example_consumer_runs_or_explains)
+{
+    char out[2048];
+    int code = run_consumer("", out, sizeof(out));
     if (code == 0)
         cr_assert(strstr(out, "ok: copied") != NULL, "%s", out);
     else
@@ -135,17 +142,9 @@ Test(plugin, the_example_consumer_runs_or_explains)
 Test(plugin, the_example_consumer_explains_a_bad_transport_with_status_4)
 {
     /* Runs the same everywhere: configuration is checked before the driver. */
-    char cmd[2048];
-    snprintf(cmd, sizeof(cmd), "P2P_TRANSPORT=bogus '%s' '%s' 2>&1", P2PT_CONSUMER_PATH,
-             P2PT_SO_PATH);
-    FILE *f = popen(cmd, "r");
-    cr_assert_not_null(f);
-    char out[2048] = "";
-    size_t len = fread(out, 1, sizeof(out) - 1, f);
-    out[len] = '\0';
-    int status = pclose(f);
-    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == P2PT_INVALID_ARGUMENT,
-              "exit %d: %s", WIFEXITED(status) ? WEXITSTATUS(status) : -1, out);
+    char out[2048];
+    int code = run_consumer("P2P_TRANSPORT=bogus", out, sizeof(out));
+    cr_assert_eq(code, P2PT_INVALID_ARGUMENT, "exit %d: %s", code, out);
     cr_assert(strstr(out, "p2pt init failed: invalid argument: ") && strstr(out, "bogus"), "%s",
               out);
 }
