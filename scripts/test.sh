@@ -14,6 +14,7 @@ need_pkgs=()
 command -v cmake >/dev/null || need_pkgs+=(cmake)
 command -v cc >/dev/null || need_pkgs+=(gcc)
 command -v nm >/dev/null || need_pkgs+=(binutils)
+command -v pkg-config >/dev/null || need_pkgs+=(pkg-config)
 fuzz_seconds=${P2PT_TEST_FUZZ_SECONDS:-20}
 use_valgrind=${P2PT_TEST_VALGRIND:-1}
 if [ "$use_valgrind" != 0 ] && ! command -v valgrind >/dev/null; then need_pkgs+=(valgrind); fi
@@ -66,7 +67,7 @@ if [ "$fuzz_seconds" != 0 ]; then
 fi
 
 echo "== plain build"
-cmake -S . -B build "${cmake_args[@]}" >/dev/null
+cmake -S . -B build -DP2PT_BUILD_TESTS=ON "${cmake_args[@]}" >/dev/null
 cmake --build build -j"$jobs" >/dev/null
 
 if [ "$use_valgrind" != 0 ]; then
@@ -85,6 +86,17 @@ if [ "$use_valgrind" != 0 ]; then
   fi
   grep -E "Synthesis" build/valgrind.log | sed 's/^/valgrind: /'
 fi
+
+echo "== install: a find_package and a pkg-config consumer build and run"
+rm -rf build/install-test build/install-consumer
+cmake --install build --prefix "$ROOT/build/install-test" >/dev/null
+PKG_CONFIG_PATH="$ROOT/build/install-test/lib/pkgconfig" cmake -S tests/install_consumer \
+  -B build/install-consumer -DCMAKE_PREFIX_PATH="$ROOT/build/install-test" >/dev/null
+cmake --build build/install-consumer >/dev/null
+for c in consumer_cmake consumer_pkgconfig; do
+  LD_LIBRARY_PATH="$ROOT/build/install-test/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    ./build/install-consumer/$c
+done
 
 echo "== plain suite"
 exec ./build/p2pt-tests --jobs "$jobs" "$@"
