@@ -4,8 +4,11 @@
  * source on GPU 1), byte-exact with guards at sizes from 1 byte to 64 MiB + 5
  * and odd co-aligned offsets; both directions at once on two streams; and,
  * for the copy engine, a copy between GPUs without peer access still
- * completes (the driver stages it through the host).
+ * completes (the driver stages it through the host) and the framework's
+ * logger gets exactly one WARN for that device pair.
  */
+#include <stdarg.h>
+
 #include "gpu_test.h"
 
 static const char *const transports[] = {"ce", "tma"};
@@ -136,6 +139,23 @@ Test(peer_copy, both_directions_at_once_on_two_streams)
     }
 }
 
+/* A framework's logger (NCCL's signature): counts the not-peer-to-peer
+ * warnings p2pt sends it. */
+static int not_peer_warnings;
+
+static void counting_logger(p2pt_log_level level, unsigned long flags, const char *file,
+                            int line, const char *fmt, ...)
+{
+    (void)flags, (void)file, (void)line;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (level == P2PT_LOG_WARN && strstr(msg, "not peer-to-peer") != NULL)
+        not_peer_warnings++;
+}
+
 Test(peer_copy, ce_without_peer_access_still_completes)
 {
     gt_require_gpus(2);
@@ -146,10 +166,16 @@ Test(peer_copy, ce_without_peer_access_still_completes)
     gt_fill(&src, 8);
     gt_use_device(0);
     struct gt_buf dst = gt_alloc(n);
-    p2pt_handle *h = gt_handle("ce");
-    GT_OK(p2pt_copy_async(h, (void *)dst.ptr, (void *)src.ptr, n, NULL));
-    GT_CHECK(p2pt__cu.cuCtxSynchronize());
-    gt_expect_range(&dst, 0, &src, 0, n, "ce between GPUs without peer access");
+    p2pt_init_args args = {sizeof(args), counting_logger, "ce"};
+    p2pt_handle *h = NULL;
+    GT_OK(p2pt_init(&args, &h));
+    for (int i = 0; i < 3; i++) {
+        gt_poison(&dst);
+        GT_OK(p2pt_copy_async(h, (void *)dst.ptr, (void *)src.ptr, n, NULL));
+        GT_CHECK(p2pt__cu.cuCtxSynchronize());
+        gt_expect_range(&dst, 0, &src, 0, n, "ce between GPUs without peer access");
+    }
+    cr_assert_eq(not_peer_warnings, 1, "one WARN per device pair, got %d", not_peer_warnings);
     /* TMA on the same request is refused with the remedy, not a GPU fault. */
     p2pt_handle *t = gt_handle("tma");
     p2pt_status st = p2pt_copy_async(t, (void *)dst.ptr, (void *)src.ptr, n, NULL);
