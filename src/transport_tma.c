@@ -39,8 +39,8 @@ out:
     return st;
 }
 
-static unsigned grid_size(const struct p2pt_handle *h, const struct p2pt_module *m,
-                          uint64_t chunks)
+/* The most CTAs one launch uses for this configuration on this device. */
+static uint64_t max_grid(const struct p2pt_handle *h, const struct p2pt_module *m)
 {
     size_t smem = p2pt__config_smem_bytes(&h->cfg) + PER_CTA_SMEM_OVERHEAD;
     uint64_t per_sm = (uint64_t)m->smem_per_sm / smem;
@@ -51,9 +51,41 @@ static unsigned grid_size(const struct p2pt_handle *h, const struct p2pt_module 
     uint64_t grid = per_sm * (uint64_t)m->sm_count;
     if (h->cfg.max_ctas > 0 && (uint64_t)h->cfg.max_ctas < grid)
         grid = (uint64_t)h->cfg.max_ctas;
-    if (chunks < grid)
-        grid = chunks;
-    return grid == 0 ? 1u : (unsigned)grid;
+    return grid;
+}
+
+/* The smallest chunk a copy is split into to reach more SMs: below a few KiB
+ * the bulk copies' fixed cost outweighs the parallelism. */
+#define MIN_SPLIT_CHUNK 4096u
+
+/*
+ * The chunk size for one local copy. P2P_TRANSPORT_CHUNK_BYTES is the
+ * maximum: a copy with fewer chunks than the grid has CTAs leaves SMs idle
+ * and makes each CTA move its one chunk serially (a 64 KiB copy is two CTAs
+ * of one 48 KiB chunk each), so such a copy is cut finer, down to
+ * MIN_SPLIT_CHUNK, until every CTA has a share.
+ */
+static size_t chunk_for(const struct p2pt_handle *h, size_t body, uint64_t grid)
+{
+    size_t chunk = h->cfg.chunk_bytes;
+    if (grid == 0 || body == 0 || body / chunk >= grid)
+        return chunk;
+    size_t share = (size_t)((body + grid - 1) / grid);
+    share = (share + P2PT_ALIGN - 1) / P2PT_ALIGN * P2PT_ALIGN;
+    if (share < MIN_SPLIT_CHUNK)
+        share = MIN_SPLIT_CHUNK;
+    return share < chunk ? share : chunk;
+}
+
+/* The device a pointer was allocated on; -1 when the driver cannot say. */
+static int ordinal_of(const void *p)
+{
+    int ord = -1;
+    CUpointer_attribute a = CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL;
+    void *data[] = {&ord};
+    if (p2pt__cu.cuPointerGetAttributes(1, &a, data, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS)
+        return -1;
+    return ord;
 }
 
 static p2pt_status tma_copy(struct p2pt_handle *h, void *dst, const void *src,
@@ -88,16 +120,29 @@ static p2pt_status tma_copy(struct p2pt_handle *h, void *dst, const void *src,
     }
     P2PT_TRY(p2pt__jit_module(ctx, h->cfg.nvrtc_library, &stream, &m));
     P2PT_TRY(check_smem(h, m));
+    uint64_t most = max_grid(h, m);
+    /* Only local copies are split finer: over NVLink, fewer and larger bulk
+     * copies were faster at 1-2 MiB (bench/RESULTS.md, split experiment). */
+    if (plan.body != 0 && plan.chunks < most && ordinal_of(dst) == m->ordinal &&
+        ordinal_of(src) == m->ordinal) {
+        size_t chunk_bytes = chunk_for(h, plan.body, most);
+        if (chunk_bytes != plan.chunk)
+            P2PT_TRY(
+                p2pt__chunk_plan((uintptr_t)dst, (uintptr_t)src, bytes, chunk_bytes, &plan));
+    }
 
     char *d = dst;
     const char *s = src;
     unsigned long long head = plan.head, body = plan.body, tail = plan.tail;
     unsigned long long chunks = plan.chunks;
     unsigned chunk = (unsigned)plan.chunk, stages = (unsigned)h->cfg.stages;
+    uint64_t ctas = plan.chunks < most ? plan.chunks : most;
     unsigned flags = h->cfg.l2_evict_first ? P2PT_TMA_FLAG_EVICT_FIRST : 0u;
     void *params[] = {&d, &s, &head, &body, &tail, &chunks, &chunk, &stages, &flags};
-    unsigned grid = grid_size(h, m, plan.chunks);
-    unsigned smem = plan.chunks ? (unsigned)p2pt__config_smem_bytes(&h->cfg) : 0;
+    unsigned grid = ctas == 0 ? 1u : (unsigned)ctas;
+    /* The ring is sized for this copy's chunk, which may be below the
+     * configured one. */
+    unsigned smem = plan.chunks ? (unsigned)(plan.chunk * (size_t)h->cfg.stages) : 0;
     P2PT_CU(p2pt__cu.cuLaunchKernel(m->fn, grid, 1, 1, P2PT_TMA_THREADS, 1, 1, smem,
                                     stream, params, NULL));
     atomic_fetch_add_explicit(&h->stats.tma_launches, 1, memory_order_relaxed);
