@@ -177,10 +177,11 @@ p2pt_status p2pt_copy_async(p2pt_handle *h, void *dst, const void *src, size_t b
         return st;
     if (bytes == 0)
         return P2PT_SUCCESS;
-    st = p2pt__copy_check(h, dst, src, bytes, (CUstream)stream);
+    struct p2pt_copy c = {dst, src, bytes, (CUstream)stream, NULL, false, -1, -1};
+    st = p2pt__copy_check(h, &c);
     if (st != P2PT_SUCCESS)
         return st;
-    st = h->ops->copy(h, dst, src, bytes, (CUstream)stream);
+    st = h->ops->copy(h, &c);
     if (st == P2PT_SUCCESS) {
         atomic_fetch_add_explicit(&h->stats.copies, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&h->stats.bytes, bytes, memory_order_relaxed);

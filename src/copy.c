@@ -59,9 +59,11 @@ struct where {
     unsigned long long access; /* CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS */
 };
 
-static p2pt_status locate(const void *p, struct where *w)
+/* Unlike cuPointerGetAttribute, cuPointerGetAttributes succeeds for unknown
+ * addresses and leaves the defaults, which is what we want for pageable host
+ * memory. The caller decides whether a failure is an error. */
+static CUresult locate(const void *p, struct where *w)
 {
-    p2pt_status st = P2PT_SUCCESS;
     CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
                                    CU_POINTER_ATTRIBUTE_ACCESS_FLAGS};
@@ -69,11 +71,21 @@ static p2pt_status locate(const void *p, struct where *w)
     w->ordinal = -1;
     w->access = CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE;
     void *data[] = {&w->mem_type, &w->ordinal, &w->access};
-    /* Unlike cuPointerGetAttribute, this succeeds for unknown addresses and
-     * leaves the defaults, which is what we want for pageable host memory. */
-    P2PT_CU(p2pt__cu.cuPointerGetAttributes(3, attrs, data, (CUdeviceptr)(uintptr_t)p));
-out:
-    return st;
+    return p2pt__cu.cuPointerGetAttributes(3, attrs, data, (CUdeviceptr)(uintptr_t)p);
+}
+
+void p2pt__copy_locate(struct p2pt_copy *c)
+{
+    if (c->located)
+        return;
+    /* A lookup that fails leaves -1: the caller only uses this to choose
+     * how to cut the copy, never to refuse it. */
+    struct where w;
+    locate(c->dst, &w);
+    c->dst_dev = w.ordinal;
+    locate(c->src, &w);
+    c->src_dev = w.ordinal;
+    c->located = true;
 }
 
 static void warn_not_peer(struct p2pt_handle *h, int stream_dev, int remote_dev,
@@ -94,9 +106,9 @@ static void warn_not_peer(struct p2pt_handle *h, int stream_dev, int remote_dev,
               stream_dev, remote_dev, p, stream_dev);
 }
 
-/* With validation on: can the stream's device reach both addresses? */
-static p2pt_status check_reach(struct p2pt_handle *h, void *dst, const void *src,
-                               CUstream stream)
+/* With validation on: can the stream's device reach both addresses? Records
+ * the stream's context and both devices in `c` for the transport. */
+static p2pt_status check_reach(struct p2pt_handle *h, struct p2pt_copy *c)
 {
     p2pt_status st = P2PT_SUCCESS;
     CUcontext sctx = NULL, cur = NULL;
@@ -104,25 +116,28 @@ static p2pt_status check_reach(struct p2pt_handle *h, void *dst, const void *src
     bool pushed = false;
     bool tma = h->ops == &p2pt__transport_tma;
 
-    P2PT_CU(p2pt__cu.cuStreamGetCtx(stream, &sctx));
+    P2PT_CU(p2pt__cu.cuStreamGetCtx(c->stream, &sctx));
     if (sctx == NULL) {
         st = p2pt__fail(P2PT_INVALID_USAGE,
                         "stream %p has no CUDA context (the default stream needs a "
                         "current context on this thread)",
-                        (void *)stream);
+                        (void *)c->stream);
         goto out;
     }
+    c->ctx = sctx;
     P2PT_CU(p2pt__cu.cuCtxGetCurrent(&cur));
     if (cur != sctx) {
         P2PT_CU(p2pt__cu.cuCtxPushCurrent(sctx));
         pushed = true;
     }
     P2PT_CU(p2pt__cu.cuCtxGetDevice(&sdev));
-    const void *ptrs[2] = {dst, src};
+    const void *ptrs[2] = {c->dst, c->src};
     const char *names[2] = {"dst", "src"};
+    int *devs[2] = {&c->dst_dev, &c->src_dev};
     for (int i = 0; i < 2; i++) {
         struct where w;
-        P2PT_TRY(locate(ptrs[i], &w));
+        P2PT_CU(locate(ptrs[i], &w));
+        *devs[i] = w.ordinal;
         if (w.mem_type == 0) {
             /* Pageable host memory: the copy engine copes (synchronously);
              * a kernel would fault. */
@@ -178,6 +193,7 @@ static p2pt_status check_reach(struct p2pt_handle *h, void *dst, const void *src
         }
         warn_not_peer(h, (int)sdev, w.ordinal, ptrs[i]);
     }
+    c->located = true;
 out:
     if (pushed) {
         CUcontext popped;
@@ -186,10 +202,12 @@ out:
     return st;
 }
 
-p2pt_status p2pt__copy_check(struct p2pt_handle *h, void *dst, const void *src,
-                             size_t bytes, CUstream stream)
+p2pt_status p2pt__copy_check(struct p2pt_handle *h, struct p2pt_copy *c)
 {
     p2pt_status st = P2PT_SUCCESS;
+    void *dst = c->dst;
+    const void *src = c->src;
+    size_t bytes = c->bytes;
     uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
 
     if (bytes == 0)
@@ -216,7 +234,7 @@ p2pt_status p2pt__copy_check(struct p2pt_handle *h, void *dst, const void *src,
         goto out;
     }
     if (h->cfg.validate)
-        P2PT_TRY(check_reach(h, dst, src, stream));
+        P2PT_TRY(check_reach(h, c));
 out:
     if (st != P2PT_SUCCESS)
         atomic_fetch_add_explicit(&h->stats.rejected, 1, memory_order_relaxed);

@@ -329,14 +329,29 @@ P2PT_INTERNAL uint64_t p2pt__jit_module_loads(void);
 
 struct p2pt_handle;
 
+/*
+ * One copy request as it travels from p2pt_copy_async to a transport, with
+ * what p2pt__copy_check learned on the way (validation on): the stream's
+ * context and where both addresses live. A transport uses what is known and
+ * asks the driver only for what is not, so no lookup is made twice per copy.
+ */
+struct p2pt_copy {
+    void *dst;
+    const void *src;
+    size_t bytes;
+    CUstream stream;
+    CUcontext ctx;        /* the stream's context; NULL until looked up */
+    bool located;         /* dst_dev and src_dev are known */
+    int dst_dev, src_dev; /* device ordinals; -1 for memory on no device */
+};
+
 struct p2pt_transport_ops {
     const char *name;
     /* One-time work for `device` in the current/primary context. May JIT;
      * never called during stream capture. */
     p2pt_status (*prepare)(struct p2pt_handle *h, int device);
-    /* Enqueue; arguments are already validated (non-zero, no overlap). */
-    p2pt_status (*copy)(struct p2pt_handle *h, void *dst, const void *src,
-                        size_t bytes, CUstream stream);
+    /* Enqueue `c`; its arguments are already checked (non-zero, no overlap). */
+    p2pt_status (*copy)(struct p2pt_handle *h, struct p2pt_copy *c);
 };
 
 P2PT_INTERNAL extern const struct p2pt_transport_ops p2pt__transport_ce;
@@ -378,9 +393,10 @@ struct p2pt_handle {
  * pair when a cross-device copy is not peer-to-peer. Records and counts a
  * rejection.
  */
-P2PT_INTERNAL p2pt_status p2pt__copy_check(struct p2pt_handle *h, void *dst,
-                                           const void *src, size_t bytes,
-                                           CUstream stream);
+P2PT_INTERNAL p2pt_status p2pt__copy_check(struct p2pt_handle *h, struct p2pt_copy *c);
+/* Fill c->dst_dev and c->src_dev unless the check already did; an address
+ * the driver cannot place gets -1. */
+P2PT_INTERNAL void p2pt__copy_locate(struct p2pt_copy *c);
 /* The current context, or the primary context of `device` made current when
  * the thread has none for it; *pushed tells whether to pop. */
 P2PT_INTERNAL p2pt_status p2pt__ctx_enter(int device, CUcontext *ctx, bool *pushed);

@@ -15,12 +15,11 @@ static p2pt_status ce_prepare(struct p2pt_handle *h, int device)
     return st;
 }
 
-static p2pt_status ce_copy(struct p2pt_handle *h, void *dst, const void *src,
-                           size_t bytes, CUstream stream)
+static p2pt_status ce_copy(struct p2pt_handle *h, struct p2pt_copy *c)
 {
     p2pt_status st = P2PT_SUCCESS;
-    P2PT_CU(p2pt__cu.cuMemcpyAsync((CUdeviceptr)(uintptr_t)dst,
-                                   (CUdeviceptr)(uintptr_t)src, bytes, stream));
+    P2PT_CU(p2pt__cu.cuMemcpyAsync((CUdeviceptr)(uintptr_t)c->dst,
+                                   (CUdeviceptr)(uintptr_t)c->src, c->bytes, c->stream));
     atomic_fetch_add_explicit(&h->stats.ce_copies, 1, memory_order_relaxed);
 out:
     return st;

@@ -77,23 +77,15 @@ static size_t chunk_for(const struct p2pt_handle *h, size_t body, uint64_t grid)
     return share < chunk ? share : chunk;
 }
 
-/* The device a pointer was allocated on; -1 when the driver cannot say. */
-static int ordinal_of(const void *p)
-{
-    int ord = -1;
-    CUpointer_attribute a = CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL;
-    void *data[] = {&ord};
-    if (p2pt__cu.cuPointerGetAttributes(1, &a, data, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS)
-        return -1;
-    return ord;
-}
-
-static p2pt_status tma_copy(struct p2pt_handle *h, void *dst, const void *src,
-                            size_t bytes, CUstream stream)
+static p2pt_status tma_copy(struct p2pt_handle *h, struct p2pt_copy *c)
 {
     p2pt_status st = P2PT_SUCCESS;
     struct p2pt_chunk_plan plan;
-    CUcontext ctx = NULL;
+    void *dst = c->dst;
+    const void *src = c->src;
+    size_t bytes = c->bytes;
+    CUstream stream = c->stream;
+    CUcontext ctx = c->ctx; /* known when validation ran */
     const struct p2pt_module *m = NULL;
 
     P2PT_TRY(p2pt__chunk_plan((uintptr_t)dst, (uintptr_t)src, bytes, h->cfg.chunk_bytes,
@@ -107,10 +99,11 @@ static p2pt_status tma_copy(struct p2pt_handle *h, void *dst, const void *src,
                       "tma: dst %p and src %p differ modulo 16; such copies go to the "
                       "copy engine (logged once, counted in ce_fallbacks)",
                       dst, src);
-        return p2pt__transport_ce.copy(h, dst, src, bytes, stream);
+        return p2pt__transport_ce.copy(h, c);
     }
 
-    P2PT_CU(p2pt__cu.cuStreamGetCtx(stream, &ctx));
+    if (ctx == NULL)
+        P2PT_CU(p2pt__cu.cuStreamGetCtx(stream, &ctx));
     if (ctx == NULL) {
         st = p2pt__fail(P2PT_INVALID_USAGE,
                         "stream %p has no CUDA context (the default stream needs a "
@@ -123,8 +116,10 @@ static p2pt_status tma_copy(struct p2pt_handle *h, void *dst, const void *src,
     uint64_t most = max_grid(h, m);
     /* Only local copies are split finer: over NVLink, fewer and larger bulk
      * copies were faster at 1-2 MiB (bench/RESULTS.md, split experiment). */
-    if (plan.body != 0 && plan.chunks < most && ordinal_of(dst) == m->ordinal &&
-        ordinal_of(src) == m->ordinal) {
+    bool candidate = plan.body != 0 && plan.chunks < most;
+    if (candidate)
+        p2pt__copy_locate(c);
+    if (candidate && c->dst_dev == m->ordinal && c->src_dev == m->ordinal) {
         size_t chunk_bytes = chunk_for(h, plan.body, most);
         if (chunk_bytes != plan.chunk)
             P2PT_TRY(

@@ -22,6 +22,13 @@ static void setup(void)
 
 TestSuite(args, .init = setup);
 
+/* p2pt__copy_check on the fake handle, for a request on the default stream. */
+static p2pt_status check(void *dst, const void *src, size_t bytes)
+{
+    struct p2pt_copy c = {dst, src, bytes, NULL, NULL, false, -1, -1};
+    return p2pt__copy_check(&fake, &c);
+}
+
 Test(args, null_handle_and_null_outputs_are_status_4)
 {
     char buf[32] = {0};
@@ -56,10 +63,10 @@ Test(args, finalize_null_and_unknown_handles_succeed_quietly)
 Test(args, null_pointers_with_bytes_are_status_4_zero_bytes_succeed)
 {
     char buf[64] = {0};
-    cr_assert_eq(p2pt__copy_check(&fake, NULL, buf, 16, NULL), P2PT_INVALID_ARGUMENT);
+    cr_assert_eq(check(NULL, buf, 16), P2PT_INVALID_ARGUMENT);
     cr_assert(strstr(p2pt__last_error_text(), "16 bytes") != NULL, "%s", p2pt__last_error_text());
-    cr_assert_eq(p2pt__copy_check(&fake, buf, NULL, 16, NULL), P2PT_INVALID_ARGUMENT);
-    cr_assert_eq(p2pt__copy_check(&fake, NULL, NULL, 0, NULL), P2PT_SUCCESS);
+    cr_assert_eq(check(buf, NULL, 16), P2PT_INVALID_ARGUMENT);
+    cr_assert_eq(check(NULL, NULL, 0), P2PT_SUCCESS);
     cr_assert_eq(atomic_load(&fake.stats.rejected), 2);
 }
 
@@ -67,16 +74,16 @@ Test(args, ranges_that_wrap_around_are_status_4)
 {
     void *top = (void *)(UINTPTR_MAX - 10);
     char buf[128] = {0};
-    cr_assert_eq(p2pt__copy_check(&fake, top, buf, 100, NULL), P2PT_INVALID_ARGUMENT);
+    cr_assert_eq(check(top, buf, 100), P2PT_INVALID_ARGUMENT);
     cr_assert(strstr(p2pt__last_error_text(), "wraps") != NULL, "%s", p2pt__last_error_text());
-    cr_assert_eq(p2pt__copy_check(&fake, buf, top, 100, NULL), P2PT_INVALID_ARGUMENT);
-    cr_assert_eq(p2pt__copy_check(&fake, buf, buf + 64, SIZE_MAX, NULL), P2PT_INVALID_ARGUMENT);
+    cr_assert_eq(check(buf, top, 100), P2PT_INVALID_ARGUMENT);
+    cr_assert_eq(check(buf, buf + 64, SIZE_MAX), P2PT_INVALID_ARGUMENT);
 }
 
 Test(args, overlapping_ranges_are_status_4_adjacent_ones_are_fine)
 {
     char buf[256] = {0};
-    cr_assert_eq(p2pt__copy_check(&fake, buf + 10, buf, 100, NULL), P2PT_INVALID_ARGUMENT);
+    cr_assert_eq(check(buf + 10, buf, 100), P2PT_INVALID_ARGUMENT);
     char want_dst[64], want_src[64];
     snprintf(want_dst, sizeof(want_dst), "%p", (void *)(buf + 10));
     snprintf(want_src, sizeof(want_src), "%p", (void *)buf);
@@ -84,13 +91,13 @@ Test(args, overlapping_ranges_are_status_4_adjacent_ones_are_fine)
               p2pt__last_error_text());
     cr_assert(strstr(p2pt__last_error_text(), want_src) != NULL, "names src: %s",
               p2pt__last_error_text());
-    cr_assert_eq(p2pt__copy_check(&fake, buf, buf + 10, 100, NULL), P2PT_INVALID_ARGUMENT);
-    cr_assert_eq(p2pt__copy_check(&fake, buf, buf, 1, NULL), P2PT_INVALID_ARGUMENT);
-    cr_assert_eq(p2pt__copy_check(&fake, buf, buf + 100, 100, NULL), P2PT_SUCCESS);
-    cr_assert_eq(p2pt__copy_check(&fake, buf + 100, buf, 100, NULL), P2PT_SUCCESS);
+    cr_assert_eq(check(buf, buf + 10, 100), P2PT_INVALID_ARGUMENT);
+    cr_assert_eq(check(buf, buf, 1), P2PT_INVALID_ARGUMENT);
+    cr_assert_eq(check(buf, buf + 100, 100), P2PT_SUCCESS);
+    cr_assert_eq(check(buf + 100, buf, 100), P2PT_SUCCESS);
     /* One byte of overlap at either end is still overlap. */
-    cr_assert_eq(p2pt__copy_check(&fake, buf + 99, buf, 100, NULL), P2PT_INVALID_ARGUMENT);
-    cr_assert_eq(p2pt__copy_check(&fake, buf, buf + 99, 100, NULL), P2PT_INVALID_ARGUMENT);
+    cr_assert_eq(check(buf + 99, buf, 100), P2PT_INVALID_ARGUMENT);
+    cr_assert_eq(check(buf, buf + 99, 100), P2PT_INVALID_ARGUMENT);
     cr_assert_eq(atomic_load(&fake.stats.rejected), 5);
 }
 
