@@ -10,21 +10,27 @@
 
 #include "p2pt_internal.h"
 
-p2pt_status p2pt__ctx_enter(int device, CUcontext *ctx, bool *pushed)
+p2pt_status p2pt__check_device(int device, const char *what)
 {
     p2pt_status st = P2PT_SUCCESS;
     int count = 0;
+    P2PT_CU(p2pt__cu.cuDeviceGetCount(&count));
+    if (device < 0 || device >= count)
+        st = p2pt__fail(P2PT_INVALID_ARGUMENT,
+                        "%s %d does not exist: %d CUDA device%s visible (0..%d)", what,
+                        device, count, count == 1 ? " is" : "s are", count - 1);
+out:
+    return st;
+}
+
+p2pt_status p2pt__ctx_enter(int device, CUcontext *ctx, bool *pushed)
+{
+    p2pt_status st = P2PT_SUCCESS;
     CUdevice dev;
     CUcontext cur = NULL;
 
     *pushed = false;
-    P2PT_CU(p2pt__cu.cuDeviceGetCount(&count));
-    if (device < 0 || device >= count) {
-        st = p2pt__fail(P2PT_INVALID_ARGUMENT,
-                        "device %d does not exist: %d CUDA device%s visible (0..%d)",
-                        device, count, count == 1 ? " is" : "s are", count - 1);
-        goto out;
-    }
+    P2PT_TRY(p2pt__check_device(device, "device"));
     P2PT_CU(p2pt__cu.cuDeviceGet(&dev, device));
     P2PT_CU(p2pt__cu.cuCtxGetCurrent(&cur));
     if (cur != NULL) {

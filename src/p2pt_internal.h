@@ -397,6 +397,9 @@ P2PT_INTERNAL p2pt_status p2pt__copy_check(struct p2pt_handle *h, struct p2pt_co
 /* Fill c->dst_dev and c->src_dev unless the check already did; an address
  * the driver cannot place gets -1. */
 P2PT_INTERNAL void p2pt__copy_locate(struct p2pt_copy *c);
+/* P2PT_INVALID_ARGUMENT naming `what` and `device` unless the driver sees
+ * that device. */
+P2PT_INTERNAL p2pt_status p2pt__check_device(int device, const char *what);
 /* The current context, or the primary context of `device` made current when
  * the thread has none for it; *pushed tells whether to pop. */
 P2PT_INTERNAL p2pt_status p2pt__ctx_enter(int device, CUcontext *ctx, bool *pushed);

@@ -6,15 +6,6 @@
 
 #include "p2pt_internal.h"
 
-static p2pt_status check_ordinal(int dev, int count, const char *name)
-{
-    if (dev < 0 || dev >= count)
-        return p2pt__fail(P2PT_INVALID_ARGUMENT,
-                          "%s=%d does not exist: %d CUDA device%s visible", name, dev,
-                          count, count == 1 ? " is" : "s are");
-    return P2PT_SUCCESS;
-}
-
 /* Give `from`'s primary context access to `to`'s. Caller restores the
  * current context. */
 static p2pt_status enable_one_way(CUdevice from, CUdevice to)
@@ -48,13 +39,11 @@ p2pt_status p2pt_peer_enable(p2pt_handle *h, int dev_a, int dev_b)
     p2pt_status st = P2PT_SUCCESS;
     CUcontext saved = NULL;
     bool have_saved = false;
-    int count = 0;
 
     if (h == NULL || h->magic != P2PT_HANDLE_MAGIC)
         return p2pt__fail(P2PT_INVALID_ARGUMENT, "p2pt_peer_enable: not a live handle");
-    P2PT_CU(p2pt__cu.cuDeviceGetCount(&count));
-    P2PT_TRY(check_ordinal(dev_a, count, "dev_a"));
-    P2PT_TRY(check_ordinal(dev_b, count, "dev_b"));
+    P2PT_TRY(p2pt__check_device(dev_a, "dev_a"));
+    P2PT_TRY(p2pt__check_device(dev_b, "dev_b"));
     if (dev_a == dev_b)
         goto out;
     P2PT_CU(p2pt__cu.cuCtxGetCurrent(&saved));
