@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "p2pt.h"
+#include "bench_time.h"
 #include "p2pt_internal.h"
 
 /* ================================================================ limits */
@@ -188,26 +189,6 @@ static _Noreturn void fatal(const char *fmt, ...)
     fprintf(stderr, ": %s\n", g_err);
     va_end(ap);
     exit(1);
-}
-
-static double now_us(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Sorts `v`. */
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(*v), cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* "48K", "1G", or plain bytes when no suffix is exact. */

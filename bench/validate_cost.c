@@ -11,23 +11,11 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_time.h"
 #include "p2pt_internal.h"
 
 #define BATCHES 31
 #define CALLS 1000
-
-static double now_us(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static p2pt_handle *make(const char *transport, const char *validate)
 {
@@ -95,9 +83,7 @@ int main(void)
                     p2pt__cu.cuStreamSynchronize(s);
                 }
             }
-            qsort(v[0], BATCHES, sizeof(double), cmp);
-            qsort(v[1], BATCHES, sizeof(double), cmp);
-            double on = v[0][BATCHES / 2], off = v[1][BATCHES / 2];
+            double on = median(v[0], BATCHES), off = median(v[1], BATCHES);
             printf("%-6s %-5s %10.3f %10.3f %10.3f\n", path ? "push" : "local", names[t], on, off,
                    on - off);
             p2pt_finalize(h[0]);

@@ -1,0 +1,30 @@
+/*
+ * Host clock and median, shared by the benchmark programs in bench/.
+ */
+#ifndef P2PT_BENCH_TIME_H
+#define P2PT_BENCH_TIME_H
+
+#include <stdlib.h>
+#include <time.h>
+
+static inline double now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static inline int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sorts `v`. */
+static inline double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+#endif
