@@ -235,6 +235,7 @@ struct opts {
     int device, peer;
     bool peer_given;
     const char *csv, *json;
+    bool drop_caches;
     size_t sizes[MAX_SIZES];
     int n_sizes;
 };
@@ -289,8 +290,14 @@ static void usage(FILE *f)
 "                                host and dev are medians of 200 copies\n"
 "                       cold     the first TMA copy of a fresh process (this\n"
 "                                program re-run): p2pt_init, then\n"
-"                                p2pt_prepare (NVRTC compile + module load) +\n"
-"                                copy + sync, then a second copy; 3 runs\n"
+"                                p2pt_prepare + copy + sync, then a second\n"
+"                                copy; 3 runs with the cubin cache off\n"
+"                                (NVRTC compile + module load), then 3 with\n"
+"                                a private cache an earlier run filled\n"
+"                                (cubin read + module load)\n"
+"  --cold-drop-caches before each cold run, drop the OS page cache (root;\n"
+"                     /proc/sys/vm/drop_caches) so NVRTC and the cubin come\n"
+"                     from disk as after a reboot\n"
 "  --transport LIST   ce, tma, or all (default ce,tma)\n"
 "  --path LIST        local, push, pull, bidir, or all (default local, plus\n"
 "                     push, pull and bidir when a second GPU can be reached)\n"
@@ -321,7 +328,9 @@ static void usage(FILE *f)
 "                     and 0 = auto for max_ctas; bytes: one copy's size, also\n"
 "                     for bidir, whose gbps adds both directions; kind: bw,\n"
 "                     or b2b/host/dev/enq for latency, or init/prepare/first/\n"
-"                     second/first_median for cold, whose times are in us)\n"
+"                     second/first_median for cold, the same prefixed with\n"
+"                     cached_ for cold runs with the cubin cache; cold times\n"
+"                     are in us)\n"
 "  --json FILE        the same records as a JSON array of objects\n"
 "  -h, --help         this text\n"
 "\n"
@@ -448,7 +457,7 @@ static void one_ctas(const char *flag, const char *item, int i, void *out)
 
 enum opt_id {
     O_HELP, O_B, O_E, O_F, O_W, O_N, O_R, O_C, O_MODE, O_TRANSPORT, O_PATH, O_DEVICE,
-    O_PEER, O_CHUNK, O_STAGES, O_MAX_CTAS, O_SWEEP_BYTES, O_CSV, O_JSON
+    O_PEER, O_CHUNK, O_STAGES, O_MAX_CTAS, O_SWEEP_BYTES, O_CSV, O_JSON, O_DROP_CACHES
 };
 
 static const struct {
@@ -466,6 +475,7 @@ static const struct {
     {"--chunk", O_CHUNK, true},    {"--stages", O_STAGES, true},
     {"--max-ctas", O_MAX_CTAS, true}, {"--sweep-bytes", O_SWEEP_BYTES, true},
     {"--csv", O_CSV, true},        {"--json", O_JSON, true},
+    {"--cold-drop-caches", O_DROP_CACHES, false},
 };
 
 static void make_sizes(void)
@@ -572,6 +582,7 @@ static void parse_args(int argc, char **argv)
         case O_SWEEP_BYTES: o.sweep_bytes = flag_size(name, val); break;
         case O_CSV: o.csv = val; break;
         case O_JSON: o.json = val; break;
+        case O_DROP_CACHES: o.drop_caches = true; break;
         }
     }
     if (o.min_bytes > o.max_bytes)
@@ -1619,7 +1630,8 @@ static void run_latency(void)
  * TMA copy. The context and buffers are made first, untimed (they are not
  * p2pt's cost); then p2pt_init, and the first p2pt_prepare + copy +
  * cuStreamSynchronize (NVRTC compile and module load included), then a
- * second copy. Prints "cold INIT PREPARE FIRST SECOND" in milliseconds.
+ * second copy. Prints "cold INIT PREPARE FIRST SECOND" in milliseconds, then
+ * p2pt's counts of NVRTC compilations and cubin-cache hits.
  */
 static int cold_child(int argc, char **argv)
 {
@@ -1676,8 +1688,11 @@ static int cold_child(int argc, char **argv)
             set_err("the first copies are wrong: byte %zu is 0x%02x, not 0x5a", i, host[i]);
             goto fail;
         }
-    printf("cold %.3f %.3f %.3f %.3f\n", (t1 - t0) / 1e3, (t2 - t1) / 1e3, (t3 - t1) / 1e3,
-           (t4 - t3) / 1e3);
+    p2pt_properties props = {sizeof(props)};
+    P2(p2pt_get_properties(h, &props));
+    printf("cold %.3f %.3f %.3f %.3f %llu %llu\n", (t1 - t0) / 1e3, (t2 - t1) / 1e3,
+           (t3 - t1) / 1e3, (t4 - t3) / 1e3, (unsigned long long)props.compilations,
+           (unsigned long long)props.cubin_cache_hits);
     rc = 0;
 fail:
     if (rc != 0)
@@ -1699,8 +1714,9 @@ fail:
     return rc != 0 || g_failures ? 1 : 0;
 }
 
-/* Runs this program again as a cold child and reads its four numbers. */
-static bool cold_once(double ms[4])
+/* Runs this program again as a cold child and reads its numbers: four times
+ * in ms, then compilations and cache hits. */
+static bool cold_once(double ms[6])
 {
     char self[PATH_MAX], dev[16];
     ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -1762,7 +1778,8 @@ static bool cold_once(double ms[4])
         return false;
     }
     const char *line = strstr(buf, "cold ");
-    if (line == NULL || sscanf(line, "cold %lf %lf %lf %lf", &ms[0], &ms[1], &ms[2], &ms[3]) != 4) {
+    if (line == NULL || sscanf(line, "cold %lf %lf %lf %lf %lf %lf", &ms[0], &ms[1], &ms[2],
+                               &ms[3], &ms[4], &ms[5]) != 6) {
         one_line(buf);
         set_err("unexpected output from the child: \"%.200s\"", buf);
         return false;
@@ -1770,37 +1787,112 @@ static bool cold_once(double ms[4])
     return true;
 }
 
-static void run_cold(void)
+/* NULL, or why the page cache could not be dropped. */
+static const char *drop_page_cache(void)
 {
-    char sz[32];
+    static char why[128];
+    sync();
+    FILE *f = fopen("/proc/sys/vm/drop_caches", "w");
+    if (f == NULL || fputs("3\n", f) < 0 || fclose(f) != 0) {
+        snprintf(why, sizeof(why), "%s", strerror(errno));
+        if (f != NULL)
+            fclose(f);
+        return why;
+    }
+    return NULL;
+}
+
+/* COLD_RUNS cold children with P2P_TRANSPORT_CACHE_DIR=cache_dir ("off":
+ * NVRTC every time). `prefix` names the CSV kinds; `want_hits`: every run
+ * must have read the cubin from the cache (else it must have compiled). */
+static void cold_series(const char *cache_dir, const char *prefix, bool want_hits,
+                        bool *drop)
+{
     double first[COLD_RUNS];
     int ok = 0;
-    printf("\n# cold, GPU %d: a fresh process (this program re-run) makes its first TMA copy "
-           "of %s; host clock, milliseconds: init = p2pt_init; first = p2pt_prepare (NVRTC "
-           "compile + module load) + copy + cuStreamSynchronize; second = the next copy + "
-           "sync\n",
-           gpus[0].ordinal, fmt_size(COLD_BYTES, sz, sizeof(sz)));
-    printf("#%4s %10s %11s %10s %10s\n", "run", "init_ms", "prepare_ms", "first_ms",
-           "second_ms");
+    setenv("P2P_TRANSPORT_CACHE_DIR", cache_dir, 1);
     for (int r = 0; r < COLD_RUNS; r++) {
-        double ms[4];
+        double ms[6];
+        if (*drop) {
+            const char *why = drop_page_cache();
+            if (why != NULL) {
+                printf("# --cold-drop-caches: cannot drop the page cache (%s; needs root): "
+                       "the runs below use a warm page cache\n", why);
+                *drop = false;
+            }
+        }
         if (!cold_once(ms)) {
             printf("%5d failed: %s\n", r + 1, g_err);
             g_failures++;
             continue;
         }
-        printf("%5d %10.3f %11.3f %10.3f %10.3f\n", r + 1, ms[0], ms[1], ms[2], ms[3]);
+        bool as_expected = want_hits ? (ms[4] == 0 && ms[5] == 1) : (ms[4] == 1 && ms[5] == 0);
+        printf("%5d %10.3f %11.3f %10.3f %10.3f %8.0f %6.0f%s\n", r + 1, ms[0], ms[1], ms[2],
+               ms[3], ms[4], ms[5], as_expected ? "" : "  <- unexpected: not counted");
+        if (!as_expected) {
+            g_failures++;
+            continue;
+        }
         static const char *const kind[4] = {"init", "prepare", "first", "second"};
-        for (int k = 0; k < 4; k++)
-            emit("cold", "local", T_TMA, &default_cfg, COLD_BYTES, ms[k] * 1e3, 0, kind[k]);
+        for (int k = 0; k < 4; k++) {
+            char name[32];
+            snprintf(name, sizeof(name), "%s%s", prefix, kind[k]);
+            emit("cold", "local", T_TMA, &default_cfg, COLD_BYTES, ms[k] * 1e3, 0, name);
+        }
         first[ok++] = ms[2];
     }
     fflush(stdout);
     if (ok > 0) {
+        char name[32];
         double m = median(first, ok);
-        printf("# cold first copy (prepare + copy + sync), median of %d: %.3f ms\n", ok, m);
-        emit("cold", "local", T_TMA, &default_cfg, COLD_BYTES, m * 1e3, 0, "first_median");
+        printf("# first copy (prepare + copy + sync), median of %d: %.3f ms\n", ok, m);
+        snprintf(name, sizeof(name), "%sfirst_median", prefix);
+        emit("cold", "local", T_TMA, &default_cfg, COLD_BYTES, m * 1e3, 0, name);
     }
+}
+
+static void run_cold(void)
+{
+    char sz[32], dir[64];
+    bool drop = o.drop_caches;
+    const char *saved = getenv("P2P_TRANSPORT_CACHE_DIR");
+    char *restore = saved ? strdup(saved) : NULL;
+    printf("\n# cold, GPU %d: a fresh process (this program re-run) makes its first TMA copy "
+           "of %s; host clock, milliseconds: init = p2pt_init; first = p2pt_prepare (NVRTC "
+           "compile or cubin-cache read, + module load) + copy + cuStreamSynchronize; second = "
+           "the next copy + sync; compiles and hits = p2pt's counters; page cache %s\n",
+           gpus[0].ordinal, fmt_size(COLD_BYTES, sz, sizeof(sz)),
+           drop ? "dropped before each run" : "as it is (warm after the first run)");
+    printf("#%4s %10s %11s %10s %10s %8s %6s\n", "run", "init_ms", "prepare_ms", "first_ms",
+           "second_ms", "compiles", "hits");
+    printf("# cubin cache off (P2P_TRANSPORT_CACHE_DIR=off): NVRTC compiles\n");
+    cold_series("off", "", false, &drop);
+
+    snprintf(dir, sizeof(dir), "/tmp/p2pt-bench-cache-XXXXXX");
+    if (mkdtemp(dir) == NULL) {
+        printf("# cubin cache: cannot make a private directory: %s\n", strerror(errno));
+        g_failures++;
+    } else {
+        /* An earlier process fills the cache (it compiles and saves). */
+        double ms[6];
+        setenv("P2P_TRANSPORT_CACHE_DIR", dir, 1);
+        if (!cold_once(ms) || ms[4] != 1) {
+            printf("# cubin cache: the run that fills %s failed: %s\n", dir, g_err);
+            g_failures++;
+        } else {
+            printf("# cubin cache in %s, filled by one earlier run (%.3f ms)\n", dir, ms[2]);
+            cold_series(dir, "cached_", true, &drop);
+        }
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+        if (system(cmd) != 0)
+            printf("# could not remove %s\n", dir);
+    }
+    if (restore != NULL)
+        setenv("P2P_TRANSPORT_CACHE_DIR", restore, 1);
+    else
+        unsetenv("P2P_TRANSPORT_CACHE_DIR");
+    free(restore);
 }
 
 /* What p2pt says it did: a "tma" figure is only a TMA figure if the copies

@@ -115,6 +115,8 @@ typedef struct p2pt_properties {
     uint64_t compilations;  /* NVRTC compilations in this process (global) */
     uint64_t module_loads;  /* module loads into contexts in this process (global) */
     uint64_t rejected;      /* copies refused by validation (status 4) */
+    uint64_t cubin_cache_hits; /* TMA cubins read from P2P_TRANSPORT_CACHE_DIR
+                                  instead of compiled (global) */
 } p2pt_properties;
 
 typedef struct p2pt_handle p2pt_handle;
@@ -143,8 +145,9 @@ P2PT_API p2pt_status p2pt_get_properties(const p2pt_handle *h,
 /*
  * Do every one-time step for `device` in the current thread's context for
  * that device (the primary context when none is current): for "tma", compile
- * the kernel with NVRTC (once per process and architecture) and load it
- * (once per context). After prepare, copies on that context are
+ * the kernel with NVRTC (once per process and architecture; skipped when the
+ * cubin cache, P2P_TRANSPORT_CACHE_DIR, holds it) and load it (once per
+ * context). After prepare, copies on that context are
  * allocation-free and may be captured into a CUDA graph. Blocks (a first
  * compile takes tens to hundreds of milliseconds). Thread-safe; cheap when
  * already done. For "ce" it only checks the device.

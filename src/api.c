@@ -155,6 +155,7 @@ p2pt_status p2pt_get_properties(const p2pt_handle *h, p2pt_properties *props)
     p.ce_fallbacks = atomic_load(&h->stats.ce_fallbacks);
     p.compilations = p2pt__jit_compilations();
     p.module_loads = p2pt__jit_module_loads();
+    p.cubin_cache_hits = p2pt__jit_cache_hits();
     p.rejected = atomic_load(&h->stats.rejected);
     /* Fill only what the caller's struct has room for. */
     memcpy(props, &p, p.size);

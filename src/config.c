@@ -118,6 +118,22 @@ static p2pt_status read_path(char *dst, size_t len, const char *var, const char 
     return P2PT_SUCCESS;
 }
 
+/* $XDG_CACHE_HOME/p2pt, else $HOME/.cache/p2pt (the XDG convention), else
+ * no cache: a process with neither variable set (a daemon, a sandbox) should
+ * not find cubins somewhere it did not choose. Only absolute bases count. */
+static void default_cache_dir(char *dst, size_t len)
+{
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    int n = -1;
+    dst[0] = '\0';
+    if (xdg != NULL && xdg[0] == '/')
+        n = snprintf(dst, len, "%s/p2pt", xdg);
+    else if (home != NULL && home[0] == '/')
+        n = snprintf(dst, len, "%s/.cache/p2pt", home);
+    if (n < 0 || (size_t)n >= len)
+        dst[0] = '\0';
+}
+
 size_t p2pt__config_smem_bytes(const struct p2pt_config *cfg)
 {
     return cfg->chunk_bytes * (size_t)cfg->stages;
@@ -213,6 +229,14 @@ p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *transport_ove
         EMPTY_CHECK("P2P_NVRTC_LIBRARY");
         P2PT_TRY(read_path(cfg->nvrtc_library, sizeof(cfg->nvrtc_library),
                            "P2P_NVRTC_LIBRARY", v));
+    }
+    if ((v = getenv("P2P_TRANSPORT_CACHE_DIR")) != NULL) {
+        EMPTY_CHECK("P2P_TRANSPORT_CACHE_DIR");
+        if (strcasecmp(v, "off") != 0)
+            P2PT_TRY(read_path(cfg->cache_dir, sizeof(cfg->cache_dir),
+                               "P2P_TRANSPORT_CACHE_DIR", v));
+    } else {
+        default_cache_dir(cfg->cache_dir, sizeof(cfg->cache_dir));
     }
 #undef EMPTY_CHECK
 

@@ -11,6 +11,9 @@
  *  - modules, one per CUDA context, keyed by the context handle *and* its
  *    unique id (cuCtxGetId): a context destroyed and replaced by a new one at
  *    the same address gets the module loaded again, never a stale handle.
+ * Before compiling, the on-disk cache (src/cubin_cache.c) is asked for a
+ * cubin an earlier process compiled; after compiling, the cubin is saved
+ * there. A cached cubin the driver refuses is compiled again and replaced.
  * Entries are never freed while the process lives, so a thread-local
  * pointer to the last one used is a lock-free fast path for copies.
  * Compiling under the mutex is deliberate: it happens once, and it is what
@@ -26,12 +29,19 @@
 #define MAX_ARCHS 8
 #define STATIC_SMEM_RESERVE 1024 /* the kernel's mbarriers, rounded up */
 
+/* What shapes the cubin besides the source and architecture; part of the
+ * cache key, so keep it in step with compile()'s options. */
+#define JIT_OPTIONS_ID "--std=c++17 -minimal"
+
 struct cubin_slot {
     int arch;
     p2pt_status status; /* a failed compile is remembered, not retried */
     char *error;
     void *cubin;
     size_t size;
+    bool from_disk; /* read from the cubin cache, not compiled here */
+    bool hit_counted; /* cache_hits counts a slot once, when the driver took it */
+    char cache_name[96];
 };
 
 struct module_node {
@@ -45,10 +55,12 @@ static size_t n_cubins;
 static struct module_node *modules;
 static _Atomic uint64_t compilations;
 static _Atomic uint64_t module_loads;
+static _Atomic uint64_t cache_hits;
 static _Thread_local const struct p2pt_module *last_module;
 
 uint64_t p2pt__jit_compilations(void) { return atomic_load(&compilations); }
 uint64_t p2pt__jit_module_loads(void) { return atomic_load(&module_loads); }
+uint64_t p2pt__jit_cache_hits(void) { return atomic_load(&cache_hits); }
 
 /* The first lines of an NVRTC log, for the last-error text. */
 static void log_excerpt(const char *log, char *out, size_t len)
@@ -81,7 +93,7 @@ static p2pt_status compile(const char *source, const char *target, bool want_ptx
      * declarations the kernel never uses: it roughly halves the compile, the
      * bulk of a cold process's first TMA copy. Older NVRTCs reject the
      * option; they get the full front end. */
-    const char *opts[] = {arch_opt, "--std=c++17", "-minimal"};
+    const char *opts[] = {arch_opt, "--std=c++17", "-minimal"}; /* JIT_OPTIONS_ID */
     int n_opts = (int)P2PT_ARRAY_LEN(opts);
     P2PT_NVRTC(p2pt__nv.nvrtcCreateProgram(&prog, source, "tma_copy.cu", 0, NULL, NULL));
     nvrtcResult cr = p2pt__nv.nvrtcCompileProgram(prog, n_opts, opts);
@@ -147,9 +159,40 @@ p2pt_status p2pt__jit_compile_ptx(const char *source, int arch, const char *nvrt
     return compile(source, target, true, nvrtc_path, (void **)ptx, &size);
 }
 
-/* The cubin for `arch`, compiling it on first use. Caller holds jit_lock. */
-static p2pt_status cubin_for_arch_locked(int arch, const char *nvrtc_path,
-                                         const struct cubin_slot **out)
+/* Compile into `slot` with NVRTC and save the cubin to the cache. A cache
+ * that cannot be written costs only the log line. */
+static void compile_slot(struct cubin_slot *slot, const struct p2pt_config *cfg,
+                         const struct p2pt_logger *log)
+{
+    char why[P2PT_PATH_MAX + 256];
+    free(slot->cubin);
+    free(slot->error);
+    slot->cubin = NULL;
+    slot->error = NULL;
+    slot->from_disk = false;
+    atomic_fetch_add(&compilations, 1);
+    slot->status = p2pt__jit_compile(p2pt__tma_copy_source, slot->arch, cfg->nvrtc_library,
+                                     &slot->cubin, &slot->size);
+    if (slot->status != P2PT_SUCCESS) {
+        slot->error = strdup(p2pt__last_error_text());
+        return;
+    }
+    if (cfg->cache_dir[0] == '\0')
+        return;
+    if (p2pt__cubin_cache_write(cfg->cache_dir, slot->cache_name, slot->cubin, slot->size,
+                                why, sizeof(why)))
+        P2PT_INFO(log, "tma: compiled the kernel for sm_%d and saved it to %s", slot->arch,
+                  why);
+    else
+        P2PT_INFO(log, "tma: compiled the kernel for sm_%d; not cached: %s", slot->arch,
+                  why);
+}
+
+/* The cubin for `arch`: from this process, else from the cubin cache, else
+ * compiled. Caller holds jit_lock. */
+static p2pt_status cubin_for_arch_locked(int arch, const struct p2pt_config *cfg,
+                                         const struct p2pt_logger *log,
+                                         struct cubin_slot **out)
 {
     for (size_t i = 0; i < n_cubins; i++) {
         if (cubins[i].arch == arch) {
@@ -163,12 +206,22 @@ static p2pt_status cubin_for_arch_locked(int arch, const char *nvrtc_path,
         return p2pt__fail(P2PT_INTERNAL_ERROR,
                           "more than %d GPU architectures in one process", MAX_ARCHS);
     struct cubin_slot *slot = &cubins[n_cubins++];
+    char why[P2PT_PATH_MAX + 256];
     slot->arch = arch;
-    atomic_fetch_add(&compilations, 1);
-    slot->status = p2pt__jit_compile(p2pt__tma_copy_source, arch, nvrtc_path,
-                                     &slot->cubin, &slot->size);
-    if (slot->status != P2PT_SUCCESS)
-        slot->error = strdup(p2pt__last_error_text());
+    p2pt__cubin_cache_name(slot->cache_name, sizeof(slot->cache_name), p2pt__tma_copy_source,
+                           JIT_OPTIONS_ID, arch);
+    enum p2pt_cache_result r = p2pt__cubin_cache_read(cfg->cache_dir, slot->cache_name,
+                                                      &slot->cubin, &slot->size, why,
+                                                      sizeof(why));
+    if (r == P2PT_CACHE_HIT) {
+        slot->status = P2PT_SUCCESS;
+        slot->from_disk = true;
+        P2PT_INFO(log, "tma: kernel for sm_%d read from the cubin cache, %s", arch, why);
+    } else {
+        if (r == P2PT_CACHE_UNUSABLE)
+            P2PT_WARN(log, "tma: cubin cache skipped (%s); compiling with NVRTC", why);
+        compile_slot(slot, cfg, log);
+    }
     *out = slot;
     if (slot->status != P2PT_SUCCESS)
         return p2pt__fail(slot->status, "%s", slot->error ? slot->error : "compile failed");
@@ -185,12 +238,13 @@ static int attr(CUdevice dev, CUdevice_attribute a)
 
 /* Load the kernel into `ctx` (made current by the caller). */
 static p2pt_status load_module_locked(CUcontext ctx, unsigned long long id,
-                                      const char *nvrtc_path, struct p2pt_module *m)
+                                      const struct p2pt_config *cfg,
+                                      const struct p2pt_logger *log, struct p2pt_module *m)
 {
     p2pt_status st = P2PT_SUCCESS;
     CUmodule mod = NULL;
     CUdevice dev;
-    const struct cubin_slot *slot = NULL;
+    struct cubin_slot *slot = NULL;
 
     P2PT_CU(p2pt__cu.cuCtxGetDevice(&dev));
     int major = attr(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
@@ -202,8 +256,25 @@ static p2pt_status load_module_locked(CUcontext ctx, unsigned long long id,
                         (int)dev, major, minor);
         goto out;
     }
-    P2PT_TRY(cubin_for_arch_locked(major * 10 + minor, nvrtc_path, &slot));
-    P2PT_CU(p2pt__cu.cuModuleLoadData(&mod, slot->cubin));
+    P2PT_TRY(cubin_for_arch_locked(major * 10 + minor, cfg, log, &slot));
+    CUresult lr = p2pt__cu.cuModuleLoadData(&mod, slot->cubin);
+    if (lr != CUDA_SUCCESS && slot->from_disk) {
+        /* Complete as a file but refused by this driver (an older driver,
+         * a damaged section): compile it here and replace the file. */
+        P2PT_WARN(log, "tma: the driver refused the cached cubin %s/%s (%s); compiling again",
+                  cfg->cache_dir, slot->cache_name, p2pt__cuda_error_name(lr));
+        compile_slot(slot, cfg, log);
+        if (slot->status != P2PT_SUCCESS) {
+            st = p2pt__fail(slot->status, "%s", slot->error ? slot->error : "compile failed");
+            goto out;
+        }
+        lr = p2pt__cu.cuModuleLoadData(&mod, slot->cubin);
+    }
+    P2PT_CU(lr);
+    if (slot->from_disk && !slot->hit_counted) {
+        slot->hit_counted = true;
+        atomic_fetch_add(&cache_hits, 1);
+    }
     CUfunction fn;
     P2PT_CU(p2pt__cu.cuModuleGetFunction(&fn, mod, P2PT_TMA_KERNEL_NAME));
     int optin = attr(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
@@ -228,8 +299,8 @@ out:
     return st;
 }
 
-p2pt_status p2pt__jit_module(CUcontext ctx, const char *nvrtc_path,
-                             const CUstream *capture_stream,
+p2pt_status p2pt__jit_module(CUcontext ctx, const struct p2pt_config *cfg,
+                             const struct p2pt_logger *log, const CUstream *capture_stream,
                              const struct p2pt_module **out)
 {
     p2pt_status st = P2PT_SUCCESS;
@@ -273,7 +344,7 @@ p2pt_status p2pt__jit_module(CUcontext ctx, const char *nvrtc_path,
         }
         struct p2pt_module m;
         memset(&m, 0, sizeof(m));
-        P2PT_TRY(load_module_locked(ctx, id, nvrtc_path, &m));
+        P2PT_TRY(load_module_locked(ctx, id, cfg, log, &m));
         node = calloc(1, sizeof(*node));
         if (node == NULL) {
             p2pt__cu.cuModuleUnload(m.module);

@@ -100,6 +100,7 @@ struct p2pt_config {
     int l2_evict_first;           /* P2P_TRANSPORT_L2_HINT: 1 = evict_first */
     char cuda_library[P2PT_PATH_MAX];  /* P2P_CUDA_LIBRARY */
     char nvrtc_library[P2PT_PATH_MAX]; /* P2P_NVRTC_LIBRARY, "" = search */
+    char cache_dir[P2PT_PATH_MAX];     /* P2P_TRANSPORT_CACHE_DIR, "" = no cache */
 };
 
 /* Defaults, then the environment, then `transport_override` (init args).
@@ -319,11 +320,38 @@ P2PT_INTERNAL p2pt_status p2pt__jit_compile_ptx(const char *source, int arch,
  * with P2PT_INVALID_USAGE instead of loading (call prepare before capture).
  * Devices below compute capability 9.0 get P2PT_NOT_SUPPORTED.
  */
-P2PT_INTERNAL p2pt_status p2pt__jit_module(CUcontext ctx, const char *nvrtc_path,
+P2PT_INTERNAL p2pt_status p2pt__jit_module(CUcontext ctx, const struct p2pt_config *cfg,
+                                           const struct p2pt_logger *log,
                                            const CUstream *capture_stream,
                                            const struct p2pt_module **out);
 P2PT_INTERNAL uint64_t p2pt__jit_compilations(void);
 P2PT_INTERNAL uint64_t p2pt__jit_module_loads(void);
+P2PT_INTERNAL uint64_t p2pt__jit_cache_hits(void);
+
+/* ------------------------------------------------------------ cubin_cache.c */
+
+enum p2pt_cache_result {
+    P2PT_CACHE_HIT,      /* *cubin holds a complete cubin (malloc'd) */
+    P2PT_CACHE_MISS,     /* no file (or the cache is off) */
+    P2PT_CACHE_UNUSABLE, /* a file or directory that must not be used; `why` says */
+};
+
+/* The cache file name for the kernel `source` compiled with `options` for
+ * sm_<arch> by this p2pt version: "tma_copy-sm_90-<16 hex digits>.cubin". */
+P2PT_INTERNAL void p2pt__cubin_cache_name(char *out, size_t len, const char *source,
+                                          const char *options, int arch);
+/* Read `dir`/`name` ("" dir = cache off). `why` gets the path on a hit and
+ * the reason otherwise. Never fails a copy. */
+P2PT_INTERNAL enum p2pt_cache_result p2pt__cubin_cache_read(const char *dir, const char *name,
+                                                            void **cubin, size_t *size,
+                                                            char *why, size_t why_len);
+/* Write atomically (temporary file + rename), creating `dir` (mode 0700)
+ * if needed. False, with the reason in `why`, when it could not. */
+P2PT_INTERNAL bool p2pt__cubin_cache_write(const char *dir, const char *name,
+                                           const void *cubin, size_t size, char *why,
+                                           size_t why_len);
+/* A complete little-endian ELF64 image (header tables inside `size`). */
+P2PT_INTERNAL bool p2pt__cubin_complete(const void *buf, size_t size);
 
 /* -------------------------------------------------------------- transport.c */
 

@@ -32,7 +32,7 @@ static p2pt_status tma_prepare(struct p2pt_handle *h, int device)
     const struct p2pt_module *m = NULL;
 
     P2PT_TRY(p2pt__ctx_enter(device, &ctx, &pushed));
-    P2PT_TRY(p2pt__jit_module(ctx, h->cfg.nvrtc_library, NULL, &m));
+    P2PT_TRY(p2pt__jit_module(ctx, &h->cfg, &h->log, NULL, &m));
     P2PT_TRY(check_smem(h, m));
 out:
     p2pt__ctx_leave(pushed);
@@ -111,7 +111,7 @@ static p2pt_status tma_copy(struct p2pt_handle *h, struct p2pt_copy *c)
                         (void *)stream);
         goto out;
     }
-    P2PT_TRY(p2pt__jit_module(ctx, h->cfg.nvrtc_library, &stream, &m));
+    P2PT_TRY(p2pt__jit_module(ctx, &h->cfg, &h->log, &stream, &m));
     P2PT_TRY(check_smem(h, m));
     uint64_t most = max_grid(h, m);
     /* Only local copies are split finer: over NVLink, fewer and larger bulk

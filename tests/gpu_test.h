@@ -32,6 +32,10 @@
  * sanitizer run, where the driver's allocations confuse ASan). */
 static inline void gt_require_gpus(int n)
 {
+    /* Tests count NVRTC compilations: a cubin cached on disk by an earlier
+     * test (or run) would make those counts lie. The cache's own tests
+     * (test_cubin_cache.c) set a private directory after this call. */
+    setenv("P2P_TRANSPORT_CACHE_DIR", "off", 1);
     const char *no = getenv("P2PT_TEST_NO_GPU");
     if (no != NULL && strcmp(no, "1") == 0)
         cr_skip_test("no CUDA device: P2PT_TEST_NO_GPU=1 (sanitizer run)");

@@ -41,7 +41,8 @@ static void clean_environment(void)
     static const char *const vars[] = {
         "P2P_TRANSPORT", "P2P_TRANSPORT_LOG", "P2P_TRANSPORT_CHUNK_BYTES",
         "P2P_TRANSPORT_STAGES", "P2P_TRANSPORT_MAX_CTAS", "P2P_TRANSPORT_VALIDATE",
-        "P2P_TRANSPORT_L2_HINT", "P2P_CUDA_LIBRARY", "P2P_NVRTC_LIBRARY"};
+        "P2P_TRANSPORT_L2_HINT", "P2P_CUDA_LIBRARY", "P2P_NVRTC_LIBRARY",
+        "P2P_TRANSPORT_CACHE_DIR"};
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
         unsetenv(vars[i]);
 }
@@ -213,4 +214,36 @@ Test(config, init_reports_a_bad_transport_before_looking_for_a_driver)
     cr_assert_null(h);
     const char *msg = p2pt_last_error(NULL);
     cr_assert(strstr(msg, "P2P_TRANSPORT") && strstr(msg, "bogus"), "%s", msg);
+}
+
+Test(config, cache_dir_off_explicit_empty_and_too_long)
+{
+    cr_assert_eq(read_with("P2P_TRANSPORT_CACHE_DIR", "Off"), P2PT_SUCCESS);
+    cr_assert_str_eq(cfg.cache_dir, "", "\"off\" (any case) disables the cache");
+    cr_assert_eq(read_with("P2P_TRANSPORT_CACHE_DIR", "/var/cache/p2pt"), P2PT_SUCCESS);
+    cr_assert_str_eq(cfg.cache_dir, "/var/cache/p2pt");
+    expect_rejected("P2P_TRANSPORT_CACHE_DIR", "", "set but empty");
+    char long_path[P2PT_PATH_MAX + 10];
+    memset(long_path, 'x', sizeof(long_path) - 1);
+    long_path[0] = '/';
+    long_path[sizeof(long_path) - 1] = '\0';
+    cr_assert_eq(read_with("P2P_TRANSPORT_CACHE_DIR", long_path), P2PT_INVALID_ARGUMENT);
+    const char *msg = p2pt__last_error_text();
+    cr_assert(strstr(msg, "P2P_TRANSPORT_CACHE_DIR") && strstr(msg, "1033 characters"), "%s",
+              msg);
+}
+
+Test(config, cache_dir_default_follows_xdg_then_home_then_none)
+{
+    setenv("XDG_CACHE_HOME", "/x/cache", 1);
+    setenv("HOME", "/home/u", 1);
+    cr_assert_eq(p2pt__config_read(&cfg, NULL), P2PT_SUCCESS);
+    cr_assert_str_eq(cfg.cache_dir, "/x/cache/p2pt");
+    setenv("XDG_CACHE_HOME", "relative", 1); /* the XDG spec ignores relative paths */
+    cr_assert_eq(p2pt__config_read(&cfg, NULL), P2PT_SUCCESS);
+    cr_assert_str_eq(cfg.cache_dir, "/home/u/.cache/p2pt");
+    unsetenv("XDG_CACHE_HOME");
+    unsetenv("HOME");
+    cr_assert_eq(p2pt__config_read(&cfg, NULL), P2PT_SUCCESS);
+    cr_assert_str_eq(cfg.cache_dir, "", "no base directory: no cache");
 }

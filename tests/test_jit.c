@@ -53,6 +53,10 @@ Test(jit, kernel_compiles_to_an_sm90_cubin)
     cr_assert_eq(st, P2PT_SUCCESS, "%s", p2pt__last_error_text());
     cr_assert(size > 1000, "cubin of %zu bytes", size);
     cr_assert_eq(memcmp(cubin, "\x7f" "ELF", 4), 0, "not an ELF cubin");
+    /* The cubin cache's completeness check accepts what NVRTC makes, and
+     * refuses it one byte short. */
+    cr_assert(p2pt__cubin_complete(cubin, size), "real cubin judged incomplete");
+    cr_assert_not(p2pt__cubin_complete(cubin, size - 1), "truncation not detected");
     free(cubin);
 }
 

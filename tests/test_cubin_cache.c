@@ -1,0 +1,492 @@
+/*
+ * The on-disk cubin cache (src/cubin_cache.c, used by src/jit.c).
+ *
+ * CPU tests: the file name, the completeness check, the atomic write and the
+ * read, and every way a file or directory is refused. GPU tests, with two
+ * real processes: a first process compiles and saves the cubin; a second one
+ * loads it without compiling, even with NVRTC gone; a cached file the
+ * driver refuses is compiled again and replaced; "off" writes nothing.
+ */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gpu_test.h"
+
+/* ------------------------------------------------------------ helpers */
+
+static char tmp_root[256];
+
+static void make_tmp_root(void)
+{
+    snprintf(tmp_root, sizeof(tmp_root), "/tmp/p2pt-cache-test-XXXXXX");
+    cr_assert_not_null(mkdtemp(tmp_root), "mkdtemp: %s", strerror(errno));
+}
+
+static void remove_tree(const char *path)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", path);
+}
+
+static void cleanup(void)
+{
+    if (tmp_root[0] != '\0')
+        remove_tree(tmp_root);
+}
+
+/* The smallest thing p2pt__cubin_complete accepts: an ELF64 header and a
+ * section table of `shnum` entries right behind it. e_machine = 190
+ * (EM_CUDA) unless `machine` says otherwise; no real sections. */
+static unsigned char *fake_elf(size_t *size, unsigned shnum, uint16_t machine)
+{
+    *size = 64 + (size_t)shnum * 64;
+    unsigned char *b = calloc(1, *size);
+    cr_assert_not_null(b);
+    memcpy(b, "\177ELF", 4);
+    b[4] = 2; /* ELFCLASS64 */
+    b[5] = 1; /* little-endian */
+    b[6] = 1; /* EV_CURRENT */
+    uint16_t type = 2, ehsize = 64, shentsize = 64, num = (uint16_t)shnum;
+    uint64_t shoff = 64;
+    memcpy(b + 0x10, &type, 2);
+    memcpy(b + 0x12, &machine, 2);
+    memcpy(b + 0x28, &shoff, 8);
+    memcpy(b + 0x34, &ehsize, 2);
+    memcpy(b + 0x3A, &shentsize, 2);
+    memcpy(b + 0x3C, &num, 2);
+    return b;
+}
+
+static void write_file(const char *path, const void *data, size_t n, mode_t mode)
+{
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    cr_assert_eq(fwrite(data, 1, n, f), n);
+    fclose(f);
+    chmod(path, mode);
+}
+
+/* The one "*.cubin" file in `dir` (asserts there is exactly one). */
+static void only_cubin(const char *dir, char *name, size_t len)
+{
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "%s: %s", dir, strerror(errno));
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t l = strlen(e->d_name);
+        if (l > 6 && strcmp(e->d_name + l - 6, ".cubin") == 0) {
+            snprintf(name, len, "%s", e->d_name);
+            n++;
+        } else if (strstr(e->d_name, ".tmp.") != NULL) {
+            cr_assert_fail("a temporary file was left behind: %s", e->d_name);
+        }
+    }
+    closedir(d);
+    cr_assert_eq(n, 1, "expected one cubin in %s, found %d", dir, n);
+}
+
+TestSuite(cubin_cache, .fini = cleanup);
+
+/* ------------------------------------------------------------ CPU tests */
+
+Test(cubin_cache, name_depends_on_source_options_and_arch)
+{
+    char a[96], b[96], c[96], d[96], a2[96];
+    p2pt__cubin_cache_name(a, sizeof(a), "kernel one", "-O3", 90);
+    p2pt__cubin_cache_name(a2, sizeof(a2), "kernel one", "-O3", 90);
+    p2pt__cubin_cache_name(b, sizeof(b), "kernel two", "-O3", 90);
+    p2pt__cubin_cache_name(c, sizeof(c), "kernel one", "-O2", 90);
+    p2pt__cubin_cache_name(d, sizeof(d), "kernel one", "-O3", 100);
+    cr_assert_str_eq(a, a2, "the name must be stable");
+    cr_assert(strncmp(a, "tma_copy-sm_90-", 15) == 0, "%s", a);
+    cr_assert(strncmp(d, "tma_copy-sm_100-", 16) == 0, "%s", d);
+    cr_assert_eq(strlen(a), strlen("tma_copy-sm_90-") + 16 + strlen(".cubin"), "%s", a);
+    cr_assert_str_neq(a, b, "a changed source must not meet an old cubin");
+    cr_assert_str_neq(a, c, "changed options must not meet an old cubin");
+    cr_assert_str_neq(a, d);
+}
+
+Test(cubin_cache, completeness_check_refuses_truncated_and_foreign_files)
+{
+    size_t n;
+    unsigned char *b = fake_elf(&n, 3, 190);
+    cr_assert(p2pt__cubin_complete(b, n));
+    cr_assert_not(p2pt__cubin_complete(b, n - 1), "a section table cut short");
+    cr_assert_not(p2pt__cubin_complete(b, 63), "shorter than a header");
+    cr_assert_not(p2pt__cubin_complete(NULL, n));
+    b[4] = 1; /* ELFCLASS32 */
+    cr_assert_not(p2pt__cubin_complete(b, n));
+    b[4] = 2;
+    b[0] = 'X';
+    cr_assert_not(p2pt__cubin_complete(b, n), "no ELF magic");
+    b[0] = 0x7f;
+    uint64_t far = 1ull << 40; /* section table beyond the file */
+    memcpy(b + 0x28, &far, 8);
+    cr_assert_not(p2pt__cubin_complete(b, n));
+    uint64_t wrap = ~0ull - 10; /* offset + size wraps around */
+    memcpy(b + 0x28, &wrap, 8);
+    cr_assert_not(p2pt__cubin_complete(b, n));
+    free(b);
+    unsigned char zeros[256] = {0};
+    cr_assert_not(p2pt__cubin_complete(zeros, sizeof(zeros)));
+}
+
+Test(cubin_cache, write_then_read_round_trips_in_a_new_private_directory)
+{
+    make_tmp_root();
+    char dir[400], why[1400], path[600];
+    snprintf(dir, sizeof(dir), "%s/a/b/p2pt", tmp_root); /* parents made too */
+    size_t n;
+    unsigned char *b = fake_elf(&n, 5, 190);
+    b[n - 1] = 0x42; /* some content to compare */
+    cr_assert(p2pt__cubin_cache_write(dir, "k.cubin", b, n, why, sizeof(why)), "%s", why);
+    snprintf(path, sizeof(path), "%s/k.cubin", dir);
+    cr_assert_str_eq(why, path, "on success `why` is the path");
+    struct stat sb;
+    cr_assert_eq(stat(dir, &sb), 0);
+    cr_assert_eq(sb.st_mode & 0777, 0700, "new cache directory mode %03o", sb.st_mode & 0777);
+    cr_assert_eq(stat(path, &sb), 0);
+    cr_assert_eq(sb.st_mode & 0777, 0600, "cache file mode %03o", sb.st_mode & 0777);
+    char name[128];
+    only_cubin(dir, name, sizeof(name));
+
+    void *got = NULL;
+    size_t got_n = 0;
+    cr_assert_eq(p2pt__cubin_cache_read(dir, "k.cubin", &got, &got_n, why, sizeof(why)),
+                 P2PT_CACHE_HIT, "%s", why);
+    cr_assert_eq(got_n, n);
+    cr_assert_arr_eq(got, b, n);
+    free(got);
+
+    /* A second write replaces the file in place (rename over it). */
+    b[n - 1] = 0x43;
+    cr_assert(p2pt__cubin_cache_write(dir, "k.cubin", b, n, why, sizeof(why)), "%s", why);
+    cr_assert_eq(p2pt__cubin_cache_read(dir, "k.cubin", &got, &got_n, why, sizeof(why)),
+                 P2PT_CACHE_HIT, "%s", why);
+    cr_assert_eq(((unsigned char *)got)[n - 1], 0x43);
+    free(got);
+    only_cubin(dir, name, sizeof(name));
+    free(b);
+}
+
+Test(cubin_cache, missing_file_missing_directory_and_off_are_misses)
+{
+    make_tmp_root();
+    char dir[400], why[1400];
+    void *got = (void *)1;
+    size_t n = 7;
+    cr_assert_eq(p2pt__cubin_cache_read(tmp_root, "none.cubin", &got, &n, why, sizeof(why)),
+                 P2PT_CACHE_MISS, "%s", why);
+    cr_assert_null(got);
+    cr_assert_eq(n, 0);
+    snprintf(dir, sizeof(dir), "%s/not-yet", tmp_root);
+    cr_assert_eq(p2pt__cubin_cache_read(dir, "none.cubin", &got, &n, why, sizeof(why)),
+                 P2PT_CACHE_MISS, "%s", why);
+    cr_assert_eq(p2pt__cubin_cache_read("", "none.cubin", &got, &n, why, sizeof(why)),
+                 P2PT_CACHE_MISS);
+    cr_assert(strstr(why, "off") != NULL, "%s", why);
+    size_t fn;
+    unsigned char *b = fake_elf(&fn, 1, 190);
+    cr_assert_not(p2pt__cubin_cache_write("", "k.cubin", b, fn, why, sizeof(why)));
+    free(b);
+}
+
+Test(cubin_cache, truncated_file_is_refused_with_its_path_and_size)
+{
+    make_tmp_root();
+    char path[600], why[1400];
+    size_t n;
+    unsigned char *b = fake_elf(&n, 4, 190);
+    snprintf(path, sizeof(path), "%s/k.cubin", tmp_root);
+    write_file(path, b, n - 10, 0600); /* a writer that died mid-file */
+    void *got = NULL;
+    size_t got_n = 0;
+    cr_assert_eq(p2pt__cubin_cache_read(tmp_root, "k.cubin", &got, &got_n, why, sizeof(why)),
+                 P2PT_CACHE_UNUSABLE);
+    cr_assert_null(got);
+    cr_assert(strstr(why, "not a complete cubin") && strstr(why, path), "%s", why);
+    /* and writing refuses an incomplete image too */
+    cr_assert_not(p2pt__cubin_cache_write(tmp_root, "j.cubin", b, n - 10, why, sizeof(why)));
+    cr_assert(strstr(why, "incomplete") != NULL, "%s", why);
+    free(b);
+}
+
+Test(cubin_cache, directory_writable_by_others_is_not_trusted)
+{
+    make_tmp_root();
+    char path[600], why[1400];
+    size_t n;
+    unsigned char *b = fake_elf(&n, 2, 190);
+    snprintf(path, sizeof(path), "%s/k.cubin", tmp_root);
+    write_file(path, b, n, 0600);
+    cr_assert_eq(chmod(tmp_root, 0777), 0);
+    void *got = NULL;
+    size_t got_n = 0;
+    cr_assert_eq(p2pt__cubin_cache_read(tmp_root, "k.cubin", &got, &got_n, why, sizeof(why)),
+                 P2PT_CACHE_UNUSABLE);
+    cr_assert_null(got);
+    cr_assert(strstr(why, "not writable by group or others") && strstr(why, "777"), "%s",
+              why);
+    cr_assert_not(p2pt__cubin_cache_write(tmp_root, "j.cubin", b, n, why, sizeof(why)),
+                  "nothing is written where others could swap it");
+    cr_assert_eq(chmod(tmp_root, 0720), 0); /* group-writable: same verdict */
+    cr_assert_eq(p2pt__cubin_cache_read(tmp_root, "k.cubin", &got, &got_n, why, sizeof(why)),
+                 P2PT_CACHE_UNUSABLE);
+    chmod(tmp_root, 0700);
+    free(b);
+}
+
+Test(cubin_cache, symlinked_file_and_non_directory_are_refused)
+{
+    make_tmp_root();
+    char path[600], link_path[600], why[1400], dir[700];
+    size_t n;
+    unsigned char *b = fake_elf(&n, 2, 190);
+    snprintf(path, sizeof(path), "%s/real.cubin", tmp_root);
+    snprintf(link_path, sizeof(link_path), "%s/k.cubin", tmp_root);
+    write_file(path, b, n, 0600);
+    cr_assert_eq(symlink(path, link_path), 0);
+    void *got = NULL;
+    size_t got_n = 0;
+    cr_assert_eq(p2pt__cubin_cache_read(tmp_root, "k.cubin", &got, &got_n, why, sizeof(why)),
+                 P2PT_CACHE_UNUSABLE, "a symlink must not be followed: %s", why);
+    /* A regular file where the directory should be. */
+    cr_assert_eq(p2pt__cubin_cache_read(path, "k.cubin", &got, &got_n, why, sizeof(why)),
+                 P2PT_CACHE_UNUSABLE);
+    cr_assert(strstr(why, "not a directory") != NULL, "%s", why);
+    /* ...and under it nothing can be created (also as root). */
+    snprintf(dir, sizeof(dir), "%s/sub", path);
+    cr_assert_not(p2pt__cubin_cache_write(dir, "k.cubin", b, n, why, sizeof(why)));
+    cr_assert(strstr(why, "cannot create cache directory") != NULL, "%s", why);
+    free(b);
+}
+
+/* ------------------------------------------------------------ GPU tests */
+
+/* What a process's first TMA prepare did, as p2pt counts it. */
+struct first_prepare {
+    p2pt_status st;
+    uint64_t compilations, cache_hits;
+};
+
+static struct first_prepare prepare_once(void)
+{
+    struct first_prepare r = {0, 0, 0};
+    p2pt_handle *h = NULL;
+    p2pt_init_args a = {sizeof(a), NULL, "tma"};
+    r.st = p2pt_init(&a, &h);
+    if (r.st == P2PT_SUCCESS)
+        r.st = p2pt_prepare(h, 0);
+    if (h != NULL) {
+        p2pt_properties p = {sizeof(p)};
+        p2pt_get_properties(h, &p);
+        r.compilations = p.compilations;
+        r.cache_hits = p.cubin_cache_hits;
+        p2pt_finalize(h);
+    }
+    return r;
+}
+
+/* A fresh process (fork before this one touches CUDA) makes its first TMA
+ * prepare; its counters come back through a pipe. */
+static struct first_prepare prepare_in_child(void)
+{
+    int fd[2];
+    cr_assert_eq(pipe(fd), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        close(fd[0]);
+        struct first_prepare r = {P2PT_INTERNAL_ERROR, 0, 0};
+        if (p2pt__cuda_load("libcuda.so.1") == P2PT_SUCCESS)
+            r = prepare_once();
+        ssize_t w = write(fd[1], &r, sizeof(r));
+        _exit(w == (ssize_t)sizeof(r) ? 0 : 1);
+    }
+    close(fd[1]);
+    struct first_prepare r = {P2PT_INTERNAL_ERROR, 0, 0};
+    ssize_t got = read(fd[0], &r, sizeof(r));
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    cr_assert(got == (ssize_t)sizeof(r) && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "the child process failed (status 0x%x)", status);
+    return r;
+}
+
+/* A GPU test that forks must not have touched CUDA itself first: probe the
+ * device in a child, so the skip reason is still given. */
+static void require_gpu_without_touching_it(void)
+{
+    const char *no = getenv("P2PT_TEST_NO_GPU");
+    if (no != NULL && strcmp(no, "1") == 0)
+        cr_skip_test("no CUDA device: P2PT_TEST_NO_GPU=1 (sanitizer run)");
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        int count = 0;
+        bool ok = p2pt__cuda_load("libcuda.so.1") == P2PT_SUCCESS &&
+                  p2pt__cu.cuDeviceGetCount(&count) == CUDA_SUCCESS && count > 0;
+        _exit(ok ? 0 : 3);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        cr_skip_test("no CUDA device: the driver could not be loaded or sees none");
+}
+
+static void copy_is_byte_exact(void)
+{
+    gt_use_device(0);
+    p2pt_handle *h = gt_handle("tma");
+    const size_t n = 3 * 48 * 1024 + 5;
+    struct gt_buf src = gt_alloc(n + 16), dst = gt_alloc(n + 16);
+    gt_fill(&src, 77);
+    gt_poison(&dst);
+    GT_OK(p2pt_copy_async(h, (void *)(dst.ptr + 3), (const void *)(src.ptr + 3), n, NULL));
+    GT_CHECK(p2pt__cu.cuCtxSynchronize());
+    gt_expect_range(&dst, 3, &src, 3, n, "copy with the cached kernel");
+    p2pt_properties p = {sizeof(p)};
+    GT_OK(p2pt_get_properties(h, &p));
+    cr_assert_eq(p.tma_launches, 1, "the copy must have been a TMA launch");
+    gt_free(&src);
+    gt_free(&dst);
+    p2pt_finalize(h);
+}
+
+Test(cubin_cache, second_process_loads_the_cubin_without_nvrtc)
+{
+    require_gpu_without_touching_it();
+    make_tmp_root();
+    char dir[400], name[128], path[600];
+    snprintf(dir, sizeof(dir), "%s/cache", tmp_root);
+    setenv("P2P_TRANSPORT_CACHE_DIR", dir, 1);
+
+    struct first_prepare first = prepare_in_child();
+    cr_assert_eq(first.st, P2PT_SUCCESS, "first process: status %d", (int)first.st);
+    cr_assert_eq(first.compilations, 1, "first process compiles");
+    cr_assert_eq(first.cache_hits, 0);
+    only_cubin(dir, name, sizeof(name));
+    cr_assert(strncmp(name, "tma_copy-sm_", 12) == 0, "%s", name);
+
+    /* The second process cannot even open NVRTC. */
+    setenv("P2P_NVRTC_LIBRARY", "/nonexistent/libnvrtc.so.13", 1);
+    struct first_prepare second = prepare_in_child();
+    cr_assert_eq(second.st, P2PT_SUCCESS, "second process: status %d", (int)second.st);
+    cr_assert_eq(second.compilations, 0, "second process must not compile");
+    cr_assert_eq(second.cache_hits, 1);
+
+    /* And this process, also without NVRTC, copies correctly with it. */
+    gt_require_gpus(1);
+    setenv("P2P_TRANSPORT_CACHE_DIR", dir, 1); /* gt_require_gpus turned it off */
+    copy_is_byte_exact();
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    p2pt_properties p = {sizeof(p)};
+    p2pt_handle *h = gt_handle("tma");
+    GT_OK(p2pt_get_properties(h, &p));
+    cr_assert_eq(p.compilations, 0);
+    cr_assert_eq(p.cubin_cache_hits, 1);
+    p2pt_finalize(h);
+}
+
+/* The driver's verdict for a complete ELF that is not a CUDA image. */
+static int refused_warnings;
+static void warning_logger(p2pt_log_level level, unsigned long flags, const char *file,
+                           int line, const char *fmt, ...)
+{
+    (void)flags, (void)file, (void)line;
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (level == P2PT_LOG_WARN && strstr(msg, "driver refused the cached cubin") != NULL)
+        refused_warnings++;
+}
+
+Test(cubin_cache, cubin_the_driver_refuses_is_compiled_again_and_replaced)
+{
+    require_gpu_without_touching_it();
+    make_tmp_root();
+    char dir[400], name[128], path[600], why[1400];
+    snprintf(dir, sizeof(dir), "%s/cache", tmp_root);
+    setenv("P2P_TRANSPORT_CACHE_DIR", dir, 1);
+    struct first_prepare first = prepare_in_child();
+    cr_assert_eq(first.st, P2PT_SUCCESS);
+    only_cubin(dir, name, sizeof(name));
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+
+    /* Complete as a file (the read check passes), but an x86-64 object. */
+    size_t n;
+    unsigned char *bad = fake_elf(&n, 3, 62 /* EM_X86_64 */);
+    write_file(path, bad, n, 0600);
+    free(bad);
+
+    gt_require_gpus(1);
+    setenv("P2P_TRANSPORT_CACHE_DIR", dir, 1);
+    gt_use_device(0);
+    p2pt_init_args a = {sizeof(a), warning_logger, "tma"};
+    p2pt_handle *h = NULL;
+    GT_OK(p2pt_init(&a, &h));
+    GT_OK(p2pt_prepare(h, 0));
+    p2pt_properties p = {sizeof(p)};
+    GT_OK(p2pt_get_properties(h, &p));
+    cr_assert_eq(refused_warnings, 1, "one WARN naming the refused cubin");
+    cr_assert_eq(p.compilations, 1, "compiled again");
+    cr_assert_eq(p.cubin_cache_hits, 0, "a refused cubin is not a hit");
+    p2pt_finalize(h);
+
+    /* The file now holds the fresh cubin: complete and a CUDA image. */
+    void *got = NULL;
+    size_t got_n = 0;
+    cr_assert_eq(p2pt__cubin_cache_read(dir, name, &got, &got_n, why, sizeof(why)),
+                 P2PT_CACHE_HIT, "%s", why);
+    uint16_t machine;
+    memcpy(&machine, (unsigned char *)got + 0x12, 2);
+    cr_assert_eq(machine, 190, "e_machine %u, expected EM_CUDA (190)", machine);
+    free(got);
+    copy_is_byte_exact();
+}
+
+Test(cubin_cache, off_writes_nothing_and_default_follows_xdg_cache_home)
+{
+    require_gpu_without_touching_it();
+    make_tmp_root();
+    char xdg[400], home[400], name[128], dir[500];
+    snprintf(xdg, sizeof(xdg), "%s/xdg", tmp_root);
+    snprintf(home, sizeof(home), "%s/home", tmp_root);
+    cr_assert_eq(mkdir(home, 0700), 0);
+    setenv("HOME", home, 1);
+    setenv("XDG_CACHE_HOME", xdg, 1);
+
+    setenv("P2P_TRANSPORT_CACHE_DIR", "OFF", 1);
+    struct first_prepare off = prepare_in_child();
+    cr_assert_eq(off.st, P2PT_SUCCESS);
+    cr_assert_eq(off.compilations, 1);
+    struct stat sb;
+    cr_assert_neq(stat(xdg, &sb), 0, "\"off\" must not create %s", xdg);
+    snprintf(dir, sizeof(dir), "%s/.cache", home);
+    cr_assert_neq(stat(dir, &sb), 0, "\"off\" must not create %s", dir);
+
+    unsetenv("P2P_TRANSPORT_CACHE_DIR");
+    struct first_prepare dflt = prepare_in_child();
+    cr_assert_eq(dflt.st, P2PT_SUCCESS);
+    snprintf(dir, sizeof(dir), "%s/p2pt", xdg);
+    only_cubin(dir, name, sizeof(name));
+    struct first_prepare again = prepare_in_child();
+    cr_assert_eq(again.compilations, 0);
+    cr_assert_eq(again.cache_hits, 1);
+}
