@@ -1,13 +1,24 @@
 #!/usr/bin/env bash
-# Build and run the kernel-variant experiment on a Hopper machine.
-# Usage: bench/experiments/run.sh [bytes...]   (default: 1 GiB and 256 MiB)
-# Output goes to stdout and, when $OUT is set, to $OUT/variants.log.
+# Build and run an experiment of this folder on a Hopper machine.
+#   bench/experiments/run.sh variants [bytes...]  issuing patterns vs CE at large
+#                                                 sizes (default 1 GiB, 256 MiB)
+#   bench/experiments/run.sh small                small-copy start/exit variants
+# Output goes to stdout and, when $OUT is set, to $OUT/<experiment>.log.
 set -euo pipefail
 cd "$(dirname "$0")"
 export PATH=/usr/local/cuda/bin:$PATH
-nvcc -O3 -std=c++17 -arch=sm_90 -Xptxas -v -o /tmp/tma_variants tma_variants.cu -lcuda 2>&1 |
+what=${1:-variants}
+shift || true
+case "$what" in
+  variants) src=tma_variants.cu ;;
+  small) src=small_copies.cu ;;
+  *) echo "run.sh: unknown experiment '$what' (variants, small)" >&2; exit 2 ;;
+esac
+nvcc -O3 -std=c++17 -arch=sm_90 -Xptxas -v -o "/tmp/p2pt-$what" "$src" -lcuda 2>&1 |
   grep -E "registers|spill" | head -8
-log=${OUT:+$OUT/variants.log}
-for b in ${@:-1073741824 268435456}; do
-  /tmp/tma_variants $b
-done 2>&1 | tee ${log:-/dev/null}
+log=${OUT:+$OUT/$what.log}
+if [ "$what" = variants ]; then
+  for b in ${@:-1073741824 268435456}; do "/tmp/p2pt-$what" "$b"; done
+else
+  "/tmp/p2pt-$what"
+fi 2>&1 | tee "${log:-/dev/null}"
