@@ -1962,11 +1962,11 @@ static void print_header(int argc, char **argv, int count)
     char ctas[16] = "auto";
     if (pr.max_ctas)
         snprintf(ctas, sizeof(ctas), "%d", pr.max_ctas);
-    printf("# tma settings: chunk %s, %d stages, max CTAs %s, L2 hint %s, validation %s "
-           "(P2P_TRANSPORT_*; the sweep sets its own)\n",
+    printf("# tma settings: chunk %s, %d stages, max CTAs %s, L2 hint %s, validation %s, "
+           "PDL %s (P2P_TRANSPORT_*; the sweep sets its own)\n",
            fmt_size(pr.chunk_bytes, chunk, sizeof(chunk)), pr.stages, ctas,
            handles[T_TMA]->cfg.l2_evict_first ? "evict_first" : "none",
-           pr.validate ? "on" : "off");
+           pr.validate ? "on" : "off", pr.pdl ? "on" : "off");
     printf("# bandwidth = payload bytes / time, each copy counted once (N bytes copied = N "
            "bytes, on any path; bidir adds both directions); GB/s = 1e9 bytes/s\n");
     printf("# time = CUDA events around a batch of copies / copies in it; median over batches "

@@ -117,6 +117,8 @@ typedef struct p2pt_properties {
     uint64_t rejected;      /* copies refused by validation (status 4) */
     uint64_t cubin_cache_hits; /* TMA cubins read from P2P_TRANSPORT_CACHE_DIR
                                   instead of compiled (global) */
+    int pdl;                /* TMA programmatic dependent launch
+                               (P2P_TRANSPORT_PDL) */
 } p2pt_properties;
 
 typedef struct p2pt_handle p2pt_handle;

@@ -16,7 +16,15 @@
  *     store that read it is done reading. Loads of later chunks overlap the
  *     stores of earlier ones;
  *   - head and tail bytes are moved by plain loads and stores of CTA 0 and of
- *     the last CTA, in the same launch.
+ *     the last CTA, in the same launch;
+ *   - programmatic dependent launch: src/transport_tma.c launches with
+ *     CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION (unless
+ *     P2P_TRANSPORT_PDL=0). Every CTA lets the stream's next grid launch at
+ *     once (launch_dependents), so back-to-back copies do not pay the launch
+ *     gap between grids, and nothing touches global memory before
+ *     griddepcontrol.wait, which returns once the previous grid in the
+ *     stream has completed and its writes are visible. Launched without the
+ *     attribute, both instructions are no-ops.
  *
  * Requires sm_90 (Hopper) or newer. dst and src may be on different GPUs
  * (unified addresses, mapped in the launching context).
@@ -128,6 +136,20 @@ p2pt_tma_copy(char *dst, const char *src, u64 head, u64 body, u64 tail, u64 chun
 {
     extern __shared__ __align__(128) unsigned char ring[];
     __shared__ __align__(8) u64 bars[P2PT_MAX_STAGES];
+    const bool issuer = threadIdx.x == 0 && blockIdx.x < chunks;
+    const u32 bar0 = smem_u32(bars);
+    const u32 ring0 = smem_u32(ring);
+
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    /* Shared-memory set-up overlaps the previous grid's tail. */
+    if (issuer) {
+        for (u32 s = 0; s < stages; s++)
+            mbar_init(bar0 + 8 * s, 1);
+        mbar_init_fence();
+    }
+    /* No global access before this line: the previous copy in the stream
+     * may still be writing what this one reads. */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
 
     /* Plain bytes: the unaligned head by CTA 0, the tail by the last CTA. */
     if (blockIdx.x == 0 && threadIdx.x < head)
@@ -136,16 +158,11 @@ p2pt_tma_copy(char *dst, const char *src, u64 head, u64 body, u64 tail, u64 chun
         u64 o = head + body + threadIdx.x;
         dst[o] = src[o];
     }
-    if (threadIdx.x != 0 || blockIdx.x >= chunks)
+    if (!issuer)
         return;
 
     const bool hint = (flags & P2PT_FLAG_EVICT_FIRST) != 0;
     const u64 policy = hint ? evict_first_policy() : 0;
-    const u32 bar0 = smem_u32(bars);
-    const u32 ring0 = smem_u32(ring);
-    for (u32 s = 0; s < stages; s++)
-        mbar_init(bar0 + 8 * s, 1);
-    mbar_init_fence();
 
     const u64 grid = gridDim.x;
     const u64 first = blockIdx.x;

@@ -148,6 +148,7 @@ p2pt_status p2pt_get_properties(const p2pt_handle *h, p2pt_properties *props)
     p.stages = h->cfg.stages;
     p.max_ctas = h->cfg.max_ctas;
     p.validate = h->cfg.validate;
+    p.pdl = h->cfg.pdl;
     p.copies = atomic_load(&h->stats.copies);
     p.bytes = atomic_load(&h->stats.bytes);
     p.tma_launches = atomic_load(&h->stats.tma_launches);

@@ -152,6 +152,7 @@ p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *transport_ove
     cfg->stages = DEFAULT_STAGES;
     cfg->max_ctas = DEFAULT_MAX_CTAS;
     cfg->validate = 1;
+    cfg->pdl = 1;
     cfg->l2_evict_first = DEFAULT_L2_EVICT_FIRST;
     snprintf(cfg->cuda_library, sizeof(cfg->cuda_library), "%s", DEFAULT_CUDA_LIBRARY);
 
@@ -205,6 +206,11 @@ p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *transport_ove
         EMPTY_CHECK("P2P_TRANSPORT_VALIDATE");
         P2PT_TRY(read_uint("P2P_TRANSPORT_VALIDATE", v, 0, 1, "0 or 1", &n));
         cfg->validate = (int)n;
+    }
+    if ((v = getenv("P2P_TRANSPORT_PDL")) != NULL) {
+        EMPTY_CHECK("P2P_TRANSPORT_PDL");
+        P2PT_TRY(read_uint("P2P_TRANSPORT_PDL", v, 0, 1, "0 or 1", &n));
+        cfg->pdl = (int)n;
     }
     if ((v = getenv("P2P_TRANSPORT_L2_HINT")) != NULL) {
         EMPTY_CHECK("P2P_TRANSPORT_L2_HINT");

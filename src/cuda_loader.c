@@ -58,7 +58,7 @@ static const struct entry entries[] = {
     OPT(cuMemSetAccess, 10020), OPT(cuMemGetAccess, 10020),
     OPT(cuMemAddressReserve, 10020), OPT(cuMemAddressFree, 10020),
     OPT(cuMemGetAllocationGranularity, 10020), OPT(cuMemExportToShareableHandle, 10020),
-    OPT(cuMemImportFromShareableHandle, 10020),
+    OPT(cuMemImportFromShareableHandle, 10020), OPT(cuLaunchKernelEx, 11060),
 };
 #undef E
 #undef OPT

@@ -101,6 +101,7 @@ struct p2pt_config {
     char cuda_library[P2PT_PATH_MAX];  /* P2P_CUDA_LIBRARY */
     char nvrtc_library[P2PT_PATH_MAX]; /* P2P_NVRTC_LIBRARY, "" = search */
     char cache_dir[P2PT_PATH_MAX];     /* P2P_TRANSPORT_CACHE_DIR, "" = no cache */
+    int pdl;                      /* P2P_TRANSPORT_PDL, 0 or 1 */
 };
 
 /* Defaults, then the environment, then `transport_override` (init args).
@@ -180,8 +181,11 @@ struct p2pt_cuda {
     PFN_cuFuncGetAttribute_v2020 cuFuncGetAttribute;
     PFN_cuLaunchKernel_v4000 cuLaunchKernel;
     PFN_cuOccupancyMaxActiveBlocksPerMultiprocessor_v6050 cuOccupancyMaxActiveBlocksPerMultiprocessor;
-    /* Optional (NULL when the driver lacks them): memory pools, virtual
-     * memory management and IPC handles, used by tests and the benchmark. */
+    /* Optional (NULL when the driver lacks them): programmatic dependent
+     * launch for the TMA kernel (cuLaunchKernelEx; without it p2pt launches
+     * plainly), and memory pools, virtual memory management and IPC
+     * handles, used by tests and the benchmark. */
+    PFN_cuLaunchKernelEx_v11060 cuLaunchKernelEx;
     PFN_cuMemAllocFromPoolAsync_v11020 cuMemAllocFromPoolAsync;
     PFN_cuMemFreeAsync_v11020 cuMemFreeAsync;
     PFN_cuDeviceGetDefaultMemPool_v11020 cuDeviceGetDefaultMemPool;

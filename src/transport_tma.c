@@ -4,6 +4,8 @@
  * copy engine, find the kernel loaded in the stream's context, size the grid,
  * launch.
  */
+#include <string.h>
+
 #include "p2pt_internal.h"
 
 /* Never more than two CTAs per SM: one elected thread per CTA keeps its
@@ -138,8 +140,30 @@ static p2pt_status tma_copy(struct p2pt_handle *h, struct p2pt_copy *c)
     /* The ring is sized for this copy's chunk, which may be below the
      * configured one. */
     unsigned smem = plan.chunks ? (unsigned)(plan.chunk * (size_t)h->cfg.stages) : 0;
-    P2PT_CU(p2pt__cu.cuLaunchKernel(m->fn, grid, 1, 1, P2PT_TMA_THREADS, 1, 1, smem,
-                                    stream, params, NULL));
+    if (h->cfg.pdl && p2pt__cu.cuLaunchKernelEx != NULL) {
+        /* Programmatic dependent launch (kernels/tma_copy.cu says what the
+         * kernel does with it): a copy right behind another one in the
+         * stream launches while the first drains. Measured in
+         * bench/RESULTS.md (back-to-back small copies). */
+        CUlaunchAttribute pdl;
+        memset(&pdl, 0, sizeof(pdl));
+        pdl.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        pdl.value.programmaticStreamSerializationAllowed = 1;
+        CUlaunchConfig lc;
+        memset(&lc, 0, sizeof(lc));
+        lc.gridDimX = grid;
+        lc.gridDimY = lc.gridDimZ = 1;
+        lc.blockDimX = P2PT_TMA_THREADS;
+        lc.blockDimY = lc.blockDimZ = 1;
+        lc.sharedMemBytes = smem;
+        lc.hStream = stream;
+        lc.attrs = &pdl;
+        lc.numAttrs = 1;
+        P2PT_CU(p2pt__cu.cuLaunchKernelEx(&lc, m->fn, params, NULL));
+    } else {
+        P2PT_CU(p2pt__cu.cuLaunchKernel(m->fn, grid, 1, 1, P2PT_TMA_THREADS, 1, 1, smem,
+                                        stream, params, NULL));
+    }
     atomic_fetch_add_explicit(&h->stats.tma_launches, 1, memory_order_relaxed);
 out:
     return st;

@@ -42,7 +42,7 @@ static void clean_environment(void)
         "P2P_TRANSPORT", "P2P_TRANSPORT_LOG", "P2P_TRANSPORT_CHUNK_BYTES",
         "P2P_TRANSPORT_STAGES", "P2P_TRANSPORT_MAX_CTAS", "P2P_TRANSPORT_VALIDATE",
         "P2P_TRANSPORT_L2_HINT", "P2P_CUDA_LIBRARY", "P2P_NVRTC_LIBRARY",
-        "P2P_TRANSPORT_CACHE_DIR"};
+        "P2P_TRANSPORT_CACHE_DIR", "P2P_TRANSPORT_PDL"};
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
         unsetenv(vars[i]);
 }
@@ -246,4 +246,15 @@ Test(config, cache_dir_default_follows_xdg_then_home_then_none)
     unsetenv("HOME");
     cr_assert_eq(p2pt__config_read(&cfg, NULL), P2PT_SUCCESS);
     cr_assert_str_eq(cfg.cache_dir, "", "no base directory: no cache");
+}
+
+Test(config, pdl_defaults_on_and_takes_only_0_or_1)
+{
+    cr_assert_eq(p2pt__config_read(&cfg, NULL), P2PT_SUCCESS);
+    cr_assert_eq(cfg.pdl, 1);
+    cr_assert_eq(read_with("P2P_TRANSPORT_PDL", "0"), P2PT_SUCCESS);
+    cr_assert_eq(cfg.pdl, 0);
+    expect_rejected("P2P_TRANSPORT_PDL", "yes", "0 or 1");
+    expect_rejected("P2P_TRANSPORT_PDL", "2", "0 or 1");
+    expect_rejected("P2P_TRANSPORT_PDL", "", "set but empty");
 }

@@ -246,3 +246,67 @@ Test(tma, pageable_host_memory_is_refused_not_faulted)
     p2pt_finalize(h);
     p2pt_finalize(ce);
 }
+
+/*
+ * Programmatic dependent launch lets each TMA copy launch while the one
+ * before it in the stream is still running; the kernel must not read or
+ * write global memory before that one's writes are visible. A dependent
+ * chain A -> B -> C -> A, 300 rounds, enqueued with no synchronisation,
+ * catches any copy that ran early: B and C start poisoned, so an early read
+ * carries poison or stale bytes forward. Odd sizes and offsets put bytes in
+ * the plain head and tail stores too. Every third step goes through the
+ * driver's own copy engine, so the kernel also orders against non-kernel
+ * work. Run with PDL on (default) and off.
+ */
+static void dependent_chain(const char *pdl)
+{
+    gt_require_gpus(1);
+    setenv("P2P_TRANSPORT_PDL", pdl, 1);
+    gt_use_device(0);
+    p2pt_handle *h = gt_handle("tma");
+    CUstream s;
+    GT_CHECK(p2pt__cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    static const size_t sizes[] = {4096 + 3, 64 * 1024 + 5, 3u * 1024 * 1024 + 7};
+    for (size_t i = 0; i < P2PT_ARRAY_LEN(sizes); i++) {
+        size_t n = sizes[i], off = 3;
+        struct gt_buf ref = gt_alloc(n + 16), a = gt_alloc(n + 16), b = gt_alloc(n + 16),
+                      c = gt_alloc(n + 16);
+        gt_fill(&ref, 900 + i);
+        GT_CHECK(p2pt__cu.cuMemcpyAsync(a.ptr + off, ref.ptr + off, n, NULL));
+        GT_CHECK(p2pt__cu.cuCtxSynchronize());
+        for (int r = 0; r < 300; r++) {
+            GT_OK(p2pt_copy_async(h, (void *)(b.ptr + off), (void *)(a.ptr + off), n, s));
+            if (r % 3 == 2)
+                GT_CHECK(p2pt__cu.cuMemcpyAsync(c.ptr + off, b.ptr + off, n, s));
+            else
+                GT_OK(p2pt_copy_async(h, (void *)(c.ptr + off), (void *)(b.ptr + off), n, s));
+            GT_OK(p2pt_copy_async(h, (void *)(a.ptr + off), (void *)(c.ptr + off), n, s));
+        }
+        GT_CHECK(p2pt__cu.cuStreamSynchronize(s));
+        gt_expect_range(&a, off, &ref, off, n, "chain end A");
+        gt_expect_range(&b, off, &ref, off, n, "chain end B");
+        gt_expect_range(&c, off, &ref, off, n, "chain end C");
+        gt_free(&ref);
+        gt_free(&a);
+        gt_free(&b);
+        gt_free(&c);
+    }
+    p2pt_properties p = {sizeof(p)};
+    GT_OK(p2pt_get_properties(h, &p));
+    cr_assert_eq(p.pdl, pdl[0] == '1', "properties report P2P_TRANSPORT_PDL=%s", pdl);
+    /* per size: 200 rounds of 3 TMA copies, 100 rounds of 2 */
+    cr_assert_eq(p.tma_launches, 3 * (200 * 3 + 100 * 2), "%llu launches",
+                 (unsigned long long)p.tma_launches);
+    GT_CHECK(p2pt__cu.cuStreamDestroy(s));
+    p2pt_finalize(h);
+}
+
+Test(tma, dependent_back_to_back_copies_stay_ordered_with_pdl)
+{
+    dependent_chain("1");
+}
+
+Test(tma, dependent_back_to_back_copies_stay_ordered_without_pdl)
+{
+    dependent_chain("0");
+}
