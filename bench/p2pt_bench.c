@@ -282,6 +282,10 @@ static void usage(FILE *f)
 "                       latency  sizes 4K..1M in powers of 2 on local, push,\n"
 "                                pull: b2b = per-copy time of back-to-back\n"
 "                                copies (100 between two events, / 100);\n"
+"                                gpu = the same with the batch queued behind\n"
+"                                a gate (cuStreamWaitValue32 on pinned host\n"
+"                                memory) opened once all 100 are enqueued:\n"
+"                                the GPU's rate alone;\n"
 "                                host = one copy at a time, host clock from\n"
 "                                just before p2pt_copy_async to the return of\n"
 "                                cuStreamSynchronize; dev = one copy between\n"
@@ -327,7 +331,7 @@ static void usage(FILE *f)
 "                     (chunk, stages, max_ctas: the TMA settings, 0 for ce\n"
 "                     and 0 = auto for max_ctas; bytes: one copy's size, also\n"
 "                     for bidir, whose gbps adds both directions; kind: bw,\n"
-"                     or b2b/host/dev/enq for latency, or init/prepare/first/\n"
+"                     or b2b/b2b_gpu/host/dev/enq for latency, or init/prepare/first/\n"
 "                     second/first_median for cold, the same prefixed with\n"
 "                     cached_ for cold runs with the cubin cache; cold times\n"
 "                     are in us)\n"
@@ -981,6 +985,14 @@ struct timing {
     double enq_us; /* median host time to enqueue one copy (pair) */
 };
 
+/* A gate for time_copies: the stream waits (cuStreamWaitValue32) on a word of
+ * pinned host memory that the host sets only once every copy of the batch is
+ * enqueued, so the events time the GPU draining a full queue, whatever the
+ * host's enqueue rate. */
+struct gate {
+    volatile uint32_t *word; /* pinned; its host address is its device address (UVA) */
+};
+
 /*
  * Median per-copy time of `n` copies between two events on dirs[0]'s
  * stream, over `repeats` batches, after `warmup` copies. With two
@@ -989,8 +1001,9 @@ struct timing {
  * before its end event: one start, the later of the two ends, both measured
  * on one GPU's clock (events of two GPUs cannot be compared).
  */
-static bool time_copies(p2pt_handle *h, struct dir *dirs, int ndirs, size_t bytes, int warmup,
-                        int n, int repeats, struct timing *out)
+static bool time_copies_gated(p2pt_handle *h, struct dir *dirs, int ndirs, size_t bytes,
+                              int warmup, int n, int repeats, struct gate *gate,
+                              struct timing *out)
 {
     CUevent start = NULL, end = NULL, peer_end = NULL;
     double *dev = calloc((size_t)repeats, sizeof(double));
@@ -1024,6 +1037,11 @@ static bool time_copies(p2pt_handle *h, struct dir *dirs, int ndirs, size_t byte
     for (int r = 0; r < repeats; r++) {
         if (!use(a->g))
             goto fail;
+        if (gate != NULL) {
+            __atomic_store_n(gate->word, 0u, __ATOMIC_SEQ_CST);
+            CU(p2pt__cu.cuStreamWaitValue32(a->s, (CUdeviceptr)(uintptr_t)gate->word, 1,
+                                            CU_STREAM_WAIT_VALUE_GEQ));
+        }
         CU(p2pt__cu.cuEventRecord(start, a->s));
         if (two) {
             if (!use(b->g))
@@ -1047,6 +1065,8 @@ static bool time_copies(p2pt_handle *h, struct dir *dirs, int ndirs, size_t byte
             CU(p2pt__cu.cuStreamWaitEvent(a->s, peer_end, 0));
         }
         CU(p2pt__cu.cuEventRecord(end, a->s));
+        if (gate != NULL)
+            __atomic_store_n(gate->word, 1u, __ATOMIC_SEQ_CST);
         CU(p2pt__cu.cuEventSynchronize(end));
         float ms = 0;
         CU(p2pt__cu.cuEventElapsedTime(&ms, start, end));
@@ -1057,6 +1077,14 @@ static bool time_copies(p2pt_handle *h, struct dir *dirs, int ndirs, size_t byte
     out->enq_us = median(enq, repeats);
     ok = true;
 fail:
+    if (gate != NULL) {
+        /* Never leave the stream waiting on a gate nobody will open. */
+        __atomic_store_n(gate->word, 1u, __ATOMIC_SEQ_CST);
+        if (a->g->ctx) {
+            CU_RELEASE(p2pt__cu.cuCtxSetCurrent(a->g->ctx));
+            CU_RELEASE(p2pt__cu.cuStreamSynchronize(a->s));
+        }
+    }
     if (two && b->g->ctx && peer_end) {
         CU_RELEASE(p2pt__cu.cuCtxSetCurrent(b->g->ctx));
         CU_RELEASE(p2pt__cu.cuEventDestroy(peer_end));
@@ -1069,6 +1097,38 @@ fail:
         CU_RELEASE(p2pt__cu.cuEventDestroy(end));
     free(dev);
     free(enq);
+    return ok;
+}
+
+static bool time_copies(p2pt_handle *h, struct dir *dirs, int ndirs, size_t bytes, int warmup,
+                        int n, int repeats, struct timing *out)
+{
+    return time_copies_gated(h, dirs, ndirs, bytes, warmup, n, repeats, NULL, out);
+}
+
+/* Back-to-back copies behind a gate (struct gate): the GPU's per-copy time.
+ * False, with g_err saying why, where the driver offers no stream wait. */
+static bool time_copies_queued(p2pt_handle *h, struct dir *d, size_t bytes, int warmup, int n,
+                               int repeats, struct timing *out)
+{
+    struct gate gate = {NULL};
+    void *word = NULL;
+    bool ok = false;
+    if (p2pt__cu.cuStreamWaitValue32 == NULL) {
+        set_err("this driver has no cuStreamWaitValue32");
+        return false;
+    }
+    if (!use(d->g))
+        return false;
+    CU(p2pt__cu.cuMemAllocHost(&word, 64));
+    gate.word = word;
+    *gate.word = 1;
+    ok = time_copies_gated(h, d, 1, bytes, warmup, n, repeats, &gate, out);
+fail:
+    if (word != NULL) {
+        CU_RELEASE(p2pt__cu.cuCtxSetCurrent(d->g->ctx));
+        CU_RELEASE(p2pt__cu.cuMemFreeHost(word));
+    }
     return ok;
 }
 
@@ -1560,14 +1620,16 @@ static void run_latency(void)
         if (!setup_open(&su, p, hi))
             fatal("latency, path %s: buffers", path_names[p]);
         printf("\n# latency, path %s (GPU %d -> GPU %d, stream on GPU %d), microseconds: "
-               "b2b = per copy, %d back to back between two events; host = one copy, "
-               "p2pt_copy_async to cuStreamSynchronize return; dev = one copy between two "
-               "events; enq = host time to enqueue one copy; medians\n",
+               "b2b = per copy, %d back to back between two events; gpu = per copy, the "
+               "same batch queued behind a gate that opens once all are enqueued (the GPU's "
+               "rate, the host's excluded); host = one copy, p2pt_copy_async to "
+               "cuStreamSynchronize return; dev = one copy between two events; enq = host "
+               "time to enqueue one copy; medians\n",
                path_names[p], su.d[0].src.g->ordinal, su.d[0].dst.g->ordinal,
                su.d[0].g->ordinal, o.iters ? o.iters : LAT_ITERS);
         printf("#%9s", "size");
-        static const char *const group[3] = {"b2b", "host", "dev"};
-        for (int gi = 0; gi < 3; gi++) {
+        static const char *const group[4] = {"b2b", "gpu", "host", "dev"};
+        for (int gi = 0; gi < 4; gi++) {
             for (int t = 0; t < N_TRANSPORTS; t++)
                 if (o.transport[t])
                     printf(" %5s_%-3s", group[gi], transport_names[t]);
@@ -1580,7 +1642,7 @@ static void run_latency(void)
         printf("  check\n");
 
         for (size_t bytes = lo; bytes <= hi; bytes *= 2) {
-            double v[3][N_TRANSPORTS] = {{0}}, enq[N_TRANSPORTS] = {0};
+            double v[4][N_TRANSPORTS] = {{0}}, enq[N_TRANSPORTS] = {0};
             const char *check = o.check ? "ok" : "-";
             int n = o.iters ? o.iters : LAT_ITERS, r = o.repeats ? o.repeats : 20;
             for (int t = 0; t < N_TRANSPORTS; t++) {
@@ -1588,15 +1650,26 @@ static void run_latency(void)
                     continue;
                 struct timing tm;
                 if (!time_copies(handles[t], su.d, 1, bytes, warmup_for(n), n, r, &tm) ||
-                    !time_single(handles[t], &su.d[0], bytes, LAT_SAMPLES, &v[1][t], &v[2][t]))
+                    !time_single(handles[t], &su.d[0], bytes, LAT_SAMPLES, &v[2][t], &v[3][t]))
                     fatal("latency, path %s, %s, %zu bytes", path_names[p], transport_names[t],
                           bytes);
                 v[0][t] = tm.us;
                 enq[t] = tm.enq_us;
-                static const char *const kind[3] = {"b2b", "host", "dev"};
-                for (int k = 0; k < 3; k++)
-                    emit("latency", path_names[p], t, &default_cfg, bytes, v[k][t],
-                         gbps_of((double)bytes, v[k][t]), kind[k]);
+                struct timing q;
+                if (time_copies_queued(handles[t], &su.d[0], bytes, warmup_for(n), n, r, &q)) {
+                    v[1][t] = q.us;
+                } else {
+                    static bool told;
+                    if (!told)
+                        printf("# gpu column: not measured (%s)\n", g_err);
+                    told = true;
+                    v[1][t] = 0;
+                }
+                static const char *const kind[4] = {"b2b", "b2b_gpu", "host", "dev"};
+                for (int k = 0; k < 4; k++)
+                    if (v[k][t] > 0)
+                        emit("latency", path_names[p], t, &default_cfg, bytes, v[k][t],
+                             gbps_of((double)bytes, v[k][t]), kind[k]);
                 emit("latency", path_names[p], t, &default_cfg, bytes, enq[t], 0, "enq");
                 const char *c = check_all(handles[t], &su, bytes, t, path_names[p]);
                 if (strcmp(c, "FAIL") == 0)
@@ -1604,7 +1677,7 @@ static void run_latency(void)
             }
             char sz[32];
             printf("%10s", fmt_size(bytes, sz, sizeof(sz)));
-            for (int k = 0; k < 3; k++) {
+            for (int k = 0; k < 4; k++) {
                 for (int t = 0; t < N_TRANSPORTS; t++)
                     if (o.transport[t])
                         printf(" %9.2f", v[k][t]);

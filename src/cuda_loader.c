@@ -59,6 +59,7 @@ static const struct entry entries[] = {
     OPT(cuMemAddressReserve, 10020), OPT(cuMemAddressFree, 10020),
     OPT(cuMemGetAllocationGranularity, 10020), OPT(cuMemExportToShareableHandle, 10020),
     OPT(cuMemImportFromShareableHandle, 10020), OPT(cuLaunchKernelEx, 11060),
+    OPT(cuStreamWaitValue32, 11070),
 };
 #undef E
 #undef OPT

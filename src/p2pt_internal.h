@@ -186,6 +186,7 @@ struct p2pt_cuda {
      * plainly), and memory pools, virtual memory management and IPC
      * handles, used by tests and the benchmark. */
     PFN_cuLaunchKernelEx_v11060 cuLaunchKernelEx;
+    PFN_cuStreamWaitValue32_v11070 cuStreamWaitValue32; /* the bench's gate */
     PFN_cuMemAllocFromPoolAsync_v11020 cuMemAllocFromPoolAsync;
     PFN_cuMemFreeAsync_v11020 cuMemFreeAsync;
     PFN_cuDeviceGetDefaultMemPool_v11020 cuDeviceGetDefaultMemPool;
