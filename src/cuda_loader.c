@@ -64,10 +64,7 @@ static const struct entry entries[] = {
 #undef E
 #undef OPT
 
-static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic int load_done; /* 1 once `load_status` is final */
-static p2pt_status load_status;
-static char load_text[1024];
+static struct p2pt_once load_once = P2PT_ONCE_INIT;
 
 /* Names of the results a user is likely to meet, known even when the driver
  * (or its stub, whose cuGetErrorName also fails) cannot tell. */
@@ -172,17 +169,5 @@ p2pt_status p2pt__cuda_load(const char *path)
 {
     if (path == NULL || path[0] == '\0')
         path = "libcuda.so.1";
-    if (!atomic_load_explicit(&load_done, memory_order_acquire)) {
-        pthread_mutex_lock(&load_lock);
-        if (!atomic_load_explicit(&load_done, memory_order_relaxed)) {
-            load_status = load_locked(path);
-            snprintf(load_text, sizeof(load_text), "%s",
-                     load_status == P2PT_SUCCESS ? "" : p2pt__last_error_text());
-            atomic_store_explicit(&load_done, 1, memory_order_release);
-        }
-        pthread_mutex_unlock(&load_lock);
-    }
-    if (load_status != P2PT_SUCCESS)
-        return p2pt__fail(load_status, "%s", load_text);
-    return P2PT_SUCCESS;
+    return p2pt__once(&load_once, load_locked, path);
 }

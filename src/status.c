@@ -71,3 +71,20 @@ p2pt_status p2pt__nvrtc_fail(nvrtcResult r, const char *call, const char *file,
     return p2pt__fail(P2PT_COMPILE_ERROR, "%s failed: %s (%d) at %s:%d", call,
                       desc, (int)r, base ? base + 1 : file, line);
 }
+
+p2pt_status p2pt__once(struct p2pt_once *o, p2pt_status (*fn)(const char *), const char *arg)
+{
+    if (!atomic_load_explicit(&o->done, memory_order_acquire)) {
+        pthread_mutex_lock(&o->lock);
+        if (!atomic_load_explicit(&o->done, memory_order_relaxed)) {
+            o->status = fn(arg);
+            snprintf(o->text, sizeof(o->text), "%s",
+                     o->status == P2PT_SUCCESS ? "" : p2pt__last_error_text());
+            atomic_store_explicit(&o->done, 1, memory_order_release);
+        }
+        pthread_mutex_unlock(&o->lock);
+    }
+    if (o->status != P2PT_SUCCESS)
+        return p2pt__fail(o->status, "%s", o->text);
+    return P2PT_SUCCESS;
+}
