@@ -38,6 +38,9 @@ extern "C" {
 /*
  * Status codes and their strings, from one list (libuv's UV_ERRNO_MAP
  * pattern). The numbers are part of the ABI: never renumber, only append.
+ * Every function that takes a handle returns P2PT_INVALID_ARGUMENT for NULL
+ * and P2PT_INVALID_USAGE for a handle that is not live (finalized, or never
+ * returned by p2pt_init); p2pt_finalize alone accepts both quietly.
  */
 #define P2PT_STATUS_MAP(X)                                                     \
     X(SUCCESS, 0, "success")                                                   \

@@ -55,7 +55,7 @@ static bool registry_remove(const struct p2pt_handle *h)
     return found;
 }
 
-static p2pt_status check_handle(const p2pt_handle *h, const char *fn)
+p2pt_status p2pt__check_handle(const p2pt_handle *h, const char *fn)
 {
     if (h == NULL)
         return p2pt__fail(P2PT_INVALID_ARGUMENT, "%s: handle is NULL", fn);
@@ -127,7 +127,7 @@ p2pt_status p2pt_finalize(p2pt_handle *h)
 
 p2pt_status p2pt_get_properties(const p2pt_handle *h, p2pt_properties *props)
 {
-    p2pt_status st = check_handle(h, "p2pt_get_properties");
+    p2pt_status st = p2pt__check_handle(h, "p2pt_get_properties");
     if (st != P2PT_SUCCESS)
         return st;
     if (props == NULL)
@@ -165,7 +165,7 @@ p2pt_status p2pt_get_properties(const p2pt_handle *h, p2pt_properties *props)
 
 p2pt_status p2pt_prepare(p2pt_handle *h, int device)
 {
-    p2pt_status st = check_handle(h, "p2pt_prepare");
+    p2pt_status st = p2pt__check_handle(h, "p2pt_prepare");
     if (st != P2PT_SUCCESS)
         return st;
     return h->ops->prepare(h, device);
@@ -174,7 +174,7 @@ p2pt_status p2pt_prepare(p2pt_handle *h, int device)
 p2pt_status p2pt_copy_async(p2pt_handle *h, void *dst, const void *src, size_t bytes,
                             void *stream)
 {
-    p2pt_status st = check_handle(h, "p2pt_copy_async");
+    p2pt_status st = p2pt__check_handle(h, "p2pt_copy_async");
     if (st != P2PT_SUCCESS)
         return st;
     if (bytes == 0)

@@ -35,6 +35,21 @@ P2PT_INTERNAL void p2pt__clear_error(void);
 P2PT_INTERNAL const char *p2pt__last_error_text(void);
 
 /*
+ * A step done once per process whose outcome every later caller gets again,
+ * status and last-error text (the driver and NVRTC loads): the first caller
+ * runs `fn(arg)` under the mutex, the others wait for it.
+ */
+struct p2pt_once {
+    pthread_mutex_t lock;
+    _Atomic int done; /* 1 once status and text are final */
+    p2pt_status status;
+    char text[2048];
+};
+#define P2PT_ONCE_INIT {PTHREAD_MUTEX_INITIALIZER, 0, P2PT_SUCCESS, ""}
+P2PT_INTERNAL p2pt_status p2pt__once(struct p2pt_once *o, p2pt_status (*fn)(const char *),
+                                     const char *arg);
+
+/*
  * Check a driver call. Needs `p2pt_status st` and a label `out` in scope: on
  * failure records the call text, the error name and file:line, and jumps to
  * the one cleanup label (the STYLE.md habit).
@@ -417,6 +432,11 @@ struct p2pt_handle {
     _Atomic uint64_t warned_pairs[P2PT_MAX_DEVICES];
     _Atomic int fallback_logged;
 };
+
+/* NULL: P2PT_INVALID_ARGUMENT; not a live handle (never initialized or
+ * finalized): P2PT_INVALID_USAGE. `fn` names the caller in the message.
+ * (api.c; every entry point that takes a handle uses it.) */
+P2PT_INTERNAL p2pt_status p2pt__check_handle(const p2pt_handle *h, const char *fn);
 
 /* ------------------------------------------------------------------ copy.c */
 

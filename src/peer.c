@@ -40,8 +40,7 @@ p2pt_status p2pt_peer_enable(p2pt_handle *h, int dev_a, int dev_b)
     CUcontext saved = NULL;
     bool have_saved = false;
 
-    if (h == NULL || h->magic != P2PT_HANDLE_MAGIC)
-        return p2pt__fail(P2PT_INVALID_ARGUMENT, "p2pt_peer_enable: not a live handle");
+    P2PT_TRY(p2pt__check_handle(h, "p2pt_peer_enable"));
     P2PT_TRY(p2pt__check_device(dev_a, "dev_a"));
     P2PT_TRY(p2pt__check_device(dev_b, "dev_b"));
     if (dev_a == dev_b)
@@ -68,8 +67,7 @@ p2pt_status p2pt_topology(p2pt_handle *h, p2pt_topology_t *topo)
     p2pt_status st = P2PT_SUCCESS;
     int count = 0;
 
-    if (h == NULL || h->magic != P2PT_HANDLE_MAGIC)
-        return p2pt__fail(P2PT_INVALID_ARGUMENT, "p2pt_topology: not a live handle");
+    P2PT_TRY(p2pt__check_handle(h, "p2pt_topology"));
     if (topo == NULL || topo->size < sizeof(*topo))
         return p2pt__fail(P2PT_INVALID_ARGUMENT,
                           "p2pt_topology: topo is NULL or topo->size is below "

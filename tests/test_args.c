@@ -53,6 +53,39 @@ Test(args, a_dead_handle_is_refused_not_used)
     cr_assert(strstr(p2pt_last_error(NULL), "not a live p2pt handle") != NULL);
 }
 
+/* Every entry point that takes a handle answers alike: NULL is status 4, a
+ * handle that is not live is status 5, each naming the function. */
+Test(args, every_entry_point_refuses_null_and_dead_handles_alike)
+{
+    p2pt_properties props = {sizeof(props)};
+    p2pt_topology_t topo;
+    memset(&topo, 0, sizeof(topo));
+    topo.size = sizeof(topo);
+    char buf[64] = {0};
+    for (int dead = 0; dead < 2; dead++) {
+        p2pt_handle *h = dead ? &fake : NULL;
+        fake.magic = 0;
+        p2pt_status want = dead ? P2PT_INVALID_USAGE : P2PT_INVALID_ARGUMENT;
+        struct {
+            const char *name;
+            p2pt_status got;
+        } calls[] = {
+            {"p2pt_get_properties", p2pt_get_properties(h, &props)},
+            {"p2pt_prepare", p2pt_prepare(h, 0)},
+            {"p2pt_copy_async", p2pt_copy_async(h, buf, buf + 32, 8, NULL)},
+            {"p2pt_peer_enable", p2pt_peer_enable(h, 0, 1)},
+            {"p2pt_topology", p2pt_topology(h, &topo)},
+        };
+        for (size_t i = 0; i < P2PT_ARRAY_LEN(calls); i++) {
+            cr_assert_eq(calls[i].got, want, "%s(%s handle) -> %d, expected %d", calls[i].name,
+                         dead ? "dead" : "NULL", (int)calls[i].got, (int)want);
+        }
+        /* The last call's message names it. */
+        cr_assert(strstr(p2pt_last_error(NULL), "p2pt_topology") != NULL, "%s",
+                  p2pt_last_error(NULL));
+    }
+}
+
 Test(args, finalize_null_and_unknown_handles_succeed_quietly)
 {
     cr_assert_eq(p2pt_finalize(NULL), P2PT_SUCCESS);
