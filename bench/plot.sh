@@ -10,7 +10,7 @@
 #                         the copy engine as a dashed line
 #   ctas_<path>.png       TMA GB/s vs CTA cap, one line per chunk x stages
 #                         (when the sweep had two or more CTA caps besides auto)
-#   latency_<path>.png    microseconds vs copy size: b2b, host, dev per transport
+#   latency_<path>.png    microseconds vs copy size: b2b, b2b_gpu, host, dev per transport
 #
 # Columns are found by name in the header line, so the column order of the
 # CSV does not matter.
@@ -173,7 +173,7 @@ if [ "$have_kind" = 1 ]; then
   for path in local push pull; do
     cmd=""
     for t in ce tma; do
-      for k in b2b host dev device; do # "device": older CSVs
+      for k in b2b b2b_gpu host dev device; do # "device": older CSVs
         sel "mode=latency&path=$path&transport=$t&kind=$k" "bytes time_us" >"$tmp/lat.$path.$t.$k"
         [ -s "$tmp/lat.$path.$t.$k" ] || continue
         dt=1; [ "$t" = tma ] && dt=2
@@ -182,7 +182,7 @@ if [ "$have_kind" = 1 ]; then
     done
     [ -n "$cmd" ] || continue
     plot "latency_$path.png" \
-      "p2pt small copies, $path: b2b = per copy back to back; host = enqueue to sync return; dev = events" \
+      "p2pt small copies, $path: b2b (b2b_gpu: queued), host (enqueue to sync), dev (events)" \
       "copy size (bytes)" "microseconds" 1 "${cmd%,}" "outside right top"
   done
 fi
