@@ -19,6 +19,7 @@
  * Compiling under the mutex is deliberate: it happens once, and it is what
  * makes concurrent first copies wait for the one compile instead of racing.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,29 @@ static _Atomic uint64_t compilations;
 static _Atomic uint64_t module_loads;
 static _Atomic uint64_t cache_hits;
 static _Thread_local const struct p2pt_module *last_module;
+
+/* Log lines made under jit_lock, sent after it is released: p2pt never calls
+ * the framework's logger while holding a lock (include/p2pt.h). */
+struct jit_notes {
+    int n;
+    struct {
+        p2pt_log_level level;
+        char text[P2PT_PATH_MAX + 320];
+    } line[4];
+};
+
+static void note(struct jit_notes *jn, p2pt_log_level level, const char *fmt, ...)
+    P2PT_PRINTF(3, 4);
+static void note(struct jit_notes *jn, p2pt_log_level level, const char *fmt, ...)
+{
+    if (jn->n == (int)P2PT_ARRAY_LEN(jn->line))
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(jn->line[jn->n].text, sizeof(jn->line[jn->n].text), fmt, ap);
+    va_end(ap);
+    jn->line[jn->n++].level = level;
+}
 
 uint64_t p2pt__jit_compilations(void) { return atomic_load(&compilations); }
 uint64_t p2pt__jit_module_loads(void) { return atomic_load(&module_loads); }
@@ -162,7 +186,7 @@ p2pt_status p2pt__jit_compile_ptx(const char *source, int arch, const char *nvrt
 /* Compile into `slot` with NVRTC and save the cubin to the cache. A cache
  * that cannot be written costs only the log line. */
 static void compile_slot(struct cubin_slot *slot, const struct p2pt_config *cfg,
-                         const struct p2pt_logger *log)
+                         struct jit_notes *jn)
 {
     char why[P2PT_PATH_MAX + 256];
     free(slot->cubin);
@@ -181,18 +205,17 @@ static void compile_slot(struct cubin_slot *slot, const struct p2pt_config *cfg,
         return;
     if (p2pt__cubin_cache_write(cfg->cache_dir, slot->cache_name, slot->cubin, slot->size,
                                 why, sizeof(why)))
-        P2PT_INFO(log, "tma: compiled the kernel for sm_%d and saved it to %s", slot->arch,
-                  why);
+        note(jn, P2PT_LOG_INFO, "tma: compiled the kernel for sm_%d and saved it to %s",
+             slot->arch, why);
     else
-        P2PT_INFO(log, "tma: compiled the kernel for sm_%d; not cached: %s", slot->arch,
-                  why);
+        note(jn, P2PT_LOG_INFO, "tma: compiled the kernel for sm_%d; not cached: %s",
+             slot->arch, why);
 }
 
 /* The cubin for `arch`: from this process, else from the cubin cache, else
  * compiled. Caller holds jit_lock. */
 static p2pt_status cubin_for_arch_locked(int arch, const struct p2pt_config *cfg,
-                                         const struct p2pt_logger *log,
-                                         struct cubin_slot **out)
+                                         struct jit_notes *jn, struct cubin_slot **out)
 {
     for (size_t i = 0; i < n_cubins; i++) {
         if (cubins[i].arch == arch) {
@@ -216,11 +239,12 @@ static p2pt_status cubin_for_arch_locked(int arch, const struct p2pt_config *cfg
     if (r == P2PT_CACHE_HIT) {
         slot->status = P2PT_SUCCESS;
         slot->from_disk = true;
-        P2PT_INFO(log, "tma: kernel for sm_%d read from the cubin cache, %s", arch, why);
+        note(jn, P2PT_LOG_INFO, "tma: kernel for sm_%d read from the cubin cache, %s", arch,
+             why);
     } else {
         if (r == P2PT_CACHE_UNUSABLE)
-            P2PT_WARN(log, "tma: cubin cache skipped (%s); compiling with NVRTC", why);
-        compile_slot(slot, cfg, log);
+            note(jn, P2PT_LOG_WARN, "tma: cubin cache skipped (%s); compiling with NVRTC", why);
+        compile_slot(slot, cfg, jn);
     }
     *out = slot;
     if (slot->status != P2PT_SUCCESS)
@@ -239,7 +263,7 @@ static int attr(CUdevice dev, CUdevice_attribute a)
 /* Load the kernel into `ctx` (made current by the caller). */
 static p2pt_status load_module_locked(CUcontext ctx, unsigned long long id,
                                       const struct p2pt_config *cfg,
-                                      const struct p2pt_logger *log, struct p2pt_module *m)
+                                      struct jit_notes *jn, struct p2pt_module *m)
 {
     p2pt_status st = P2PT_SUCCESS;
     CUmodule mod = NULL;
@@ -256,14 +280,15 @@ static p2pt_status load_module_locked(CUcontext ctx, unsigned long long id,
                         (int)dev, major, minor);
         goto out;
     }
-    P2PT_TRY(cubin_for_arch_locked(major * 10 + minor, cfg, log, &slot));
+    P2PT_TRY(cubin_for_arch_locked(major * 10 + minor, cfg, jn, &slot));
     CUresult lr = p2pt__cu.cuModuleLoadData(&mod, slot->cubin);
     if (lr != CUDA_SUCCESS && slot->from_disk) {
         /* Complete as a file but refused by this driver (an older driver,
          * a damaged section): compile it here and replace the file. */
-        P2PT_WARN(log, "tma: the driver refused the cached cubin %s/%s (%s); compiling again",
-                  cfg->cache_dir, slot->cache_name, p2pt__cuda_error_name(lr));
-        compile_slot(slot, cfg, log);
+        note(jn, P2PT_LOG_WARN,
+             "tma: the driver refused the cached cubin %s/%s (%s); compiling again",
+             cfg->cache_dir, slot->cache_name, p2pt__cuda_error_name(lr));
+        compile_slot(slot, cfg, jn);
         if (slot->status != P2PT_SUCCESS) {
             st = p2pt__fail(slot->status, "%s", slot->error ? slot->error : "compile failed");
             goto out;
@@ -306,6 +331,8 @@ p2pt_status p2pt__jit_module(CUcontext ctx, const struct p2pt_config *cfg,
     p2pt_status st = P2PT_SUCCESS;
     unsigned long long id = 0;
     bool locked = false, pushed = false;
+    struct jit_notes notes;
+    notes.n = 0;
 
     P2PT_CU(p2pt__cu.cuCtxGetId(ctx, &id));
     const struct p2pt_module *hit = last_module;
@@ -344,7 +371,7 @@ p2pt_status p2pt__jit_module(CUcontext ctx, const struct p2pt_config *cfg,
         }
         struct p2pt_module m;
         memset(&m, 0, sizeof(m));
-        P2PT_TRY(load_module_locked(ctx, id, cfg, log, &m));
+        P2PT_TRY(load_module_locked(ctx, id, cfg, &notes, &m));
         node = calloc(1, sizeof(*node));
         if (node == NULL) {
             p2pt__cu.cuModuleUnload(m.module);
@@ -364,5 +391,7 @@ out:
     }
     if (locked)
         pthread_mutex_unlock(&jit_lock);
+    for (int i = 0; i < notes.n; i++)
+        p2pt__log(log, notes.line[i].level, __FILE__, __LINE__, "%s", notes.line[i].text);
     return st;
 }
