@@ -402,8 +402,13 @@ Test(cubin_cache, second_process_loads_the_cubin_without_nvrtc)
     p2pt_finalize(h);
 }
 
-/* The driver's verdict for a complete ELF that is not a CUDA image. */
+/* The driver's verdict for a complete ELF that is not a CUDA image. The
+ * logger also calls back into p2pt (prepare takes the JIT lock): p2pt
+ * promises never to call the logger while holding a lock, so this must not
+ * deadlock. */
 static int refused_warnings;
+static p2pt_handle *logger_handle;
+static p2pt_status reentrant_status = P2PT_INTERNAL_ERROR;
 static void warning_logger(p2pt_log_level level, unsigned long flags, const char *file,
                            int line, const char *fmt, ...)
 {
@@ -413,8 +418,11 @@ static void warning_logger(p2pt_log_level level, unsigned long flags, const char
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    if (level == P2PT_LOG_WARN && strstr(msg, "driver refused the cached cubin") != NULL)
+    if (level == P2PT_LOG_WARN && strstr(msg, "driver refused the cached cubin") != NULL) {
         refused_warnings++;
+        if (logger_handle != NULL)
+            reentrant_status = p2pt_prepare(logger_handle, 0);
+    }
 }
 
 Test(cubin_cache, cubin_the_driver_refuses_is_compiled_again_and_replaced)
@@ -441,10 +449,14 @@ Test(cubin_cache, cubin_the_driver_refuses_is_compiled_again_and_replaced)
     p2pt_init_args a = {sizeof(a), warning_logger, "tma"};
     p2pt_handle *h = NULL;
     GT_OK(p2pt_init(&a, &h));
+    logger_handle = h;
     GT_OK(p2pt_prepare(h, 0));
+    logger_handle = NULL;
     p2pt_properties p = {sizeof(p)};
     GT_OK(p2pt_get_properties(h, &p));
     cr_assert_eq(refused_warnings, 1, "one WARN naming the refused cubin");
+    cr_assert_eq(reentrant_status, P2PT_SUCCESS, "prepare from inside the logger: %d",
+                 (int)reentrant_status);
     cr_assert_eq(p.compilations, 1, "compiled again");
     cr_assert_eq(p.cubin_cache_hits, 0, "a refused cubin is not a hit");
     p2pt_finalize(h);
