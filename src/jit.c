@@ -30,9 +30,12 @@
 #define MAX_ARCHS 8
 #define STATIC_SMEM_RESERVE 1024 /* the kernel's mbarriers, rounded up */
 
-/* What shapes the cubin besides the source and architecture; part of the
- * cache key, so keep it in step with compile()'s options. */
-#define JIT_OPTIONS_ID "--std=c++17 -minimal"
+/* compile()'s options besides the architecture. They shape the cubin, so
+ * they are also part of its cache key (JIT_OPTIONS_ID, built from the same
+ * literals). */
+#define JIT_OPT_STD "--std=c++17"
+#define JIT_OPT_MINIMAL "-minimal"
+#define JIT_OPTIONS_ID JIT_OPT_STD " " JIT_OPT_MINIMAL
 
 struct cubin_slot {
     int arch;
@@ -117,7 +120,7 @@ static p2pt_status compile(const char *source, const char *target, bool want_ptx
      * declarations the kernel never uses: it roughly halves the compile, the
      * bulk of a cold process's first TMA copy. Older NVRTCs reject the
      * option; they get the full front end. */
-    const char *opts[] = {arch_opt, "--std=c++17", "-minimal"}; /* JIT_OPTIONS_ID */
+    const char *opts[] = {arch_opt, JIT_OPT_STD, JIT_OPT_MINIMAL}; /* -minimal last */
     int n_opts = (int)P2PT_ARRAY_LEN(opts);
     P2PT_NVRTC(p2pt__nv.nvrtcCreateProgram(&prog, source, "tma_copy.cu", 0, NULL, NULL));
     nvrtcResult cr = p2pt__nv.nvrtcCompileProgram(prog, n_opts, opts);
