@@ -89,11 +89,19 @@ bool p2pt__cubin_complete(const void *buf, size_t size)
 }
 
 /* `dir` may hold code this process will run: it must be a directory owned by
- * this user that no one else can write. */
-static bool dir_trusted(const char *dir, char *why, size_t why_len)
+ * this user that no one else can write. `*missing` (when given) says whether
+ * it failed only because `dir` does not exist. */
+static bool dir_trusted(const char *dir, bool *missing, char *why, size_t why_len)
 {
     struct stat sb;
+    if (missing != NULL)
+        *missing = false;
     if (stat(dir, &sb) != 0) {
+        if (errno == ENOENT && missing != NULL) {
+            *missing = true;
+            snprintf(why, why_len, "cache directory %s does not exist yet", dir);
+            return false;
+        }
         snprintf(why, why_len, "cannot use cache directory %s: %s", dir, strerror(errno));
         return false;
     }
@@ -128,12 +136,9 @@ enum p2pt_cache_result p2pt__cubin_cache_read(const char *dir, const char *name,
         snprintf(why, why_len, "the cubin cache is off");
         return P2PT_CACHE_MISS;
     }
-    if (stat(dir, &sb) != 0 && errno == ENOENT) {
-        snprintf(why, why_len, "cache directory %s does not exist yet", dir);
-        return P2PT_CACHE_MISS;
-    }
-    if (!dir_trusted(dir, why, why_len))
-        return P2PT_CACHE_UNUSABLE;
+    bool missing;
+    if (!dir_trusted(dir, &missing, why, why_len))
+        return missing ? P2PT_CACHE_MISS : P2PT_CACHE_UNUSABLE;
     snprintf(path, sizeof(path), "%s/%s", dir, name);
     fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) {
@@ -225,7 +230,7 @@ bool p2pt__cubin_cache_write(const char *dir, const char *name, const void *cubi
         snprintf(why, why_len, "refusing to cache an incomplete cubin of %zu bytes", size);
         return false;
     }
-    if (!make_dirs(dir, why, why_len) || !dir_trusted(dir, why, why_len))
+    if (!make_dirs(dir, why, why_len) || !dir_trusted(dir, NULL, why, why_len))
         return false;
     snprintf(path, sizeof(path), "%s/%s", dir, name);
     snprintf(tmp, sizeof(tmp), "%s.tmp.%ld.%u", path, (long)getpid(),
