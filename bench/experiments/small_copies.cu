@@ -31,7 +31,7 @@
  */
 #include <string.h>
 
-#include "bulk_ptx.cuh"
+#include "common.cuh"
 
 #define F_READ_EXIT 1u
 #define F_PDL 2u
@@ -42,17 +42,16 @@
 __global__ void __launch_bounds__(32)
 small_copy(char *dst, const char *src, u64 body, u64 chunks, u32 chunk, u32 flags)
 {
-    extern __shared__ __align__(128) unsigned char ring[];
+    extern __shared__ __align__(128) unsigned char xring[];
     __shared__ __align__(8) u64 bars[STAGES];
     if (flags & F_PDL)
         asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     if (threadIdx.x != 0 || blockIdx.x >= chunks)
         return;
-    const u32 bar0 = smem_u32(bars), ring0 = smem_u32(ring);
+    const u32 bar0 = smem_u32(bars), ring0 = smem_u32(xring);
     for (u32 s = 0; s < STAGES; s++)
         mbar_init(bar0 + 8 * s, 1);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    mbar_init_fence();
     if (flags & F_PDL)
         asm volatile("griddepcontrol.wait;" ::: "memory");
     const u64 grid = gridDim.x, first = blockIdx.x;
@@ -62,7 +61,7 @@ small_copy(char *dst, const char *src, u64 body, u64 chunks, u32 chunk, u32 flag
 #define LOAD(k, s)                                                                     \
     do {                                                                               \
         mbar_expect_tx(bar0 + 8 * (s), LEN(k));                                        \
-        bulk_load(ring0 + (s) * chunk, src + OFF(k), LEN(k), bar0 + 8 * (s));          \
+        bulk_load(ring0 + (s) * chunk, src + OFF(k), LEN(k), bar0 + 8 * (s), false, 0); \
     } while (0)
     const u64 pro = n < STAGES ? n : STAGES;
     for (u64 k = 0; k < pro; k++)
@@ -70,16 +69,16 @@ small_copy(char *dst, const char *src, u64 body, u64 chunks, u32 chunk, u32 flag
     for (u64 k = 0; k < n; k++) {
         const u32 s = (u32)(k % STAGES);
         mbar_wait(bar0 + 8 * s, (u32)((k / STAGES) & 1));
-        bulk_store(dst + OFF(k), ring0 + s * chunk, LEN(k));
+        bulk_store(dst + OFF(k), ring0 + s * chunk, LEN(k), false, 0);
         if (k >= 1 && k - 1 + STAGES < n) {
-            asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+            bulk_wait_read<1>();
             LOAD(k - 1 + STAGES, (u32)((k - 1) % STAGES));
         }
     }
     if (flags & F_READ_EXIT)
-        asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+        bulk_wait_read<0>();
     else
-        asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+        bulk_wait_all();
 #undef LOAD
 #undef LEN
 #undef OFF
@@ -119,18 +118,6 @@ static void copy(int variant, char *dst, const char *src, u64 bytes)
     cfg.attrs = (flags & F_PDL) ? &attr : NULL;
     cfg.numAttrs = (flags & F_PDL) ? 1 : 0;
     CU(cuLaunchKernelEx(&cfg, g_fn, params, NULL));
-}
-
-static int cmp_f(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-static float median(float *v, int n)
-{
-    qsort(v, n, sizeof(v[0]), cmp_f);
-    return v[n / 2];
 }
 
 /* Dependent chain A -> B -> C -> A, 1000 rounds; returns wrong 16-byte units. */
@@ -222,7 +209,7 @@ int main(void)
                 CK(cudaEventElapsedTime(&t[r], e0, e1));
                 t[r] *= 1000.0f / 100; /* us per copy */
             }
-            b2b[v] = median(t, 9);
+            b2b[v] = median_f(t, 9);
             for (int r = 0; r < 101; r++, slot = (slot + SLOT) % POOL) {
                 CK(cudaEventRecord(e0, (cudaStream_t)g_stream));
                 copy(variants[v], dst + slot, src + slot, bytes);
@@ -231,7 +218,7 @@ int main(void)
                 CK(cudaEventElapsedTime(&t[r], e0, e1));
                 t[r] *= 1000.0f;
             }
-            dev[v] = median(t, 101);
+            dev[v] = median_f(t, 101);
         }
         printf("| %llu | b2b us (/ce) |", (unsigned long long)bytes);
         for (int v = 0; v < nv; v++)

@@ -25,7 +25,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "bulk_ptx.cuh"
+#include "common.cuh"
 
 #define MAXW 8
 #define MAXS 16
@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(32 * MAXW)
 bulk_copy(char *dst, const char *src, u64 body, u64 chunks, u32 chunk, u32 stages, u32 slab,
           u32 pf)
 {
-    extern __shared__ __align__(128) unsigned char ring[];
+    extern __shared__ __align__(128) unsigned char xring[];
     __shared__ __align__(8) u64 bars[MAXW * MAXS];
     const u32 w = threadIdx.x / 32;
     if (threadIdx.x % 32 != 0)
@@ -57,17 +57,16 @@ bulk_copy(char *dst, const char *src, u64 body, u64 chunks, u32 chunk, u32 stage
         first = v, step = lanes, n = (chunks - v + lanes - 1) / lanes;
     }
     const u32 bar0 = smem_u32(bars) + 8 * MAXS * w;
-    const u32 ring0 = smem_u32(ring) + w * stages * chunk;
+    const u32 ring0 = smem_u32(xring) + w * stages * chunk;
     for (u32 s = 0; s < stages; s++)
         mbar_init(bar0 + 8 * s, 1);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    mbar_init_fence();
 #define OFF(k) ((first + (u64)(k) * step) * (u64)chunk)
 #define LEN(k) ((u32)(body - OFF(k) < chunk ? body - OFF(k) : chunk))
 #define LOAD(k, s)                                                                     \
     do {                                                                               \
         mbar_expect_tx(bar0 + 8 * (s), LEN(k));                                        \
-        bulk_load(ring0 + (s) * chunk, src + OFF(k), LEN(k), bar0 + 8 * (s));          \
+        bulk_load(ring0 + (s) * chunk, src + OFF(k), LEN(k), bar0 + 8 * (s), false, 0); \
         if (pf && (k) + (u64)pf * stages < n)                                          \
             bulk_prefetch(src + OFF((k) + (u64)pf * stages), LEN((k) + (u64)pf * stages)); \
     } while (0)
@@ -77,13 +76,13 @@ bulk_copy(char *dst, const char *src, u64 body, u64 chunks, u32 chunk, u32 stage
     for (u64 k = 0; k < n; k++) {
         const u32 s = (u32)(k % stages);
         mbar_wait(bar0 + 8 * s, (u32)((k / stages) & 1));
-        bulk_store(dst + OFF(k), ring0 + s * chunk, LEN(k));
+        bulk_store(dst + OFF(k), ring0 + s * chunk, LEN(k), false, 0);
         if (k >= 1 && k - 1 + stages < n) {
-            asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+            bulk_wait_read<1>();
             LOAD(k - 1 + stages, (u32)((k - 1) % stages));
         }
     }
-    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    bulk_wait_all();
 #undef LOAD
 #undef LEN
 #undef OFF
@@ -144,12 +143,6 @@ struct variant {
     u32 threads, cs; /* vec */
 };
 
-static int cmp_f(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
 static char *g_dst, *g_src;
 static u64 g_bytes;
 static cudaStream_t g_stream;
@@ -198,8 +191,7 @@ static float median_ms(int (*fn)(const struct variant *), const struct variant *
     }
     CK(cudaEventDestroy(a));
     CK(cudaEventDestroy(b));
-    qsort(t, 9, sizeof t[0], cmp_f);
-    return t[4];
+    return median_f(t, 9);
 }
 
 static int ce(const struct variant *v)

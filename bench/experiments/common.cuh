@@ -1,17 +1,17 @@
 /*
- * PTX helpers shared by the experiments in this folder (the same
- * instructions as kernels/tma_copy.cu), and their error-check macros.
+ * What the experiments in this folder share: the PTX helpers of the TMA
+ * kernel itself (kernels/tma_copy.cu is included, so the variants issue
+ * exactly p2pt's instructions), error-check macros and a median.
  */
-#ifndef P2PT_EXPERIMENTS_BULK_PTX_CUH
-#define P2PT_EXPERIMENTS_BULK_PTX_CUH
+#ifndef P2PT_EXPERIMENTS_COMMON_CUH
+#define P2PT_EXPERIMENTS_COMMON_CUH
 
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-typedef unsigned long long u64;
-typedef unsigned int u32;
+#include "../../kernels/tma_copy.cu" /* u64, u32, smem_u32, mbar_*, bulk_* */
 
 #define CK(x)                                                                          \
     do {                                                                               \
@@ -33,48 +33,23 @@ typedef unsigned int u32;
         }                                                                              \
     } while (0)
 
-static __device__ __forceinline__ u32 smem_u32(const void *p)
-{
-    return (u32)__cvta_generic_to_shared(p);
-}
-static __device__ __forceinline__ void mbar_init(u32 bar, u32 count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-static __device__ __forceinline__ void mbar_expect_tx(u32 bar, u32 bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
-                 "r"(bytes)
-                 : "memory");
-}
-static __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity)
-{
-    u32 done;
-    do {
-        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;"
-                     " selp.u32 %0, 1, 0, p; }"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-    } while (!done);
-}
-static __device__ __forceinline__ void bulk_load(u32 smem, const char *g, u32 n, u32 bar)
-{
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1], %2, [%3];" ::"r"(smem),
-                 "l"(g), "r"(n), "r"(bar)
-                 : "memory");
-}
+/* Only the experiments prefetch. */
 static __device__ __forceinline__ void bulk_prefetch(const char *g, u32 n)
 {
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(g), "r"(n) : "memory");
 }
-static __device__ __forceinline__ void bulk_store(char *g, u32 smem, u32 n)
+
+static int cmp_float(const void *a, const void *b)
 {
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(g),
-                 "r"(smem), "r"(n)
-                 : "memory");
-    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of v[0..n) (sorts v). */
+static float median_f(float *v, int n)
+{
+    qsort(v, n, sizeof(v[0]), cmp_float);
+    return v[n / 2];
 }
 
 #endif
