@@ -41,6 +41,7 @@
 #include "p2pt.h"
 #include "bench_time.h"
 #include "p2pt_internal.h"
+#include "test_driver.h"
 
 /* ================================================================ limits */
 
@@ -105,10 +106,10 @@ static void set_err(const char *fmt, ...)
     one_line(g_err);
 }
 
-/* "cuMemAlloc" out of "p2pt__cu.cuMemAlloc(&a->base, n)". */
+/* "cuMemAlloc" out of "tcu.cuMemAlloc(&a->base, n)". */
 static const char *call_name(const char *text, char *buf, size_t len)
 {
-    if (strncmp(text, "p2pt__cu.", 9) == 0)
+    if (strncmp(text, "tcu.", 9) == 0)
         text += 9;
     size_t n = strcspn(text, "(");
     if (n >= len)
@@ -684,7 +685,7 @@ static bool have_peer;
 
 static bool use(const struct gpu *g)
 {
-    CU(p2pt__cu.cuCtxSetCurrent(g->ctx));
+    CU(tcu.cuCtxSetCurrent(g->ctx));
     return true;
 fail:
     return false;
@@ -695,13 +696,13 @@ static bool gpu_info(struct gpu *g, int ordinal)
     int l2 = 0;
     memset(g, 0, sizeof(*g));
     g->ordinal = ordinal;
-    CU(p2pt__cu.cuDeviceGet(&g->dev, ordinal));
-    CU(p2pt__cu.cuDeviceGetName(g->name, (int)sizeof(g->name), g->dev));
-    CU(p2pt__cu.cuDeviceGetAttribute(&g->sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, g->dev));
-    CU(p2pt__cu.cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, g->dev));
-    CU(p2pt__cu.cuDeviceGetAttribute(&g->cc_major,
+    CU(tcu.cuDeviceGet(&g->dev, ordinal));
+    CU(tcu.cuDeviceGetName(g->name, (int)sizeof(g->name), g->dev));
+    CU(tcu.cuDeviceGetAttribute(&g->sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, g->dev));
+    CU(tcu.cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, g->dev));
+    CU(tcu.cuDeviceGetAttribute(&g->cc_major,
                                      CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, g->dev));
-    CU(p2pt__cu.cuDeviceGetAttribute(&g->cc_minor,
+    CU(tcu.cuDeviceGetAttribute(&g->cc_minor,
                                      CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, g->dev));
     g->l2 = (size_t)l2;
     return true;
@@ -711,7 +712,7 @@ fail:
 
 static bool open_gpu(struct gpu *g)
 {
-    CU(p2pt__cu.cuDevicePrimaryCtxRetain(&g->ctx, g->dev));
+    CU(tcu.cuDevicePrimaryCtxRetain(&g->ctx, g->dev));
     return true;
 fail:
     g->ctx = NULL;
@@ -722,8 +723,8 @@ static void close_gpu(struct gpu *g)
 {
     if (g->ctx == NULL)
         return;
-    CU_RELEASE(p2pt__cu.cuCtxSetCurrent(NULL));
-    CU_RELEASE(p2pt__cu.cuDevicePrimaryCtxRelease(g->dev));
+    CU_RELEASE(tcu.cuCtxSetCurrent(NULL));
+    CU_RELEASE(tcu.cuDevicePrimaryCtxRelease(g->dev));
     g->ctx = NULL;
 }
 
@@ -734,7 +735,7 @@ static bool enable_peer_access(void)
     for (int i = 0; i < 2; i++) {
         if (!use(&gpus[i]))
             goto fail;
-        CUresult r = p2pt__cu.cuCtxEnablePeerAccess(gpus[1 - i].ctx, 0);
+        CUresult r = tcu.cuCtxEnablePeerAccess(gpus[1 - i].ctx, 0);
         if (r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
             fail_cu(r, "cuCtxEnablePeerAccess", __LINE__);
             goto fail;
@@ -761,7 +762,7 @@ static bool arena_alloc(struct arena *a, const struct gpu *g, size_t pool)
     a->base = 0;
     if (!use(g))
         goto fail;
-    CU(p2pt__cu.cuMemAlloc(&a->base, pool + SLACK));
+    CU(tcu.cuMemAlloc(&a->base, pool + SLACK));
     return true;
 fail:
     a->base = 0;
@@ -772,8 +773,8 @@ static void arena_free(struct arena *a)
 {
     if (a->base == 0)
         return;
-    CU_RELEASE(p2pt__cu.cuCtxSetCurrent(a->g->ctx));
-    CU_RELEASE(p2pt__cu.cuMemFree(a->base));
+    CU_RELEASE(tcu.cuCtxSetCurrent(a->g->ctx));
+    CU_RELEASE(tcu.cuMemFree(a->base));
     a->base = 0;
 }
 
@@ -798,13 +799,13 @@ static bool arena_fill(struct arena *a, uint64_t seed)
     }
     if (!use(a->g))
         goto fail;
-    CU(p2pt__cu.cuMemcpyHtoD(a->base, h, first));
+    CU(tcu.cuMemcpyHtoD(a->base, h, first));
     for (size_t done = first; done < total;) {
         size_t n = done < total - done ? done : total - done;
-        CU(p2pt__cu.cuMemcpyAsync(a->base + done, a->base, n, NULL));
+        CU(tcu.cuMemcpyAsync(a->base + done, a->base, n, NULL));
         done += n;
     }
-    CU(p2pt__cu.cuCtxSynchronize());
+    CU(tcu.cuCtxSynchronize());
     free(h);
     return true;
 fail:
@@ -816,8 +817,8 @@ static bool arena_clear(struct arena *a)
 {
     if (!use(a->g))
         goto fail;
-    CU(p2pt__cu.cuMemsetD8(a->base, 0, a->pool + SLACK));
-    CU(p2pt__cu.cuCtxSynchronize());
+    CU(tcu.cuMemsetD8(a->base, 0, a->pool + SLACK));
+    CU(tcu.cuCtxSynchronize());
     return true;
 fail:
     return false;
@@ -864,7 +865,7 @@ static bool plan_pool(size_t largest, bool peer, size_t *pool)
         size_t free_b = 0, total_b = 0;
         if (!use(&gpus[i]))
             goto fail;
-        CU(p2pt__cu.cuMemGetInfo(&free_b, &total_b));
+        CU(tcu.cuMemGetInfo(&free_b, &total_b));
         size_t budget = free_b / 10 * 8;
         size_t fixed = largest + 3 * SLACK;
         if (budget < fixed + 2 * largest) {
@@ -892,8 +893,8 @@ static void setup_close(struct setup *su)
     for (int i = 0; i < su->ndirs; i++) {
         struct dir *d = &su->d[i];
         if (d->s) {
-            CU_RELEASE(p2pt__cu.cuCtxSetCurrent(d->g->ctx));
-            CU_RELEASE(p2pt__cu.cuStreamDestroy(d->s));
+            CU_RELEASE(tcu.cuCtxSetCurrent(d->g->ctx));
+            CU_RELEASE(tcu.cuStreamDestroy(d->s));
             d->s = NULL;
         }
         arena_free(&d->src);
@@ -911,7 +912,7 @@ static bool dir_open(struct dir *d, const struct gpu *g, const struct gpu *src_g
         !arena_alloc(&d->ref, g, largest) || !arena_fill(&d->src, seed) ||
         !arena_clear(&d->dst) || !use(g))
         goto fail;
-    CU(p2pt__cu.cuStreamCreate(&d->s, CU_STREAM_NON_BLOCKING));
+    CU(tcu.cuStreamCreate(&d->s, CU_STREAM_NON_BLOCKING));
     return true;
 fail:
     return false;
@@ -1016,12 +1017,12 @@ static bool time_copies_gated(p2pt_handle *h, struct dir *dirs, int ndirs, size_
     }
     if (!use(a->g))
         goto fail;
-    CU(p2pt__cu.cuEventCreate(&start, CU_EVENT_DEFAULT));
-    CU(p2pt__cu.cuEventCreate(&end, CU_EVENT_DEFAULT));
+    CU(tcu.cuEventCreate(&start, CU_EVENT_DEFAULT));
+    CU(tcu.cuEventCreate(&end, CU_EVENT_DEFAULT));
     if (two) {
         if (!use(b->g))
             goto fail;
-        CU(p2pt__cu.cuEventCreate(&peer_end, CU_EVENT_DISABLE_TIMING));
+        CU(tcu.cuEventCreate(&peer_end, CU_EVENT_DISABLE_TIMING));
     }
     if (!use(a->g))
         goto fail;
@@ -1032,21 +1033,21 @@ static bool time_copies_gated(p2pt_handle *h, struct dir *dirs, int ndirs, size_
     for (int k = 0; k < ndirs; k++) {
         if (!use(dirs[k].g))
             goto fail;
-        CU(p2pt__cu.cuStreamSynchronize(dirs[k].s));
+        CU(tcu.cuStreamSynchronize(dirs[k].s));
     }
     for (int r = 0; r < repeats; r++) {
         if (!use(a->g))
             goto fail;
         if (gate != NULL) {
             __atomic_store_n(gate->word, 0u, __ATOMIC_SEQ_CST);
-            CU(p2pt__cu.cuStreamWaitValue32(a->s, (CUdeviceptr)(uintptr_t)gate->word, 1,
+            CU(tcu.cuStreamWaitValue32(a->s, (CUdeviceptr)(uintptr_t)gate->word, 1,
                                             CU_STREAM_WAIT_VALUE_GEQ));
         }
-        CU(p2pt__cu.cuEventRecord(start, a->s));
+        CU(tcu.cuEventRecord(start, a->s));
         if (two) {
             if (!use(b->g))
                 goto fail;
-            CU(p2pt__cu.cuStreamWaitEvent(b->s, start, 0));
+            CU(tcu.cuStreamWaitEvent(b->s, start, 0));
             if (!use(a->g))
                 goto fail;
         }
@@ -1059,17 +1060,17 @@ static bool time_copies_gated(p2pt_handle *h, struct dir *dirs, int ndirs, size_
         if (two) {
             if (!use(b->g))
                 goto fail;
-            CU(p2pt__cu.cuEventRecord(peer_end, b->s));
+            CU(tcu.cuEventRecord(peer_end, b->s));
             if (!use(a->g))
                 goto fail;
-            CU(p2pt__cu.cuStreamWaitEvent(a->s, peer_end, 0));
+            CU(tcu.cuStreamWaitEvent(a->s, peer_end, 0));
         }
-        CU(p2pt__cu.cuEventRecord(end, a->s));
+        CU(tcu.cuEventRecord(end, a->s));
         if (gate != NULL)
             __atomic_store_n(gate->word, 1u, __ATOMIC_SEQ_CST);
-        CU(p2pt__cu.cuEventSynchronize(end));
+        CU(tcu.cuEventSynchronize(end));
         float ms = 0;
-        CU(p2pt__cu.cuEventElapsedTime(&ms, start, end));
+        CU(tcu.cuEventElapsedTime(&ms, start, end));
         dev[r] = (double)ms * 1e3 / n;
         enq[r] = (t1 - t0) / n;
     }
@@ -1081,20 +1082,20 @@ fail:
         /* Never leave the stream waiting on a gate nobody will open. */
         __atomic_store_n(gate->word, 1u, __ATOMIC_SEQ_CST);
         if (a->g->ctx) {
-            CU_RELEASE(p2pt__cu.cuCtxSetCurrent(a->g->ctx));
-            CU_RELEASE(p2pt__cu.cuStreamSynchronize(a->s));
+            CU_RELEASE(tcu.cuCtxSetCurrent(a->g->ctx));
+            CU_RELEASE(tcu.cuStreamSynchronize(a->s));
         }
     }
     if (two && b->g->ctx && peer_end) {
-        CU_RELEASE(p2pt__cu.cuCtxSetCurrent(b->g->ctx));
-        CU_RELEASE(p2pt__cu.cuEventDestroy(peer_end));
+        CU_RELEASE(tcu.cuCtxSetCurrent(b->g->ctx));
+        CU_RELEASE(tcu.cuEventDestroy(peer_end));
     }
     if (start || end)
-        CU_RELEASE(p2pt__cu.cuCtxSetCurrent(a->g->ctx));
+        CU_RELEASE(tcu.cuCtxSetCurrent(a->g->ctx));
     if (start)
-        CU_RELEASE(p2pt__cu.cuEventDestroy(start));
+        CU_RELEASE(tcu.cuEventDestroy(start));
     if (end)
-        CU_RELEASE(p2pt__cu.cuEventDestroy(end));
+        CU_RELEASE(tcu.cuEventDestroy(end));
     free(dev);
     free(enq);
     return ok;
@@ -1114,20 +1115,20 @@ static bool time_copies_queued(p2pt_handle *h, struct dir *d, size_t bytes, int 
     struct gate gate = {NULL};
     void *word = NULL;
     bool ok = false;
-    if (p2pt__cu.cuStreamWaitValue32 == NULL) {
+    if (tcu.cuStreamWaitValue32 == NULL) {
         set_err("this driver has no cuStreamWaitValue32");
         return false;
     }
     if (!use(d->g))
         return false;
-    CU(p2pt__cu.cuMemAllocHost(&word, 64));
+    CU(tcu.cuMemAllocHost(&word, 64));
     gate.word = word;
     *gate.word = 1;
     ok = time_copies_gated(h, d, 1, bytes, warmup, n, repeats, &gate, out);
 fail:
     if (word != NULL) {
-        CU_RELEASE(p2pt__cu.cuCtxSetCurrent(d->g->ctx));
-        CU_RELEASE(p2pt__cu.cuMemFreeHost(word));
+        CU_RELEASE(tcu.cuCtxSetCurrent(d->g->ctx));
+        CU_RELEASE(tcu.cuMemFreeHost(word));
     }
     return ok;
 }
@@ -1151,24 +1152,24 @@ static bool time_single(p2pt_handle *h, struct dir *d, size_t bytes, int samples
     }
     if (!use(d->g))
         goto fail;
-    CU(p2pt__cu.cuEventCreate(&e0, CU_EVENT_DEFAULT));
-    CU(p2pt__cu.cuEventCreate(&e1, CU_EVENT_DEFAULT));
-    CU(p2pt__cu.cuStreamSynchronize(d->s));
+    CU(tcu.cuEventCreate(&e0, CU_EVENT_DEFAULT));
+    CU(tcu.cuEventCreate(&e1, CU_EVENT_DEFAULT));
+    CU(tcu.cuStreamSynchronize(d->s));
     for (int i = 0; i < samples; i++) {
         size_t off = slot_offset(d->src.pool, bytes, d->next++);
         double t0 = now_us();
         P2(p2pt_copy_async(h, dptr(d->dst.base + off), dptr(d->src.base + off), bytes, d->s));
-        CU(p2pt__cu.cuStreamSynchronize(d->s));
+        CU(tcu.cuStreamSynchronize(d->s));
         hs[i] = now_us() - t0;
     }
     for (int i = 0; i < samples; i++) {
         size_t off = slot_offset(d->src.pool, bytes, d->next++);
         float ms = 0;
-        CU(p2pt__cu.cuEventRecord(e0, d->s));
+        CU(tcu.cuEventRecord(e0, d->s));
         P2(p2pt_copy_async(h, dptr(d->dst.base + off), dptr(d->src.base + off), bytes, d->s));
-        CU(p2pt__cu.cuEventRecord(e1, d->s));
-        CU(p2pt__cu.cuEventSynchronize(e1));
-        CU(p2pt__cu.cuEventElapsedTime(&ms, e0, e1));
+        CU(tcu.cuEventRecord(e1, d->s));
+        CU(tcu.cuEventSynchronize(e1));
+        CU(tcu.cuEventElapsedTime(&ms, e0, e1));
         ds[i] = (double)ms * 1e3;
     }
     *host_us = median(hs, samples);
@@ -1176,11 +1177,11 @@ static bool time_single(p2pt_handle *h, struct dir *d, size_t bytes, int samples
     ok = true;
 fail:
     if (e0 || e1)
-        CU_RELEASE(p2pt__cu.cuCtxSetCurrent(d->g->ctx));
+        CU_RELEASE(tcu.cuCtxSetCurrent(d->g->ctx));
     if (e0)
-        CU_RELEASE(p2pt__cu.cuEventDestroy(e0));
+        CU_RELEASE(tcu.cuEventDestroy(e0));
     if (e1)
-        CU_RELEASE(p2pt__cu.cuEventDestroy(e1));
+        CU_RELEASE(tcu.cuEventDestroy(e1));
     free(hs);
     free(ds);
     return ok;
@@ -1199,9 +1200,9 @@ static bool stage_alloc(void)
         return true;
     if (!use(&gpus[0]))
         goto fail;
-    CU(p2pt__cu.cuMemAllocHost(&pa, CHECK_CHUNK));
+    CU(tcu.cuMemAllocHost(&pa, CHECK_CHUNK));
     stage_a = pa;
-    CU(p2pt__cu.cuMemAllocHost(&pb, CHECK_CHUNK));
+    CU(tcu.cuMemAllocHost(&pb, CHECK_CHUNK));
     stage_b = pb;
     stage_owner = &gpus[0];
     return true;
@@ -1213,11 +1214,11 @@ static void stage_free(void)
 {
     if (stage_owner == NULL)
         return;
-    CU_RELEASE(p2pt__cu.cuCtxSetCurrent(stage_owner->ctx));
+    CU_RELEASE(tcu.cuCtxSetCurrent(stage_owner->ctx));
     if (stage_a)
-        CU_RELEASE(p2pt__cu.cuMemFreeHost(stage_a));
+        CU_RELEASE(tcu.cuMemFreeHost(stage_a));
     if (stage_b)
-        CU_RELEASE(p2pt__cu.cuMemFreeHost(stage_b));
+        CU_RELEASE(tcu.cuMemFreeHost(stage_b));
     stage_a = stage_b = NULL;
     stage_owner = NULL;
 }
@@ -1234,18 +1235,18 @@ static int check_dir(p2pt_handle *h, struct dir *d, size_t bytes, char *why, siz
     CUdeviceptr src = d->src.base + GUARD, dst = d->dst.base + GUARD;
     if (!stage_alloc() || !use(d->dst.g))
         goto fail;
-    CU(p2pt__cu.cuMemsetD8(d->dst.base, POISON, bytes + 2 * GUARD));
-    CU(p2pt__cu.cuCtxSynchronize());
+    CU(tcu.cuMemsetD8(d->dst.base, POISON, bytes + 2 * GUARD));
+    CU(tcu.cuCtxSynchronize());
     if (!use(d->g))
         goto fail;
-    CU(p2pt__cu.cuMemcpyAsync(d->ref.base, src, bytes, d->s));
+    CU(tcu.cuMemcpyAsync(d->ref.base, src, bytes, d->s));
     P2(p2pt_copy_async(h, dptr(dst), dptr(src), bytes, d->s));
-    CU(p2pt__cu.cuStreamSynchronize(d->s));
+    CU(tcu.cuStreamSynchronize(d->s));
 
     if (!use(d->dst.g))
         goto fail;
-    CU(p2pt__cu.cuMemcpyDtoH(stage_a, d->dst.base, GUARD));
-    CU(p2pt__cu.cuMemcpyDtoH(stage_a + GUARD, dst + bytes, GUARD));
+    CU(tcu.cuMemcpyDtoH(stage_a, d->dst.base, GUARD));
+    CU(tcu.cuMemcpyDtoH(stage_a + GUARD, dst + bytes, GUARD));
     for (size_t i = 0; i < 2 * GUARD; i++)
         if (stage_a[i] != POISON) {
             snprintf(why, why_len, "guard byte %s the copy overwritten (offset %s%zu)",
@@ -1257,10 +1258,10 @@ static int check_dir(p2pt_handle *h, struct dir *d, size_t bytes, char *why, siz
         size_t n = bytes - off < CHECK_CHUNK ? bytes - off : CHECK_CHUNK;
         if (!use(d->dst.g))
             goto fail;
-        CU(p2pt__cu.cuMemcpyDtoH(stage_a, dst + off, n));
+        CU(tcu.cuMemcpyDtoH(stage_a, dst + off, n));
         if (!use(d->g))
             goto fail;
-        CU(p2pt__cu.cuMemcpyDtoH(stage_b, d->ref.base + off, n));
+        CU(tcu.cuMemcpyDtoH(stage_b, d->ref.base + off, n));
         if (memcmp(stage_a, stage_b, n) != 0) {
             size_t first = 0, wrong = 0;
             for (size_t i = n; i-- > 0;)
@@ -1495,7 +1496,7 @@ static void sweep_contexts_alive(bool peer)
     for (int i = 0; i <= (peer ? 1 : 0); i++) {
         if (!use(&gpus[i]))
             fatal("sweep");
-        CUresult r = p2pt__cu.cuCtxSynchronize();
+        CUresult r = tcu.cuCtxSynchronize();
         if (r != CUDA_SUCCESS) {
             fail_cu(r, "cuCtxSynchronize", __LINE__);
             fatal("sweep: GPU %d cannot go on after that error", gpus[i].ordinal);
@@ -1720,19 +1721,19 @@ static int cold_child(int argc, char **argv)
         goto fail;
     }
     int device = atoi(argv[2]);
-    p2pt_status ls = p2pt__cuda_load(getenv("P2P_CUDA_LIBRARY"));
+    p2pt_status ls = p2pt_test_driver_load(getenv("P2P_CUDA_LIBRARY"));
     if (ls != P2PT_SUCCESS) {
         set_err("no CUDA device: %s", p2pt_last_error(NULL));
         goto fail;
     }
     if (!gpu_info(&g, device) || !open_gpu(&g) || !use(&g))
         goto fail;
-    CU(p2pt__cu.cuMemAlloc(&src, COLD_BYTES));
-    CU(p2pt__cu.cuMemAlloc(&dst, COLD_BYTES));
-    CU(p2pt__cu.cuMemsetD8(src, 0x5A, COLD_BYTES));
-    CU(p2pt__cu.cuMemsetD8(dst, 0, COLD_BYTES));
-    CU(p2pt__cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    CU(p2pt__cu.cuCtxSynchronize());
+    CU(tcu.cuMemAlloc(&src, COLD_BYTES));
+    CU(tcu.cuMemAlloc(&dst, COLD_BYTES));
+    CU(tcu.cuMemsetD8(src, 0x5A, COLD_BYTES));
+    CU(tcu.cuMemsetD8(dst, 0, COLD_BYTES));
+    CU(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CU(tcu.cuCtxSynchronize());
 
     p2pt_init_args args;
     memset(&args, 0, sizeof(args));
@@ -1744,10 +1745,10 @@ static int cold_child(int argc, char **argv)
     P2(p2pt_prepare(h, device));
     double t2 = now_us();
     P2(p2pt_copy_async(h, dptr(dst), dptr(src), COLD_BYTES, s));
-    CU(p2pt__cu.cuStreamSynchronize(s));
+    CU(tcu.cuStreamSynchronize(s));
     double t3 = now_us();
     P2(p2pt_copy_async(h, dptr(dst), dptr(src), COLD_BYTES, s));
-    CU(p2pt__cu.cuStreamSynchronize(s));
+    CU(tcu.cuStreamSynchronize(s));
     double t4 = now_us();
 
     host = malloc(COLD_BYTES);
@@ -1755,7 +1756,7 @@ static int cold_child(int argc, char **argv)
         set_err("out of host memory");
         goto fail;
     }
-    CU(p2pt__cu.cuMemcpyDtoH(host, dst, COLD_BYTES));
+    CU(tcu.cuMemcpyDtoH(host, dst, COLD_BYTES));
     for (size_t i = 0; i < COLD_BYTES; i++)
         if (host[i] != 0x5A) {
             set_err("the first copies are wrong: byte %zu is 0x%02x, not 0x5a", i, host[i]);
@@ -1774,13 +1775,13 @@ fail:
     if (h)
         p2pt_finalize(h);
     if (g.ctx) {
-        CU_RELEASE(p2pt__cu.cuCtxSetCurrent(g.ctx));
+        CU_RELEASE(tcu.cuCtxSetCurrent(g.ctx));
         if (s)
-            CU_RELEASE(p2pt__cu.cuStreamDestroy(s));
+            CU_RELEASE(tcu.cuStreamDestroy(s));
         if (src)
-            CU_RELEASE(p2pt__cu.cuMemFree(src));
+            CU_RELEASE(tcu.cuMemFree(src));
         if (dst)
-            CU_RELEASE(p2pt__cu.cuMemFree(dst));
+            CU_RELEASE(tcu.cuMemFree(dst));
         close_gpu(&g);
     }
     fflush(stdout);
@@ -2026,7 +2027,7 @@ static void print_header(int argc, char **argv, int count)
                gpus[i].sms, fmt_size(gpus[i].l2, l2, sizeof(l2)));
     if (have_peer) {
         int rank = -1;
-        if (p2pt__cu.cuDeviceGetP2PAttribute(&rank, CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK,
+        if (tcu.cuDeviceGetP2PAttribute(&rank, CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK,
                                              gpus[0].dev, gpus[1].dev) != CUDA_SUCCESS)
             rank = -1;
         printf("# peer access GPU %d <-> GPU %d: enabled both ways (performance rank %d)\n",
@@ -2085,8 +2086,8 @@ static void choose_paths(int count)
         int ab = 0, ba = 0;
         if (!gpu_info(&gpus[1], o.peer))
             fatal("GPU %d", o.peer);
-        if (p2pt__cu.cuDeviceCanAccessPeer(&ab, gpus[0].dev, gpus[1].dev) != CUDA_SUCCESS ||
-            p2pt__cu.cuDeviceCanAccessPeer(&ba, gpus[1].dev, gpus[0].dev) != CUDA_SUCCESS)
+        if (tcu.cuDeviceCanAccessPeer(&ab, gpus[0].dev, gpus[1].dev) != CUDA_SUCCESS ||
+            tcu.cuDeviceCanAccessPeer(&ba, gpus[1].dev, gpus[0].dev) != CUDA_SUCCESS)
             ab = ba = 0;
         if (!ab || !ba) {
             if (asked)
@@ -2114,12 +2115,12 @@ int main(int argc, char **argv)
     parse_args(argc, argv);
 
     /* No GPU, no driver: one line, at once. */
-    if (p2pt__cuda_load(getenv("P2P_CUDA_LIBRARY")) != P2PT_SUCCESS) {
+    if (p2pt_test_driver_load(getenv("P2P_CUDA_LIBRARY")) != P2PT_SUCCESS) {
         fprintf(stderr, "p2pt-bench: no CUDA device: %s\n", p2pt_last_error(NULL));
         return 1;
     }
     int count = 0;
-    CUresult cr = p2pt__cu.cuDeviceGetCount(&count);
+    CUresult cr = tcu.cuDeviceGetCount(&count);
     if (cr != CUDA_SUCCESS || count == 0) {
         fprintf(stderr, "p2pt-bench: no CUDA device: %s\n",
                 cr != CUDA_SUCCESS ? p2pt__cuda_error_name(cr)

@@ -13,6 +13,7 @@
 
 #include "bench_time.h"
 #include "p2pt_internal.h"
+#include "test_driver.h"
 
 #define BATCHES 31
 #define CALLS 1000
@@ -31,35 +32,35 @@ static p2pt_handle *make(const char *transport, const char *validate)
 
 int main(void)
 {
-    if (p2pt__cuda_load("libcuda.so.1") != P2PT_SUCCESS) {
+    if (p2pt_test_driver_load("libcuda.so.1") != P2PT_SUCCESS) {
         fprintf(stderr, "p2pt-validate-cost: no CUDA device: %s\n", p2pt__last_error_text());
         return 1;
     }
     int ndev = 0;
-    p2pt__cu.cuDeviceGetCount(&ndev);
+    tcu.cuDeviceGetCount(&ndev);
     CUcontext ctx;
     CUdevice dev;
-    p2pt__cu.cuDeviceGet(&dev, 0);
-    p2pt__cu.cuDevicePrimaryCtxRetain(&ctx, dev);
-    p2pt__cu.cuCtxSetCurrent(ctx);
+    tcu.cuDeviceGet(&dev, 0);
+    tcu.cuDevicePrimaryCtxRetain(&ctx, dev);
+    tcu.cuCtxSetCurrent(ctx);
     CUdeviceptr src, dst, peer = 0;
-    p2pt__cu.cuMemAlloc(&src, 1 << 20);
-    p2pt__cu.cuMemAlloc(&dst, 1 << 20);
+    tcu.cuMemAlloc(&src, 1 << 20);
+    tcu.cuMemAlloc(&dst, 1 << 20);
     if (ndev > 1) {
         p2pt_handle *h = make("ce", "1");
         if (p2pt_peer_enable(h, 0, 1) == P2PT_SUCCESS) {
             CUcontext c1;
             CUdevice d1;
-            p2pt__cu.cuDeviceGet(&d1, 1);
-            p2pt__cu.cuDevicePrimaryCtxRetain(&c1, d1);
-            p2pt__cu.cuCtxSetCurrent(c1);
-            p2pt__cu.cuMemAlloc(&peer, 1 << 20);
-            p2pt__cu.cuCtxSetCurrent(ctx);
+            tcu.cuDeviceGet(&d1, 1);
+            tcu.cuDevicePrimaryCtxRetain(&c1, d1);
+            tcu.cuCtxSetCurrent(c1);
+            tcu.cuMemAlloc(&peer, 1 << 20);
+            tcu.cuCtxSetCurrent(ctx);
         }
         p2pt_finalize(h);
     }
     CUstream s;
-    p2pt__cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+    tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
     const char *names[2] = {"ce", "tma"};
     printf("# host time of one 4 KiB p2pt_copy_async (us), median of %d batches of %d, "
            "validation on/off alternating in one process\n",
@@ -80,7 +81,7 @@ int main(void)
                             return 1;
                         }
                     v[which][b] = (now_us() - t0) / CALLS;
-                    p2pt__cu.cuStreamSynchronize(s);
+                    tcu.cuStreamSynchronize(s);
                 }
             }
             double on = median(v[0], BATCHES), off = median(v[1], BATCHES);

@@ -40,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     struct p2pt_config cfg;
-    p2pt_status st = p2pt__config_read(&cfg, NULL);
+    p2pt_status st = p2pt__config_read(&cfg, NULL, NULL);
     if (st == P2PT_SUCCESS) {
         if (cfg.chunk_bytes < P2PT_CHUNK_MIN || cfg.chunk_bytes > P2PT_CHUNK_MAX ||
             cfg.chunk_bytes % 16 != 0 || cfg.stages < P2PT_STAGES_MIN ||

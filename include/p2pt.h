@@ -91,6 +91,15 @@ typedef struct p2pt_init_args {
     /* Optional transport name ("ce", "tma"; any case). Overrides the
      * P2P_TRANSPORT environment variable. NULL: the variable decides. */
     const char *transport;
+    /* ---- end of the first release ---- */
+    /* Optional settings that override the environment for this handle:
+     * "NAME=VALUE" items separated by spaces or commas, NAME one of the
+     * variables of env.md, e.g. "P2P_TRANSPORT_STAGES=2
+     * P2P_TRANSPORT_CHUNK_BYTES=32K". Checked like the environment: an
+     * unknown name or a bad value fails p2pt_init with status 4 naming it.
+     * NULL: the environment alone. (`transport` above still wins over a
+     * P2P_TRANSPORT item.) */
+    const char *options;
 } p2pt_init_args;
 
 /*

@@ -1,8 +1,9 @@
 /*
  * p2pt TMA copy kernel: global -> shared -> global with cp.async.bulk.
  *
- * Compiled at run time by NVRTC (src/jit.c), so it includes nothing: plain
- * CUDA C++ and inline PTX. One launch moves a whole copy, whatever its size:
+ * Compiled at run time by NVRTC (src/jit.c), so it includes nothing but
+ * p2pt_kernel_abi.h, the constants it shares with the host (handed to NVRTC
+ * in memory): plain CUDA C++ and inline PTX. One launch moves a whole copy, whatever its size:
  *
  *   - the host plans the copy (src/chunk_plan.c): an unaligned head (< 16
  *     bytes), a 16-byte aligned body cut into `chunk`-byte chunks (the last
@@ -30,10 +31,10 @@
  * (unified addresses, mapped in the launching context).
  */
 
+#include "p2pt_kernel_abi.h"
+
 typedef unsigned long long u64;
 typedef unsigned int u32;
-
-#define P2PT_MAX_STAGES 16 /* keep equal to P2PT_STAGES_MAX in p2pt_internal.h */
 
 static __device__ __forceinline__ u32 smem_u32(const void *p)
 {
@@ -77,9 +78,6 @@ static __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity)
                      : "memory");
     } while (!done);
 }
-
-/* Flags (kernel argument), kept in step with src/transport_tma.c. */
-#define P2PT_FLAG_EVICT_FIRST 1u /* streamed bytes: L2 evict-first hint on both copies */
 
 static __device__ __forceinline__ u64 evict_first_policy()
 {
@@ -130,7 +128,7 @@ static __device__ __forceinline__ void bulk_wait_all()
     asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 }
 
-extern "C" __global__ void __launch_bounds__(32)
+extern "C" __global__ void __launch_bounds__(P2PT_TMA_THREADS)
 p2pt_tma_copy(char *dst, const char *src, u64 head, u64 body, u64 tail, u64 chunks,
               u32 chunk, u32 stages, u32 flags)
 {

@@ -8,7 +8,7 @@
  * the bytes before it and the < 16 after the last full unit (the tail) are
  * moved with plain loads and stores.
  */
-#include "p2pt_internal.h"
+#include "chunk_plan.h"
 
 p2pt_status p2pt__chunk_plan(uintptr_t dst, uintptr_t src, size_t bytes,
                              size_t chunk_bytes, struct p2pt_chunk_plan *plan)

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "p2pt_internal.h"
+#include "config.h"
 
 /*
  * Defaults, from the sweep in bench/RESULTS.md (1 GiB, H200 pair and H100):
@@ -58,17 +58,17 @@ static p2pt_status read_transport(struct p2pt_config *cfg, const char *value,
                                   const char *source)
 {
     char names[64];
-    const struct p2pt_transport_ops *ops = p2pt__transport_find(value);
-    if (ops == NULL)
+    const char *name = p2pt__transport_canonical(value);
+    if (name == NULL)
         return p2pt__fail(P2PT_INVALID_ARGUMENT,
                           "%s=\"%s\" is not a transport p2pt knows; accepted "
                           "(any case): %s",
                           source, value, p2pt__transport_names(names, sizeof(names)));
-    snprintf(cfg->transport, sizeof(cfg->transport), "%s", ops->name);
+    snprintf(cfg->transport, sizeof(cfg->transport), "%s", name);
     return P2PT_SUCCESS;
 }
 
-static p2pt_status read_log_level(struct p2pt_config *cfg, const char *v)
+static p2pt_status read_log_level(struct p2pt_config *cfg, const char *var, const char *v)
 {
     static const struct {
         const char *name;
@@ -76,7 +76,7 @@ static p2pt_status read_log_level(struct p2pt_config *cfg, const char *v)
     } levels[] = {
         {"none", P2PT_LOG_NONE}, {"version", P2PT_LOG_VERSION},
         {"warn", P2PT_LOG_WARN}, {"info", P2PT_LOG_INFO},
-        {"trace", P2PT_LOG_TRACE},
+        {"abort", P2PT_LOG_ABORT}, {"trace", P2PT_LOG_TRACE},
     };
     for (size_t i = 0; i < P2PT_ARRAY_LEN(levels); i++) {
         if (strcasecmp(v, levels[i].name) == 0) {
@@ -90,9 +90,9 @@ static p2pt_status read_log_level(struct p2pt_config *cfg, const char *v)
         return P2PT_SUCCESS;
     }
     return p2pt__fail(P2PT_INVALID_ARGUMENT,
-                      "P2P_TRANSPORT_LOG=\"%s\" is not a log level; accepted "
-                      "(any case): none, version, warn, info, trace, or 0..5",
-                      v);
+                      "%s=\"%s\" is not a log level; accepted "
+                      "(any case): none, version, warn, info, abort, trace, or 0..5",
+                      var, v);
 }
 
 /* A bounded integer variable. `what` describes the accepted range. */
@@ -139,12 +139,105 @@ size_t p2pt__config_smem_bytes(const struct p2pt_config *cfg)
     return cfg->chunk_bytes * (size_t)cfg->stages;
 }
 
-p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *transport_override)
+/* Every variable p2pt reads; the only names p2pt_init_args.options takes. */
+static const char *const known_vars[] = {
+    "P2P_TRANSPORT",         "P2P_TRANSPORT_LOG",      "P2P_TRANSPORT_CHUNK_BYTES",
+    "P2P_TRANSPORT_STAGES",  "P2P_TRANSPORT_MAX_CTAS", "P2P_TRANSPORT_VALIDATE",
+    "P2P_TRANSPORT_PDL",     "P2P_TRANSPORT_L2_HINT",  "P2P_CUDA_LIBRARY",
+    "P2P_NVRTC_LIBRARY",     "P2P_TRANSPORT_CACHE_DIR",
+};
+
+#define MAX_OPTIONS 32
+#define OPTIONS_MAX_LEN 4096
+
+/* p2pt_init_args.options, cut into NAME=VALUE items (a private copy). */
+struct options {
+    char buf[OPTIONS_MAX_LEN];
+    int n;
+    const char *name[MAX_OPTIONS];
+    const char *value[MAX_OPTIONS];
+};
+
+static p2pt_status parse_options(struct options *o, const char *text)
+{
+    o->n = 0;
+    if (text == NULL)
+        return P2PT_SUCCESS;
+    size_t len = strlen(text);
+    if (len >= sizeof(o->buf))
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "p2pt_init_args.options is %zu characters long; at most %zu "
+                          "are accepted",
+                          len, sizeof(o->buf) - 1);
+    memcpy(o->buf, text, len + 1);
+    char *save = NULL;
+    for (char *item = strtok_r(o->buf, " \t\n,", &save); item != NULL;
+         item = strtok_r(NULL, " \t\n,", &save)) {
+        char *eq = strchr(item, '=');
+        if (eq == NULL)
+            return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                              "p2pt_init_args.options: \"%s\" is not NAME=VALUE "
+                              "(e.g. \"P2P_TRANSPORT_STAGES=4 P2P_TRANSPORT_CHUNK_BYTES=32K\")",
+                              item);
+        *eq = '\0';
+        bool known = false;
+        char names[512] = "";
+        size_t used = 0;
+        for (size_t i = 0; i < P2PT_ARRAY_LEN(known_vars); i++) {
+            known = known || strcmp(item, known_vars[i]) == 0;
+            used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s",
+                                     i ? ", " : "", known_vars[i]);
+        }
+        if (!known)
+            return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                              "p2pt_init_args.options: \"%s\" is not a p2pt setting; "
+                              "accepted (env.md): %s",
+                              item, names);
+        if (o->n == MAX_OPTIONS)
+            return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                              "p2pt_init_args.options: more than %d items", MAX_OPTIONS);
+        o->name[o->n] = item;
+        o->value[o->n] = eq + 1;
+        o->n++;
+    }
+    return P2PT_SUCCESS;
+}
+
+/* The value of setting `name` into *v (NULL when unset): the last options
+ * item that names it, else the environment. `label` says where it came from,
+ * for messages. An empty value is refused rather than read as "unset":
+ * `VAR= cmd` is more often a mistake in a launcher script than an intent. */
+static p2pt_status setting(const struct options *o, const char *name, char label[96],
+                           const char **v)
+{
+    *v = NULL;
+    for (int i = o->n - 1; i >= 0 && *v == NULL; i--) {
+        if (strcmp(o->name[i], name) == 0) {
+            snprintf(label, 96, "p2pt_init_args.options %s", name);
+            *v = o->value[i];
+        }
+    }
+    if (*v == NULL) {
+        snprintf(label, 96, "%s", name);
+        *v = getenv(name);
+    }
+    if (*v != NULL && (*v)[0] == '\0')
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s is set but empty; unset it for the default", label);
+    return P2PT_SUCCESS;
+}
+
+p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *options_text,
+                              const char *transport_override)
 {
     p2pt_status st = P2PT_SUCCESS;
     unsigned long long n = 0;
     const char *v;
+    char var[96];
+    struct options *opts = malloc(sizeof(*opts));
 
+    if (opts == NULL)
+        return p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory");
     memset(cfg, 0, sizeof(*cfg));
     snprintf(cfg->transport, sizeof(cfg->transport), "ce");
     cfg->log_level = DEFAULT_LOG_LEVEL;
@@ -155,96 +248,82 @@ p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *transport_ove
     cfg->pdl = 1;
     cfg->l2_evict_first = DEFAULT_L2_EVICT_FIRST;
     snprintf(cfg->cuda_library, sizeof(cfg->cuda_library), "%s", DEFAULT_CUDA_LIBRARY);
+    P2PT_TRY(parse_options(opts, options_text));
 
-    /* An empty value is refused rather than read as "unset": `VAR= cmd` is
-     * more often a mistake in a launcher script than an intent. */
-#define EMPTY_CHECK(var)                                                       \
-    if (v[0] == '\0') {                                                        \
-        st = p2pt__fail(P2PT_INVALID_ARGUMENT,                                 \
-                        "%s is set but empty; unset it for the default", var); \
-        goto out;                                                              \
-    }
-
-    if ((v = getenv("P2P_TRANSPORT_LOG")) != NULL) {
-        EMPTY_CHECK("P2P_TRANSPORT_LOG");
-        P2PT_TRY(read_log_level(cfg, v));
-    }
+    P2PT_TRY(setting(opts, "P2P_TRANSPORT_LOG", var, &v));
+    if (v != NULL)
+        P2PT_TRY(read_log_level(cfg, var, v));
     if (transport_override != NULL) {
         P2PT_TRY(read_transport(cfg, transport_override, "p2pt_init_args.transport"));
-    } else if ((v = getenv("P2P_TRANSPORT")) != NULL) {
-        EMPTY_CHECK("P2P_TRANSPORT");
-        P2PT_TRY(read_transport(cfg, v, "P2P_TRANSPORT"));
+    } else {
+        P2PT_TRY(setting(opts, "P2P_TRANSPORT", var, &v));
+        if (v != NULL)
+            P2PT_TRY(read_transport(cfg, v, var));
     }
-    if ((v = getenv("P2P_TRANSPORT_CHUNK_BYTES")) != NULL) {
-        EMPTY_CHECK("P2P_TRANSPORT_CHUNK_BYTES");
-        P2PT_TRY(read_uint("P2P_TRANSPORT_CHUNK_BYTES", v, P2PT_CHUNK_MIN, P2PT_CHUNK_MAX,
+    P2PT_TRY(setting(opts, "P2P_TRANSPORT_CHUNK_BYTES", var, &v));
+    if (v != NULL) {
+        P2PT_TRY(read_uint(var, v, P2PT_CHUNK_MIN, P2PT_CHUNK_MAX,
                            "a multiple of 16 from 16 to 232448 bytes (227K); "
                            "e.g. 49152 or 48K",
                            &n));
         if (n % P2PT_ALIGN != 0) {
             st = p2pt__fail(P2PT_INVALID_ARGUMENT,
-                            "P2P_TRANSPORT_CHUNK_BYTES=\"%s\" is not valid: %llu is "
+                            "%s=\"%s\" is not valid: %llu is "
                             "not a multiple of 16 (cp.async.bulk moves 16-byte units)",
-                            v, n);
+                            var, v, n);
             goto out;
         }
         cfg->chunk_bytes = (size_t)n;
     }
-    if ((v = getenv("P2P_TRANSPORT_STAGES")) != NULL) {
-        EMPTY_CHECK("P2P_TRANSPORT_STAGES");
-        P2PT_TRY(read_uint("P2P_TRANSPORT_STAGES", v, P2PT_STAGES_MIN, P2PT_STAGES_MAX,
+    P2PT_TRY(setting(opts, "P2P_TRANSPORT_STAGES", var, &v));
+    if (v != NULL) {
+        P2PT_TRY(read_uint(var, v, P2PT_STAGES_MIN, P2PT_STAGES_MAX,
                            "an integer from 1 to 16", &n));
         cfg->stages = (int)n;
     }
-    if ((v = getenv("P2P_TRANSPORT_MAX_CTAS")) != NULL) {
-        EMPTY_CHECK("P2P_TRANSPORT_MAX_CTAS");
-        P2PT_TRY(read_uint("P2P_TRANSPORT_MAX_CTAS", v, 0, P2PT_MAX_CTAS_MAX,
+    P2PT_TRY(setting(opts, "P2P_TRANSPORT_MAX_CTAS", var, &v));
+    if (v != NULL) {
+        P2PT_TRY(read_uint(var, v, 0, P2PT_MAX_CTAS_MAX,
                            "an integer from 0 (auto: from the SM count) to 4096", &n));
         cfg->max_ctas = (int)n;
     }
-    if ((v = getenv("P2P_TRANSPORT_VALIDATE")) != NULL) {
-        EMPTY_CHECK("P2P_TRANSPORT_VALIDATE");
-        P2PT_TRY(read_uint("P2P_TRANSPORT_VALIDATE", v, 0, 1, "0 or 1", &n));
+    P2PT_TRY(setting(opts, "P2P_TRANSPORT_VALIDATE", var, &v));
+    if (v != NULL) {
+        P2PT_TRY(read_uint(var, v, 0, 1, "0 or 1", &n));
         cfg->validate = (int)n;
     }
-    if ((v = getenv("P2P_TRANSPORT_PDL")) != NULL) {
-        EMPTY_CHECK("P2P_TRANSPORT_PDL");
-        P2PT_TRY(read_uint("P2P_TRANSPORT_PDL", v, 0, 1, "0 or 1", &n));
+    P2PT_TRY(setting(opts, "P2P_TRANSPORT_PDL", var, &v));
+    if (v != NULL) {
+        P2PT_TRY(read_uint(var, v, 0, 1, "0 or 1", &n));
         cfg->pdl = (int)n;
     }
-    if ((v = getenv("P2P_TRANSPORT_L2_HINT")) != NULL) {
-        EMPTY_CHECK("P2P_TRANSPORT_L2_HINT");
+    P2PT_TRY(setting(opts, "P2P_TRANSPORT_L2_HINT", var, &v));
+    if (v != NULL) {
         if (strcasecmp(v, "evict_first") == 0)
             cfg->l2_evict_first = 1;
         else if (strcasecmp(v, "none") == 0)
             cfg->l2_evict_first = 0;
         else {
             st = p2pt__fail(P2PT_INVALID_ARGUMENT,
-                            "P2P_TRANSPORT_L2_HINT=\"%s\" is not valid: expected "
+                            "%s=\"%s\" is not valid: expected "
                             "none or evict_first (any case)",
-                            v);
+                            var, v);
             goto out;
         }
     }
-    if ((v = getenv("P2P_CUDA_LIBRARY")) != NULL) {
-        EMPTY_CHECK("P2P_CUDA_LIBRARY");
-        P2PT_TRY(read_path(cfg->cuda_library, sizeof(cfg->cuda_library),
-                           "P2P_CUDA_LIBRARY", v));
-    }
-    if ((v = getenv("P2P_NVRTC_LIBRARY")) != NULL) {
-        EMPTY_CHECK("P2P_NVRTC_LIBRARY");
-        P2PT_TRY(read_path(cfg->nvrtc_library, sizeof(cfg->nvrtc_library),
-                           "P2P_NVRTC_LIBRARY", v));
-    }
-    if ((v = getenv("P2P_TRANSPORT_CACHE_DIR")) != NULL) {
-        EMPTY_CHECK("P2P_TRANSPORT_CACHE_DIR");
+    P2PT_TRY(setting(opts, "P2P_CUDA_LIBRARY", var, &v));
+    if (v != NULL)
+        P2PT_TRY(read_path(cfg->cuda_library, sizeof(cfg->cuda_library), var, v));
+    P2PT_TRY(setting(opts, "P2P_NVRTC_LIBRARY", var, &v));
+    if (v != NULL)
+        P2PT_TRY(read_path(cfg->nvrtc_library, sizeof(cfg->nvrtc_library), var, v));
+    P2PT_TRY(setting(opts, "P2P_TRANSPORT_CACHE_DIR", var, &v));
+    if (v != NULL) {
         if (strcasecmp(v, "off") != 0)
-            P2PT_TRY(read_path(cfg->cache_dir, sizeof(cfg->cache_dir),
-                               "P2P_TRANSPORT_CACHE_DIR", v));
+            P2PT_TRY(read_path(cfg->cache_dir, sizeof(cfg->cache_dir), var, v));
     } else {
         default_cache_dir(cfg->cache_dir, sizeof(cfg->cache_dir));
     }
-#undef EMPTY_CHECK
 
     /* The ring must fit in one CTA's shared memory on any Hopper part; the
      * device's own limit is checked again when the kernel is prepared. */
@@ -258,5 +337,6 @@ p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *transport_ove
         goto out;
     }
 out:
+    free(opts);
     return st;
 }

@@ -25,7 +25,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "p2pt_internal.h"
+#include "config.h"
+#include "cubin_cache.h"
 
 #define CUBIN_MIN_BYTES 64                  /* an ELF64 header */
 #define CUBIN_MAX_BYTES (64u * 1024u * 1024u) /* far above any p2pt kernel */
@@ -42,15 +43,15 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
     return h;
 }
 
-void p2pt__cubin_cache_name(char *out, size_t len, const char *source, const char *options,
-                            int arch)
+void p2pt__cubin_cache_name(char *out, size_t len, const char *kernel, const char *source,
+                            const char *options, int arch)
 {
     uint64_t h = 0xcbf29ce484222325ull;
     h = fnv1a(h, source, strlen(source) + 1);
     h = fnv1a(h, options, strlen(options) + 1);
     h = fnv1a(h, P2PT_VERSION_STRING, sizeof(P2PT_VERSION_STRING));
     h = fnv1a(h, &arch, sizeof(arch));
-    snprintf(out, len, "tma_copy-sm_%d-%016llx.cubin", arch, (unsigned long long)h);
+    snprintf(out, len, "%s-sm_%d-%016llx.cubin", kernel, arch, (unsigned long long)h);
 }
 
 static uint64_t rd_u64(const unsigned char *p)

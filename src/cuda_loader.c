@@ -12,15 +12,18 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "p2pt_internal.h"
+#include "driver.h"
 
 struct p2pt_cuda p2pt__cu;
+
+/* cuGetProcAddress of the loaded driver, kept for p2pt__cuda_proc. */
+static PFN_cuGetProcAddress_v12000 proc_address;
 
 struct entry {
     const char *name;
     int version;
     size_t offset;
-    bool required; /* optional ones are only used by tests and the bench */
+    bool required; /* an optional one is NULL when the driver lacks it */
 };
 
 #define E(fn, ver) {#fn, ver, offsetof(struct p2pt_cuda, fn), true}
@@ -28,38 +31,14 @@ struct entry {
 static const struct entry entries[] = {
     E(cuInit, 2000), E(cuDriverGetVersion, 2020), E(cuGetErrorName, 6000),
     E(cuGetErrorString, 6000), E(cuDeviceGet, 2000), E(cuDeviceGetCount, 2000),
-    E(cuDeviceGetAttribute, 2000), E(cuDeviceGetName, 2000),
-    E(cuDeviceCanAccessPeer, 4000), E(cuDeviceGetP2PAttribute, 8000),
-    E(cuDevicePrimaryCtxRetain, 7000), E(cuDevicePrimaryCtxRelease, 11000),
-    OPT(cuCtxCreate, 3020), OPT(cuCtxDestroy, 4000), E(cuCtxGetCurrent, 4000),
-    E(cuCtxSetCurrent, 4000), E(cuCtxPushCurrent, 4000), E(cuCtxPopCurrent, 4000),
-    E(cuCtxGetDevice, 2000), E(cuCtxGetId, 12000), E(cuCtxSynchronize, 2000),
-    E(cuCtxEnablePeerAccess, 4000), E(cuCtxDisablePeerAccess, 4000),
-    E(cuStreamCreate, 2000), E(cuStreamDestroy, 4000), E(cuStreamSynchronize, 2000),
-    E(cuStreamWaitEvent, 3020),
-    E(cuStreamGetCtx, 9020), E(cuStreamIsCapturing, 10000),
-    OPT(cuStreamBeginCapture, 10010), OPT(cuStreamEndCapture, 10000),
-    OPT(cuGraphInstantiateWithFlags, 11040), OPT(cuGraphLaunch, 10000),
-    OPT(cuGraphExecDestroy, 10000), OPT(cuGraphDestroy, 10000),
-    E(cuEventCreate, 2000), E(cuEventDestroy, 4000), E(cuEventRecord, 2000),
-    E(cuEventSynchronize, 2000), E(cuEventElapsedTime, 2000), E(cuEventQuery, 2000),
-    E(cuMemAlloc, 3020), E(cuMemFree, 3020), E(cuMemAllocHost, 3020),
-    E(cuMemFreeHost, 2000), E(cuMemcpyHtoD, 3020), E(cuMemcpyDtoH, 3020),
-    E(cuMemcpyAsync, 4000), E(cuMemsetD8, 3020), E(cuMemsetD8Async, 3020),
-    E(cuMemGetInfo, 3020), E(cuPointerGetAttribute, 4000),
-    E(cuPointerGetAttributes, 7000), E(cuModuleLoadData, 2000),
-    E(cuModuleUnload, 2000), E(cuModuleGetFunction, 2000),
-    E(cuFuncSetAttribute, 9000), E(cuFuncGetAttribute, 2020),
-    E(cuLaunchKernel, 4000), E(cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050),
-    OPT(cuMemAllocFromPoolAsync, 11020), OPT(cuMemFreeAsync, 11020),
-    OPT(cuDeviceGetDefaultMemPool, 11020), OPT(cuMemPoolSetAccess, 11020),
-    OPT(cuMemPoolCreate, 11020), OPT(cuMemPoolDestroy, 11020), OPT(cuMemCreate, 10020),
-    OPT(cuMemRelease, 10020), OPT(cuMemMap, 10020), OPT(cuMemUnmap, 10020),
-    OPT(cuMemSetAccess, 10020), OPT(cuMemGetAccess, 10020),
-    OPT(cuMemAddressReserve, 10020), OPT(cuMemAddressFree, 10020),
-    OPT(cuMemGetAllocationGranularity, 10020), OPT(cuMemExportToShareableHandle, 10020),
-    OPT(cuMemImportFromShareableHandle, 10020), OPT(cuLaunchKernelEx, 11060),
-    OPT(cuStreamWaitValue32, 11070),
+    E(cuDeviceGetAttribute, 2000), E(cuDeviceCanAccessPeer, 4000),
+    E(cuDeviceGetP2PAttribute, 8000), E(cuDevicePrimaryCtxRetain, 7000),
+    E(cuCtxGetCurrent, 4000), E(cuCtxSetCurrent, 4000), E(cuCtxPushCurrent, 4000),
+    E(cuCtxPopCurrent, 4000), E(cuCtxGetDevice, 2000), E(cuCtxGetId, 12000),
+    E(cuCtxEnablePeerAccess, 4000), E(cuStreamGetCtx, 9020), E(cuStreamIsCapturing, 10000),
+    E(cuMemcpyAsync, 4000), E(cuPointerGetAttribute, 4000), E(cuPointerGetAttributes, 7000),
+    E(cuModuleLoadData, 2000), E(cuModuleUnload, 2000), E(cuModuleGetFunction, 2000),
+    E(cuFuncSetAttribute, 9000), E(cuLaunchKernel, 4000), OPT(cuLaunchKernelEx, 11060),
 };
 #undef E
 #undef OPT
@@ -115,7 +94,14 @@ static p2pt_status load_locked(const char *path)
     PFN_cuGetProcAddress_v12000 gpa =
         (PFN_cuGetProcAddress_v12000)dlsym(lib, "cuGetProcAddress_v2");
     if (gpa == NULL) {
+        bool is_driver = dlsym(lib, "cuInit") != NULL;
         dlclose(lib);
+        if (!is_driver)
+            return p2pt__fail(P2PT_NO_DRIVER,
+                              "%s is not a CUDA driver library (it has no cuInit); "
+                              "P2P_CUDA_LIBRARY must name the NVIDIA driver's "
+                              "libcuda.so.1",
+                              path);
         return p2pt__fail(P2PT_NO_DRIVER,
                           "the CUDA driver library %s has no cuGetProcAddress_v2: "
                           "driver older than CUDA 12.0; p2pt needs 12.0 or newer",
@@ -162,7 +148,29 @@ static p2pt_status load_locked(const char *path)
     /* The library stays open for the life of the process: entry points are
      * shared by every handle, and unloading a driver is never safe. */
     p2pt__cu = table;
+    proc_address = gpa;
     return P2PT_SUCCESS;
+}
+
+void *p2pt__cuda_proc(const char *name, int version)
+{
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult found;
+    if (proc_address == NULL ||
+        proc_address(name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS)
+        return NULL;
+    return fn;
+}
+
+p2pt_status p2pt__cuda_fail(CUresult r, const char *call, const char *file, int line)
+{
+    const char *desc = NULL;
+    if (p2pt__cu.cuGetErrorString == NULL ||
+        p2pt__cu.cuGetErrorString(r, &desc) != CUDA_SUCCESS || desc == NULL)
+        desc = "no description";
+    const char *base = strrchr(file, '/');
+    return p2pt__fail(P2PT_CUDA_ERROR, "%s failed: %s (%d: %s) at %s:%d", call,
+                      p2pt__cuda_error_name(r), (int)r, desc, base ? base + 1 : file, line);
 }
 
 p2pt_status p2pt__cuda_load(const char *path)

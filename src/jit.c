@@ -1,9 +1,11 @@
 /*
- * Run-time compilation of kernels/tma_copy.cu and its per-context modules.
+ * Run-time compilation of the kernels of kernels.c and their per-context
+ * modules.
  *
  * Two caches, one mutex:
- *  - cubins, one per GPU architecture. NVRTC runs once per process and
- *    architecture: thirty-two threads making their first TMA copy together
+ *  - cubins, one per kernel and GPU architecture. NVRTC runs once per
+ *    process, kernel and architecture: thirty-two threads making their first
+ *    TMA copy together
  *    produce one compilation (the counter proves it in tests). pthread_once
  *    cannot take the architecture as an argument, so the once-ness is a
  *    mutex-guarded slot per architecture; the NVRTC library itself is opened
@@ -24,10 +26,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "p2pt_internal.h"
+#include "cubin_cache.h"
+#include "jit.h"
+#include "nvrtc_loader.h"
 
 #define LOG_EXCERPT_LINES 12
-#define MAX_ARCHS 8
+#define MAX_SLOTS (8 * P2PT_KERNEL_COUNT) /* architectures x kernels */
 #define STATIC_SMEM_RESERVE 1024 /* the kernel's mbarriers, rounded up */
 
 /* compile()'s options besides the architecture. They shape the cubin, so
@@ -38,6 +42,7 @@
 #define JIT_OPTIONS_ID JIT_OPT_STD " " JIT_OPT_MINIMAL
 
 struct cubin_slot {
+    enum p2pt_kernel_id kernel;
     int arch;
     p2pt_status status; /* a failed compile is remembered, not retried */
     char *error;
@@ -54,13 +59,13 @@ struct module_node {
 };
 
 static pthread_mutex_t jit_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct cubin_slot cubins[MAX_ARCHS];
+static struct cubin_slot cubins[MAX_SLOTS];
 static size_t n_cubins;
 static struct module_node *modules;
 static _Atomic uint64_t compilations;
 static _Atomic uint64_t module_loads;
 static _Atomic uint64_t cache_hits;
-static _Thread_local const struct p2pt_module *last_module;
+static _Thread_local const struct p2pt_module *last_module[P2PT_KERNEL_COUNT];
 
 /* Log lines made under jit_lock, sent after it is released: p2pt never calls
  * the framework's logger while holding a lock (include/p2pt.h). */
@@ -102,44 +107,65 @@ static void log_excerpt(const char *log, char *out, size_t len)
     out[i] = '\0';
 }
 
+/* The options every kernel is compiled with, besides the architecture and
+ * its own defines, and the text of them that goes into the cache key. */
+static void options_id(const char *const *defines, char *out, size_t len)
+{
+    size_t used = (size_t)snprintf(out, len, "%s", JIT_OPTIONS_ID);
+    for (size_t i = 0; defines != NULL && defines[i] != NULL && used < len; i++)
+        used += (size_t)snprintf(out + used, len - used, " %s", defines[i]);
+}
+
 /* Compile `source`; `target` is "sm_90" (cubin) or "compute_90" (PTX). The
  * output buffer is malloc'd; every NVRTC object is released on every path. */
-static p2pt_status compile(const char *source, const char *target, bool want_ptx,
-                           const char *nvrtc_path, void **out, size_t *out_size)
+static p2pt_status compile(const char *source, const char *const *defines, const char *target,
+                           bool want_ptx, const char *nvrtc_path, void **out, size_t *out_size)
 {
     p2pt_status st = P2PT_SUCCESS;
     nvrtcProgram prog = NULL;
     char *log = NULL;
     char *buf = NULL;
     char arch_opt[48];
+    const char *opts[3 + 8];
+    int n_opts = 0;
+    /* kernels/p2pt_kernel_abi.h, the host's own copy of the constants. */
+    const char *headers[] = {p2pt__kernel_abi_source};
+    const char *header_names[] = {"p2pt_kernel_abi.h"};
 
     *out = NULL;
     P2PT_TRY(p2pt__nvrtc_load(nvrtc_path));
     snprintf(arch_opt, sizeof(arch_opt), "--gpu-architecture=%s", target);
+    opts[n_opts++] = arch_opt;
+    opts[n_opts++] = JIT_OPT_STD;
+    for (size_t i = 0; defines != NULL && defines[i] != NULL && n_opts < 10; i++)
+        opts[n_opts++] = defines[i];
     /* -minimal (NVRTC 12.4+) leaves out texture types and device-runtime
-     * declarations the kernel never uses: it roughly halves the compile, the
+     * declarations the kernels never use: it roughly halves the compile, the
      * bulk of a cold process's first TMA copy. Older NVRTCs reject the
      * option; they get the full front end. */
-    const char *opts[] = {arch_opt, JIT_OPT_STD, JIT_OPT_MINIMAL}; /* -minimal last */
-    int n_opts = (int)P2PT_ARRAY_LEN(opts);
-    P2PT_NVRTC(p2pt__nv.nvrtcCreateProgram(&prog, source, "tma_copy.cu", 0, NULL, NULL));
+    opts[n_opts++] = JIT_OPT_MINIMAL; /* last, so it can be dropped */
+    P2PT_NVRTC(p2pt__nv.nvrtcCreateProgram(&prog, source, "p2pt_kernel.cu", 1, headers,
+                                           header_names));
     nvrtcResult cr = p2pt__nv.nvrtcCompileProgram(prog, n_opts, opts);
     if (cr == NVRTC_ERROR_INVALID_OPTION) {
         p2pt__nv.nvrtcDestroyProgram(&prog);
-        P2PT_NVRTC(p2pt__nv.nvrtcCreateProgram(&prog, source, "tma_copy.cu", 0, NULL, NULL));
+        P2PT_NVRTC(p2pt__nv.nvrtcCreateProgram(&prog, source, "p2pt_kernel.cu", 1, headers,
+                                               header_names));
         cr = p2pt__nv.nvrtcCompileProgram(prog, n_opts - 1, opts);
     }
     if (cr != NVRTC_SUCCESS) {
         size_t log_size = 0;
         char excerpt[1200] = "(no log)";
+        const char *what = "the given kernel source";
+        for (int k = 0; k < P2PT_KERNEL_COUNT; k++)
+            if (source == p2pt__kernels[k].source)
+                what = p2pt__kernels[k].file;
         if (p2pt__nv.nvrtcGetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS &&
             log_size > 1 && (log = malloc(log_size)) != NULL &&
             p2pt__nv.nvrtcGetProgramLog(prog, log) == NVRTC_SUCCESS)
             log_excerpt(log, excerpt, sizeof(excerpt));
         st = p2pt__fail(P2PT_COMPILE_ERROR, "NVRTC could not compile %s for %s: %s; log:\n%s",
-                        source == p2pt__tma_copy_source ? "kernels/tma_copy.cu"
-                                                        : "the given kernel source",
-                        target, p2pt__nv.nvrtcGetErrorString(cr), excerpt);
+                        what, target, p2pt__nv.nvrtcGetErrorString(cr), excerpt);
         goto out;
     }
     size_t size = 0;
@@ -169,21 +195,21 @@ out:
     return st;
 }
 
-p2pt_status p2pt__jit_compile(const char *source, int arch, const char *nvrtc_path,
-                              void **cubin, size_t *cubin_size)
+p2pt_status p2pt__jit_compile(const char *source, const char *const *defines, int arch,
+                              const char *nvrtc_path, void **cubin, size_t *cubin_size)
 {
     char target[16];
     snprintf(target, sizeof(target), "sm_%d", arch);
-    return compile(source, target, false, nvrtc_path, cubin, cubin_size);
+    return compile(source, defines, target, false, nvrtc_path, cubin, cubin_size);
 }
 
-p2pt_status p2pt__jit_compile_ptx(const char *source, int arch, const char *nvrtc_path,
-                                  char **ptx)
+p2pt_status p2pt__jit_compile_ptx(const char *source, const char *const *defines, int arch,
+                                  const char *nvrtc_path, char **ptx)
 {
     char target[16];
     size_t size;
     snprintf(target, sizeof(target), "compute_%d", arch);
-    return compile(source, target, true, nvrtc_path, (void **)ptx, &size);
+    return compile(source, defines, target, true, nvrtc_path, (void **)ptx, &size);
 }
 
 /* Compile into `slot` with NVRTC and save the cubin to the cache. A cache
@@ -198,7 +224,8 @@ static void compile_slot(struct cubin_slot *slot, const struct p2pt_config *cfg,
     slot->error = NULL;
     slot->from_disk = false;
     atomic_fetch_add(&compilations, 1);
-    slot->status = p2pt__jit_compile(p2pt__tma_copy_source, slot->arch, cfg->nvrtc_library,
+    const struct p2pt_kernel *k = &p2pt__kernels[slot->kernel];
+    slot->status = p2pt__jit_compile(k->source, k->defines, slot->arch, cfg->nvrtc_library,
                                      &slot->cubin, &slot->size);
     if (slot->status != P2PT_SUCCESS) {
         slot->error = strdup(p2pt__last_error_text());
@@ -208,45 +235,61 @@ static void compile_slot(struct cubin_slot *slot, const struct p2pt_config *cfg,
         return;
     if (p2pt__cubin_cache_write(cfg->cache_dir, slot->cache_name, slot->cubin, slot->size,
                                 why, sizeof(why)))
-        note(jn, P2PT_LOG_INFO, "tma: compiled the kernel for sm_%d and saved it to %s",
+        note(jn, P2PT_LOG_INFO, "%s: compiled for sm_%d and saved to %s", k->name,
              slot->arch, why);
     else
-        note(jn, P2PT_LOG_INFO, "tma: compiled the kernel for sm_%d; not cached: %s",
+        note(jn, P2PT_LOG_INFO, "%s: compiled for sm_%d; not cached: %s", k->name,
              slot->arch, why);
 }
 
-/* The cubin for `arch`: from this process, else from the cubin cache, else
- * compiled. Caller holds jit_lock. */
-static p2pt_status cubin_for_arch_locked(int arch, const struct p2pt_config *cfg,
-                                         struct jit_notes *jn, struct cubin_slot **out)
+/* The cubin of kernel `kid` for `arch`: from this process, else from the
+ * cubin cache, else compiled. Caller holds jit_lock. */
+static p2pt_status cubin_locked(enum p2pt_kernel_id kid, int arch, const struct p2pt_config *cfg,
+                                struct jit_notes *jn, struct cubin_slot **out)
 {
+    const struct p2pt_kernel *k = &p2pt__kernels[kid];
     for (size_t i = 0; i < n_cubins; i++) {
-        if (cubins[i].arch == arch) {
+        if (cubins[i].kernel == kid && cubins[i].arch == arch) {
             *out = &cubins[i];
             if (cubins[i].status != P2PT_SUCCESS)
                 return p2pt__fail(cubins[i].status, "%s", cubins[i].error);
             return P2PT_SUCCESS;
         }
     }
-    if (n_cubins == MAX_ARCHS)
+    if (n_cubins == MAX_SLOTS)
         return p2pt__fail(P2PT_INTERNAL_ERROR,
-                          "more than %d GPU architectures in one process", MAX_ARCHS);
+                          "more than %d (kernel, GPU architecture) pairs in one process",
+                          MAX_SLOTS);
     struct cubin_slot *slot = &cubins[n_cubins++];
-    char why[P2PT_PATH_MAX + 256];
+    char why[P2PT_PATH_MAX + 256], opts[256];
+    slot->kernel = kid;
     slot->arch = arch;
-    p2pt__cubin_cache_name(slot->cache_name, sizeof(slot->cache_name), p2pt__tma_copy_source,
-                           JIT_OPTIONS_ID, arch);
+    /* Everything NVRTC reads shapes the cubin: the kernel, the shared
+     * header and the options. */
+    size_t src_len = strlen(k->source), abi_len = p2pt__kernel_abi_source_len;
+    char *all = malloc(src_len + abi_len + 1);
+    if (all == NULL) {
+        n_cubins--;
+        return p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory");
+    }
+    memcpy(all, k->source, src_len);
+    memcpy(all + src_len, p2pt__kernel_abi_source, abi_len + 1);
+    options_id(k->defines, opts, sizeof(opts));
+    p2pt__cubin_cache_name(slot->cache_name, sizeof(slot->cache_name), k->name, all, opts,
+                           arch);
+    free(all);
     enum p2pt_cache_result r = p2pt__cubin_cache_read(cfg->cache_dir, slot->cache_name,
                                                       &slot->cubin, &slot->size, why,
                                                       sizeof(why));
     if (r == P2PT_CACHE_HIT) {
         slot->status = P2PT_SUCCESS;
         slot->from_disk = true;
-        note(jn, P2PT_LOG_INFO, "tma: kernel for sm_%d read from the cubin cache, %s", arch,
-             why);
+        note(jn, P2PT_LOG_INFO, "%s: sm_%d cubin read from the cubin cache, %s", k->name,
+             arch, why);
     } else {
         if (r == P2PT_CACHE_UNUSABLE)
-            note(jn, P2PT_LOG_WARN, "tma: cubin cache skipped (%s); compiling with NVRTC", why);
+            note(jn, P2PT_LOG_WARN, "%s: cubin cache skipped (%s); compiling with NVRTC",
+                 k->name, why);
         compile_slot(slot, cfg, jn);
     }
     *out = slot;
@@ -263,33 +306,34 @@ static int attr(CUdevice dev, CUdevice_attribute a)
     return v;
 }
 
-/* Load the kernel into `ctx` (made current by the caller). */
+/* Load kernel `kid` into `ctx` (made current by the caller). */
 static p2pt_status load_module_locked(CUcontext ctx, unsigned long long id,
-                                      const struct p2pt_config *cfg,
+                                      enum p2pt_kernel_id kid, const struct p2pt_config *cfg,
                                       struct jit_notes *jn, struct p2pt_module *m)
 {
     p2pt_status st = P2PT_SUCCESS;
     CUmodule mod = NULL;
     CUdevice dev;
     struct cubin_slot *slot = NULL;
+    const struct p2pt_kernel *k = &p2pt__kernels[kid];
 
     P2PT_CU(p2pt__cu.cuCtxGetDevice(&dev));
     int major = attr(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
     int minor = attr(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
-    if (major < 9) {
+    if (major * 10 + minor < k->min_cc) {
         st = p2pt__fail(P2PT_NOT_SUPPORTED,
-                        "TMA needs compute capability 9.0, device %d is %d.%d; "
-                        "use P2P_TRANSPORT=ce on this device",
-                        (int)dev, major, minor);
+                        "the %s kernel (TMA) needs compute capability %d.%d, device %d is "
+                        "%d.%d; use P2P_TRANSPORT=ce on this device",
+                        k->name, k->min_cc / 10, k->min_cc % 10, (int)dev, major, minor);
         goto out;
     }
-    P2PT_TRY(cubin_for_arch_locked(major * 10 + minor, cfg, jn, &slot));
+    P2PT_TRY(cubin_locked(kid, major * 10 + minor, cfg, jn, &slot));
     CUresult lr = p2pt__cu.cuModuleLoadData(&mod, slot->cubin);
     if (lr != CUDA_SUCCESS && slot->from_disk) {
         /* Complete as a file but refused by this driver (an older driver,
          * a damaged section): compile it here and replace the file. */
         note(jn, P2PT_LOG_WARN,
-             "tma: the driver refused the cached cubin %s/%s (%s); compiling again",
+             "%s: the driver refused the cached cubin %s/%s (%s); compiling again", k->name,
              cfg->cache_dir, slot->cache_name, p2pt__cuda_error_name(lr));
         compile_slot(slot, cfg, jn);
         if (slot->status != P2PT_SUCCESS) {
@@ -303,22 +347,23 @@ static p2pt_status load_module_locked(CUcontext ctx, unsigned long long id,
         slot->hit_counted = true;
         atomic_fetch_add(&cache_hits, 1);
     }
-    CUfunction fn;
-    P2PT_CU(p2pt__cu.cuModuleGetFunction(&fn, mod, P2PT_TMA_KERNEL_NAME));
     int optin = attr(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
-    /* Raise the dynamic limit to all the device allows once; each launch
-     * still asks only for its own ring. */
-    P2PT_CU(p2pt__cu.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                        optin - STATIC_SMEM_RESERVE));
+    for (int e = 0; e < P2PT_KERNEL_MAX_ENTRIES && k->entries[e] != NULL; e++) {
+        P2PT_CU(p2pt__cu.cuModuleGetFunction(&m->fn[e], mod, k->entries[e]));
+        /* Raise the dynamic limit to all the device allows once; each launch
+         * still asks only for what it uses. */
+        P2PT_CU(p2pt__cu.cuFuncSetAttribute(
+            m->fn[e], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin - STATIC_SMEM_RESERVE));
+    }
     m->ctx = ctx;
     m->ctx_id = id;
+    m->kernel = kid;
     m->device = dev;
     m->ordinal = (int)dev;
     m->sm_count = attr(dev, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
     m->smem_per_block_optin = optin - STATIC_SMEM_RESERVE;
     m->smem_per_sm = attr(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
     m->module = mod;
-    m->fn = fn;
     mod = NULL;
     atomic_fetch_add(&module_loads, 1);
 out:
@@ -327,9 +372,9 @@ out:
     return st;
 }
 
-p2pt_status p2pt__jit_module(CUcontext ctx, const struct p2pt_config *cfg,
-                             const struct p2pt_logger *log, const CUstream *capture_stream,
-                             const struct p2pt_module **out)
+p2pt_status p2pt__jit_module(CUcontext ctx, enum p2pt_kernel_id kid,
+                             const struct p2pt_config *cfg, const struct p2pt_logger *log,
+                             const CUstream *capture_stream, const struct p2pt_module **out)
 {
     p2pt_status st = P2PT_SUCCESS;
     unsigned long long id = 0;
@@ -338,7 +383,7 @@ p2pt_status p2pt__jit_module(CUcontext ctx, const struct p2pt_config *cfg,
     notes.n = 0;
 
     P2PT_CU(p2pt__cu.cuCtxGetId(ctx, &id));
-    const struct p2pt_module *hit = last_module;
+    const struct p2pt_module *hit = last_module[kid];
     if (hit != NULL && hit->ctx == ctx && hit->ctx_id == id) {
         *out = hit;
         return P2PT_SUCCESS;
@@ -351,7 +396,7 @@ p2pt_status p2pt__jit_module(CUcontext ctx, const struct p2pt_config *cfg,
      * rewritten: another thread's last_module may still point at it. */
     struct module_node *node = NULL;
     for (struct module_node *n = modules; n != NULL; n = n->next) {
-        if (n->m.ctx == ctx && n->m.ctx_id == id)
+        if (n->m.ctx == ctx && n->m.ctx_id == id && n->m.kernel == kid)
             node = n;
     }
     if (node == NULL) {
@@ -360,9 +405,10 @@ p2pt_status p2pt__jit_module(CUcontext ctx, const struct p2pt_config *cfg,
             P2PT_CU(p2pt__cu.cuStreamIsCapturing(*capture_stream, &cs));
             if (cs != CU_STREAM_CAPTURE_STATUS_NONE) {
                 st = p2pt__fail(P2PT_INVALID_USAGE,
-                                "the TMA kernel is not loaded in this stream's context "
+                                "the %s kernel is not loaded in this stream's context "
                                 "yet and the stream is capturing a CUDA graph; call "
-                                "prepare(device) for this device before capture");
+                                "prepare(device) for this device before capture",
+                                p2pt__kernels[kid].name);
                 goto out;
             }
         }
@@ -374,7 +420,7 @@ p2pt_status p2pt__jit_module(CUcontext ctx, const struct p2pt_config *cfg,
         }
         struct p2pt_module m;
         memset(&m, 0, sizeof(m));
-        P2PT_TRY(load_module_locked(ctx, id, cfg, &notes, &m));
+        P2PT_TRY(load_module_locked(ctx, id, kid, cfg, &notes, &m));
         node = calloc(1, sizeof(*node));
         if (node == NULL) {
             p2pt__cu.cuModuleUnload(m.module);
@@ -385,7 +431,7 @@ p2pt_status p2pt__jit_module(CUcontext ctx, const struct p2pt_config *cfg,
         node->next = modules;
         modules = node;
     }
-    last_module = &node->m;
+    last_module[kid] = &node->m;
     *out = &node->m;
 out:
     if (pushed) {

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "p2pt_internal.h"
+#include "common.h"
 
 static const char *level_name(p2pt_log_level lvl)
 {

@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "p2pt_internal.h"
+#include "config.h"
+#include "nvrtc_loader.h"
 
 struct p2pt_nvrtc p2pt__nv;
 
@@ -83,4 +84,13 @@ static p2pt_status load_locked(const char *path)
 p2pt_status p2pt__nvrtc_load(const char *path)
 {
     return p2pt__once(&load_once, load_locked, path);
+}
+
+p2pt_status p2pt__nvrtc_fail(nvrtcResult r, const char *call, const char *file, int line)
+{
+    const char *desc =
+        p2pt__nv.nvrtcGetErrorString ? p2pt__nv.nvrtcGetErrorString(r) : "no description";
+    const char *base = strrchr(file, '/');
+    return p2pt__fail(P2PT_COMPILE_ERROR, "%s failed: %s (%d) at %s:%d", call, desc, (int)r,
+                      base ? base + 1 : file, line);
 }

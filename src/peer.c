@@ -4,7 +4,7 @@
  */
 #include <string.h>
 
-#include "p2pt_internal.h"
+#include "handle.h"
 
 /* Give `from`'s primary context access to `to`'s. Caller restores the
  * current context. */

@@ -3,7 +3,7 @@
  * lives here; every slot points at the public API (api.c, status.c).
  * Slots are cast-free adapters where the ABI uses `void *ctx`.
  */
-#include "p2pt_internal.h"
+#include "handle.h"
 #include "p2pt_plugin.h"
 
 static p2pt_status plugin_init(const p2pt_init_args *args, void **ctx)

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "p2pt_internal.h"
+#include "common.h"
 
 #define P2PT_ERROR_TEXT_MAX 2048
 
@@ -46,30 +46,6 @@ p2pt_status p2pt__fail(p2pt_status st, const char *fmt, ...)
     vsnprintf(last_error, sizeof(last_error), fmt, ap);
     va_end(ap);
     return st;
-}
-
-p2pt_status p2pt__cuda_fail(CUresult r, const char *call, const char *file,
-                            int line)
-{
-    const char *desc = NULL;
-    if (p2pt__cu.cuGetErrorString == NULL ||
-        p2pt__cu.cuGetErrorString(r, &desc) != CUDA_SUCCESS || desc == NULL)
-        desc = "no description";
-    const char *base = strrchr(file, '/');
-    return p2pt__fail(P2PT_CUDA_ERROR, "%s failed: %s (%d: %s) at %s:%d", call,
-                      p2pt__cuda_error_name(r), (int)r, desc,
-                      base ? base + 1 : file, line);
-}
-
-p2pt_status p2pt__nvrtc_fail(nvrtcResult r, const char *call, const char *file,
-                             int line)
-{
-    const char *desc = p2pt__nv.nvrtcGetErrorString
-                           ? p2pt__nv.nvrtcGetErrorString(r)
-                           : "no description";
-    const char *base = strrchr(file, '/');
-    return p2pt__fail(P2PT_COMPILE_ERROR, "%s failed: %s (%d) at %s:%d", call,
-                      desc, (int)r, base ? base + 1 : file, line);
 }
 
 p2pt_status p2pt__once(struct p2pt_once *o, p2pt_status (*fn)(const char *), const char *arg)

@@ -1,20 +1,49 @@
 /*
  * The TMA transport: one launch of kernels/tma_copy.cu per copy, whatever
- * the size. Read top to bottom: plan the copy, send what TMA cannot do to the
- * copy engine, find the kernel loaded in the stream's context, size the grid,
- * launch.
+ * the size. Read top to bottom: what it can copy, prepare (compile, load,
+ * size the grid once per device), then the copy: plan it once from the
+ * resolved request, launch.
  */
 #include <string.h>
 
-#include "p2pt_internal.h"
+#include "chunk_plan.h"
+#include "handle.h"
+#include "jit.h"
 
 /* Never more than two CTAs per SM: one elected thread per CTA keeps its
  * whole ring in flight, so more CTAs only split the same shared memory. */
 #define MAX_CTAS_PER_SM 2
 #define PER_CTA_SMEM_OVERHEAD 1024 /* driver-reserved shared memory per CTA */
+/* The smallest chunk a copy is split into to reach more SMs: below a few KiB
+ * the bulk copies' fixed cost outweighs the parallelism. */
+#define MIN_SPLIT_CHUNK 4096u
 
-static p2pt_status check_smem(const struct p2pt_handle *h, const struct p2pt_module *m)
+static bool tma_can_copy(const struct p2pt_handle *h, const struct p2pt_request *r,
+                         const char **why)
 {
+    (void)h;
+    if (!r->coaligned) {
+        /* No shift aligns both sides for cp.async.bulk; the copy engine
+         * handles any alignment at full speed. */
+        *why = "dst and src differ modulo 16, so no bulk copy can align both";
+        return false;
+    }
+    return true;
+}
+
+/*
+ * The CTAs one launch may use on the module's device under this handle's
+ * configuration, worked out once per (handle, device) and kept in the
+ * handle: the ring must fit the device's shared memory (status 4 naming
+ * both otherwise), then one or two CTAs per SM as the ring allows, capped by
+ * P2P_TRANSPORT_MAX_CTAS.
+ */
+static p2pt_status launch_grid(struct p2pt_handle *h, const struct p2pt_module *m,
+                               uint32_t *grid)
+{
+    if (m->ordinal >= 0 && m->ordinal < P2PT_MAX_DEVICES &&
+        (*grid = atomic_load_explicit(&h->tma_grid[m->ordinal], memory_order_relaxed)) != 0)
+        return P2PT_SUCCESS;
     size_t need = p2pt__config_smem_bytes(&h->cfg);
     if (need > (size_t)m->smem_per_block_optin)
         return p2pt__fail(P2PT_INVALID_ARGUMENT,
@@ -23,6 +52,17 @@ static p2pt_status check_smem(const struct p2pt_handle *h, const struct p2pt_mod
                           "%d",
                           h->cfg.chunk_bytes, h->cfg.stages, need, m->ordinal,
                           m->smem_per_block_optin);
+    uint64_t per_sm = (uint64_t)m->smem_per_sm / (need + PER_CTA_SMEM_OVERHEAD);
+    if (per_sm > MAX_CTAS_PER_SM)
+        per_sm = MAX_CTAS_PER_SM;
+    if (per_sm == 0)
+        per_sm = 1;
+    uint64_t g = per_sm * (uint64_t)m->sm_count;
+    if (h->cfg.max_ctas > 0 && (uint64_t)h->cfg.max_ctas < g)
+        g = (uint64_t)h->cfg.max_ctas;
+    *grid = (uint32_t)g;
+    if (m->ordinal >= 0 && m->ordinal < P2PT_MAX_DEVICES)
+        atomic_store_explicit(&h->tma_grid[m->ordinal], *grid, memory_order_relaxed);
     return P2PT_SUCCESS;
 }
 
@@ -32,45 +72,31 @@ static p2pt_status tma_prepare(struct p2pt_handle *h, int device)
     CUcontext ctx = NULL;
     bool pushed = false;
     const struct p2pt_module *m = NULL;
+    uint32_t grid;
 
     P2PT_TRY(p2pt__ctx_enter(device, &ctx, &pushed));
-    P2PT_TRY(p2pt__jit_module(ctx, &h->cfg, &h->log, NULL, &m));
-    P2PT_TRY(check_smem(h, m));
+    P2PT_TRY(p2pt__jit_module(ctx, P2PT_KERNEL_TMA_COPY, &h->cfg, &h->log, NULL, &m));
+    P2PT_TRY(launch_grid(h, m, &grid));
 out:
     p2pt__ctx_leave(pushed);
     return st;
 }
 
-/* The most CTAs one launch uses for this configuration on this device. */
-static uint64_t max_grid(const struct p2pt_handle *h, const struct p2pt_module *m)
-{
-    size_t smem = p2pt__config_smem_bytes(&h->cfg) + PER_CTA_SMEM_OVERHEAD;
-    uint64_t per_sm = (uint64_t)m->smem_per_sm / smem;
-    if (per_sm > MAX_CTAS_PER_SM)
-        per_sm = MAX_CTAS_PER_SM;
-    if (per_sm == 0)
-        per_sm = 1;
-    uint64_t grid = per_sm * (uint64_t)m->sm_count;
-    if (h->cfg.max_ctas > 0 && (uint64_t)h->cfg.max_ctas < grid)
-        grid = (uint64_t)h->cfg.max_ctas;
-    return grid;
-}
-
-/* The smallest chunk a copy is split into to reach more SMs: below a few KiB
- * the bulk copies' fixed cost outweighs the parallelism. */
-#define MIN_SPLIT_CHUNK 4096u
-
 /*
- * The chunk size for one local copy. P2P_TRANSPORT_CHUNK_BYTES is the
- * maximum: a copy with fewer chunks than the grid has CTAs leaves SMs idle
- * and makes each CTA move its one chunk serially (a 64 KiB copy is two CTAs
- * of one 48 KiB chunk each), so such a copy is cut finer, down to
- * MIN_SPLIT_CHUNK, until every CTA has a share.
+ * The chunk size for one copy. P2P_TRANSPORT_CHUNK_BYTES is the maximum: a
+ * local copy with fewer chunks than the grid has CTAs leaves SMs idle and
+ * makes each CTA move its one chunk serially (a 64 KiB copy is two CTAs of
+ * one 48 KiB chunk each), so such a copy is cut finer, down to
+ * MIN_SPLIT_CHUNK, until every CTA has a share. Copies over NVLink keep full
+ * chunks: fewer and larger bulk copies were faster there at 1-2 MiB
+ * (bench/RESULTS.md, split experiment).
  */
-static size_t chunk_for(const struct p2pt_handle *h, size_t body, uint64_t grid)
+static size_t chunk_for(const struct p2pt_handle *h, const struct p2pt_request *r,
+                        uint64_t grid)
 {
     size_t chunk = h->cfg.chunk_bytes;
-    if (grid == 0 || body == 0 || body / chunk >= grid)
+    size_t body = r->bytes; /* an upper bound of the aligned body is enough */
+    if (r->path != P2PT_PATH_LOCAL || body / chunk >= grid)
         return chunk;
     size_t share = (size_t)((body + grid - 1) / grid);
     share = (share + P2PT_ALIGN - 1) / P2PT_ALIGN * P2PT_ALIGN;
@@ -79,72 +105,16 @@ static size_t chunk_for(const struct p2pt_handle *h, size_t body, uint64_t grid)
     return share < chunk ? share : chunk;
 }
 
-static p2pt_status tma_copy(struct p2pt_handle *h, struct p2pt_copy *c)
+/* One launch, with programmatic dependent launch when asked for and the
+ * driver has cuLaunchKernelEx (kernels/tma_copy.cu says what the kernel does
+ * with it): a copy right behind another one in the stream launches while
+ * the first drains. Measured in bench/RESULTS.md (back-to-back small
+ * copies). */
+static p2pt_status launch(const struct p2pt_handle *h, CUfunction fn, unsigned grid,
+                          unsigned smem, CUstream stream, void **params)
 {
     p2pt_status st = P2PT_SUCCESS;
-    struct p2pt_chunk_plan plan;
-    void *dst = c->dst;
-    const void *src = c->src;
-    size_t bytes = c->bytes;
-    CUstream stream = c->stream;
-    CUcontext ctx = c->ctx; /* known when validation ran */
-    const struct p2pt_module *m = NULL;
-
-    P2PT_TRY(p2pt__chunk_plan((uintptr_t)dst, (uintptr_t)src, bytes, h->cfg.chunk_bytes,
-                              &plan));
-    if (!plan.coaligned) {
-        /* No shift aligns both sides for cp.async.bulk: the copy engine
-         * handles any alignment at full speed. */
-        atomic_fetch_add_explicit(&h->stats.ce_fallbacks, 1, memory_order_relaxed);
-        if (atomic_exchange(&h->fallback_logged, 1) == 0)
-            P2PT_INFO(&h->log,
-                      "tma: dst %p and src %p differ modulo 16; such copies go to the "
-                      "copy engine (logged once, counted in ce_fallbacks)",
-                      dst, src);
-        return p2pt__transport_ce.copy(h, c);
-    }
-
-    if (ctx == NULL)
-        P2PT_CU(p2pt__cu.cuStreamGetCtx(stream, &ctx));
-    if (ctx == NULL) {
-        st = p2pt__fail(P2PT_INVALID_USAGE,
-                        "stream %p has no CUDA context (the default stream needs a "
-                        "current context on this thread)",
-                        (void *)stream);
-        goto out;
-    }
-    P2PT_TRY(p2pt__jit_module(ctx, &h->cfg, &h->log, &stream, &m));
-    P2PT_TRY(check_smem(h, m));
-    uint64_t most = max_grid(h, m);
-    /* Only local copies are split finer: over NVLink, fewer and larger bulk
-     * copies were faster at 1-2 MiB (bench/RESULTS.md, split experiment). */
-    bool candidate = plan.body != 0 && plan.chunks < most;
-    if (candidate)
-        p2pt__copy_locate(c);
-    if (candidate && c->dst_dev == m->ordinal && c->src_dev == m->ordinal) {
-        size_t chunk_bytes = chunk_for(h, plan.body, most);
-        if (chunk_bytes != plan.chunk)
-            P2PT_TRY(
-                p2pt__chunk_plan((uintptr_t)dst, (uintptr_t)src, bytes, chunk_bytes, &plan));
-    }
-
-    char *d = dst;
-    const char *s = src;
-    unsigned long long head = plan.head, body = plan.body, tail = plan.tail;
-    unsigned long long chunks = plan.chunks;
-    unsigned chunk = (unsigned)plan.chunk, stages = (unsigned)h->cfg.stages;
-    uint64_t ctas = plan.chunks < most ? plan.chunks : most;
-    unsigned flags = h->cfg.l2_evict_first ? P2PT_TMA_FLAG_EVICT_FIRST : 0u;
-    void *params[] = {&d, &s, &head, &body, &tail, &chunks, &chunk, &stages, &flags};
-    unsigned grid = ctas == 0 ? 1u : (unsigned)ctas;
-    /* The ring is sized for this copy's chunk, which may be below the
-     * configured one. */
-    unsigned smem = plan.chunks ? (unsigned)(plan.chunk * (size_t)h->cfg.stages) : 0;
     if (h->cfg.pdl && p2pt__cu.cuLaunchKernelEx != NULL) {
-        /* Programmatic dependent launch (kernels/tma_copy.cu says what the
-         * kernel does with it): a copy right behind another one in the
-         * stream launches while the first drains. Measured in
-         * bench/RESULTS.md (back-to-back small copies). */
         CUlaunchAttribute pdl;
         memset(&pdl, 0, sizeof(pdl));
         pdl.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
@@ -159,18 +129,51 @@ static p2pt_status tma_copy(struct p2pt_handle *h, struct p2pt_copy *c)
         lc.hStream = stream;
         lc.attrs = &pdl;
         lc.numAttrs = 1;
-        P2PT_CU(p2pt__cu.cuLaunchKernelEx(&lc, m->fn, params, NULL));
+        P2PT_CU(p2pt__cu.cuLaunchKernelEx(&lc, fn, params, NULL));
     } else {
-        P2PT_CU(p2pt__cu.cuLaunchKernel(m->fn, grid, 1, 1, P2PT_TMA_THREADS, 1, 1, smem,
-                                        stream, params, NULL));
+        P2PT_CU(p2pt__cu.cuLaunchKernel(fn, grid, 1, 1, P2PT_TMA_THREADS, 1, 1, smem, stream,
+                                        params, NULL));
     }
+out:
+    return st;
+}
+
+static p2pt_status tma_copy(struct p2pt_handle *h, const struct p2pt_request *r)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    struct p2pt_chunk_plan plan;
+    const struct p2pt_module *m = NULL;
+    CUstream stream = r->stream;
+    uint32_t most;
+
+    P2PT_TRY(p2pt__jit_module(r->ctx, P2PT_KERNEL_TMA_COPY, &h->cfg, &h->log, &stream, &m));
+    P2PT_TRY(launch_grid(h, m, &most));
+    P2PT_TRY(p2pt__chunk_plan((uintptr_t)r->dst, (uintptr_t)r->src, r->bytes,
+                              chunk_for(h, r, most), &plan));
+
+    char *d = r->dst;
+    const char *s = r->src;
+    unsigned long long head = plan.head, body = plan.body, tail = plan.tail;
+    unsigned long long chunks = plan.chunks;
+    unsigned chunk = (unsigned)plan.chunk, stages = (unsigned)h->cfg.stages;
+    unsigned flags = h->cfg.l2_evict_first ? P2PT_FLAG_EVICT_FIRST : 0u;
+    void *params[] = {&d, &s, &head, &body, &tail, &chunks, &chunk, &stages, &flags};
+    uint64_t ctas = plan.chunks < most ? plan.chunks : most;
+    unsigned grid = ctas == 0 ? 1u : (unsigned)ctas;
+    /* The ring is sized for this copy's chunk, which may be below the
+     * configured one. */
+    unsigned smem = plan.chunks ? (unsigned)(plan.chunk * (size_t)h->cfg.stages) : 0;
+    P2PT_TRY(launch(h, m->fn[P2PT_TMA_ENTRY_COPY], grid, smem, stream, params));
     atomic_fetch_add_explicit(&h->stats.tma_launches, 1, memory_order_relaxed);
 out:
     return st;
 }
 
-const struct p2pt_transport_ops p2pt__transport_tma = {
+const struct p2pt_transport p2pt__transport_tma = {
     .name = "tma",
+    .caps = P2PT_CAP_LOCAL | P2PT_CAP_PEER | P2PT_CAP_CAPTURE,
+    .min_cc = 90,
+    .can_copy = tma_can_copy,
     .prepare = tma_prepare,
     .copy = tma_copy,
 };

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "p2pt_internal.h"
+#include "test_driver.h"
 
 #define GT_CHECK(call)                                                         \
     do {                                                                       \
@@ -40,10 +41,10 @@ static inline void gt_require_gpus(int n)
     if (no != NULL && strcmp(no, "1") == 0)
         cr_skip_test("no CUDA device: P2PT_TEST_NO_GPU=1 (sanitizer run)");
     const char *lib = getenv("P2P_CUDA_LIBRARY");
-    if (p2pt__cuda_load(lib ? lib : "libcuda.so.1") != P2PT_SUCCESS)
+    if (p2pt_test_driver_load(lib ? lib : "libcuda.so.1") != P2PT_SUCCESS)
         cr_skip_test("no CUDA device: %s", p2pt__last_error_text());
     int count = 0;
-    if (p2pt__cu.cuDeviceGetCount(&count) != CUDA_SUCCESS || count < n) {
+    if (tcu.cuDeviceGetCount(&count) != CUDA_SUCCESS || count < n) {
         if (n == 1)
             cr_skip_test("no CUDA device: the driver sees none");
         cr_skip_test("needs %d CUDA devices: found %d", n, count);
@@ -54,9 +55,9 @@ static inline CUcontext gt_use_device(int ordinal)
 {
     CUdevice dev;
     CUcontext ctx;
-    GT_CHECK(p2pt__cu.cuDeviceGet(&dev, ordinal));
-    GT_CHECK(p2pt__cu.cuDevicePrimaryCtxRetain(&ctx, dev));
-    GT_CHECK(p2pt__cu.cuCtxSetCurrent(ctx));
+    GT_CHECK(tcu.cuDeviceGet(&dev, ordinal));
+    GT_CHECK(tcu.cuDevicePrimaryCtxRetain(&ctx, dev));
+    GT_CHECK(tcu.cuCtxSetCurrent(ctx));
     return ctx;
 }
 
@@ -102,10 +103,10 @@ struct gt_buf {
 static inline struct gt_buf gt_alloc(size_t n)
 {
     struct gt_buf b = {0, 0, n, 0};
-    GT_CHECK(p2pt__cu.cuMemAlloc(&b.base, n + 2 * GT_GUARD));
+    GT_CHECK(tcu.cuMemAlloc(&b.base, n + 2 * GT_GUARD));
     b.ptr = b.base + GT_GUARD;
-    GT_CHECK(p2pt__cu.cuMemsetD8(b.base, GT_POISON, n + 2 * GT_GUARD));
-    GT_CHECK(p2pt__cu.cuCtxSynchronize());
+    GT_CHECK(tcu.cuMemsetD8(b.base, GT_POISON, n + 2 * GT_GUARD));
+    GT_CHECK(tcu.cuCtxSynchronize());
     return b;
 }
 
@@ -114,18 +115,18 @@ static inline void gt_fill(struct gt_buf *b, uint64_t seed)
     unsigned char *h = malloc(b->n);
     cr_assert_not_null(h);
     gt_random(h, b->n, seed);
-    GT_CHECK(p2pt__cu.cuMemcpyHtoD(b->ptr, h, b->n));
+    GT_CHECK(tcu.cuMemcpyHtoD(b->ptr, h, b->n));
     free(h);
     b->seed = seed;
     /* Setup runs on the legacy default stream, which non-blocking streams do
      * not wait for: finish it before a copy is enqueued elsewhere. */
-    GT_CHECK(p2pt__cu.cuCtxSynchronize());
+    GT_CHECK(tcu.cuCtxSynchronize());
 }
 
 static inline void gt_poison(struct gt_buf *b)
 {
-    GT_CHECK(p2pt__cu.cuMemsetD8(b->base, GT_POISON, b->n + 2 * GT_GUARD));
-    GT_CHECK(p2pt__cu.cuCtxSynchronize());
+    GT_CHECK(tcu.cuMemsetD8(b->base, GT_POISON, b->n + 2 * GT_GUARD));
+    GT_CHECK(tcu.cuCtxSynchronize());
 }
 
 /* dst's payload bytes [off, off + n) must equal src's [src_off, src_off + n);
@@ -138,8 +139,8 @@ static inline void gt_expect_range(const struct gt_buf *dst, size_t off,
     unsigned char *want = malloc(n ? n : 1), *got = malloc(total);
     cr_assert(want && got);
     if (n)
-        GT_CHECK(p2pt__cu.cuMemcpyDtoH(want, src->ptr + src_off, n));
-    GT_CHECK(p2pt__cu.cuMemcpyDtoH(got, dst->base, total));
+        GT_CHECK(tcu.cuMemcpyDtoH(want, src->ptr + src_off, n));
+    GT_CHECK(tcu.cuMemcpyDtoH(got, dst->base, total));
     size_t lo = GT_GUARD + off, hi = lo + n;
     for (size_t i = 0; i < total; i++) {
         unsigned char w = (i >= lo && i < hi) ? want[i - lo] : GT_POISON;
@@ -162,7 +163,7 @@ static inline void gt_expect_range(const struct gt_buf *dst, size_t off,
 static inline void gt_free(struct gt_buf *b)
 {
     if (b->base)
-        p2pt__cu.cuMemFree(b->base);
+        tcu.cuMemFree(b->base);
     b->base = b->ptr = 0;
 }
 

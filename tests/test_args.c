@@ -11,22 +11,21 @@
 
 #include "p2pt_internal.h"
 
-static struct p2pt_handle fake; /* validation off: p2pt__copy_check touches no CUDA */
-
-static void setup(void)
+/* A live handle made without a driver (p2pt_init needs one): what the
+ * entry points do before any CUDA call is the same. */
+static p2pt_handle *live_handle(void)
 {
-    memset(&fake, 0, sizeof(fake));
-    fake.magic = P2PT_HANDLE_MAGIC;
-    fake.cfg.validate = 0;
+    struct p2pt_config cfg;
+    cr_assert_eq(p2pt__config_read(&cfg, NULL, NULL), P2PT_SUCCESS, "%s",
+                 p2pt__last_error_text());
+    p2pt_handle *h = NULL;
+    cr_assert_eq(p2pt__handle_new(&cfg, NULL, &h), P2PT_SUCCESS, "%s", p2pt__last_error_text());
+    return h;
 }
 
-TestSuite(args, .init = setup);
-
-/* p2pt__copy_check on the fake handle, for a request on the default stream. */
 static p2pt_status check(void *dst, const void *src, size_t bytes)
 {
-    struct p2pt_copy c = {dst, src, bytes, NULL, NULL, false, -1, -1};
-    return p2pt__copy_check(&fake, &c);
+    return p2pt__check_args(dst, src, bytes);
 }
 
 Test(args, null_handle_and_null_outputs_are_status_4)
@@ -37,24 +36,32 @@ Test(args, null_handle_and_null_outputs_are_status_4)
     cr_assert_eq(p2pt_prepare(NULL, 0), P2PT_INVALID_ARGUMENT);
     p2pt_properties p = {sizeof(p)};
     cr_assert_eq(p2pt_get_properties(NULL, &p), P2PT_INVALID_ARGUMENT);
-    cr_assert_eq(p2pt_get_properties(&fake, NULL), P2PT_INVALID_ARGUMENT);
+    p2pt_handle *h = live_handle();
+    cr_assert_eq(p2pt_get_properties(h, NULL), P2PT_INVALID_ARGUMENT);
+    p2pt_finalize(h);
     cr_assert_eq(p2pt_init(NULL, NULL), P2PT_INVALID_ARGUMENT);
     p2pt_init_args a = {0, NULL, NULL}; /* size not set */
-    p2pt_handle *h = NULL;
-    cr_assert_eq(p2pt_init(&a, &h), P2PT_INVALID_ARGUMENT);
+    p2pt_handle *out = NULL;
+    cr_assert_eq(p2pt_init(&a, &out), P2PT_INVALID_ARGUMENT);
     cr_assert(strstr(p2pt_last_error(NULL), "sizeof(p2pt_init_args)") != NULL);
 }
 
-Test(args, a_dead_handle_is_refused_not_used)
+Test(args, a_never_initialized_handle_is_refused_not_used)
 {
-    fake.magic = 0;
+    /* Never registered: refused from the registry, its bytes never read
+     * (they are junk on purpose). */
+    static unsigned char junk[4096];
+    memset(junk, 0x5a, sizeof(junk));
     char buf[64] = {0};
-    cr_assert_eq(p2pt_copy_async(&fake, buf, buf + 32, 8, NULL), P2PT_INVALID_USAGE);
+    cr_assert_eq(p2pt_copy_async((p2pt_handle *)junk, buf, buf + 32, 8, NULL),
+                 P2PT_INVALID_USAGE);
     cr_assert(strstr(p2pt_last_error(NULL), "not a live p2pt handle") != NULL);
 }
 
 /* Every entry point that takes a handle answers alike: NULL is status 4, a
- * handle that is not live is status 5, each naming the function. */
+ * finalized handle is status 5, each naming the function. The finalized
+ * handle's memory is really freed: under AddressSanitizer (scripts/test.sh)
+ * any read through it would fail this test. */
 Test(args, every_entry_point_refuses_null_and_dead_handles_alike)
 {
     p2pt_properties props = {sizeof(props)};
@@ -63,8 +70,11 @@ Test(args, every_entry_point_refuses_null_and_dead_handles_alike)
     topo.size = sizeof(topo);
     char buf[64] = {0};
     for (int dead = 0; dead < 2; dead++) {
-        p2pt_handle *h = dead ? &fake : NULL;
-        fake.magic = 0;
+        p2pt_handle *h = NULL;
+        if (dead) {
+            h = live_handle();
+            cr_assert_eq(p2pt_finalize(h), P2PT_SUCCESS);
+        }
         p2pt_status want = dead ? P2PT_INVALID_USAGE : P2PT_INVALID_ARGUMENT;
         struct {
             const char *name;
@@ -86,11 +96,39 @@ Test(args, every_entry_point_refuses_null_and_dead_handles_alike)
     }
 }
 
-Test(args, finalize_null_and_unknown_handles_succeed_quietly)
+Test(args, finalize_null_twice_and_unknown_handles_succeed_quietly)
 {
     cr_assert_eq(p2pt_finalize(NULL), P2PT_SUCCESS);
-    cr_assert_eq(p2pt_finalize(&fake), P2PT_SUCCESS); /* never registered: not freed */
-    cr_assert_eq(fake.magic, P2PT_HANDLE_MAGIC, "an unregistered handle was touched");
+    p2pt_handle *h = live_handle();
+    cr_assert_eq(p2pt_finalize(h), P2PT_SUCCESS);
+    cr_assert_eq(p2pt_finalize(h), P2PT_SUCCESS); /* freed already: not touched again */
+    static unsigned char junk[64];
+    memset(junk, 0x5a, sizeof(junk));
+    cr_assert_eq(p2pt_finalize((p2pt_handle *)junk), P2PT_SUCCESS); /* never registered */
+    for (size_t i = 0; i < sizeof(junk); i++)
+        cr_assert_eq(junk[i], 0x5a, "an unregistered handle was written at byte %zu", i);
+}
+
+Test(args, live_handles_past_the_limit_are_refused_with_status_5)
+{
+    static p2pt_handle *hs[P2PT_MAX_HANDLES];
+    struct p2pt_config cfg;
+    cr_assert_eq(p2pt__config_read(&cfg, NULL, NULL), P2PT_SUCCESS);
+    int made = 0;
+    p2pt_status st = P2PT_SUCCESS;
+    while (made < P2PT_MAX_HANDLES && (st = p2pt__handle_new(&cfg, NULL, &hs[made])) == 0)
+        made++;
+    p2pt_handle *extra = NULL;
+    if (st == P2PT_SUCCESS)
+        st = p2pt__handle_new(&cfg, NULL, &extra);
+    cr_assert_eq(st, P2PT_INVALID_USAGE, "handle %d -> %d", made + 1, (int)st);
+    cr_assert(strstr(p2pt__last_error_text(), "handles are live") != NULL, "%s",
+              p2pt__last_error_text());
+    for (int i = 0; i < made; i++)
+        p2pt_finalize(hs[i]);
+    /* Room again once they are gone. */
+    cr_assert_eq(p2pt__handle_new(&cfg, NULL, &extra), P2PT_SUCCESS);
+    p2pt_finalize(extra);
 }
 
 Test(args, null_pointers_with_bytes_are_status_4_zero_bytes_succeed)
@@ -100,7 +138,6 @@ Test(args, null_pointers_with_bytes_are_status_4_zero_bytes_succeed)
     cr_assert(strstr(p2pt__last_error_text(), "16 bytes") != NULL, "%s", p2pt__last_error_text());
     cr_assert_eq(check(buf, NULL, 16), P2PT_INVALID_ARGUMENT);
     cr_assert_eq(check(NULL, NULL, 0), P2PT_SUCCESS);
-    cr_assert_eq(atomic_load(&fake.stats.rejected), 2);
 }
 
 Test(args, ranges_that_wrap_around_are_status_4)
@@ -131,7 +168,6 @@ Test(args, overlapping_ranges_are_status_4_adjacent_ones_are_fine)
     /* One byte of overlap at either end is still overlap. */
     cr_assert_eq(check(buf + 99, buf, 100), P2PT_INVALID_ARGUMENT);
     cr_assert_eq(check(buf, buf + 99, 100), P2PT_INVALID_ARGUMENT);
-    cr_assert_eq(atomic_load(&fake.stats.rejected), 5);
 }
 
 Test(args, zero_bytes_with_a_live_handle_checks_nothing_else)
@@ -139,10 +175,16 @@ Test(args, zero_bytes_with_a_live_handle_checks_nothing_else)
     /* bytes == 0 is a no-op whatever the pointers: a framework may pass an
      * empty slice with NULL or even overlapping addresses. */
     char buf[64] = {0};
-    cr_assert_eq(p2pt_copy_async(&fake, NULL, NULL, 0, NULL), P2PT_SUCCESS);
-    cr_assert_eq(p2pt_copy_async(&fake, buf, buf, 0, NULL), P2PT_SUCCESS);
-    cr_assert_eq(atomic_load(&fake.stats.copies), 0);
-    cr_assert_eq(atomic_load(&fake.stats.rejected), 0);
+    p2pt_handle *h = live_handle();
+    cr_assert_eq(p2pt_copy_async(h, NULL, NULL, 0, NULL), P2PT_SUCCESS);
+    cr_assert_eq(p2pt_copy_async(h, buf, buf, 0, NULL), P2PT_SUCCESS);
+    cr_assert_eq(atomic_load(&h->stats.copies), 0);
+    cr_assert_eq(atomic_load(&h->stats.rejected), 0);
+    /* A refused copy is counted (it fails before any CUDA call). */
+    cr_assert_eq(p2pt_copy_async(h, NULL, buf, 8, NULL), P2PT_INVALID_ARGUMENT);
+    cr_assert_eq(p2pt_copy_async(h, buf, buf + 4, 8, NULL), P2PT_INVALID_ARGUMENT);
+    cr_assert_eq(atomic_load(&h->stats.rejected), 2);
+    p2pt_finalize(h);
     /* ...but not with a NULL handle. */
     cr_assert_eq(p2pt_copy_async(NULL, NULL, NULL, 0, NULL), P2PT_INVALID_ARGUMENT);
 }

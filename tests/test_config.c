@@ -18,7 +18,7 @@ static struct p2pt_config cfg;
 static p2pt_status read_with(const char *var, const char *value)
 {
     setenv(var, value, 1);
-    return p2pt__config_read(&cfg, NULL);
+    return p2pt__config_read(&cfg, NULL, NULL);
 }
 
 static void expect_rejected(const char *var, const char *value, const char *also)
@@ -51,7 +51,7 @@ TestSuite(config, .init = clean_environment);
 
 Test(config, defaults_without_environment)
 {
-    cr_assert_eq(p2pt__config_read(&cfg, NULL), P2PT_SUCCESS);
+    cr_assert_eq(p2pt__config_read(&cfg, NULL, NULL), P2PT_SUCCESS);
     cr_expect_str_eq(cfg.transport, "ce");
     cr_expect_eq(cfg.chunk_bytes, 49152);
     cr_expect(cfg.stages >= 1 && cfg.stages <= 16);
@@ -92,9 +92,9 @@ Test(config, empty_values_are_refused)
 Test(config, init_argument_overrides_the_environment)
 {
     setenv("P2P_TRANSPORT", "ce", 1);
-    cr_assert_eq(p2pt__config_read(&cfg, "TMA"), P2PT_SUCCESS);
+    cr_assert_eq(p2pt__config_read(&cfg, NULL, "TMA"), P2PT_SUCCESS);
     cr_assert_str_eq(cfg.transport, "tma");
-    cr_assert_eq(p2pt__config_read(&cfg, "nope"), P2PT_INVALID_ARGUMENT);
+    cr_assert_eq(p2pt__config_read(&cfg, NULL, "nope"), P2PT_INVALID_ARGUMENT);
     cr_assert(strstr(p2pt__last_error_text(), "p2pt_init_args.transport") != NULL);
 }
 
@@ -132,7 +132,7 @@ Test(config, a_ring_over_227k_names_both_values_and_the_limit)
 {
     setenv("P2P_TRANSPORT_CHUNK_BYTES", "64K", 1);
     setenv("P2P_TRANSPORT_STAGES", "4", 1);
-    cr_assert_eq(p2pt__config_read(&cfg, NULL), P2PT_INVALID_ARGUMENT);
+    cr_assert_eq(p2pt__config_read(&cfg, NULL, NULL), P2PT_INVALID_ARGUMENT);
     const char *msg = p2pt__last_error_text();
     cr_assert(strstr(msg, "65536") && strstr(msg, "=4") && strstr(msg, "232448"), "%s", msg);
 }
@@ -141,15 +141,15 @@ Test(config, a_ring_of_exactly_227k_fits_and_16_bytes_more_does_not)
 {
     setenv("P2P_TRANSPORT_STAGES", "2", 1);
     setenv("P2P_TRANSPORT_CHUNK_BYTES", "116224", 1); /* 2 x 116224 = 232448 */
-    cr_assert_eq(p2pt__config_read(&cfg, NULL), P2PT_SUCCESS, "%s", p2pt__last_error_text());
+    cr_assert_eq(p2pt__config_read(&cfg, NULL, NULL), P2PT_SUCCESS, "%s", p2pt__last_error_text());
     cr_assert_eq(p2pt__config_smem_bytes(&cfg), 232448);
     setenv("P2P_TRANSPORT_CHUNK_BYTES", "116240", 1);
-    cr_assert_eq(p2pt__config_read(&cfg, NULL), P2PT_INVALID_ARGUMENT);
+    cr_assert_eq(p2pt__config_read(&cfg, NULL, NULL), P2PT_INVALID_ARGUMENT);
     const char *msg = p2pt__last_error_text();
     cr_assert(strstr(msg, "116240") && strstr(msg, "=2") && strstr(msg, "232448"), "%s", msg);
     setenv("P2P_TRANSPORT_CHUNK_BYTES", "227K", 1);
     setenv("P2P_TRANSPORT_STAGES", "1", 1);
-    cr_assert_eq(p2pt__config_read(&cfg, NULL), P2PT_SUCCESS, "%s", p2pt__last_error_text());
+    cr_assert_eq(p2pt__config_read(&cfg, NULL, NULL), P2PT_SUCCESS, "%s", p2pt__last_error_text());
     cr_assert_eq(cfg.chunk_bytes, 232448);
 }
 
@@ -237,20 +237,20 @@ Test(config, cache_dir_default_follows_xdg_then_home_then_none)
 {
     setenv("XDG_CACHE_HOME", "/x/cache", 1);
     setenv("HOME", "/home/u", 1);
-    cr_assert_eq(p2pt__config_read(&cfg, NULL), P2PT_SUCCESS);
+    cr_assert_eq(p2pt__config_read(&cfg, NULL, NULL), P2PT_SUCCESS);
     cr_assert_str_eq(cfg.cache_dir, "/x/cache/p2pt");
     setenv("XDG_CACHE_HOME", "relative", 1); /* the XDG spec ignores relative paths */
-    cr_assert_eq(p2pt__config_read(&cfg, NULL), P2PT_SUCCESS);
+    cr_assert_eq(p2pt__config_read(&cfg, NULL, NULL), P2PT_SUCCESS);
     cr_assert_str_eq(cfg.cache_dir, "/home/u/.cache/p2pt");
     unsetenv("XDG_CACHE_HOME");
     unsetenv("HOME");
-    cr_assert_eq(p2pt__config_read(&cfg, NULL), P2PT_SUCCESS);
+    cr_assert_eq(p2pt__config_read(&cfg, NULL, NULL), P2PT_SUCCESS);
     cr_assert_str_eq(cfg.cache_dir, "", "no base directory: no cache");
 }
 
 Test(config, pdl_defaults_on_and_takes_only_0_or_1)
 {
-    cr_assert_eq(p2pt__config_read(&cfg, NULL), P2PT_SUCCESS);
+    cr_assert_eq(p2pt__config_read(&cfg, NULL, NULL), P2PT_SUCCESS);
     cr_assert_eq(cfg.pdl, 1);
     cr_assert_eq(read_with("P2P_TRANSPORT_PDL", "0"), P2PT_SUCCESS);
     cr_assert_eq(cfg.pdl, 0);

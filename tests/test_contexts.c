@@ -15,7 +15,7 @@ static void copy_and_check(p2pt_handle *h, CUstream s, size_t n, size_t off,
     struct gt_buf src = gt_alloc(n + off), dst = gt_alloc(n + off);
     gt_fill(&src, seed);
     GT_OK(p2pt_copy_async(h, (void *)(dst.ptr + off), (void *)(src.ptr + off), n, s));
-    GT_CHECK(p2pt__cu.cuStreamSynchronize(s));
+    GT_CHECK(tcu.cuStreamSynchronize(s));
     gt_expect_range(&dst, off, &src, off, n, what);
     gt_free(&src);
     gt_free(&dst);
@@ -24,20 +24,20 @@ static void copy_and_check(p2pt_handle *h, CUstream s, size_t n, size_t off,
 Test(contexts, copies_work_on_a_second_user_context_of_the_same_device)
 {
     gt_require_gpus(1);
-    cr_assert_not_null(p2pt__cu.cuCtxCreate, "driver lacks cuCtxCreate (v2 ABI)");
+    cr_assert_not_null(tcu.cuCtxCreate, "driver lacks cuCtxCreate (v2 ABI)");
     p2pt_handle *ce = gt_handle("ce"), *tma = gt_handle("tma");
     CUcontext primary = gt_use_device(0);
     CUstream ps;
-    GT_CHECK(p2pt__cu.cuStreamCreate(&ps, CU_STREAM_NON_BLOCKING));
+    GT_CHECK(tcu.cuStreamCreate(&ps, CU_STREAM_NON_BLOCKING));
     copy_and_check(tma, ps, 5 * 1024 * 1024 + 3, 5, 1, "tma, primary context");
 
     CUdevice dev;
     CUcontext mine;
-    GT_CHECK(p2pt__cu.cuDeviceGet(&dev, 0));
-    GT_CHECK(p2pt__cu.cuCtxCreate(&mine, 0, dev));
+    GT_CHECK(tcu.cuDeviceGet(&dev, 0));
+    GT_CHECK(tcu.cuCtxCreate(&mine, 0, dev));
     cr_assert_neq(mine, primary);
     CUstream ms;
-    GT_CHECK(p2pt__cu.cuStreamCreate(&ms, CU_STREAM_NON_BLOCKING));
+    GT_CHECK(tcu.cuStreamCreate(&ms, CU_STREAM_NON_BLOCKING));
     copy_and_check(ce, ms, 5 * 1024 * 1024 + 3, 5, 2, "ce, user context");
     copy_and_check(tma, ms, 5 * 1024 * 1024 + 3, 5, 3, "tma, user context");
     p2pt_properties p = {sizeof(p)};
@@ -46,11 +46,11 @@ Test(contexts, copies_work_on_a_second_user_context_of_the_same_device)
                  (unsigned long long)p.compilations);
     cr_assert_eq(p.module_loads, 2, "one module per context, got %llu",
                  (unsigned long long)p.module_loads);
-    p2pt__cu.cuStreamDestroy(ms);
-    GT_CHECK(p2pt__cu.cuCtxDestroy(mine));
-    GT_CHECK(p2pt__cu.cuCtxSetCurrent(primary));
+    tcu.cuStreamDestroy(ms);
+    GT_CHECK(tcu.cuCtxDestroy(mine));
+    GT_CHECK(tcu.cuCtxSetCurrent(primary));
     copy_and_check(tma, ps, 4096 + 3, 0, 4, "tma, primary context again");
-    p2pt__cu.cuStreamDestroy(ps);
+    tcu.cuStreamDestroy(ps);
     p2pt_finalize(ce);
     p2pt_finalize(tma);
 }
@@ -58,18 +58,18 @@ Test(contexts, copies_work_on_a_second_user_context_of_the_same_device)
 Test(contexts, destroyed_and_recreated_context_gets_the_module_loaded_again)
 {
     gt_require_gpus(1);
-    cr_assert_not_null(p2pt__cu.cuCtxCreate);
+    cr_assert_not_null(tcu.cuCtxCreate);
     p2pt_handle *tma = gt_handle("tma");
     CUdevice dev;
-    GT_CHECK(p2pt__cu.cuDeviceGet(&dev, 0));
+    GT_CHECK(tcu.cuDeviceGet(&dev, 0));
     for (int round = 0; round < 4; round++) {
         CUcontext c;
-        GT_CHECK(p2pt__cu.cuCtxCreate(&c, 0, dev));
+        GT_CHECK(tcu.cuCtxCreate(&c, 0, dev));
         CUstream s;
-        GT_CHECK(p2pt__cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
         copy_and_check(tma, s, 1024 * 1024 + 7, 9, (uint64_t)round + 10, "tma, recreated context");
-        p2pt__cu.cuStreamDestroy(s);
-        GT_CHECK(p2pt__cu.cuCtxDestroy(c));
+        tcu.cuStreamDestroy(s);
+        GT_CHECK(tcu.cuCtxDestroy(c));
     }
     p2pt_properties p = {sizeof(p)};
     GT_OK(p2pt_get_properties(tma, &p));
@@ -100,9 +100,9 @@ static void *worker_main(void *arg)
     CUdeviceptr src = 0, dst = 0;
     size_t n = 256 * 1024 + (size_t)w->index * 16 + 5;
     unsigned char *want = malloc(n), *got = malloc(n);
-    p2pt__cu.cuCtxSetCurrent(w->ctx);
-    bool ready = want && got && !p2pt__cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) &&
-                 !p2pt__cu.cuMemAlloc(&src, n + 64) && !p2pt__cu.cuMemAlloc(&dst, n + 64);
+    tcu.cuCtxSetCurrent(w->ctx);
+    bool ready = want && got && !tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) &&
+                 !tcu.cuMemAlloc(&src, n + 64) && !tcu.cuMemAlloc(&dst, n + 64);
     pthread_barrier_wait(w->start); /* every thread arrives, ready or not */
     if (!ready) {
         snprintf(w->why, sizeof(w->why), "setup failed");
@@ -112,16 +112,16 @@ static void *worker_main(void *arg)
     for (int round = 0; round < 8 && !w->failures; round++) {
         size_t len = n - (size_t)round * 4096;
         gt_random(want, len, (uint64_t)(w->index * 100 + round + 1));
-        p2pt__cu.cuMemcpyHtoD(src + 3, want, len);
-        p2pt__cu.cuMemsetD8(dst, GT_POISON, n + 64);
-        p2pt__cu.cuStreamSynchronize(NULL); /* ordered before the copy's stream */
+        tcu.cuMemcpyHtoD(src + 3, want, len);
+        tcu.cuMemsetD8(dst, GT_POISON, n + 64);
+        tcu.cuStreamSynchronize(NULL); /* ordered before the copy's stream */
         p2pt_status st = p2pt_copy_async(w->h, (void *)(dst + 3), (void *)(src + 3), len, s);
-        if (st != P2PT_SUCCESS || p2pt__cu.cuStreamSynchronize(s) != CUDA_SUCCESS) {
+        if (st != P2PT_SUCCESS || tcu.cuStreamSynchronize(s) != CUDA_SUCCESS) {
             snprintf(w->why, sizeof(w->why), "copy -> %d: %s", (int)st, p2pt_last_error(NULL));
             w->failures++;
             break;
         }
-        p2pt__cu.cuMemcpyDtoH(got, dst + 3, len);
+        tcu.cuMemcpyDtoH(got, dst + 3, len);
         if (memcmp(got, want, len) != 0) {
             snprintf(w->why, sizeof(w->why), "thread %d round %d: %zu bytes differ", w->index,
                      round, len);
@@ -130,11 +130,11 @@ static void *worker_main(void *arg)
     }
 out:
     if (src)
-        p2pt__cu.cuMemFree(src);
+        tcu.cuMemFree(src);
     if (dst)
-        p2pt__cu.cuMemFree(dst);
+        tcu.cuMemFree(dst);
     if (s)
-        p2pt__cu.cuStreamDestroy(s);
+        tcu.cuStreamDestroy(s);
     free(want);
     free(got);
     return NULL;

@@ -100,14 +100,16 @@ TestSuite(cubin_cache, .fini = cleanup);
 
 /* ------------------------------------------------------------ CPU tests */
 
-Test(cubin_cache, name_depends_on_source_options_and_arch)
+Test(cubin_cache, name_depends_on_kernel_source_options_and_arch)
 {
-    char a[96], b[96], c[96], d[96], a2[96];
-    p2pt__cubin_cache_name(a, sizeof(a), "kernel one", "-O3", 90);
-    p2pt__cubin_cache_name(a2, sizeof(a2), "kernel one", "-O3", 90);
-    p2pt__cubin_cache_name(b, sizeof(b), "kernel two", "-O3", 90);
-    p2pt__cubin_cache_name(c, sizeof(c), "kernel one", "-O2", 90);
-    p2pt__cubin_cache_name(d, sizeof(d), "kernel one", "-O3", 100);
+    char a[96], b[96], c[96], d[96], a2[96], e[96];
+    p2pt__cubin_cache_name(a, sizeof(a), "tma_copy", "kernel one", "-O3", 90);
+    p2pt__cubin_cache_name(a2, sizeof(a2), "tma_copy", "kernel one", "-O3", 90);
+    p2pt__cubin_cache_name(b, sizeof(b), "tma_copy", "kernel two", "-O3", 90);
+    p2pt__cubin_cache_name(c, sizeof(c), "tma_copy", "kernel one", "-O2", 90);
+    p2pt__cubin_cache_name(d, sizeof(d), "tma_copy", "kernel one", "-O3", 100);
+    p2pt__cubin_cache_name(e, sizeof(e), "batch", "kernel one", "-O3", 90);
+    cr_assert(strncmp(e, "batch-sm_90-", 12) == 0, "%s", e);
     cr_assert_str_eq(a, a2, "the name must be stable");
     cr_assert(strncmp(a, "tma_copy-sm_90-", 15) == 0, "%s", a);
     cr_assert(strncmp(d, "tma_copy-sm_100-", 16) == 0, "%s", d);
@@ -310,7 +312,7 @@ static struct first_prepare prepare_in_child(void)
     if (pid == 0) {
         close(fd[0]);
         struct first_prepare r = {P2PT_INTERNAL_ERROR, 0, 0};
-        if (p2pt__cuda_load("libcuda.so.1") == P2PT_SUCCESS)
+        if (p2pt_test_driver_load("libcuda.so.1") == P2PT_SUCCESS)
             r = prepare_once();
         ssize_t w = write(fd[1], &r, sizeof(r));
         _exit(w == (ssize_t)sizeof(r) ? 0 : 1);
@@ -338,8 +340,8 @@ static void require_gpu_without_touching_it(void)
     cr_assert_geq(pid, 0);
     if (pid == 0) {
         int count = 0;
-        bool ok = p2pt__cuda_load("libcuda.so.1") == P2PT_SUCCESS &&
-                  p2pt__cu.cuDeviceGetCount(&count) == CUDA_SUCCESS && count > 0;
+        bool ok = p2pt_test_driver_load("libcuda.so.1") == P2PT_SUCCESS &&
+                  tcu.cuDeviceGetCount(&count) == CUDA_SUCCESS && count > 0;
         _exit(ok ? 0 : 3);
     }
     int status = 0;
@@ -357,7 +359,7 @@ static void copy_is_byte_exact(void)
     gt_fill(&src, 77);
     gt_poison(&dst);
     GT_OK(p2pt_copy_async(h, (void *)(dst.ptr + 3), (const void *)(src.ptr + 3), n, NULL));
-    GT_CHECK(p2pt__cu.cuCtxSynchronize());
+    GT_CHECK(tcu.cuCtxSynchronize());
     gt_expect_range(&dst, 3, &src, 3, n, "copy with the cached kernel");
     p2pt_properties p = {sizeof(p)};
     GT_OK(p2pt_get_properties(h, &p));

@@ -15,43 +15,43 @@ static void capture_and_replay(CUstreamCaptureMode mode)
 {
     gt_require_gpus(1);
     gt_use_device(0);
-    cr_assert_not_null(p2pt__cu.cuStreamBeginCapture, "driver lacks stream capture");
+    cr_assert_not_null(tcu.cuStreamBeginCapture, "driver lacks stream capture");
     static const size_t sizes[3] = {1, 48 * 1024 + 1, 3 * 1024 * 1024 + 13};
     for (int t = 0; t < 2; t++) {
         p2pt_handle *h = gt_handle(transports[t]);
         GT_OK(p2pt_prepare(h, 0));
         CUstream s;
-        GT_CHECK(p2pt__cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
         struct gt_buf src[3], dst[3];
         for (int i = 0; i < 3; i++) {
             src[i] = gt_alloc(sizes[i] + 16);
             dst[i] = gt_alloc(sizes[i] + 16);
         }
-        GT_CHECK(p2pt__cu.cuStreamBeginCapture(s, mode));
+        GT_CHECK(tcu.cuStreamBeginCapture(s, mode));
         for (int i = 0; i < 3; i++)
             GT_OK(p2pt_copy_async(h, (void *)(dst[i].ptr + 3), (void *)(src[i].ptr + 3),
                                   sizes[i], s));
         CUgraph g;
         CUgraphExec ge;
-        GT_CHECK(p2pt__cu.cuStreamEndCapture(s, &g));
-        GT_CHECK(p2pt__cu.cuGraphInstantiateWithFlags(&ge, g, 0));
+        GT_CHECK(tcu.cuStreamEndCapture(s, &g));
+        GT_CHECK(tcu.cuGraphInstantiateWithFlags(&ge, g, 0));
         for (int r = 0; r < 12; r++) {
             for (int i = 0; i < 3; i++) {
                 gt_fill(&src[i], (uint64_t)(r * 10 + i + 1));
                 gt_poison(&dst[i]);
             }
-            GT_CHECK(p2pt__cu.cuGraphLaunch(ge, s));
-            GT_CHECK(p2pt__cu.cuStreamSynchronize(s));
+            GT_CHECK(tcu.cuGraphLaunch(ge, s));
+            GT_CHECK(tcu.cuStreamSynchronize(s));
             for (int i = 0; i < 3; i++)
                 gt_expect_range(&dst[i], 3, &src[i], 3, sizes[i], transports[t]);
         }
-        p2pt__cu.cuGraphExecDestroy(ge);
-        p2pt__cu.cuGraphDestroy(g);
+        tcu.cuGraphExecDestroy(ge);
+        tcu.cuGraphDestroy(g);
         for (int i = 0; i < 3; i++) {
             gt_free(&src[i]);
             gt_free(&dst[i]);
         }
-        p2pt__cu.cuStreamDestroy(s);
+        tcu.cuStreamDestroy(s);
         GT_OK(p2pt_finalize(h));
     }
 }
@@ -77,28 +77,28 @@ Test(graph, tma_capture_before_prepare_fails_with_usage_and_keeps_capture_valid)
     cr_assert_eq(before.module_loads, 0, "a module was loaded before any TMA use");
     struct gt_buf src = gt_alloc(4096), dst = gt_alloc(4096);
     CUstream s;
-    GT_CHECK(p2pt__cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    GT_CHECK(p2pt__cu.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    GT_CHECK(tcu.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     p2pt_status st = p2pt_copy_async(h, (void *)dst.ptr, (void *)src.ptr, 4096, s);
     cr_assert_eq(st, P2PT_INVALID_USAGE, "copy during capture before prepare -> %d: %s",
                  (int)st, p2pt_last_error(NULL));
     cr_assert(strstr(p2pt_last_error(NULL), "prepare") != NULL, "message: %s",
               p2pt_last_error(NULL));
     CUgraph g;
-    GT_CHECK(p2pt__cu.cuStreamEndCapture(s, &g)); /* the capture is still valid */
+    GT_CHECK(tcu.cuStreamEndCapture(s, &g)); /* the capture is still valid */
     CUgraphExec ge;
-    GT_CHECK(p2pt__cu.cuGraphInstantiateWithFlags(&ge, g, 0));
-    p2pt__cu.cuGraphExecDestroy(ge);
-    p2pt__cu.cuGraphDestroy(g);
+    GT_CHECK(tcu.cuGraphInstantiateWithFlags(&ge, g, 0));
+    tcu.cuGraphExecDestroy(ge);
+    tcu.cuGraphDestroy(g);
     /* And after prepare the same copy captures fine. */
     GT_OK(p2pt_prepare(h, 0));
-    GT_CHECK(p2pt__cu.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    GT_CHECK(tcu.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     GT_OK(p2pt_copy_async(h, (void *)dst.ptr, (void *)src.ptr, 4096, s));
-    GT_CHECK(p2pt__cu.cuStreamEndCapture(s, &g));
-    p2pt__cu.cuGraphDestroy(g);
+    GT_CHECK(tcu.cuStreamEndCapture(s, &g));
+    tcu.cuGraphDestroy(g);
     gt_free(&src);
     gt_free(&dst);
-    p2pt__cu.cuStreamDestroy(s);
+    tcu.cuStreamDestroy(s);
     GT_OK(p2pt_finalize(h));
 }
 
@@ -115,29 +115,29 @@ Test(graph, peer_copies_replay_byte_exact_for_both_transports)
         struct gt_buf local = gt_alloc(n + 16), back = gt_alloc(n + 16);
         GT_OK(p2pt_prepare(h, 0));
         CUstream s;
-        GT_CHECK(p2pt__cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
         /* One graph: push local -> GPU 1, then pull it back into `back`. */
-        GT_CHECK(p2pt__cu.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        GT_CHECK(tcu.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
         GT_OK(p2pt_copy_async(h, (void *)(remote.ptr + 5), (void *)(local.ptr + 5), n, s));
         GT_OK(p2pt_copy_async(h, (void *)(back.ptr + 5), (void *)(remote.ptr + 5), n, s));
         CUgraph g;
         CUgraphExec ge;
-        GT_CHECK(p2pt__cu.cuStreamEndCapture(s, &g));
-        GT_CHECK(p2pt__cu.cuGraphInstantiateWithFlags(&ge, g, 0));
+        GT_CHECK(tcu.cuStreamEndCapture(s, &g));
+        GT_CHECK(tcu.cuGraphInstantiateWithFlags(&ge, g, 0));
         for (int r = 0; r < 8; r++) {
             gt_fill(&local, (uint64_t)(r + 900));
             gt_use_device(1);
             gt_poison(&remote);
             gt_use_device(0);
             gt_poison(&back);
-            GT_CHECK(p2pt__cu.cuGraphLaunch(ge, s));
-            GT_CHECK(p2pt__cu.cuStreamSynchronize(s));
+            GT_CHECK(tcu.cuGraphLaunch(ge, s));
+            GT_CHECK(tcu.cuStreamSynchronize(s));
             gt_expect_range(&remote, 5, &local, 5, n, transports[t]);
             gt_expect_range(&back, 5, &local, 5, n, transports[t]);
         }
-        p2pt__cu.cuGraphExecDestroy(ge);
-        p2pt__cu.cuGraphDestroy(g);
-        p2pt__cu.cuStreamDestroy(s);
+        tcu.cuGraphExecDestroy(ge);
+        tcu.cuGraphDestroy(g);
+        tcu.cuStreamDestroy(s);
         gt_free(&local);
         gt_free(&back);
         gt_use_device(1);

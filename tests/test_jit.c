@@ -49,7 +49,7 @@ Test(jit, kernel_compiles_to_an_sm90_cubin)
     require_nvrtc();
     void *cubin = NULL;
     size_t size = 0;
-    p2pt_status st = p2pt__jit_compile(p2pt__tma_copy_source, 90, NULL, &cubin, &size);
+    p2pt_status st = p2pt__jit_compile(p2pt__tma_copy_source, NULL, 90, NULL, &cubin, &size);
     cr_assert_eq(st, P2PT_SUCCESS, "%s", p2pt__last_error_text());
     cr_assert(size > 1000, "cubin of %zu bytes", size);
     cr_assert_eq(memcmp(cubin, "\x7f" "ELF", 4), 0, "not an ELF cubin");
@@ -65,7 +65,7 @@ Test(jit, an_empty_nvrtc_path_means_the_default_search)
     /* The first load in this process, through "" rather than NULL. */
     void *cubin = NULL;
     size_t size = 0;
-    p2pt_status st = p2pt__jit_compile(p2pt__tma_copy_source, 90, "", &cubin, &size);
+    p2pt_status st = p2pt__jit_compile(p2pt__tma_copy_source, NULL, 90, "", &cubin, &size);
     if (st == P2PT_COMPILE_ERROR && strstr(p2pt__last_error_text(), "cannot load NVRTC"))
         cr_skip_test("no NVRTC: %s", p2pt__last_error_text());
     cr_assert_eq(st, P2PT_SUCCESS, "%s", p2pt__last_error_text());
@@ -77,7 +77,7 @@ Test(jit, ptx_has_bulk_loads_stores_and_mbarrier_waits)
 {
     require_nvrtc();
     char *ptx = NULL;
-    p2pt_status st = p2pt__jit_compile_ptx(p2pt__tma_copy_source, 90, NULL, &ptx);
+    p2pt_status st = p2pt__jit_compile_ptx(p2pt__tma_copy_source, NULL, 90, NULL, &ptx);
     cr_assert_eq(st, P2PT_SUCCESS, "%s", p2pt__last_error_text());
     cr_assert(strstr(ptx, ".entry p2pt_tma_copy") != NULL, "no kernel entry");
     cr_assert(strstr(ptx, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"),
@@ -96,7 +96,7 @@ Test(jit, a_broken_source_is_status_8_with_the_log)
     void *cubin = (void *)0x1;
     size_t size = 0;
     p2pt_status st = p2pt__jit_compile("extern \"C\" __global__ void k() { this is not cuda; }",
-                                       90, NULL, &cubin, &size);
+                                       NULL, 90, NULL, &cubin, &size);
     cr_assert_eq(st, P2PT_COMPILE_ERROR);
     cr_assert_null(cubin);
     const char *msg = p2pt__last_error_text();
@@ -106,7 +106,7 @@ Test(jit, a_broken_source_is_status_8_with_the_log)
               "no NVRTC log excerpt: %s", msg);
     /* Same for the PTX path, and nothing is handed out. */
     char *ptx = (char *)0x1;
-    st = p2pt__jit_compile_ptx("extern \"C\" __global__ void k() { this is not cuda; }", 90,
+    st = p2pt__jit_compile_ptx("extern \"C\" __global__ void k() { this is not cuda; }", NULL, 90,
                                NULL, &ptx);
     cr_assert_eq(st, P2PT_COMPILE_ERROR);
     cr_assert_null(ptx);
@@ -118,7 +118,7 @@ Test(jit, missing_nvrtc_is_status_8_naming_what_was_tried)
 {
     void *cubin = NULL;
     size_t size = 0;
-    p2pt_status st = p2pt__jit_compile(p2pt__tma_copy_source, 90, "/nonexistent/libnvrtc.so.13",
+    p2pt_status st = p2pt__jit_compile(p2pt__tma_copy_source, NULL, 90, "/nonexistent/libnvrtc.so.13",
                                        &cubin, &size);
     cr_assert_eq(st, P2PT_COMPILE_ERROR);
     cr_assert(strstr(p2pt__last_error_text(), "/nonexistent/libnvrtc.so.13") != NULL, "%s",

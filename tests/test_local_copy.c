@@ -19,7 +19,7 @@ Test(copy, every_size_and_offset_is_byte_exact_with_guards_intact)
     p2pt_properties p = {sizeof(p)};
     GT_OK(p2pt_get_properties(h, &p));
     CUstream s;
-    GT_CHECK(p2pt__cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     uint64_t seed = 1;
     for (size_t i = 0; i < P2PT_ARRAY_LEN(sizes); i++) {
         /* Buffers sized to the case, so the guard check covers the bytes
@@ -30,7 +30,7 @@ Test(copy, every_size_and_offset_is_byte_exact_with_guards_intact)
             gt_fill(&src, seed++);
             gt_poison(&dst);
             GT_OK(p2pt_copy_async(h, (void *)(dst.ptr + dof), (void *)(src.ptr + so), n, s));
-            GT_CHECK(p2pt__cu.cuStreamSynchronize(s));
+            GT_CHECK(tcu.cuStreamSynchronize(s));
             char what[96];
             snprintf(what, sizeof(what), "%s, src+%zu -> dst+%zu", p.transport, so, dof);
             gt_expect_range(&dst, dof, &src, so, n, what);
@@ -38,7 +38,7 @@ Test(copy, every_size_and_offset_is_byte_exact_with_guards_intact)
         gt_free(&src);
         gt_free(&dst);
     }
-    p2pt__cu.cuStreamDestroy(s);
+    tcu.cuStreamDestroy(s);
     p2pt_finalize(h);
 }
 
@@ -51,7 +51,7 @@ Test(copy, zero_bytes_succeeds_and_touches_nothing)
     gt_fill(&src, 3);
     GT_OK(p2pt_copy_async(h, (void *)dst.ptr, (void *)src.ptr, 0, NULL));
     GT_OK(p2pt_copy_async(h, NULL, NULL, 0, NULL));
-    GT_CHECK(p2pt__cu.cuCtxSynchronize());
+    GT_CHECK(tcu.cuCtxSynchronize());
     gt_expect_range(&dst, 0, &src, 0, 0, "zero-byte copy");
     p2pt_properties p = {sizeof(p)};
     GT_OK(p2pt_get_properties(h, &p));
@@ -72,7 +72,7 @@ Test(copy, several_streams_copy_at_once)
     CUstream s[N_STREAMS];
     struct gt_buf src[N_STREAMS][PER_STREAM], dst[N_STREAMS][PER_STREAM];
     for (int i = 0; i < N_STREAMS; i++) {
-        GT_CHECK(p2pt__cu.cuStreamCreate(&s[i], CU_STREAM_NON_BLOCKING));
+        GT_CHECK(tcu.cuStreamCreate(&s[i], CU_STREAM_NON_BLOCKING));
         for (int j = 0; j < PER_STREAM; j++) {
             size_t n = 300000 + (size_t)(i * PER_STREAM + j) * 4099;
             src[i][j] = gt_alloc(n);
@@ -85,14 +85,14 @@ Test(copy, several_streams_copy_at_once)
             GT_OK(p2pt_copy_async(h, (void *)dst[i][j].ptr, (void *)src[i][j].ptr,
                                   src[i][j].n, s[i]));
     for (int i = 0; i < N_STREAMS; i++)
-        GT_CHECK(p2pt__cu.cuStreamSynchronize(s[i]));
+        GT_CHECK(tcu.cuStreamSynchronize(s[i]));
     for (int i = 0; i < N_STREAMS; i++) {
         for (int j = 0; j < PER_STREAM; j++) {
             gt_expect_range(&dst[i][j], 0, &src[i][j], 0, src[i][j].n, "multi-stream");
             gt_free(&src[i][j]);
             gt_free(&dst[i][j]);
         }
-        p2pt__cu.cuStreamDestroy(s[i]);
+        tcu.cuStreamDestroy(s[i]);
     }
     p2pt_properties p = {sizeof(p)};
     GT_OK(p2pt_get_properties(h, &p));
@@ -133,7 +133,7 @@ Test(copy, counters_advance_by_copies_and_bytes)
     struct gt_buf src = gt_alloc(1 << 20), dst = gt_alloc(1 << 20);
     for (int i = 0; i < 5; i++)
         GT_OK(p2pt_copy_async(h, (void *)dst.ptr, (void *)src.ptr, 1000 + (size_t)i, NULL));
-    GT_CHECK(p2pt__cu.cuCtxSynchronize());
+    GT_CHECK(tcu.cuCtxSynchronize());
     p2pt_properties p = {sizeof(p)};
     GT_OK(p2pt_get_properties(h, &p));
     cr_assert_eq(p.copies, 5);

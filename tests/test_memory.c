@@ -28,24 +28,24 @@ static struct gt_buf wrap(CUdeviceptr base, size_t n)
 Test(pool, peer_pool_memory_needs_access_for_tma_and_copies_once_granted)
 {
     gt_require_gpus(2);
-    cr_assert_not_null(p2pt__cu.cuMemAllocFromPoolAsync, "driver lacks memory pools");
+    cr_assert_not_null(tcu.cuMemAllocFromPoolAsync, "driver lacks memory pools");
     const size_t n = 2 * 1024 * 1024 + 9;
     CUdevice d1;
-    GT_CHECK(p2pt__cu.cuDeviceGet(&d1, 1));
+    GT_CHECK(tcu.cuDeviceGet(&d1, 1));
     gt_use_device(1);
     CUstream s1;
-    GT_CHECK(p2pt__cu.cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    GT_CHECK(tcu.cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
     CUmemoryPool pool;
-    GT_CHECK(p2pt__cu.cuDeviceGetDefaultMemPool(&pool, d1));
+    GT_CHECK(tcu.cuDeviceGetDefaultMemPool(&pool, d1));
     CUdeviceptr pm;
-    GT_CHECK(p2pt__cu.cuMemAllocFromPoolAsync(&pm, n + 2 * GT_GUARD, pool, s1));
-    GT_CHECK(p2pt__cu.cuStreamSynchronize(s1));
+    GT_CHECK(tcu.cuMemAllocFromPoolAsync(&pm, n + 2 * GT_GUARD, pool, s1));
+    GT_CHECK(tcu.cuStreamSynchronize(s1));
     struct gt_buf peer = wrap(pm, n);
     gt_fill(&peer, 5);
 
     gt_use_device(0);
     CUstream s0;
-    GT_CHECK(p2pt__cu.cuStreamCreate(&s0, CU_STREAM_NON_BLOCKING));
+    GT_CHECK(tcu.cuStreamCreate(&s0, CU_STREAM_NON_BLOCKING));
     struct gt_buf local = gt_alloc(n);
     p2pt_handle *tma = gt_handle("tma"), *ce = gt_handle("ce");
 
@@ -67,19 +67,19 @@ Test(pool, peer_pool_memory_needs_access_for_tma_and_copies_once_granted)
               p2pt_last_error(NULL));
 
     CUmemAccessDesc ad = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-    GT_CHECK(p2pt__cu.cuMemPoolSetAccess(pool, &ad, 1));
+    GT_CHECK(tcu.cuMemPoolSetAccess(pool, &ad, 1));
     gt_poison(&local);
     GT_OK(p2pt_copy_async(tma, (void *)(local.ptr + 7), (void *)(peer.ptr + 7), n - 7, s0));
-    GT_CHECK(p2pt__cu.cuStreamSynchronize(s0));
+    GT_CHECK(tcu.cuStreamSynchronize(s0));
     gt_expect_range(&local, 7, &peer, 7, n - 7, "tma pull from a granted peer pool");
     gt_fill(&local, 6);
     gt_poison(&peer);
     GT_OK(p2pt_copy_async(tma, (void *)peer.ptr, (void *)local.ptr, n, s0));
-    GT_CHECK(p2pt__cu.cuStreamSynchronize(s0));
+    GT_CHECK(tcu.cuStreamSynchronize(s0));
     gt_expect_range(&peer, 0, &local, 0, n, "tma push into a granted peer pool");
 
-    GT_CHECK(p2pt__cu.cuMemFreeAsync(pm, s0));
-    GT_CHECK(p2pt__cu.cuStreamSynchronize(s0));
+    GT_CHECK(tcu.cuMemFreeAsync(pm, s0));
+    GT_CHECK(tcu.cuStreamSynchronize(s0));
     gt_free(&local);
     p2pt_finalize(tma);
     p2pt_finalize(ce);
@@ -104,37 +104,37 @@ static struct vmm vmm_create(int phys_dev, size_t bytes, bool exportable)
     if (exportable)
         prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     size_t gran = 0;
-    GT_CHECK(p2pt__cu.cuMemGetAllocationGranularity(&gran, &prop,
+    GT_CHECK(tcu.cuMemGetAllocationGranularity(&gran, &prop,
                                                      CU_MEM_ALLOC_GRANULARITY_MINIMUM));
     v.size = (bytes + gran - 1) / gran * gran;
-    GT_CHECK(p2pt__cu.cuMemCreate(&v.handle, v.size, &prop, 0));
+    GT_CHECK(tcu.cuMemCreate(&v.handle, v.size, &prop, 0));
     return v;
 }
 
 static void vmm_map(struct vmm *v, const int *devs, int ndevs)
 {
-    GT_CHECK(p2pt__cu.cuMemAddressReserve(&v->va, v->size, 0, 0, 0));
-    GT_CHECK(p2pt__cu.cuMemMap(v->va, v->size, 0, v->handle, 0));
+    GT_CHECK(tcu.cuMemAddressReserve(&v->va, v->size, 0, 0, 0));
+    GT_CHECK(tcu.cuMemMap(v->va, v->size, 0, v->handle, 0));
     CUmemAccessDesc ad[4];
     for (int i = 0; i < ndevs; i++) {
         ad[i].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
         ad[i].location.id = devs[i];
         ad[i].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     }
-    GT_CHECK(p2pt__cu.cuMemSetAccess(v->va, v->size, ad, (size_t)ndevs));
+    GT_CHECK(tcu.cuMemSetAccess(v->va, v->size, ad, (size_t)ndevs));
 }
 
 static void vmm_destroy(struct vmm *v)
 {
-    p2pt__cu.cuMemUnmap(v->va, v->size);
-    p2pt__cu.cuMemAddressFree(v->va, v->size);
-    p2pt__cu.cuMemRelease(v->handle);
+    tcu.cuMemUnmap(v->va, v->size);
+    tcu.cuMemAddressFree(v->va, v->size);
+    tcu.cuMemRelease(v->handle);
 }
 
 Test(vmm, mapped_memory_copies_with_both_transports)
 {
     gt_require_gpus(1);
-    cr_assert_not_null(p2pt__cu.cuMemCreate, "driver lacks virtual memory management");
+    cr_assert_not_null(tcu.cuMemCreate, "driver lacks virtual memory management");
     gt_use_device(0);
     const size_t n = 3 * 1024 * 1024 + 5;
     struct vmm v = vmm_create(0, n + 2 * GT_GUARD, false);
@@ -143,18 +143,18 @@ Test(vmm, mapped_memory_copies_with_both_transports)
     struct gt_buf mapped = wrap(v.va, n);
     struct gt_buf src = gt_alloc(n);
     CUstream s;
-    GT_CHECK(p2pt__cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     const char *names[2] = {"ce", "tma"};
     for (int t = 0; t < 2; t++) {
         p2pt_handle *h = gt_handle(names[t]);
         gt_fill(&src, (uint64_t)t + 40);
         gt_poison(&mapped);
         GT_OK(p2pt_copy_async(h, (void *)(mapped.ptr + 11), (void *)(src.ptr + 11), n - 11, s));
-        GT_CHECK(p2pt__cu.cuStreamSynchronize(s));
+        GT_CHECK(tcu.cuStreamSynchronize(s));
         gt_expect_range(&mapped, 11, &src, 11, n - 11, names[t]);
         p2pt_finalize(h);
     }
-    p2pt__cu.cuStreamDestroy(s);
+    tcu.cuStreamDestroy(s);
     gt_free(&src);
     vmm_destroy(&v);
 }
@@ -162,7 +162,7 @@ Test(vmm, mapped_memory_copies_with_both_transports)
 Test(vmm, peer_physical_memory_is_refused_until_mapped_for_the_stream_device)
 {
     gt_require_gpus(2);
-    cr_assert_not_null(p2pt__cu.cuMemCreate);
+    cr_assert_not_null(tcu.cuMemCreate);
     gt_use_device(0);
     const size_t n = 1024 * 1024 + 3;
     struct vmm v = vmm_create(1, n + 2 * GT_GUARD, false);
@@ -172,20 +172,20 @@ Test(vmm, peer_physical_memory_is_refused_until_mapped_for_the_stream_device)
     struct gt_buf src = gt_alloc(n);
     gt_fill(&src, 50);
     CUstream s;
-    GT_CHECK(p2pt__cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     p2pt_handle *tma = gt_handle("tma");
     p2pt_status st = p2pt_copy_async(tma, (void *)remote.ptr, (void *)src.ptr, n, s);
     cr_assert_eq(st, P2PT_INVALID_ARGUMENT, "-> %d: %s", (int)st, p2pt_last_error(NULL));
     cr_assert(strstr(p2pt_last_error(NULL), "cuMemSetAccess") != NULL, "%s",
               p2pt_last_error(NULL));
     CUmemAccessDesc ad = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-    GT_CHECK(p2pt__cu.cuMemSetAccess(v.va, v.size, &ad, 1));
+    GT_CHECK(tcu.cuMemSetAccess(v.va, v.size, &ad, 1));
     gt_poison(&remote);
     GT_OK(p2pt_copy_async(tma, (void *)remote.ptr, (void *)src.ptr, n, s));
-    GT_CHECK(p2pt__cu.cuStreamSynchronize(s));
+    GT_CHECK(tcu.cuStreamSynchronize(s));
     gt_expect_range(&remote, 0, &src, 0, n, "tma push into peer VMM memory");
     p2pt_finalize(tma);
-    p2pt__cu.cuStreamDestroy(s);
+    tcu.cuStreamDestroy(s);
     gt_free(&src);
     vmm_destroy(&v);
 }
@@ -252,18 +252,18 @@ static int ipc_owner(int sock)
     struct ipc_msg m;
     memset(&m, 0, sizeof(m));
     int count = 0;
-    if (p2pt__cuda_load("libcuda.so.1") != P2PT_SUCCESS ||
-        p2pt__cu.cuDeviceGetCount(&count) != CUDA_SUCCESS || count < 2 ||
-        p2pt__cu.cuMemCreate == NULL) {
+    if (p2pt_test_driver_load("libcuda.so.1") != P2PT_SUCCESS ||
+        tcu.cuDeviceGetCount(&count) != CUDA_SUCCESS || count < 2 ||
+        tcu.cuMemCreate == NULL) {
         m.kind = 'S';
         send_msg(sock, &m, -1);
         return 0;
     }
     CUdevice d1;
     CUcontext ctx;
-    p2pt__cu.cuDeviceGet(&d1, 1);
-    p2pt__cu.cuDevicePrimaryCtxRetain(&ctx, d1);
-    p2pt__cu.cuCtxSetCurrent(ctx);
+    tcu.cuDeviceGet(&d1, 1);
+    tcu.cuDevicePrimaryCtxRetain(&ctx, d1);
+    tcu.cuCtxSetCurrent(ctx);
     CUmemAllocationProp prop;
     memset(&prop, 0, sizeof(prop));
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -274,16 +274,16 @@ static int ipc_owner(int sock)
     CUmemGenericAllocationHandle hnd;
     CUdeviceptr va;
     int fd = -1;
-    if (p2pt__cu.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM))
+    if (tcu.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM))
         return 10;
     size_t size = (IPC_BYTES + 4096 + gran - 1) / gran * gran;
-    if (p2pt__cu.cuMemCreate(&hnd, size, &prop, 0) ||
-        p2pt__cu.cuMemAddressReserve(&va, size, 0, 0, 0) || p2pt__cu.cuMemMap(va, size, 0, hnd, 0))
+    if (tcu.cuMemCreate(&hnd, size, &prop, 0) ||
+        tcu.cuMemAddressReserve(&va, size, 0, 0, 0) || tcu.cuMemMap(va, size, 0, hnd, 0))
         return 11;
     CUmemAccessDesc ad = {{CU_MEM_LOCATION_TYPE_DEVICE, 1}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-    if (p2pt__cu.cuMemSetAccess(va, size, &ad, 1) || p2pt__cu.cuMemsetD8(va, GT_POISON, size) ||
-        p2pt__cu.cuCtxSynchronize() ||
-        p2pt__cu.cuMemExportToShareableHandle(&fd, hnd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0))
+    if (tcu.cuMemSetAccess(va, size, &ad, 1) || tcu.cuMemsetD8(va, GT_POISON, size) ||
+        tcu.cuCtxSynchronize() ||
+        tcu.cuMemExportToShareableHandle(&fd, hnd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0))
         return 12;
     m.kind = 'R';
     m.size = size;
@@ -293,7 +293,7 @@ static int ipc_owner(int sock)
     if (recv_msg(sock, &m, NULL) != 0 || m.kind != 'D')
         return 14;
     unsigned char *got = malloc(size), *want = malloc(m.bytes);
-    p2pt__cu.cuMemcpyDtoH(got, va, size);
+    tcu.cuMemcpyDtoH(got, va, size);
     gt_random(want, m.bytes, m.seed);
     struct ipc_msg verdict;
     memset(&verdict, 0, sizeof(verdict));
@@ -312,9 +312,9 @@ static int ipc_owner(int sock)
     send_msg(sock, &verdict, -1);
     free(got);
     free(want);
-    p2pt__cu.cuMemUnmap(va, size);
-    p2pt__cu.cuMemAddressFree(va, size);
-    p2pt__cu.cuMemRelease(hnd);
+    tcu.cuMemUnmap(va, size);
+    tcu.cuMemAddressFree(va, size);
+    tcu.cuMemRelease(hnd);
     return 0;
 }
 
@@ -350,27 +350,27 @@ Test(ipc, another_process_exports_memory_and_tma_pushes_into_it)
     gt_require_gpus(2);
     gt_use_device(0);
     CUmemGenericAllocationHandle hnd;
-    GT_CHECK(p2pt__cu.cuMemImportFromShareableHandle(&hnd, (void *)(uintptr_t)fd,
+    GT_CHECK(tcu.cuMemImportFromShareableHandle(&hnd, (void *)(uintptr_t)fd,
                                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
     close(fd);
     CUdeviceptr va;
-    GT_CHECK(p2pt__cu.cuMemAddressReserve(&va, m.size, 0, 0, 0));
-    GT_CHECK(p2pt__cu.cuMemMap(va, m.size, 0, hnd, 0));
+    GT_CHECK(tcu.cuMemAddressReserve(&va, m.size, 0, 0, 0));
+    GT_CHECK(tcu.cuMemMap(va, m.size, 0, hnd, 0));
     CUmemAccessDesc ad = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-    GT_CHECK(p2pt__cu.cuMemSetAccess(va, m.size, &ad, 1));
+    GT_CHECK(tcu.cuMemSetAccess(va, m.size, &ad, 1));
 
     const size_t off = 4096 + 5;
     struct gt_buf src = gt_alloc(IPC_BYTES + 16);
     unsigned char *host = malloc(IPC_BYTES);
     gt_random(host, IPC_BYTES, 99);
-    GT_CHECK(p2pt__cu.cuMemcpyHtoD(src.ptr + 5, host, IPC_BYTES));
-    GT_CHECK(p2pt__cu.cuCtxSynchronize());
+    GT_CHECK(tcu.cuMemcpyHtoD(src.ptr + 5, host, IPC_BYTES));
+    GT_CHECK(tcu.cuCtxSynchronize());
     free(host);
     CUstream s;
-    GT_CHECK(p2pt__cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     p2pt_handle *tma = gt_handle("tma");
     GT_OK(p2pt_copy_async(tma, (void *)(va + off), (void *)(src.ptr + 5), IPC_BYTES, s));
-    GT_CHECK(p2pt__cu.cuStreamSynchronize(s));
+    GT_CHECK(tcu.cuStreamSynchronize(s));
     p2pt_properties p = {sizeof(p)};
     GT_OK(p2pt_get_properties(tma, &p));
     cr_assert_eq(p.tma_launches, 1, "the copy ran as one TMA launch");
@@ -390,10 +390,10 @@ Test(ipc, another_process_exports_memory_and_tma_pushes_into_it)
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "owner exit status %d",
               WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     p2pt_finalize(tma);
-    p2pt__cu.cuStreamDestroy(s);
+    tcu.cuStreamDestroy(s);
     gt_free(&src);
-    p2pt__cu.cuMemUnmap(va, m.size);
-    p2pt__cu.cuMemAddressFree(va, m.size);
-    p2pt__cu.cuMemRelease(hnd);
+    tcu.cuMemUnmap(va, m.size);
+    tcu.cuMemAddressFree(va, m.size);
+    tcu.cuMemRelease(hnd);
     close(sv[0]);
 }

@@ -22,17 +22,17 @@ static void enable_peers(void)
     CUdevice d[2];
     CUcontext c[2];
     for (int i = 0; i < 2; i++) {
-        GT_CHECK(p2pt__cu.cuDeviceGet(&d[i], i));
+        GT_CHECK(tcu.cuDeviceGet(&d[i], i));
         c[i] = gt_use_device(i);
     }
     for (int i = 0; i < 2; i++) {
         int can = 0;
-        GT_CHECK(p2pt__cu.cuDeviceCanAccessPeer(&can, d[i], d[1 - i]));
+        GT_CHECK(tcu.cuDeviceCanAccessPeer(&can, d[i], d[1 - i]));
         if (!can)
             cr_skip_test("GPU %d cannot access GPU %d as a peer (cuDeviceCanAccessPeer)", i,
                          1 - i);
-        GT_CHECK(p2pt__cu.cuCtxSetCurrent(c[i]));
-        CUresult r = p2pt__cu.cuCtxEnablePeerAccess(c[1 - i], 0);
+        GT_CHECK(tcu.cuCtxSetCurrent(c[i]));
+        CUresult r = tcu.cuCtxEnablePeerAccess(c[1 - i], 0);
         if (r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
             r = CUDA_SUCCESS;
         cr_assert_eq(r, CUDA_SUCCESS, "cuCtxEnablePeerAccess GPU %d -> GPU %d: %s", i, 1 - i,
@@ -51,13 +51,13 @@ static void copy_between(const char *transport, int stream_dev, int src_dev, int
     struct gt_buf dst = gt_alloc(cap);
     gt_use_device(stream_dev);
     CUstream s;
-    GT_CHECK(p2pt__cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     p2pt_handle *h = gt_handle(transport);
     for (size_t i = 0; i < P2PT_ARRAY_LEN(sizes); i++) {
         gt_fill(&src, i + 31);
         gt_poison(&dst);
         GT_OK(p2pt_copy_async(h, (void *)(dst.ptr + 7), (void *)(src.ptr + 7), sizes[i], s));
-        GT_CHECK(p2pt__cu.cuStreamSynchronize(s));
+        GT_CHECK(tcu.cuStreamSynchronize(s));
         char what[96];
         snprintf(what, sizeof(what), "%s GPU%d -> GPU%d on a GPU%d stream", transport, src_dev,
                  dst_dev, stream_dev);
@@ -69,7 +69,7 @@ static void copy_between(const char *transport, int stream_dev, int src_dev, int
         cr_assert_eq(p.tma_launches, P2PT_ARRAY_LEN(sizes), "every peer copy ran as TMA");
     }
     p2pt_finalize(h);
-    p2pt__cu.cuStreamDestroy(s);
+    tcu.cuStreamDestroy(s);
     gt_free(&src);
     gt_free(&dst);
 }
@@ -111,11 +111,11 @@ Test(peer_copy, both_directions_at_once_on_two_streams)
         gt_use_device(0);
         a_src = gt_alloc(n);
         a_dst = gt_alloc(n);
-        GT_CHECK(p2pt__cu.cuStreamCreate(&sa, CU_STREAM_NON_BLOCKING));
+        GT_CHECK(tcu.cuStreamCreate(&sa, CU_STREAM_NON_BLOCKING));
         gt_use_device(1);
         b_src = gt_alloc(n);
         b_dst = gt_alloc(n);
-        GT_CHECK(p2pt__cu.cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING));
+        GT_CHECK(tcu.cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING));
         gt_fill(&a_src, 1);
         gt_fill(&b_src, 2);
         p2pt_handle *h = gt_handle(transports[t]);
@@ -123,15 +123,15 @@ Test(peer_copy, both_directions_at_once_on_two_streams)
         GT_OK(p2pt_prepare(h, 1));
         GT_OK(p2pt_copy_async(h, (void *)b_dst.ptr, (void *)a_src.ptr, n, sa)); /* 0 -> 1 */
         GT_OK(p2pt_copy_async(h, (void *)a_dst.ptr, (void *)b_src.ptr, n, sb)); /* 1 -> 0 */
-        GT_CHECK(p2pt__cu.cuStreamSynchronize(sb));
+        GT_CHECK(tcu.cuStreamSynchronize(sb));
         gt_use_device(0);
-        GT_CHECK(p2pt__cu.cuStreamSynchronize(sa));
+        GT_CHECK(tcu.cuStreamSynchronize(sa));
         gt_expect_range(&b_dst, 0, &a_src, 0, n, transports[t]);
         gt_expect_range(&a_dst, 0, &b_src, 0, n, transports[t]);
         p2pt_finalize(h);
-        p2pt__cu.cuStreamDestroy(sa);
+        tcu.cuStreamDestroy(sa);
         gt_use_device(1);
-        p2pt__cu.cuStreamDestroy(sb);
+        tcu.cuStreamDestroy(sb);
         gt_free(&a_src);
         gt_free(&a_dst);
         gt_free(&b_src);
@@ -172,7 +172,7 @@ Test(peer_copy, ce_without_peer_access_still_completes)
     for (int i = 0; i < 3; i++) {
         gt_poison(&dst);
         GT_OK(p2pt_copy_async(h, (void *)dst.ptr, (void *)src.ptr, n, NULL));
-        GT_CHECK(p2pt__cu.cuCtxSynchronize());
+        GT_CHECK(tcu.cuCtxSynchronize());
         gt_expect_range(&dst, 0, &src, 0, n, "ce between GPUs without peer access");
     }
     cr_assert_eq(not_peer_warnings, 1, "one WARN per device pair, got %d", not_peer_warnings);

@@ -24,7 +24,7 @@ Test(tma, one_copy_is_one_kernel_launch_at_any_size)
         gt_fill(&src, i + 1);
         gt_poison(&dst);
         GT_OK(p2pt_copy_async(h, (void *)(dst.ptr + 1), (void *)(src.ptr + 1), sizes[i], NULL));
-        GT_CHECK(p2pt__cu.cuCtxSynchronize());
+        GT_CHECK(tcu.cuCtxSynchronize());
         GT_OK(p2pt_get_properties(h, &b));
         cr_assert_eq(b.tma_launches - a.tma_launches, 1, "%zu bytes took %llu launches", sizes[i],
                      (unsigned long long)(b.tma_launches - a.tma_launches));
@@ -46,7 +46,7 @@ Test(tma, non_coaligned_copy_goes_to_the_copy_engine_and_is_counted)
     gt_fill(&src, 9);
     GT_OK(p2pt_copy_async(h, (void *)(dst.ptr + 2), (void *)(src.ptr + 1), n, NULL));
     GT_OK(p2pt_copy_async(h, (void *)(dst.ptr + 2), (void *)(src.ptr + 1), n, NULL));
-    GT_CHECK(p2pt__cu.cuCtxSynchronize());
+    GT_CHECK(tcu.cuCtxSynchronize());
     gt_expect_range(&dst, 2, &src, 1, n, "misaligned tma request");
     p2pt_properties p = {sizeof(p)};
     GT_OK(p2pt_get_properties(h, &p));
@@ -75,15 +75,15 @@ static void *first_copy_main(void *arg)
 {
     struct first_copy *f = arg;
     CUstream s = NULL;
-    p2pt__cu.cuCtxSetCurrent(f->ctx);
-    p2pt__cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+    tcu.cuCtxSetCurrent(f->ctx);
+    tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
     pthread_barrier_wait(f->go);
     f->st = p2pt_copy_async(f->h, (void *)f->dst, (void *)f->src, f->n, s);
     if (f->st != P2PT_SUCCESS)
         snprintf(f->why, sizeof(f->why), "%s", p2pt_last_error(NULL));
-    else if (p2pt__cu.cuStreamSynchronize(s) != CUDA_SUCCESS)
+    else if (tcu.cuStreamSynchronize(s) != CUDA_SUCCESS)
         f->st = P2PT_CUDA_ERROR;
-    p2pt__cu.cuStreamDestroy(s);
+    tcu.cuStreamDestroy(s);
     return NULL;
 }
 
@@ -128,14 +128,14 @@ Test(tma, one_gibibyte_plus_thirteen_bytes_is_byte_exact)
     gt_use_device(0);
     const size_t n = (1ull << 30) + 13;
     size_t free_b = 0, total_b = 0;
-    GT_CHECK(p2pt__cu.cuMemGetInfo(&free_b, &total_b));
+    GT_CHECK(tcu.cuMemGetInfo(&free_b, &total_b));
     if (free_b < 2 * n + (256u << 20))
         cr_skip_test("needs %zu MiB of free GPU memory, %zu free", (2 * n) >> 20, free_b >> 20);
     p2pt_handle *h = gt_handle("tma");
     struct gt_buf src = gt_alloc(n + 16), dst = gt_alloc(n + 16);
     gt_fill(&src, 1234);
     GT_OK(p2pt_copy_async(h, (void *)(dst.ptr + 3), (void *)(src.ptr + 3), n, NULL));
-    GT_CHECK(p2pt__cu.cuCtxSynchronize());
+    GT_CHECK(tcu.cuCtxSynchronize());
     gt_expect_range(&dst, 3, &src, 3, n, "1 GiB + 13");
     gt_free(&src);
     gt_free(&dst);
@@ -159,7 +159,7 @@ Test(tma, other_chunk_and_stage_settings_stay_byte_exact)
         gt_fill(&src, i + 70);
         gt_poison(&dst);
         GT_OK(p2pt_copy_async(h, (void *)(dst.ptr + 9), (void *)(src.ptr + 9), len, NULL));
-        GT_CHECK(p2pt__cu.cuCtxSynchronize());
+        GT_CHECK(tcu.cuCtxSynchronize());
         char what[64];
         snprintf(what, sizeof(what), "chunk %s x %s stages", settings[i][0], settings[i][1]);
         gt_expect_range(&dst, 9, &src, 9, len, what);
@@ -215,7 +215,7 @@ Test(tma, prepare_does_the_one_time_work_and_the_copy_after_it_is_exact)
     struct gt_buf src = gt_alloc(n + 16), dst = gt_alloc(n + 16);
     gt_fill(&src, 4242);
     GT_OK(p2pt_copy_async(h, (void *)(dst.ptr + 5), (void *)(src.ptr + 5), n, NULL));
-    GT_CHECK(p2pt__cu.cuCtxSynchronize());
+    GT_CHECK(tcu.cuCtxSynchronize());
     gt_expect_range(&dst, 5, &src, 5, n, "tma after prepare");
     GT_OK(p2pt_get_properties(h, &b));
     cr_assert_eq(b.compilations, a.compilations, "the copy compiled again");
@@ -240,7 +240,7 @@ Test(tma, pageable_host_memory_is_refused_not_faulted)
     /* The copy engine handles the same request. */
     p2pt_handle *ce = gt_handle("ce");
     GT_OK(p2pt_copy_async(ce, (void *)dst.ptr, host, 1 << 16, NULL));
-    GT_CHECK(p2pt__cu.cuCtxSynchronize());
+    GT_CHECK(tcu.cuCtxSynchronize());
     free(host);
     gt_free(&dst);
     p2pt_finalize(h);
@@ -265,24 +265,24 @@ static void dependent_chain(const char *pdl)
     gt_use_device(0);
     p2pt_handle *h = gt_handle("tma");
     CUstream s;
-    GT_CHECK(p2pt__cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     static const size_t sizes[] = {4096 + 3, 64 * 1024 + 5, 3u * 1024 * 1024 + 7};
     for (size_t i = 0; i < P2PT_ARRAY_LEN(sizes); i++) {
         size_t n = sizes[i], off = 3;
         struct gt_buf ref = gt_alloc(n + 16), a = gt_alloc(n + 16), b = gt_alloc(n + 16),
                       c = gt_alloc(n + 16);
         gt_fill(&ref, 900 + i);
-        GT_CHECK(p2pt__cu.cuMemcpyAsync(a.ptr + off, ref.ptr + off, n, NULL));
-        GT_CHECK(p2pt__cu.cuCtxSynchronize());
+        GT_CHECK(tcu.cuMemcpyAsync(a.ptr + off, ref.ptr + off, n, NULL));
+        GT_CHECK(tcu.cuCtxSynchronize());
         for (int r = 0; r < 300; r++) {
             GT_OK(p2pt_copy_async(h, (void *)(b.ptr + off), (void *)(a.ptr + off), n, s));
             if (r % 3 == 2)
-                GT_CHECK(p2pt__cu.cuMemcpyAsync(c.ptr + off, b.ptr + off, n, s));
+                GT_CHECK(tcu.cuMemcpyAsync(c.ptr + off, b.ptr + off, n, s));
             else
                 GT_OK(p2pt_copy_async(h, (void *)(c.ptr + off), (void *)(b.ptr + off), n, s));
             GT_OK(p2pt_copy_async(h, (void *)(a.ptr + off), (void *)(c.ptr + off), n, s));
         }
-        GT_CHECK(p2pt__cu.cuStreamSynchronize(s));
+        GT_CHECK(tcu.cuStreamSynchronize(s));
         gt_expect_range(&a, off, &ref, off, n, "chain end A");
         gt_expect_range(&b, off, &ref, off, n, "chain end B");
         gt_expect_range(&c, off, &ref, off, n, "chain end C");
@@ -297,7 +297,7 @@ static void dependent_chain(const char *pdl)
     /* per size: 200 rounds of 3 TMA copies, 100 rounds of 2 */
     cr_assert_eq(p.tma_launches, 3 * (200 * 3 + 100 * 2), "%llu launches",
                  (unsigned long long)p.tma_launches);
-    GT_CHECK(p2pt__cu.cuStreamDestroy(s));
+    GT_CHECK(tcu.cuStreamDestroy(s));
     p2pt_finalize(h);
 }
 

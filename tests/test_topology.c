@@ -16,7 +16,7 @@ Test(topology, describes_every_pair_and_groups_islands_consistently)
     t->size = sizeof(*t);
     GT_OK(p2pt_topology(h, t));
     int count = 0;
-    GT_CHECK(p2pt__cu.cuDeviceGetCount(&count));
+    GT_CHECK(tcu.cuDeviceGetCount(&count));
     cr_assert_eq(t->device_count, count);
     cr_assert(t->island_count >= 1 && t->island_count <= count);
     for (int i = 0; i < count; i++) {
@@ -25,7 +25,7 @@ Test(topology, describes_every_pair_and_groups_islands_consistently)
         for (int j = 0; j < count; j++) {
             int can = 0;
             if (i != j) {
-                GT_CHECK(p2pt__cu.cuDeviceCanAccessPeer(&can, i, j));
+                GT_CHECK(tcu.cuDeviceCanAccessPeer(&can, i, j));
                 cr_assert_eq(t->link[i][j].can_access, can, "pair %d->%d", i, j);
             }
             if (i != j && t->island[i] == t->island[j])
@@ -47,18 +47,18 @@ Test(peer, enable_is_idempotent_and_restores_the_current_context)
     gt_require_gpus(1);
     p2pt_handle *h = gt_handle("ce");
     int count = 0;
-    GT_CHECK(p2pt__cu.cuDeviceGetCount(&count));
+    GT_CHECK(tcu.cuDeviceGetCount(&count));
     CUcontext cur = NULL;
 
     /* No current context before: none after, on success and on error. */
-    GT_CHECK(p2pt__cu.cuCtxSetCurrent(NULL));
+    GT_CHECK(tcu.cuCtxSetCurrent(NULL));
     GT_OK(p2pt_peer_enable(h, 0, 0));
-    GT_CHECK(p2pt__cu.cuCtxGetCurrent(&cur));
+    GT_CHECK(tcu.cuCtxGetCurrent(&cur));
     cr_assert_null(cur, "a no-op enable left a context current");
     cr_assert_eq(p2pt_peer_enable(h, 0, count + 5), P2PT_INVALID_ARGUMENT);
     cr_assert(strstr(p2pt_last_error(NULL), "does not exist") != NULL, "%s",
               p2pt_last_error(NULL));
-    GT_CHECK(p2pt__cu.cuCtxGetCurrent(&cur));
+    GT_CHECK(tcu.cuCtxGetCurrent(&cur));
     cr_assert_null(cur);
     if (count < 2) {
         p2pt_finalize(h);
@@ -68,15 +68,15 @@ Test(peer, enable_is_idempotent_and_restores_the_current_context)
     /* A user context current before: the same one after, twice over. */
     CUdevice d1;
     CUcontext mine;
-    GT_CHECK(p2pt__cu.cuDeviceGet(&d1, 1));
-    GT_CHECK(p2pt__cu.cuCtxCreate(&mine, 0, d1));
+    GT_CHECK(tcu.cuDeviceGet(&d1, 1));
+    GT_CHECK(tcu.cuCtxCreate(&mine, 0, d1));
     for (int round = 0; round < 2; round++) {
         GT_OK(p2pt_peer_enable(h, 0, 1));
         GT_OK(p2pt_plugin_v1.peer_enable(h, 1, 0));
-        GT_CHECK(p2pt__cu.cuCtxGetCurrent(&cur));
+        GT_CHECK(tcu.cuCtxGetCurrent(&cur));
         cr_assert_eq(cur, mine, "round %d: current context changed", round);
     }
-    GT_CHECK(p2pt__cu.cuCtxDestroy(mine));
+    GT_CHECK(tcu.cuCtxDestroy(mine));
 
     /* After enabling, a TMA push copy from GPU 0 into GPU 1 works. */
     p2pt_handle *tma = gt_handle("tma");
@@ -86,11 +86,11 @@ Test(peer, enable_is_idempotent_and_restores_the_current_context)
     struct gt_buf src = gt_alloc(3 * 1024 * 1024 + 11);
     gt_fill(&src, 77);
     CUstream s;
-    GT_CHECK(p2pt__cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     GT_OK(p2pt_copy_async(tma, (void *)(dst.ptr + 1), (void *)(src.ptr + 1), src.n - 1, s));
-    GT_CHECK(p2pt__cu.cuStreamSynchronize(s));
+    GT_CHECK(tcu.cuStreamSynchronize(s));
     gt_expect_range(&dst, 1, &src, 1, src.n - 1, "tma push after p2pt_peer_enable");
-    p2pt__cu.cuStreamDestroy(s);
+    tcu.cuStreamDestroy(s);
     gt_free(&src);
     gt_free(&dst);
     p2pt_finalize(tma);

@@ -1,0 +1,93 @@
+/*
+ * The CUDA driver, reached at run time (cuda_loader.c): the table of the
+ * entry points the library itself calls, the check macro every driver call
+ * goes through, and context helpers (context.c). Tests and the benchmark
+ * fetch the entries only they use into a table of their own
+ * (support/test_driver.c) through p2pt__cuda_proc, so the library does not
+ * refuse a driver for lacking an entry it never calls.
+ */
+#ifndef P2PT_DRIVER_H
+#define P2PT_DRIVER_H
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include "common.h"
+
+struct p2pt_cuda {
+    PFN_cuInit_v2000 cuInit;
+    PFN_cuDriverGetVersion_v2020 cuDriverGetVersion;
+    PFN_cuGetErrorName_v6000 cuGetErrorName;
+    PFN_cuGetErrorString_v6000 cuGetErrorString;
+    PFN_cuDeviceGet_v2000 cuDeviceGet;
+    PFN_cuDeviceGetCount_v2000 cuDeviceGetCount;
+    PFN_cuDeviceGetAttribute_v2000 cuDeviceGetAttribute;
+    PFN_cuDeviceCanAccessPeer_v4000 cuDeviceCanAccessPeer;
+    PFN_cuDeviceGetP2PAttribute_v8000 cuDeviceGetP2PAttribute;
+    PFN_cuDevicePrimaryCtxRetain_v7000 cuDevicePrimaryCtxRetain;
+    PFN_cuCtxGetCurrent_v4000 cuCtxGetCurrent;
+    PFN_cuCtxSetCurrent_v4000 cuCtxSetCurrent;
+    PFN_cuCtxPushCurrent_v4000 cuCtxPushCurrent;
+    PFN_cuCtxPopCurrent_v4000 cuCtxPopCurrent;
+    PFN_cuCtxGetDevice_v2000 cuCtxGetDevice;
+    PFN_cuCtxGetId_v12000 cuCtxGetId;
+    PFN_cuCtxEnablePeerAccess_v4000 cuCtxEnablePeerAccess;
+    PFN_cuStreamGetCtx_v9020 cuStreamGetCtx;
+    PFN_cuStreamIsCapturing_v10000 cuStreamIsCapturing;
+    PFN_cuMemcpyAsync_v4000 cuMemcpyAsync;
+    PFN_cuPointerGetAttribute_v4000 cuPointerGetAttribute;
+    PFN_cuPointerGetAttributes_v7000 cuPointerGetAttributes;
+    PFN_cuModuleLoadData_v2000 cuModuleLoadData;
+    PFN_cuModuleUnload_v2000 cuModuleUnload;
+    PFN_cuModuleGetFunction_v2000 cuModuleGetFunction;
+    PFN_cuFuncSetAttribute_v9000 cuFuncSetAttribute;
+    PFN_cuLaunchKernel_v4000 cuLaunchKernel;
+    /* Optional (NULL when the driver lacks it): programmatic dependent
+     * launch for the TMA kernel; without it p2pt launches plainly. */
+    PFN_cuLaunchKernelEx_v11060 cuLaunchKernelEx;
+};
+
+/* The table, valid after p2pt__cuda_load succeeded. */
+P2PT_INTERNAL extern struct p2pt_cuda p2pt__cu;
+
+/*
+ * Open the driver library at `path` (default "libcuda.so.1"), fetch every
+ * entry point and call cuInit(0). Done once per process; later calls return
+ * the first outcome again (and its text). P2PT_NO_DRIVER when the library is
+ * missing, is not a CUDA driver, is the toolkit's stub, or cuInit fails.
+ */
+P2PT_INTERNAL p2pt_status p2pt__cuda_load(const char *path);
+/* Entry point `name` at ABI `version` from the loaded driver (NULL when the
+ * driver lacks it or is not loaded): for the tests' and benchmark's tables. */
+P2PT_INTERNAL void *p2pt__cuda_proc(const char *name, int version);
+/* "CUDA_ERROR_X" for a CUresult, also before the driver loaded. */
+P2PT_INTERNAL const char *p2pt__cuda_error_name(CUresult r);
+/* Record a failed driver call: "<call> failed: CUDA_ERROR_X (text) at file:line". */
+P2PT_INTERNAL p2pt_status p2pt__cuda_fail(CUresult r, const char *call, const char *file,
+                                          int line);
+
+/*
+ * Check a driver call. Needs `p2pt_status st` and a label `out` in scope: on
+ * failure records the call text, the error name and file:line, and jumps to
+ * the one cleanup label (the STYLE.md habit).
+ */
+#define P2PT_CU(call)                                                          \
+    do {                                                                       \
+        CUresult cu_r_ = (call);                                               \
+        if (cu_r_ != CUDA_SUCCESS) {                                           \
+            st = p2pt__cuda_fail(cu_r_, #call, __FILE__, __LINE__);            \
+            goto out;                                                          \
+        }                                                                      \
+    } while (0)
+
+/* ----------------------------------------------------------------- context.c */
+
+/* P2PT_INVALID_ARGUMENT naming `what` and `device` unless the driver sees
+ * that device. */
+P2PT_INTERNAL p2pt_status p2pt__check_device(int device, const char *what);
+/* The current context, or the primary context of `device` made current when
+ * the thread has none for it; *pushed tells whether to pop. */
+P2PT_INTERNAL p2pt_status p2pt__ctx_enter(int device, CUcontext *ctx, bool *pushed);
+P2PT_INTERNAL void p2pt__ctx_leave(bool pushed);
+
+#endif /* P2PT_DRIVER_H */

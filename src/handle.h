@@ -1,0 +1,51 @@
+/*
+ * The handle: a configuration, a logger, the chosen transport and the
+ * counters (handle.c keeps the registry of live handles; api.c the entry
+ * points).
+ */
+#ifndef P2PT_HANDLE_H
+#define P2PT_HANDLE_H
+
+#include "config.h"
+#include "transport.h"
+
+struct p2pt_stats {
+    _Atomic uint64_t copies, bytes, tma_launches, ce_copies, ce_fallbacks, rejected;
+};
+
+#define P2PT_MAX_DEVICES 64
+/* Live handles a process may hold at once (p2pt_init refuses more). */
+#define P2PT_MAX_HANDLES 256
+
+struct p2pt_handle {
+    struct p2pt_config cfg;
+    struct p2pt_logger log;
+    const struct p2pt_transport *transport;
+    int driver_version;
+    struct p2pt_stats stats;
+    /* one bit per (stream device, remote device) pair already warned */
+    _Atomic uint64_t warned_pairs[P2PT_MAX_DEVICES];
+    _Atomic int fallback_logged;
+    /* Per device: the CTAs one TMA launch may use under this handle's
+     * configuration, worked out once (prepare or first copy); 0 = not yet. */
+    _Atomic uint32_t tma_grid[P2PT_MAX_DEVICES];
+};
+
+/*
+ * A new handle for `cfg`, registered as live (no driver needed: p2pt_init
+ * loads the driver first; tests make handles without one).
+ * P2PT_INVALID_USAGE past P2PT_MAX_HANDLES live handles.
+ */
+P2PT_INTERNAL p2pt_status p2pt__handle_new(const struct p2pt_config *cfg,
+                                           p2pt_logger_t logger, struct p2pt_handle **out);
+/* Unregister and free; false when `h` was not live (nothing is touched). */
+P2PT_INTERNAL bool p2pt__handle_free(struct p2pt_handle *h);
+/*
+ * NULL: P2PT_INVALID_ARGUMENT; not a live handle (never initialized or
+ * finalized): P2PT_INVALID_USAGE. Decided from the registry without reading
+ * through `h`, so a finalized handle's freed memory is never touched. `fn`
+ * names the caller in the message.
+ */
+P2PT_INTERNAL p2pt_status p2pt__check_handle(const p2pt_handle *h, const char *fn);
+
+#endif /* P2PT_HANDLE_H */

@@ -1,0 +1,59 @@
+/*
+ * One copy request and everything p2pt needs to know about it, found once
+ * (resolve.c) before the router picks a transport. No later step looks any
+ * of it up again.
+ */
+#ifndef P2PT_REQUEST_H
+#define P2PT_REQUEST_H
+
+#include "driver.h"
+
+/* Where the bytes go, seen from the stream's device. */
+enum p2pt_path {
+    P2PT_PATH_LOCAL, /* both sides on the stream's device */
+    P2PT_PATH_PUSH,  /* src local, dst on a peer */
+    P2PT_PATH_PULL,  /* dst local, src on a peer */
+    P2PT_PATH_OTHER, /* host memory, or both sides elsewhere */
+};
+
+/* Can the stream's device reach one side? */
+enum p2pt_reach {
+    P2PT_REACH_MAPPED,        /* device or pinned host memory mapped here */
+    P2PT_REACH_NOT_CUDA,      /* memory CUDA does not know (pageable host) */
+    P2PT_REACH_UNMAPPED,      /* another device's memory not mapped here */
+    P2PT_REACH_UNMAPPED_POOL, /* pool memory without an access grant here */
+};
+
+struct p2pt_side {
+    int device;            /* ordinal; -1 for host memory or unknown */
+    enum p2pt_reach reach;
+};
+
+struct p2pt_request {
+    void *dst;
+    const void *src;
+    size_t bytes;
+    CUstream stream;
+    CUcontext ctx;  /* the stream's context */
+    int device;     /* its device's ordinal */
+    struct p2pt_side dst_side, src_side;
+    bool coaligned; /* dst == src modulo 16 */
+    enum p2pt_path path;
+};
+
+/* NULL, wrap-around, overlap: refused before anything else, no CUDA call.
+ * bytes == 0 is accepted whatever the pointers. */
+P2PT_INTERNAL p2pt_status p2pt__check_args(void *dst, const void *src, size_t bytes);
+/* Fill everything after `stream` from the driver: the stream's context and
+ * device, both sides' devices and reachability, co-alignment, the path. The
+ * same lookups whatever P2P_TRANSPORT_VALIDATE says. */
+P2PT_INTERNAL p2pt_status p2pt__resolve(struct p2pt_request *r);
+/*
+ * Validation (P2P_TRANSPORT_VALIDATE=1): refuse a request whose facts the
+ * transport that will run it cannot cope with, with status 4 and the
+ * remedy. `staged_ok`: that transport lets the driver stage memory the
+ * stream's device cannot map (the copy engine does; a kernel would fault).
+ */
+P2PT_INTERNAL p2pt_status p2pt__refuse(const struct p2pt_request *r, bool staged_ok);
+
+#endif /* P2PT_REQUEST_H */

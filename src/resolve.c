@@ -1,0 +1,170 @@
+/*
+ * Resolve: every fact about one copy request, found once, before the router
+ * picks a transport: the stream's context and device, where both addresses
+ * live and whether the stream's device can reach them, co-alignment, the
+ * path. The lookups are the same whatever P2P_TRANSPORT_VALIDATE says;
+ * validation (p2pt__refuse) only decides whether a failed fact is refused
+ * with a remedy or trusted.
+ */
+#include <stdio.h>
+
+#include "request.h"
+#include "p2pt_kernel_abi.h"
+
+p2pt_status p2pt__check_args(void *dst, const void *src, size_t bytes)
+{
+    uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
+
+    if (bytes == 0)
+        return P2PT_SUCCESS;
+    if (dst == NULL || src == NULL)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "copy of %zu bytes with dst=%p and src=%p: both must be "
+                          "non-NULL when bytes > 0",
+                          bytes, dst, src);
+    if (bytes > UINTPTR_MAX - d || bytes > UINTPTR_MAX - s)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "copy of %zu bytes from src=%p to dst=%p wraps around the "
+                          "end of the address space",
+                          bytes, src, dst);
+    if (d < s + bytes && s < d + bytes)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "overlapping ranges: dst [%p, %p) and src [%p, %p) share "
+                          "bytes; p2pt copies like memcpy, not memmove",
+                          dst, (void *)(d + bytes), src, (void *)(s + bytes));
+    return P2PT_SUCCESS;
+}
+
+/*
+ * Where `p` lives, as the current context (the stream's) sees it. Unlike
+ * cuPointerGetAttribute, cuPointerGetAttributes succeeds for addresses CUDA
+ * does not know and leaves the defaults: pageable host memory.
+ */
+static p2pt_status locate(const void *p, int stream_dev, struct p2pt_side *side)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    CUdeviceptr dp = (CUdeviceptr)(uintptr_t)p;
+    unsigned mem_type = 0;
+    int ordinal = -1;
+    unsigned long long access = CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE;
+    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                   CU_POINTER_ATTRIBUTE_ACCESS_FLAGS};
+    void *data[] = {&mem_type, &ordinal, &access};
+
+    P2PT_CU(p2pt__cu.cuPointerGetAttributes(3, attrs, data, dp));
+    side->device = mem_type == CU_MEMORYTYPE_DEVICE ? ordinal : -1;
+    side->reach = P2PT_REACH_MAPPED;
+    if (mem_type == 0) {
+        side->reach = P2PT_REACH_NOT_CUDA;
+        goto out;
+    }
+    bool reachable = access != CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE;
+    if (reachable && mem_type == CU_MEMORYTYPE_DEVICE && ordinal != stream_dev) {
+        /* ACCESS_FLAGS reads "read-write" for peer memory whether or not it
+         * is mapped here (seen on H200, driver 580, for cuMemAlloc and pool
+         * memory); asking for the pointer through which this context would
+         * reach it fails exactly when it cannot. */
+        void *through = NULL;
+        CUresult r = p2pt__cu.cuPointerGetAttribute(&through, CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+                                                    dp);
+        if (r == CUDA_ERROR_INVALID_VALUE)
+            reachable = false;
+        else
+            P2PT_CU(r);
+    }
+    if (reachable)
+        goto out;
+    side->reach = P2PT_REACH_UNMAPPED;
+    /* The copy engine stages unmapped cuMemAlloc memory through the host,
+     * but refuses pool memory the stream's device has no access to
+     * (CUDA_ERROR_INVALID_VALUE, seen on H200). */
+    CUmemoryPool pool = NULL;
+    if (p2pt__cu.cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, dp) ==
+            CUDA_SUCCESS &&
+        pool != NULL)
+        side->reach = P2PT_REACH_UNMAPPED_POOL;
+out:
+    return st;
+}
+
+p2pt_status p2pt__resolve(struct p2pt_request *r)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    CUcontext cur = NULL;
+    CUdevice dev = 0;
+    bool pushed = false;
+
+    P2PT_CU(p2pt__cu.cuStreamGetCtx(r->stream, &r->ctx));
+    if (r->ctx == NULL) {
+        st = p2pt__fail(P2PT_INVALID_USAGE,
+                        "stream %p has no CUDA context (the default stream needs a "
+                        "current context on this thread)",
+                        (void *)r->stream);
+        goto out;
+    }
+    P2PT_CU(p2pt__cu.cuCtxGetCurrent(&cur));
+    if (cur != r->ctx) {
+        P2PT_CU(p2pt__cu.cuCtxPushCurrent(r->ctx));
+        pushed = true;
+    }
+    P2PT_CU(p2pt__cu.cuCtxGetDevice(&dev));
+    r->device = (int)dev;
+    P2PT_TRY(locate(r->dst, r->device, &r->dst_side));
+    P2PT_TRY(locate(r->src, r->device, &r->src_side));
+    r->coaligned = (uintptr_t)r->dst % P2PT_ALIGN == (uintptr_t)r->src % P2PT_ALIGN;
+    bool dst_here = r->dst_side.device == r->device, src_here = r->src_side.device == r->device;
+    if (dst_here && src_here)
+        r->path = P2PT_PATH_LOCAL;
+    else if (src_here && r->dst_side.device >= 0)
+        r->path = P2PT_PATH_PUSH;
+    else if (dst_here && r->src_side.device >= 0)
+        r->path = P2PT_PATH_PULL;
+    else
+        r->path = P2PT_PATH_OTHER;
+out:
+    if (pushed) {
+        CUcontext popped;
+        p2pt__cu.cuCtxPopCurrent(&popped);
+    }
+    return st;
+}
+
+static p2pt_status refuse_side(const struct p2pt_request *r, const struct p2pt_side *s,
+                               const char *name, const void *p, bool staged_ok)
+{
+    switch (s->reach) {
+    case P2PT_REACH_MAPPED:
+        return P2PT_SUCCESS;
+    case P2PT_REACH_UNMAPPED_POOL:
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s %p is memory-pool memory of device %d that device %d, "
+                          "where the stream runs, has no access to: grant it with "
+                          "cuMemPoolSetAccess",
+                          name, p, s->device, r->device);
+    case P2PT_REACH_NOT_CUDA:
+        if (staged_ok)
+            return P2PT_SUCCESS;
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s %p is not memory CUDA knows (pageable host memory?): the "
+                          "TMA transport needs device memory or pinned, mapped host memory",
+                          name, p);
+    case P2PT_REACH_UNMAPPED:
+        if (staged_ok)
+            return P2PT_SUCCESS;
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s %p (device %d) is not mapped for device %d, where the "
+                          "stream runs: enable access first (cuCtxEnablePeerAccess, "
+                          "cuMemSetAccess or cuMemPoolSetAccess), or use P2P_TRANSPORT=ce",
+                          name, p, s->device, r->device);
+    }
+    return p2pt__fail(P2PT_INTERNAL_ERROR, "unknown reach %d", (int)s->reach);
+}
+
+p2pt_status p2pt__refuse(const struct p2pt_request *r, bool staged_ok)
+{
+    p2pt_status st = refuse_side(r, &r->dst_side, "dst", r->dst, staged_ok);
+    if (st == P2PT_SUCCESS)
+        st = refuse_side(r, &r->src_side, "src", r->src, staged_ok);
+    return st;
+}

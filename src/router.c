@@ -1,0 +1,61 @@
+/*
+ * The registry of transports (curl's available_backends[] pattern) and the
+ * router that picks one for each request. Adding a transport is its own
+ * file, its kernel, and one line in `transports`.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "handle.h"
+
+/* NULL-terminated. The first is the fallback: it must run any request. */
+static const struct p2pt_transport *const transports[] = {
+    &p2pt__transport_ce,
+    &p2pt__transport_tma,
+    NULL,
+};
+
+const struct p2pt_transport *p2pt__transport_find(const char *name)
+{
+    if (name == NULL)
+        return NULL;
+    for (size_t i = 0; transports[i] != NULL; i++)
+        if (strcasecmp(name, transports[i]->name) == 0)
+            return transports[i];
+    return NULL;
+}
+
+const char *p2pt__transport_canonical(const char *name)
+{
+    const struct p2pt_transport *t = p2pt__transport_find(name);
+    return t ? t->name : NULL;
+}
+
+const char *p2pt__transport_names(char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; transports[i] != NULL && used < len; i++) {
+        int w = snprintf(buf + used, len - used, "%s%s", i ? ", " : "", transports[i]->name);
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
+    return buf;
+}
+
+const struct p2pt_transport *p2pt__route(struct p2pt_handle *h, const struct p2pt_request *r)
+{
+    const char *why = NULL;
+    if (h->transport->can_copy(h, r, &why))
+        return h->transport;
+    const struct p2pt_transport *fallback = transports[0];
+    atomic_fetch_add_explicit(&h->stats.ce_fallbacks, 1, memory_order_relaxed);
+    if (atomic_exchange(&h->fallback_logged, 1) == 0)
+        P2PT_INFO(&h->log,
+                  "%s cannot copy %zu bytes from %p to %p (%s); such copies go to %s "
+                  "(logged once, counted in ce_fallbacks)",
+                  h->transport->name, r->bytes, r->src, r->dst, why, fallback->name);
+    return fallback;
+}

@@ -1,0 +1,50 @@
+/*
+ * Transports and the router (router.c). A transport describes itself: its
+ * name, what it can do, whether it can run one request and why not, and its
+ * steps. Adding one is its own file, its kernel, and one registry line.
+ */
+#ifndef P2PT_TRANSPORT_H
+#define P2PT_TRANSPORT_H
+
+#include "request.h"
+
+struct p2pt_handle;
+
+/* What a transport can do (p2pt_transport.caps). */
+#define P2PT_CAP_LOCAL (1u << 0)   /* both sides on the stream's device */
+#define P2PT_CAP_PEER (1u << 1)    /* push and pull through a peer mapping */
+#define P2PT_CAP_STAGED (1u << 2)  /* memory the stream's device cannot map
+                                      (pageable host, unmapped peer memory),
+                                      staged by the driver */
+#define P2PT_CAP_ANY_ALIGN (1u << 3) /* dst and src need not be co-aligned */
+#define P2PT_CAP_CAPTURE (1u << 4) /* capturable into a CUDA graph (after prepare) */
+
+struct p2pt_transport {
+    const char *name;
+    unsigned caps;
+    int min_cc; /* lowest compute capability (major * 10 + minor); 0 = any */
+    /* Can this transport run `r`? When not, *why says why (static text).
+     * Pure: no driver call, no side effect. */
+    bool (*can_copy)(const struct p2pt_handle *h, const struct p2pt_request *r,
+                     const char **why);
+    /* One-time work for `device` in the current/primary context. May JIT;
+     * never called during stream capture. */
+    p2pt_status (*prepare)(struct p2pt_handle *h, int device);
+    /* Enqueue `r`, resolved, routed and validated. */
+    p2pt_status (*copy)(struct p2pt_handle *h, const struct p2pt_request *r);
+};
+
+P2PT_INTERNAL extern const struct p2pt_transport p2pt__transport_ce;
+P2PT_INTERNAL extern const struct p2pt_transport p2pt__transport_tma;
+
+/* Case-insensitive lookup in the registry; NULL when unknown. */
+P2PT_INTERNAL const struct p2pt_transport *p2pt__transport_find(const char *name);
+/*
+ * The transport that runs `r` for handle `h`: the handle's own when its
+ * can_copy says yes, else the copy engine (counted in ce_fallbacks, logged
+ * once per handle with the reason).
+ */
+P2PT_INTERNAL const struct p2pt_transport *p2pt__route(struct p2pt_handle *h,
+                                                       const struct p2pt_request *r);
+
+#endif /* P2PT_TRANSPORT_H */
