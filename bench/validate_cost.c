@@ -6,6 +6,8 @@
  * process with the two settings alternating batch by batch, so clock and
  * load drift hit both alike (separate runs differed by more than the effect).
  * Median over 31 batches of 1000 calls; the stream is drained between batches.
+ * Each handle gets its setting through p2pt_init_args.options, so the two
+ * live side by side without touching the process environment.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,10 +20,11 @@
 #define BATCHES 31
 #define CALLS 1000
 
-static p2pt_handle *make(const char *transport, const char *validate)
+static p2pt_handle *make(const char *transport, int validate)
 {
-    setenv("P2P_TRANSPORT_VALIDATE", validate, 1);
-    p2pt_init_args a = {sizeof(a), NULL, transport};
+    char options[64];
+    snprintf(options, sizeof(options), "P2P_TRANSPORT_VALIDATE=%d", validate);
+    p2pt_init_args a = {sizeof(a), NULL, transport, options};
     p2pt_handle *h = NULL;
     if (p2pt_init(&a, &h) != P2PT_SUCCESS || p2pt_prepare(h, 0) != P2PT_SUCCESS) {
         fprintf(stderr, "p2pt-validate-cost: %s\n", p2pt_last_error(NULL));
@@ -47,7 +50,7 @@ int main(void)
     tcu.cuMemAlloc(&src, 1 << 20);
     tcu.cuMemAlloc(&dst, 1 << 20);
     if (ndev > 1) {
-        p2pt_handle *h = make("ce", "1");
+        p2pt_handle *h = make("ce", 1);
         if (p2pt_peer_enable(h, 0, 1) == P2PT_SUCCESS) {
             CUcontext c1;
             CUdevice d1;
@@ -69,22 +72,22 @@ int main(void)
     for (int path = 0; path < (peer ? 2 : 1); path++) {
         CUdeviceptr d = path ? peer : dst;
         for (int t = 0; t < 2; t++) {
-            p2pt_handle *h[2] = {make(names[t], "1"), make(names[t], "0")};
+            p2pt_handle *h[2] = {make(names[t], 1), make(names[t], 0)};
             double v[2][BATCHES];
             for (int b = 0; b < BATCHES; b++) {
                 for (int k = 0; k < 2; k++) {
                     int which = (b % 2) ? 1 - k : k; /* alternate who goes first */
-                    double t0 = now_us();
+                    double t0 = bench_now_us();
                     for (int i = 0; i < CALLS; i++)
                         if (p2pt_copy_async(h[which], (void *)d, (void *)src, 4096, s)) {
                             fprintf(stderr, "copy: %s\n", p2pt_last_error(NULL));
                             return 1;
                         }
-                    v[which][b] = (now_us() - t0) / CALLS;
+                    v[which][b] = (bench_now_us() - t0) / CALLS;
                     tcu.cuStreamSynchronize(s);
                 }
             }
-            double on = median(v[0], BATCHES), off = median(v[1], BATCHES);
+            double on = bench_median(v[0], BATCHES), off = bench_median(v[1], BATCHES);
             printf("%-6s %-5s %10.3f %10.3f %10.3f\n", path ? "push" : "local", names[t], on, off,
                    on - off);
             p2pt_finalize(h[0]);

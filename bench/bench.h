@@ -1,0 +1,267 @@
+/*
+ * p2pt-bench's shared declarations: only what more than one of its files
+ * needs. Each file owns one concern and says which at its top:
+ *
+ *   main.c         the mode table and the order of a run; header, counters
+ *   options.c      usage text and flag parsing
+ *   output.c       messages and errors, table rows, CSV and JSON records
+ *   gpu.c          devices, contexts, peer access, buffer pools, streams,
+ *                  p2pt handles
+ *   timing.c       CUDA-event timing of batches and of single copies
+ *   check.c        byte checks of destinations
+ *   mode_*.c       one measuring mode each (table, sweep, latency, cold)
+ *
+ * A new mode is one file defining bench_run_NAME, its prototype below and
+ * one entry in bench_modes (main.c); --mode and --help follow the table.
+ *
+ * The driver is reached through support/'s table `tcu`, never through the
+ * library's own `p2pt__cu`, which holds only what the library calls.
+ */
+#ifndef P2PT_BENCH_H
+#define P2PT_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bench_time.h"
+#include "p2pt.h"
+#include "p2pt_internal.h"
+#include "test_driver.h"
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#define GiB ((size_t)1 << 30)
+
+#define L2_FACTOR 4 /* pools hold at least this many L2 caches */
+
+enum { T_CE, T_TMA, N_TRANSPORTS };
+enum { P_LOCAL, P_PUSH, P_PULL, P_BIDIR, N_PATHS };
+
+extern const char *const bench_transport_names[N_TRANSPORTS];
+extern const char *const bench_path_names[N_PATHS];
+
+/* ================================================================ modes */
+
+enum {
+    /* Measures fresh child processes: runs before this process makes any
+     * context, so a child can make its own on an exclusive-process GPU. */
+    BENCH_MODE_FRESH_PROCESS = 1u << 0,
+    /* Measures TMA whatever --transport says; dropped where TMA is not
+     * supported. */
+    BENCH_MODE_TMA_ONLY = 1u << 1,
+};
+
+struct bench_mode {
+    const char *name;        /* as --mode takes it */
+    void (*run)(void);
+    const char *description; /* --help lines, '\n' between them */
+    unsigned flags;          /* BENCH_MODE_* */
+};
+
+#define BENCH_MAX_MODES 8
+extern const struct bench_mode bench_modes[];
+extern const int bench_n_modes;
+
+void bench_run_table(void);
+void bench_run_sweep(void);
+void bench_run_latency(void);
+void bench_run_cold(void);
+/* The hidden --cold-child entry point of bench_run_cold's children. */
+int bench_cold_child(int argc, char **argv);
+
+/* ============================================================== options */
+
+#define MAX_LIST 32   /* values in one --chunk/--stages/--max-ctas list */
+#define MAX_SIZES 128 /* rows of one table */
+
+struct bench_opts {
+    size_t min_bytes, max_bytes, sweep_bytes;
+    double factor;
+    int warmup;  /* -1: one batch */
+    int iters;   /* 0: by size */
+    int repeats; /* 0: by size */
+    int check;
+    bool transport[N_TRANSPORTS];
+    bool path[N_PATHS];
+    bool path_given;
+    bool mode[BENCH_MAX_MODES]; /* indexed like bench_modes */
+    size_t chunk[MAX_LIST];
+    int n_chunk;
+    int stages[MAX_LIST];
+    int n_stages;
+    int max_ctas[MAX_LIST];
+    int n_max_ctas;
+    int device, peer;
+    bool peer_given;
+    const char *csv, *json;
+    bool drop_caches;
+    size_t sizes[MAX_SIZES];
+    int n_sizes;
+};
+
+extern struct bench_opts bench_opt;
+
+/* Exits 0 after --help, 2 on a bad flag. */
+void bench_parse_args(int argc, char **argv);
+
+/* =============================================================== output */
+
+/* Why the last helper that returned false failed; one line. */
+extern char bench_err[2048];
+/* Checks, cold runs and releases that failed: any of them makes the exit
+ * status 1 once everything else has run. */
+extern int bench_failures;
+
+void bench_one_line(char *s);
+void bench_set_err(const char *fmt, ...) P2PT_PRINTF(1, 2);
+void bench_fail_cu(CUresult r, const char *text, const char *file, int line);
+void bench_fail_p2(p2pt_status st, const char *text);
+void bench_cu_release(CUresult r, const char *text, const char *file, int line);
+_Noreturn void bench_usage_error(const char *fmt, ...) P2PT_PRINTF(1, 2);
+/* A run-time failure: what was being measured, then bench_err; exit 1. */
+_Noreturn void bench_fatal(const char *fmt, ...) P2PT_PRINTF(1, 2);
+/* "48K", "1G", or plain bytes when no suffix is exact. */
+const char *bench_fmt_size(size_t b, char *buf, size_t len);
+
+/* Helpers return bool; CU and P2 need a label `fail` for their cleanup. */
+#define CU(call)                                                               \
+    do {                                                                       \
+        CUresult cu_r_ = (call);                                               \
+        if (cu_r_ != CUDA_SUCCESS) {                                           \
+            bench_fail_cu(cu_r_, #call, __FILE__, __LINE__);                   \
+            goto fail;                                                         \
+        }                                                                      \
+    } while (0)
+
+#define P2(call)                                                               \
+    do {                                                                       \
+        p2pt_status p2_s_ = (call);                                            \
+        if (p2_s_ != P2PT_SUCCESS) {                                           \
+            bench_fail_p2(p2_s_, #call);                                       \
+            goto fail;                                                         \
+        }                                                                      \
+    } while (0)
+
+/* Releases: a failure is reported and counted, never fatal (the process is
+ * finishing that piece of work anyway). */
+#define CU_RELEASE(call) bench_cu_release((call), #call, __FILE__, __LINE__)
+
+/* A table row is printed piece by piece: between these two, a fatal message
+ * starts on a new line and check failures wait for the row's end. */
+void bench_row_begin(void);
+void bench_row_end(void);
+void bench_row_check_failed(const char *fmt, ...) P2PT_PRINTF(1, 2);
+
+struct bench_tma_cfg {
+    size_t chunk;
+    int stages, max_ctas;
+};
+
+/* Opens --csv and --json; they are closed at exit. */
+void bench_open_outputs(void);
+/* One measurement (`cfg` NULL or ignored for ce: its TMA columns are 0). */
+void bench_emit(const char *mode, const char *path, int transport,
+                const struct bench_tma_cfg *cfg, size_t bytes, double time_us, double gbps,
+                const char *kind);
+
+/* GB/s of `bytes` in `us`; 0 rather than inf for a zero reading, so the
+ * JSON stays valid whatever the clock says. */
+static inline double bench_gbps(double bytes, double us) { return us > 0 ? bytes / us / 1e3 : 0; }
+static inline double bench_ratio(double a, double b) { return b > 0 ? a / b : 0; }
+static inline void *bench_dptr(CUdeviceptr p) { return (void *)(uintptr_t)p; }
+
+/* ================================================================= GPUs */
+
+struct bench_gpu {
+    int ordinal;
+    CUdevice dev;
+    CUcontext ctx; /* primary context, retained; NULL until bench_gpu_open */
+    char name[128];
+    int sms, cc_major, cc_minor;
+    size_t l2;
+};
+
+/* [0] = --device (every stream but bidir's second), [1] = --peer (a copy
+ * of [0] when there is no usable peer). */
+extern struct bench_gpu bench_gpus[2];
+extern bool bench_have_peer;
+
+/* Allocated past every pool: room for the check's guard bytes. */
+#define SLACK 4096
+
+/* A pool that copies rotate through, with SLACK bytes allocated past it. */
+struct bench_arena {
+    const struct bench_gpu *g;
+    CUdeviceptr base;
+    size_t pool;
+};
+
+/* One direction of copying: a stream on `g` moving src -> dst, and a
+ * reference buffer on `g` for the check. */
+struct bench_dir {
+    const struct bench_gpu *g;
+    CUstream s;
+    struct bench_arena src, dst, ref;
+    unsigned long next; /* rotation counter, kept across sizes and transports */
+};
+
+/* Everything one path needs; bidir has two directions. */
+struct bench_setup {
+    int path;
+    int ndirs;
+    size_t pool;
+    struct bench_dir d[2];
+};
+
+bool bench_use(const struct bench_gpu *g);
+bool bench_gpu_info(struct bench_gpu *g, int ordinal);
+bool bench_gpu_open(struct bench_gpu *g);
+void bench_gpu_close(struct bench_gpu *g);
+bool bench_enable_peer_access(void);
+/* Buffers for copies of up to `largest` bytes on `path`, sources filled. */
+bool bench_setup_open(struct bench_setup *su, int path, size_t largest);
+void bench_setup_close(struct bench_setup *su);
+/* Where copy number `i` of `bytes` starts in a pool of `pool` bytes. */
+size_t bench_slot_offset(size_t pool, size_t bytes, unsigned long i);
+
+/* The table's and latency's handles: one per transport, tuned by the
+ * environment alone; the TMA one's settings. */
+extern p2pt_handle *bench_handles[N_TRANSPORTS];
+extern struct bench_tma_cfg bench_default_cfg;
+
+/* p2pt_init for `transport` with p2pt_init_args.options `options` (NULL:
+ * the environment alone); `cfg`, when not NULL, gets the TMA settings. */
+bool bench_handle_open(const char *transport, const char *options, p2pt_handle **h,
+                       struct bench_tma_cfg *cfg);
+/* p2pt_prepare on --device, and on --peer with `peer_too`. */
+bool bench_prepare_on(p2pt_handle *h, bool peer_too, p2pt_status *st_out);
+
+/* =============================================================== timing */
+
+struct bench_timing {
+    double us;     /* median device time per copy (bidir: per pair of copies) */
+    double enq_us; /* median host time to enqueue one copy (pair) */
+};
+
+int bench_iters_for(size_t bytes);
+int bench_repeats_for(size_t bytes);
+int bench_warmup_for(int iters);
+bool bench_time_copies(p2pt_handle *h, struct bench_dir *dirs, int ndirs, size_t bytes,
+                       int warmup, int n, int repeats, struct bench_timing *out);
+/* Back-to-back copies queued behind a gate: the GPU's per-copy rate alone.
+ * False, with bench_err saying why, where the driver offers no stream wait. */
+bool bench_time_copies_queued(p2pt_handle *h, struct bench_dir *d, size_t bytes, int warmup,
+                              int n, int repeats, struct bench_timing *out);
+bool bench_time_single(p2pt_handle *h, struct bench_dir *d, size_t bytes, int samples,
+                       double *host_us, double *dev_us);
+
+/* ================================================================ check */
+
+/* Checks every direction of `su` when -c 1; returns the row's check column:
+ * "ok", "FAIL" (counted, explained after the row) or "-" (not checked). */
+const char *bench_check_all(p2pt_handle *h, struct bench_setup *su, size_t bytes,
+                            int transport, const char *what);
+void bench_check_free(void);
+
+#endif /* P2PT_BENCH_H */
