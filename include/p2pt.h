@@ -30,10 +30,18 @@ extern "C" {
 #define P2PT_API
 #endif
 
+/* The one place the version is written: CMakeLists.txt reads these three
+ * lines for the soname, p2pt.pc and the CMake package. */
 #define P2PT_VERSION_MAJOR 0
 #define P2PT_VERSION_MINOR 1
 #define P2PT_VERSION_PATCH 0
-#define P2PT_VERSION_STRING "0.1.0"
+#define P2PT_VERSION_STR_(x) #x
+#define P2PT_VERSION_XSTR_(x) P2PT_VERSION_STR_(x)
+/* "MAJOR.MINOR.PATCH", built from the numbers above. */
+#define P2PT_VERSION_STRING                                                    \
+    P2PT_VERSION_XSTR_(P2PT_VERSION_MAJOR) "."                                 \
+    P2PT_VERSION_XSTR_(P2PT_VERSION_MINOR) "."                                 \
+    P2PT_VERSION_XSTR_(P2PT_VERSION_PATCH)
 
 /*
  * Status codes and their strings, from one list (libuv's UV_ERRNO_MAP

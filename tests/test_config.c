@@ -3,7 +3,9 @@
  * (unknown name, empty, junk, out of range, chunk not a multiple of 16, a
  * ring over 227 KiB) rejected with status 4 and a message naming the
  * variable, the value and what is accepted; the init argument beats the
- * environment; and init reports a bad transport before it looks for a driver.
+ * environment; p2pt_init_args.options override the environment per handle
+ * and are checked the same way; and init reports a bad transport before it
+ * looks for a driver. Also: the version string is the numbers CMake read.
  * Criterion runs each test in its own process, so setenv is local to it.
  */
 #include <criterion/criterion.h>
@@ -12,6 +14,7 @@
 #include <string.h>
 
 #include "p2pt_internal.h"
+#include "p2pt_plugin.h"
 
 static struct p2pt_config cfg;
 
@@ -174,6 +177,18 @@ Test(config, log_levels_by_name_or_number)
     expect_rejected("P2P_TRANSPORT_LOG", "1K", NULL);
 }
 
+Test(config, log_level_abort_is_level_4_like_the_number)
+{
+    const char *abort_names[] = {"abort", "ABORT", "Abort", "4"};
+    for (size_t i = 0; i < 4; i++) {
+        cr_assert_eq(read_with("P2P_TRANSPORT_LOG", abort_names[i]), P2PT_SUCCESS, "%s: %s",
+                     abort_names[i], p2pt__last_error_text());
+        cr_assert_eq(cfg.log_level, P2PT_LOG_ABORT, "%s", abort_names[i]);
+    }
+    cr_assert_eq(P2PT_LOG_ABORT, 4);
+    expect_rejected("P2P_TRANSPORT_LOG", "bogus", "abort");
+}
+
 Test(config, validate_and_l2_hint_switches)
 {
     cr_assert_eq(read_with("P2P_TRANSPORT_VALIDATE", "0"), P2PT_SUCCESS);
@@ -257,4 +272,143 @@ Test(config, pdl_defaults_on_and_takes_only_0_or_1)
     expect_rejected("P2P_TRANSPORT_PDL", "yes", "0 or 1");
     expect_rejected("P2P_TRANSPORT_PDL", "2", "0 or 1");
     expect_rejected("P2P_TRANSPORT_PDL", "", "set but empty");
+}
+
+/* ------------------------------------------------ p2pt_init_args.options */
+
+static p2pt_status read_options(const char *options)
+{
+    return p2pt__config_read(&cfg, options, NULL);
+}
+
+Test(config, options_override_the_environment_for_that_read_only)
+{
+    setenv("P2P_TRANSPORT_STAGES", "4", 1);
+    setenv("P2P_TRANSPORT_CHUNK_BYTES", "16K", 1);
+    setenv("P2P_TRANSPORT_MAX_CTAS", "8", 1);
+    /* Spaces, commas and both mixed separate items. */
+    cr_assert_eq(read_options("P2P_TRANSPORT_STAGES=2, P2P_TRANSPORT_CHUNK_BYTES=32K,"
+                              "P2P_TRANSPORT_VALIDATE=0  P2P_TRANSPORT_LOG=info"),
+                 P2PT_SUCCESS, "%s", p2pt__last_error_text());
+    cr_assert_eq(cfg.stages, 2);
+    cr_assert_eq(cfg.chunk_bytes, 32768);
+    cr_assert_eq(cfg.validate, 0);
+    cr_assert_eq(cfg.log_level, P2PT_LOG_INFO);
+    cr_assert_eq(cfg.max_ctas, 8, "a variable the options do not name comes from the environment");
+    /* The environment itself is untouched: the next read without options sees it. */
+    cr_assert_str_eq(getenv("P2P_TRANSPORT_STAGES"), "4");
+    cr_assert_eq(read_options(NULL), P2PT_SUCCESS);
+    cr_assert_eq(cfg.stages, 4);
+    cr_assert_eq(cfg.chunk_bytes, 16384);
+    /* An empty options string (or only separators) is no options. */
+    cr_assert_eq(read_options(" ,, "), P2PT_SUCCESS);
+    cr_assert_eq(cfg.stages, 4);
+}
+
+Test(config, options_last_item_wins_and_the_transport_argument_beats_them)
+{
+    cr_assert_eq(read_options("P2P_TRANSPORT_STAGES=2 P2P_TRANSPORT_STAGES=3"), P2PT_SUCCESS);
+    cr_assert_eq(cfg.stages, 3);
+    setenv("P2P_TRANSPORT", "ce", 1);
+    cr_assert_eq(read_options("P2P_TRANSPORT=tma"), P2PT_SUCCESS);
+    cr_assert_str_eq(cfg.transport, "tma", "an options item beats the environment");
+    cr_assert_eq(p2pt__config_read(&cfg, "P2P_TRANSPORT=tma", "ce"), P2PT_SUCCESS);
+    cr_assert_str_eq(cfg.transport, "ce", "p2pt_init_args.transport beats an options item");
+    /* Even a bad P2P_TRANSPORT item is never read when the argument is set. */
+    cr_assert_eq(p2pt__config_read(&cfg, "P2P_TRANSPORT=bogus", "tma"), P2PT_SUCCESS);
+    cr_assert_str_eq(cfg.transport, "tma");
+}
+
+Test(config, options_unknown_name_is_status_4_naming_it_and_the_accepted_names)
+{
+    cr_assert_eq(read_options("P2P_TRANSPORT_STAGES=2 P2P_TRANSPORT_STAGE=3"),
+                 P2PT_INVALID_ARGUMENT);
+    const char *msg = p2pt__last_error_text();
+    cr_assert(strstr(msg, "p2pt_init_args.options") && strstr(msg, "\"P2P_TRANSPORT_STAGE\"") &&
+                  strstr(msg, "not a p2pt setting"),
+              "%s", msg);
+    cr_assert(strstr(msg, "P2P_TRANSPORT_CACHE_DIR") && strstr(msg, "P2P_CUDA_LIBRARY"),
+              "the message lists what is accepted: %s", msg);
+    /* Names are exact: the environment's spelling, upper case. */
+    cr_assert_eq(read_options("p2p_transport_stages=2"), P2PT_INVALID_ARGUMENT);
+    cr_assert(strstr(p2pt__last_error_text(), "p2p_transport_stages") != NULL, "%s",
+              p2pt__last_error_text());
+}
+
+Test(config, options_item_without_equals_sign_is_status_4)
+{
+    cr_assert_eq(read_options("P2P_TRANSPORT_STAGES"), P2PT_INVALID_ARGUMENT);
+    const char *msg = p2pt__last_error_text();
+    cr_assert(strstr(msg, "p2pt_init_args.options") && strstr(msg, "\"P2P_TRANSPORT_STAGES\"") &&
+                  strstr(msg, "NAME=VALUE"),
+              "%s", msg);
+    cr_assert_eq(read_options("P2P_TRANSPORT_STAGES=2 4"), P2PT_INVALID_ARGUMENT,
+                 "a space splits items, so \"4\" alone is an item without '='");
+    cr_assert(strstr(p2pt__last_error_text(), "\"4\"") != NULL, "%s", p2pt__last_error_text());
+}
+
+Test(config, options_empty_value_is_refused_even_when_the_environment_has_one)
+{
+    setenv("P2P_TRANSPORT_STAGES", "2", 1);
+    cr_assert_eq(read_options("P2P_TRANSPORT_STAGES="), P2PT_INVALID_ARGUMENT);
+    const char *msg = p2pt__last_error_text();
+    cr_assert(strstr(msg, "p2pt_init_args.options P2P_TRANSPORT_STAGES") &&
+                  strstr(msg, "set but empty"),
+              "%s", msg);
+}
+
+Test(config, options_bad_value_names_the_options_the_variable_and_the_value)
+{
+    static const char *const bad[][3] = {
+        /* item, variable, what the message says is accepted */
+        {"P2P_TRANSPORT_STAGES=17", "P2P_TRANSPORT_STAGES", "1 to 16"},
+        {"P2P_TRANSPORT_CHUNK_BYTES=1000", "P2P_TRANSPORT_CHUNK_BYTES", "multiple of 16"},
+        {"P2P_TRANSPORT_LOG=loud", "P2P_TRANSPORT_LOG", "abort"},
+        {"P2P_TRANSPORT=bogus", "P2P_TRANSPORT", "ce, tma"},
+        {"P2P_TRANSPORT_L2_HINT=keep", "P2P_TRANSPORT_L2_HINT", "evict_first"},
+        {"P2P_TRANSPORT_PDL=yes", "P2P_TRANSPORT_PDL", "0 or 1"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        cr_assert_eq(read_options(bad[i][0]), P2PT_INVALID_ARGUMENT, "%s", bad[i][0]);
+        const char *msg = p2pt__last_error_text();
+        const char *value = strchr(bad[i][0], '=') + 1;
+        cr_assert(strstr(msg, "p2pt_init_args.options") && strstr(msg, bad[i][1]) &&
+                      strstr(msg, value) && strstr(msg, bad[i][2]),
+                  "%s -> %s", bad[i][0], msg);
+    }
+    /* The ring check names the values whichever source they came from. */
+    cr_assert_eq(read_options("P2P_TRANSPORT_CHUNK_BYTES=64K P2P_TRANSPORT_STAGES=4"),
+                 P2PT_INVALID_ARGUMENT);
+    cr_assert(strstr(p2pt__last_error_text(), "232448") != NULL, "%s", p2pt__last_error_text());
+}
+
+Test(config, options_too_long_or_too_many_items_are_status_4)
+{
+    char text[5000];
+    memset(text, ' ', sizeof(text) - 1);
+    text[sizeof(text) - 1] = '\0';
+    cr_assert_eq(read_options(text), P2PT_INVALID_ARGUMENT);
+    cr_assert(strstr(p2pt__last_error_text(), "characters long") != NULL, "%s",
+              p2pt__last_error_text());
+    size_t used = 0;
+    for (int i = 0; i < 33; i++)
+        used += (size_t)snprintf(text + used, sizeof(text) - used, "P2P_TRANSPORT_STAGES=2 ");
+    cr_assert_eq(read_options(text), P2PT_INVALID_ARGUMENT);
+    cr_assert(strstr(p2pt__last_error_text(), "more than 32 items") != NULL, "%s",
+              p2pt__last_error_text());
+}
+
+/* -------------------------------------------------------------- version */
+
+Test(version, string_is_built_from_the_numbers_cmake_reads)
+{
+    char expect[32];
+    snprintf(expect, sizeof(expect), "%d.%d.%d", P2PT_VERSION_MAJOR, P2PT_VERSION_MINOR,
+             P2PT_VERSION_PATCH);
+    cr_assert_str_eq(P2PT_VERSION_STRING, expect);
+    cr_assert_str_eq(p2pt_plugin_v1.version, expect, "the plugin table reports the header's");
+#ifdef P2PT_CMAKE_PROJECT_VERSION
+    cr_assert_str_eq(P2PT_CMAKE_PROJECT_VERSION, expect,
+                     "CMake's project version (soname, p2pt.pc) differs from p2pt.h");
+#endif
 }
