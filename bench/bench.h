@@ -67,6 +67,7 @@ void bench_run_table(void);
 void bench_run_sweep(void);
 void bench_run_latency(void);
 void bench_run_cold(void);
+void bench_run_batch(void);
 /* The hidden --cold-child entry point of bench_run_cold's children. */
 int bench_cold_child(int argc, char **argv);
 

@@ -54,6 +54,14 @@ const struct bench_mode bench_modes[] = {
      "copy (b2b near enq: the host is the limit);\n"
      "host and dev are medians of 200 copies",
      0},
+    {"batch", bench_run_batch,
+     "many pieces per operation, local: shapes\n"
+     "1024x14K, 4096x7K, 256x4K, 64x1M and a mixed\n"
+     "batch to scattered destinations; rows tma\n"
+     "host and device descriptors, ce batch, raw\n"
+     "cuMemcpyBatchAsync, loops of single copies,\n"
+     "one contiguous copy of the same bytes",
+     0},
     {"cold", bench_run_cold,
      "the first TMA copy of a fresh process (this\n"
      "program re-run): p2pt_init, then\n"

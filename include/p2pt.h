@@ -139,6 +139,17 @@ typedef struct p2pt_properties {
                                   instead of compiled (global) */
     int pdl;                /* TMA programmatic dependent launch
                                (P2P_TRANSPORT_PDL) */
+    /* ---- end of the first release ---- */
+    uint32_t batch_per_launch; /* host descriptors one TMA batch launch takes;
+                                  a larger batch is cut into as few launches
+                                  as possible */
+    uint32_t max_windows;      /* windows per device and handle */
+    uint32_t device_batch_max; /* the largest max_count of a device batch */
+    uint32_t reserved0;
+    uint64_t batches;          /* host-descriptor batches accepted */
+    uint64_t batch_pieces;     /* pieces of those batches (bytes > 0) */
+    uint64_t device_batches;   /* device-descriptor batches enqueued */
+    uint64_t batch_launches;   /* kernel launches made for batches */
 } p2pt_properties;
 
 typedef struct p2pt_handle p2pt_handle;
@@ -186,6 +197,102 @@ P2PT_API p2pt_status p2pt_prepare(p2pt_handle *h, int device);
 P2PT_API p2pt_status p2pt_copy_async(p2pt_handle *h, void *dst,
                                      const void *src, size_t bytes,
                                      void *stream);
+
+/* -------------------------------------------------------------- batches */
+
+/*
+ * One piece of a batch: `bytes` bytes from `src` to `dst` (unified virtual
+ * addresses, either side on any GPU mapped in the stream's context). The
+ * same 24-byte layout for host descriptors and for descriptors in GPU
+ * memory (three little-endian 64-bit words: dst, src, bytes).
+ */
+typedef struct p2pt_copy_desc {
+    void *dst;
+    const void *src;
+    uint64_t bytes;
+} p2pt_copy_desc;
+
+/*
+ * Enqueue `count` copies on `stream` as ONE stream-ordered operation: work
+ * queued on the stream after it sees every piece done; the pieces run in any
+ * order and at once, so no piece's destination may overlap another piece's
+ * source or destination. The array may be reused as soon as the call
+ * returns (graph capture keeps its own copy). Each piece is checked like a
+ * single copy (NULL, wrap-around, overlap of its own ranges; with
+ * P2P_TRANSPORT_VALIDATE=1 where its addresses live, a cheap range check
+ * when both sides lie in windows registered for the stream's device):
+ * a refused piece refuses the whole batch before anything is enqueued
+ * (status 4 naming its index). Zero-byte pieces are skipped; count 0
+ * succeeds.
+ *   tma: one kernel launch per properties.batch_per_launch pieces (1344),
+ *        any size and alignment per piece: co-aligned pieces through bulk
+ *        copies, others with plain loads and stores, in the same launch.
+ *   ce:  cuMemcpyBatchAsync where the driver has it and it is safe (not the
+ *        legacy default stream, not while capturing), else one
+ *        cuMemcpyAsync per piece.
+ * Thread-safe; capturable after p2pt_prepare.
+ */
+P2PT_API p2pt_status p2pt_copy_batch_async(p2pt_handle *h, const p2pt_copy_desc *descs,
+                                           size_t count, void *stream);
+
+/*
+ * Windows: the memory a device-descriptor batch may touch. Register
+ * [base, base + bytes) for batches on streams of `device` (its mapping as
+ * seen from `device`'s current or primary context: device memory, peer
+ * memory mapped there, pinned host memory). The range must lie inside one
+ * allocation. At most properties.max_windows per device and handle; a base
+ * registered twice is status 5. Unregister before freeing the memory.
+ * A device batch checks its descriptors against the windows registered
+ * when it is enqueued; a CUDA graph keeps the windows of its capture.
+ * Thread-safe.
+ */
+P2PT_API p2pt_status p2pt_window_register(p2pt_handle *h, int device, const void *base,
+                                          size_t bytes);
+P2PT_API p2pt_status p2pt_window_unregister(p2pt_handle *h, int device, const void *base);
+
+/*
+ * The status record a device batch leaves at the start of its workspace,
+ * in GPU memory, readable once the batch is done (after the stream, or by
+ * later work on it).
+ */
+typedef struct p2pt_batch_status {
+    uint32_t count;     /* the count the batch read from GPU memory */
+    uint32_t copied;    /* descriptors copied */
+    uint32_t skipped;   /* descriptors refused: not one of their bytes was touched */
+    uint32_t first_bad; /* index of the first refused descriptor; UINT32_MAX if none */
+    uint32_t reasons;   /* P2PT_BATCH_SKIPPED_* bits of every refusal */
+    uint32_t reserved[3];
+} p2pt_batch_status;
+
+#define P2PT_BATCH_SKIPPED_WINDOW 1u    /* dst or src range outside every window */
+#define P2PT_BATCH_SKIPPED_OVER_MAX 2u  /* index at or past max_count */
+#define P2PT_BATCH_SKIPPED_OVERLAP 4u   /* its dst and src ranges overlap */
+#define P2PT_BATCH_SKIPPED_TOO_LARGE 8u /* 4 GiB or more, or a range that wraps */
+
+/* Bytes of GPU memory a device batch of up to `max_count` descriptors
+ * needs as its workspace (the status record, then its plan). */
+P2PT_API size_t p2pt_batch_workspace_bytes(uint32_t max_count);
+
+/*
+ * Enqueue the copies described in GPU memory: `*count` (a uint32_t in GPU
+ * memory) descriptors at `descs` (GPU memory, max_count of them readable),
+ * both read when the batch runs, so earlier work on `stream` may write them
+ * and a captured graph picks up new counts and sizes at every replay.
+ * Every descriptor is checked in the kernel: a piece whose dst or src range
+ * is not inside one window registered for the stream's device, whose ranges
+ * overlap or wrap, or that is 4 GiB or more, is skipped, as is every index
+ * at or past max_count; the skipped count, the first bad index and the
+ * reasons land in the p2pt_batch_status at the start of `workspace`. No
+ * byte outside the windows is ever written, and a bad descriptor never
+ * faults the GPU. `workspace` is GPU memory of at least
+ * p2pt_batch_workspace_bytes(max_count) bytes, 16-byte aligned, that no
+ * other batch uses until this one is done. Only kernel transports read GPU
+ * descriptors: with "ce" this is status 6. max_count from 1 to
+ * properties.device_batch_max. Thread-safe; capturable after p2pt_prepare.
+ */
+P2PT_API p2pt_status p2pt_copy_batch_device_async(p2pt_handle *h, const p2pt_copy_desc *descs,
+                                                  const uint32_t *count, uint32_t max_count,
+                                                  void *workspace, void *stream);
 
 /* Static string for a status code; "unknown status" for other values. */
 P2PT_API const char *p2pt_status_string(p2pt_status status);

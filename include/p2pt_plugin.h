@@ -74,6 +74,24 @@ typedef struct p2pt_plugin_v1 {
 
     /* Fill the peer topology (set topo->size first). Thread-safe. */
     p2pt_status (*topology)(void *ctx, p2pt_topology_t *topo);
+    /* ---- end of the second v1 release (struct_size 96 on LP64) ---- */
+
+    /* Batches (p2pt.h says the contract of each): check
+     * struct_size > offsetof(p2pt_plugin_v1_t, copy_batch_async) first.
+     * copy_batch_async: host descriptors, one stream-ordered operation;
+     * never blocks on the GPU; thread-safe. */
+    p2pt_status (*copy_batch_async)(void *ctx, const p2pt_copy_desc *descs, size_t count,
+                                    void *stream);
+    /* Descriptors and their count in GPU memory, read when the batch runs;
+     * checked there against the registered windows; status 6 on "ce". */
+    p2pt_status (*copy_batch_device_async)(void *ctx, const p2pt_copy_desc *descs,
+                                           const uint32_t *count, uint32_t max_count,
+                                           void *workspace, void *stream);
+    /* GPU bytes a device batch of max_count descriptors needs as workspace. */
+    size_t (*batch_workspace_bytes)(uint32_t max_count);
+    /* The memory device batches on `device` may touch. Thread-safe. */
+    p2pt_status (*window_register)(void *ctx, int device, const void *base, size_t bytes);
+    p2pt_status (*window_unregister)(void *ctx, int device, const void *base);
     /* ---- append below ---- */
 } p2pt_plugin_v1_t;
 

@@ -2,8 +2,9 @@
  * p2pt TMA copy kernel: global -> shared -> global with cp.async.bulk.
  *
  * Compiled at run time by NVRTC (src/jit.c), so it includes nothing but
- * p2pt_kernel_abi.h, the constants it shares with the host (handed to NVRTC
- * in memory): plain CUDA C++ and inline PTX. One launch moves a whole copy, whatever its size:
+ * p2pt_kernel_abi.h (the constants it shares with the host) and
+ * tma_ptx.cuh (the PTX helpers), both handed to NVRTC in memory: plain CUDA
+ * C++ and inline PTX. One launch moves a whole copy, whatever its size:
  *
  *   - the host plans the copy (src/chunk_plan.c): an unaligned head (< 16
  *     bytes), a 16-byte aligned body cut into `chunk`-byte chunks (the last
@@ -33,100 +34,7 @@
 
 #include "p2pt_kernel_abi.h"
 
-typedef unsigned long long u64;
-typedef unsigned int u32;
-
-static __device__ __forceinline__ u32 smem_u32(const void *p)
-{
-    u32 a;
-    asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }"
-                 : "=r"(a)
-                 : "l"(p));
-    return a;
-}
-
-static __device__ __forceinline__ void mbar_init(u32 bar, u32 count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count)
-                 : "memory");
-}
-
-/* Make the initialised barriers visible to the async (TMA) proxy before the
- * first bulk copy signals one of them. */
-static __device__ __forceinline__ void mbar_init_fence()
-{
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-
-static __device__ __forceinline__ void mbar_expect_tx(u32 bar, u32 bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
-                 "r"(bytes)
-                 : "memory");
-}
-
-static __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity)
-{
-    u32 done;
-    do {
-        asm volatile("{ .reg .pred p;\n"
-                     "  mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "  selp.u32 %0, 1, 0, p; }"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-    } while (!done);
-}
-
-static __device__ __forceinline__ u64 evict_first_policy()
-{
-    u64 policy;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-    return policy;
-}
-
-static __device__ __forceinline__ void bulk_load(u32 smem, const char *gsrc, u32 bytes,
-                                                 u32 bar, bool hint, u64 policy)
-{
-    if (hint)
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-                     ".L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(smem),
-                     "l"(gsrc), "r"(bytes), "r"(bar), "l"(policy)
-                     : "memory");
-    else
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
-                     "[%0], [%1], %2, [%3];" ::"r"(smem),
-                     "l"(gsrc), "r"(bytes), "r"(bar)
-                     : "memory");
-}
-
-static __device__ __forceinline__ void bulk_store(char *gdst, u32 smem, u32 bytes,
-                                                  bool hint, u64 policy)
-{
-    if (hint)
-        asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint "
-                     "[%0], [%1], %2, %3;" ::"l"(gdst),
-                     "r"(smem), "r"(bytes), "l"(policy)
-                     : "memory");
-    else
-        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(gdst),
-                     "r"(smem), "r"(bytes)
-                     : "memory");
-    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-}
-
-/* Wait until at most N committed store groups are still reading shared memory. */
-template <int N> static __device__ __forceinline__ void bulk_wait_read()
-{
-    asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
-}
-
-/* Wait until every committed store has fully completed (written global). */
-static __device__ __forceinline__ void bulk_wait_all()
-{
-    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-}
+#include "tma_ptx.cuh"
 
 extern "C" __global__ void __launch_bounds__(P2PT_TMA_THREADS)
 p2pt_tma_copy(char *dst, const char *src, u64 head, u64 body, u64 tail, u64 chunks,
@@ -138,7 +46,7 @@ p2pt_tma_copy(char *dst, const char *src, u64 head, u64 body, u64 tail, u64 chun
     const u32 bar0 = smem_u32(bars);
     const u32 ring0 = smem_u32(ring);
 
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    pdl_launch_dependents();
     /* Shared-memory set-up overlaps the previous grid's tail. */
     if (issuer) {
         for (u32 s = 0; s < stages; s++)
@@ -147,7 +55,7 @@ p2pt_tma_copy(char *dst, const char *src, u64 head, u64 body, u64 tail, u64 chun
     }
     /* No global access before this line: the previous copy in the stream
      * may still be writing what this one reads. */
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+    pdl_wait();
 
     /* Plain bytes: the unaligned head by CTA 0, the tail by the last CTA. */
     if (blockIdx.x == 0 && threadIdx.x < head)

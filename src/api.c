@@ -89,6 +89,13 @@ p2pt_status p2pt_get_properties(const p2pt_handle *h, p2pt_properties *props)
     p.module_loads = p2pt__jit_module_loads();
     p.cubin_cache_hits = p2pt__jit_cache_hits();
     p.rejected = atomic_load(&h->stats.rejected);
+    p.batch_per_launch = P2PT_BATCH_LARGE;
+    p.max_windows = P2PT_BATCH_MAX_WINDOWS;
+    p.device_batch_max = P2PT_DEVICE_BATCH_MAX;
+    p.batches = atomic_load(&h->stats.batches);
+    p.batch_pieces = atomic_load(&h->stats.batch_pieces);
+    p.device_batches = atomic_load(&h->stats.device_batches);
+    p.batch_launches = atomic_load(&h->stats.batch_launches);
     /* Fill only what the caller's struct has room for. */
     memcpy(props, &p, p.size);
     return P2PT_SUCCESS;

@@ -28,6 +28,7 @@ struct entry {
 
 #define E(fn, ver) {#fn, ver, offsetof(struct p2pt_cuda, fn), true}
 #define OPT(fn, ver) {#fn, ver, offsetof(struct p2pt_cuda, fn), false}
+#define OPT_AS(name, field, ver) {#name, ver, offsetof(struct p2pt_cuda, field), false}
 static const struct entry entries[] = {
     E(cuInit, 2000), E(cuDriverGetVersion, 2020), E(cuGetErrorName, 6000),
     E(cuGetErrorString, 6000), E(cuDeviceGet, 2000), E(cuDeviceGetCount, 2000),
@@ -39,9 +40,11 @@ static const struct entry entries[] = {
     E(cuMemcpyAsync, 4000), E(cuPointerGetAttribute, 4000), E(cuPointerGetAttributes, 7000),
     E(cuModuleLoadData, 2000), E(cuModuleUnload, 2000), E(cuModuleGetFunction, 2000),
     E(cuFuncSetAttribute, 9000), E(cuLaunchKernel, 4000), OPT(cuLaunchKernelEx, 11060),
+    OPT(cuMemcpyBatchAsync, 13000), OPT_AS(cuMemcpyBatchAsync, cuMemcpyBatchAsync_v12080, 12080),
 };
 #undef E
 #undef OPT
+#undef OPT_AS
 
 static struct p2pt_once load_once = P2PT_ONCE_INIT;
 

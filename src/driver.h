@@ -43,8 +43,12 @@ struct p2pt_cuda {
     PFN_cuFuncSetAttribute_v9000 cuFuncSetAttribute;
     PFN_cuLaunchKernel_v4000 cuLaunchKernel;
     /* Optional (NULL when the driver lacks it): programmatic dependent
-     * launch for the TMA kernel; without it p2pt launches plainly. */
+     * launch for the TMA kernel, without which p2pt launches plainly; the
+     * driver's batched copy (CUDA 13.0's entry, else 12.8's), without which
+     * the ce transport loops over cuMemcpyAsync. */
     PFN_cuLaunchKernelEx_v11060 cuLaunchKernelEx;
+    PFN_cuMemcpyBatchAsync_v13000 cuMemcpyBatchAsync;
+    PFN_cuMemcpyBatchAsync_v12080 cuMemcpyBatchAsync_v12080;
 };
 
 /* The table, valid after p2pt__cuda_load succeeded. */

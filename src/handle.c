@@ -25,10 +25,12 @@ p2pt_status p2pt__handle_new(const struct p2pt_config *cfg, p2pt_logger_t logger
     if (h == NULL)
         return p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory for a p2pt handle");
     h->cfg = *cfg;
+    pthread_mutex_init(&h->windows_lock, NULL);
     h->log.fn = logger;
     h->log.level = cfg->log_level;
     h->transport = p2pt__transport_find(cfg->transport);
     if (h->transport == NULL) {
+        pthread_mutex_destroy(&h->windows_lock);
         free(h);
         return p2pt__fail(P2PT_INTERNAL_ERROR, "transport \"%s\" vanished", cfg->transport);
     }
@@ -49,6 +51,7 @@ p2pt_status p2pt__handle_new(const struct p2pt_config *cfg, p2pt_logger_t logger
     }
     pthread_mutex_unlock(&registry_lock);
     if (st != P2PT_SUCCESS) {
+        pthread_mutex_destroy(&h->windows_lock);
         free(h);
         return st;
     }
@@ -71,8 +74,11 @@ bool p2pt__handle_free(struct p2pt_handle *h)
         n--;
     atomic_store(&high, n);
     pthread_mutex_unlock(&registry_lock);
-    if (found)
+    if (found) {
+        p2pt__windows_free(h);
+        pthread_mutex_destroy(&h->windows_lock);
         free(h);
+    }
     return found;
 }
 

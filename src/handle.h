@@ -11,6 +11,7 @@
 
 struct p2pt_stats {
     _Atomic uint64_t copies, bytes, tma_launches, ce_copies, ce_fallbacks, rejected;
+    _Atomic uint64_t batches, batch_pieces, device_batches, batch_launches;
 };
 
 #define P2PT_MAX_DEVICES 64
@@ -29,6 +30,9 @@ struct p2pt_handle {
     /* Per device: the CTAs one TMA launch may use under this handle's
      * configuration, worked out once (prepare or first copy); 0 = not yet. */
     _Atomic uint32_t tma_grid[P2PT_MAX_DEVICES];
+    /* Registered windows per device (windows.c); writers hold the lock. */
+    pthread_mutex_t windows_lock;
+    struct p2pt_window_set *_Atomic windows[P2PT_MAX_DEVICES];
 };
 
 /*

@@ -128,9 +128,10 @@ static p2pt_status compile(const char *source, const char *const *defines, const
     char arch_opt[48];
     const char *opts[3 + 8];
     int n_opts = 0;
-    /* kernels/p2pt_kernel_abi.h, the host's own copy of the constants. */
-    const char *headers[] = {p2pt__kernel_abi_source};
-    const char *header_names[] = {"p2pt_kernel_abi.h"};
+    /* kernels/p2pt_kernel_abi.h (the host's own copy of the constants) and
+     * kernels/tma_ptx.cuh. */
+    const char *headers[] = {p2pt__kernel_abi_source, p2pt__tma_ptx_source};
+    const char *header_names[] = {"p2pt_kernel_abi.h", "tma_ptx.cuh"};
 
     *out = NULL;
     P2PT_TRY(p2pt__nvrtc_load(nvrtc_path));
@@ -144,12 +145,12 @@ static p2pt_status compile(const char *source, const char *const *defines, const
      * bulk of a cold process's first TMA copy. Older NVRTCs reject the
      * option; they get the full front end. */
     opts[n_opts++] = JIT_OPT_MINIMAL; /* last, so it can be dropped */
-    P2PT_NVRTC(p2pt__nv.nvrtcCreateProgram(&prog, source, "p2pt_kernel.cu", 1, headers,
+    P2PT_NVRTC(p2pt__nv.nvrtcCreateProgram(&prog, source, "p2pt_kernel.cu", 2, headers,
                                            header_names));
     nvrtcResult cr = p2pt__nv.nvrtcCompileProgram(prog, n_opts, opts);
     if (cr == NVRTC_ERROR_INVALID_OPTION) {
         p2pt__nv.nvrtcDestroyProgram(&prog);
-        P2PT_NVRTC(p2pt__nv.nvrtcCreateProgram(&prog, source, "p2pt_kernel.cu", 1, headers,
+        P2PT_NVRTC(p2pt__nv.nvrtcCreateProgram(&prog, source, "p2pt_kernel.cu", 2, headers,
                                                header_names));
         cr = p2pt__nv.nvrtcCompileProgram(prog, n_opts - 1, opts);
     }
@@ -266,14 +267,16 @@ static p2pt_status cubin_locked(enum p2pt_kernel_id kid, int arch, const struct 
     slot->arch = arch;
     /* Everything NVRTC reads shapes the cubin: the kernel, the shared
      * header and the options. */
-    size_t src_len = strlen(k->source), abi_len = p2pt__kernel_abi_source_len;
-    char *all = malloc(src_len + abi_len + 1);
+    size_t src_len = strlen(k->source), abi_len = p2pt__kernel_abi_source_len,
+           ptx_len = p2pt__tma_ptx_source_len;
+    char *all = malloc(src_len + abi_len + ptx_len + 1);
     if (all == NULL) {
         n_cubins--;
         return p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory");
     }
     memcpy(all, k->source, src_len);
-    memcpy(all + src_len, p2pt__kernel_abi_source, abi_len + 1);
+    memcpy(all + src_len, p2pt__kernel_abi_source, abi_len);
+    memcpy(all + src_len + abi_len, p2pt__tma_ptx_source, ptx_len + 1);
     options_id(k->defines, opts, sizeof(opts));
     p2pt__cubin_cache_name(slot->cache_name, sizeof(slot->cache_name), k->name, all, opts,
                            arch);

@@ -5,7 +5,8 @@
  * A kernel is a table entry: its source file (embedded at build time), its
  * entry points, the lowest compute capability it runs on, and the `-D`
  * defines it is built with. Every kernel also sees kernels/p2pt_kernel_abi.h,
- * the constants and layouts the host code uses too. NVRTC runs once per
+ * the constants and layouts the host code uses too, and kernels/tma_ptx.cuh,
+ * the PTX helpers. NVRTC runs once per
  * process, kernel and architecture; cubins are cached on disk per (kernel,
  * architecture, options); modules are loaded once per context.
  */
@@ -15,15 +16,23 @@
 #include "config.h"
 #include "driver.h"
 
-#define P2PT_KERNEL_MAX_ENTRIES 4
+#define P2PT_KERNEL_MAX_ENTRIES 6
 
 enum p2pt_kernel_id {
     P2PT_KERNEL_TMA_COPY, /* kernels/tma_copy.cu: one copy per launch */
+    P2PT_KERNEL_BATCH,    /* kernels/batch_copy.cu: many pieces per launch */
     P2PT_KERNEL_COUNT
 };
 
-/* Entry points of P2PT_KERNEL_TMA_COPY, in p2pt_kernel.entries order. */
+/* Entry points, in p2pt_kernel.entries order. */
 enum { P2PT_TMA_ENTRY_COPY };
+enum {
+    P2PT_BATCH_ENTRY_SMALL,
+    P2PT_BATCH_ENTRY_LARGE,
+    P2PT_BATCH_ENTRY_DEVICE_ONE,
+    P2PT_BATCH_ENTRY_PLAN,
+    P2PT_BATCH_ENTRY_DEVICE
+};
 
 struct p2pt_kernel {
     const char *name;                 /* "tma_copy": cache files, messages */
@@ -39,8 +48,12 @@ P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernels[P2PT_KERNEL_COUNT];
 /* The embedded sources (generated at build time from kernels/). */
 P2PT_INTERNAL extern const char p2pt__tma_copy_source[];
 P2PT_INTERNAL extern const size_t p2pt__tma_copy_source_len;
+P2PT_INTERNAL extern const char p2pt__batch_copy_source[];
+P2PT_INTERNAL extern const size_t p2pt__batch_copy_source_len;
 P2PT_INTERNAL extern const char p2pt__kernel_abi_source[];
 P2PT_INTERNAL extern const size_t p2pt__kernel_abi_source_len;
+P2PT_INTERNAL extern const char p2pt__tma_ptx_source[];
+P2PT_INTERNAL extern const size_t p2pt__tma_ptx_source_len;
 
 /* A kernel loaded in one CUDA context, with the device facts its launches
  * are sized from. */

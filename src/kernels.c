@@ -15,4 +15,14 @@ const struct p2pt_kernel p2pt__kernels[P2PT_KERNEL_COUNT] = {
             .min_cc = 90,
             .defines = {NULL},
         },
+    [P2PT_KERNEL_BATCH] =
+        {
+            .name = "batch_copy",
+            .file = "kernels/batch_copy.cu",
+            .source = p2pt__batch_copy_source,
+            .entries = {"p2pt_batch_copy_s", "p2pt_batch_copy_l", "p2pt_batch_copy_dev1",
+                        "p2pt_batch_plan", "p2pt_batch_copy_dev", NULL},
+            .min_cc = 90,
+            .defines = {NULL},
+        },
 };

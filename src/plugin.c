@@ -43,6 +43,29 @@ static p2pt_status plugin_topology(void *ctx, p2pt_topology_t *topo)
     return p2pt_topology(ctx, topo);
 }
 
+static p2pt_status plugin_copy_batch_async(void *ctx, const p2pt_copy_desc *descs, size_t count,
+                                           void *stream)
+{
+    return p2pt_copy_batch_async(ctx, descs, count, stream);
+}
+
+static p2pt_status plugin_copy_batch_device_async(void *ctx, const p2pt_copy_desc *descs,
+                                                  const uint32_t *count, uint32_t max_count,
+                                                  void *workspace, void *stream)
+{
+    return p2pt_copy_batch_device_async(ctx, descs, count, max_count, workspace, stream);
+}
+
+static p2pt_status plugin_window_register(void *ctx, int device, const void *base, size_t bytes)
+{
+    return p2pt_window_register(ctx, device, base, bytes);
+}
+
+static p2pt_status plugin_window_unregister(void *ctx, int device, const void *base)
+{
+    return p2pt_window_unregister(ctx, device, base);
+}
+
 const p2pt_plugin_v1_t p2pt_plugin_v1 = {
     .abi_version = P2PT_PLUGIN_ABI_VERSION,
     .struct_size = sizeof(p2pt_plugin_v1_t),
@@ -57,4 +80,9 @@ const p2pt_plugin_v1_t p2pt_plugin_v1 = {
     .last_error = plugin_last_error,
     .peer_enable = plugin_peer_enable,
     .topology = plugin_topology,
+    .copy_batch_async = plugin_copy_batch_async,
+    .copy_batch_device_async = plugin_copy_batch_device_async,
+    .batch_workspace_bytes = p2pt_batch_workspace_bytes,
+    .window_register = plugin_window_register,
+    .window_unregister = plugin_window_unregister,
 };

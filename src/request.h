@@ -44,6 +44,16 @@ struct p2pt_request {
 /* NULL, wrap-around, overlap: refused before anything else, no CUDA call.
  * bytes == 0 is accepted whatever the pointers. */
 P2PT_INTERNAL p2pt_status p2pt__check_args(void *dst, const void *src, size_t bytes);
+/* Make the stream's context current (pushed when it was not: undo with
+ * p2pt__ctx_leave(*pushed)) and find its device's ordinal. Status 5 when
+ * the stream has no context. */
+P2PT_INTERNAL p2pt_status p2pt__stream_enter(CUstream stream, CUcontext *ctx, int *device,
+                                             bool *pushed);
+/* Where `p` lives and whether device `stream_dev` reaches it, as the
+ * current context (the stream's, made current by the caller) sees it. */
+P2PT_INTERNAL p2pt_status p2pt__locate(const void *p, int stream_dev, struct p2pt_side *side);
+/* Fill r->coaligned and r->path from the sides. */
+P2PT_INTERNAL void p2pt__classify(struct p2pt_request *r);
 /* Fill everything after `stream` from the driver: the stream's context and
  * device, both sides' devices and reachability, co-alignment, the path. The
  * same lookups whatever P2P_TRANSPORT_VALIDATE says. */

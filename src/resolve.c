@@ -40,7 +40,7 @@ p2pt_status p2pt__check_args(void *dst, const void *src, size_t bytes)
  * cuPointerGetAttribute, cuPointerGetAttributes succeeds for addresses CUDA
  * does not know and leaves the defaults: pageable host memory.
  */
-static p2pt_status locate(const void *p, int stream_dev, struct p2pt_side *side)
+p2pt_status p2pt__locate(const void *p, int stream_dev, struct p2pt_side *side)
 {
     p2pt_status st = P2PT_SUCCESS;
     CUdeviceptr dp = (CUdeviceptr)(uintptr_t)p;
@@ -88,30 +88,34 @@ out:
     return st;
 }
 
-p2pt_status p2pt__resolve(struct p2pt_request *r)
+p2pt_status p2pt__stream_enter(CUstream stream, CUcontext *ctx, int *device, bool *pushed)
 {
     p2pt_status st = P2PT_SUCCESS;
     CUcontext cur = NULL;
     CUdevice dev = 0;
-    bool pushed = false;
 
-    P2PT_CU(p2pt__cu.cuStreamGetCtx(r->stream, &r->ctx));
-    if (r->ctx == NULL) {
+    *pushed = false;
+    P2PT_CU(p2pt__cu.cuStreamGetCtx(stream, ctx));
+    if (*ctx == NULL) {
         st = p2pt__fail(P2PT_INVALID_USAGE,
                         "stream %p has no CUDA context (the default stream needs a "
                         "current context on this thread)",
-                        (void *)r->stream);
+                        (void *)stream);
         goto out;
     }
     P2PT_CU(p2pt__cu.cuCtxGetCurrent(&cur));
-    if (cur != r->ctx) {
-        P2PT_CU(p2pt__cu.cuCtxPushCurrent(r->ctx));
-        pushed = true;
+    if (cur != *ctx) {
+        P2PT_CU(p2pt__cu.cuCtxPushCurrent(*ctx));
+        *pushed = true;
     }
     P2PT_CU(p2pt__cu.cuCtxGetDevice(&dev));
-    r->device = (int)dev;
-    P2PT_TRY(locate(r->dst, r->device, &r->dst_side));
-    P2PT_TRY(locate(r->src, r->device, &r->src_side));
+    *device = (int)dev;
+out:
+    return st;
+}
+
+void p2pt__classify(struct p2pt_request *r)
+{
     r->coaligned = (uintptr_t)r->dst % P2PT_ALIGN == (uintptr_t)r->src % P2PT_ALIGN;
     bool dst_here = r->dst_side.device == r->device, src_here = r->src_side.device == r->device;
     if (dst_here && src_here)
@@ -122,11 +126,19 @@ p2pt_status p2pt__resolve(struct p2pt_request *r)
         r->path = P2PT_PATH_PULL;
     else
         r->path = P2PT_PATH_OTHER;
+}
+
+p2pt_status p2pt__resolve(struct p2pt_request *r)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    bool pushed = false;
+
+    P2PT_TRY(p2pt__stream_enter(r->stream, &r->ctx, &r->device, &pushed));
+    P2PT_TRY(p2pt__locate(r->dst, r->device, &r->dst_side));
+    P2PT_TRY(p2pt__locate(r->src, r->device, &r->src_side));
+    p2pt__classify(r);
 out:
-    if (pushed) {
-        CUcontext popped;
-        p2pt__cu.cuCtxPopCurrent(&popped);
-    }
+    p2pt__ctx_leave(pushed);
     return st;
 }
 

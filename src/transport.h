@@ -6,7 +6,7 @@
 #ifndef P2PT_TRANSPORT_H
 #define P2PT_TRANSPORT_H
 
-#include "request.h"
+#include "batch.h"
 
 struct p2pt_handle;
 
@@ -18,6 +18,8 @@ struct p2pt_handle;
                                       staged by the driver */
 #define P2PT_CAP_ANY_ALIGN (1u << 3) /* dst and src need not be co-aligned */
 #define P2PT_CAP_CAPTURE (1u << 4) /* capturable into a CUDA graph (after prepare) */
+#define P2PT_CAP_BATCH (1u << 5)   /* a host batch in one operation (copy_batch) */
+#define P2PT_CAP_DEVICE_BATCH (1u << 6) /* descriptors read from GPU memory */
 
 struct p2pt_transport {
     const char *name;
@@ -32,6 +34,11 @@ struct p2pt_transport {
     p2pt_status (*prepare)(struct p2pt_handle *h, int device);
     /* Enqueue `r`, resolved, routed and validated. */
     p2pt_status (*copy)(struct p2pt_handle *h, const struct p2pt_request *r);
+    /* Enqueue a host batch, every piece checked. NULL: the entry point
+     * loops over copy, one resolved request per piece. */
+    p2pt_status (*copy_batch)(struct p2pt_handle *h, const struct p2pt_batch *b);
+    /* Enqueue a device-descriptor batch. NULL: not supported (status 6). */
+    p2pt_status (*copy_batch_device)(struct p2pt_handle *h, const struct p2pt_device_batch *b);
 };
 
 P2PT_INTERNAL extern const struct p2pt_transport p2pt__transport_ce;

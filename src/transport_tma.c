@@ -2,13 +2,12 @@
  * The TMA transport: one launch of kernels/tma_copy.cu per copy, whatever
  * the size. Read top to bottom: what it can copy, prepare (compile, load,
  * size the grid once per device), then the copy: plan it once from the
- * resolved request, launch.
+ * resolved request, launch. Batches are in transport_tma_batch.c.
  */
 #include <string.h>
 
 #include "chunk_plan.h"
-#include "handle.h"
-#include "jit.h"
+#include "tma.h"
 
 /* Never more than two CTAs per SM: one elected thread per CTA keeps its
  * whole ring in flight, so more CTAs only split the same shared memory. */
@@ -38,8 +37,7 @@ static bool tma_can_copy(const struct p2pt_handle *h, const struct p2pt_request 
  * both otherwise), then one or two CTAs per SM as the ring allows, capped by
  * P2P_TRANSPORT_MAX_CTAS.
  */
-static p2pt_status launch_grid(struct p2pt_handle *h, const struct p2pt_module *m,
-                               uint32_t *grid)
+p2pt_status p2pt__tma_grid(struct p2pt_handle *h, const struct p2pt_module *m, uint32_t *grid)
 {
     if (m->ordinal >= 0 && m->ordinal < P2PT_MAX_DEVICES &&
         (*grid = atomic_load_explicit(&h->tma_grid[m->ordinal], memory_order_relaxed)) != 0)
@@ -66,6 +64,8 @@ static p2pt_status launch_grid(struct p2pt_handle *h, const struct p2pt_module *
     return P2PT_SUCCESS;
 }
 
+/* Both kernels: a batch captured into a graph needs its module loaded
+ * before capture just as a single copy does. */
 static p2pt_status tma_prepare(struct p2pt_handle *h, int device)
 {
     p2pt_status st = P2PT_SUCCESS;
@@ -76,7 +76,8 @@ static p2pt_status tma_prepare(struct p2pt_handle *h, int device)
 
     P2PT_TRY(p2pt__ctx_enter(device, &ctx, &pushed));
     P2PT_TRY(p2pt__jit_module(ctx, P2PT_KERNEL_TMA_COPY, &h->cfg, &h->log, NULL, &m));
-    P2PT_TRY(launch_grid(h, m, &grid));
+    P2PT_TRY(p2pt__tma_grid(h, m, &grid));
+    P2PT_TRY(p2pt__jit_module(ctx, P2PT_KERNEL_BATCH, &h->cfg, &h->log, NULL, &m));
 out:
     p2pt__ctx_leave(pushed);
     return st;
@@ -110,8 +111,8 @@ static size_t chunk_for(const struct p2pt_handle *h, const struct p2pt_request *
  * with it): a copy right behind another one in the stream launches while
  * the first drains. Measured in bench/RESULTS.md (back-to-back small
  * copies). */
-static p2pt_status launch(const struct p2pt_handle *h, CUfunction fn, unsigned grid,
-                          unsigned smem, CUstream stream, void **params)
+p2pt_status p2pt__tma_launch(const struct p2pt_handle *h, CUfunction fn, unsigned grid,
+                             unsigned block, unsigned smem, CUstream stream, void **params)
 {
     p2pt_status st = P2PT_SUCCESS;
     if (h->cfg.pdl && p2pt__cu.cuLaunchKernelEx != NULL) {
@@ -123,7 +124,7 @@ static p2pt_status launch(const struct p2pt_handle *h, CUfunction fn, unsigned g
         memset(&lc, 0, sizeof(lc));
         lc.gridDimX = grid;
         lc.gridDimY = lc.gridDimZ = 1;
-        lc.blockDimX = P2PT_TMA_THREADS;
+        lc.blockDimX = block;
         lc.blockDimY = lc.blockDimZ = 1;
         lc.sharedMemBytes = smem;
         lc.hStream = stream;
@@ -131,8 +132,8 @@ static p2pt_status launch(const struct p2pt_handle *h, CUfunction fn, unsigned g
         lc.numAttrs = 1;
         P2PT_CU(p2pt__cu.cuLaunchKernelEx(&lc, fn, params, NULL));
     } else {
-        P2PT_CU(p2pt__cu.cuLaunchKernel(fn, grid, 1, 1, P2PT_TMA_THREADS, 1, 1, smem, stream,
-                                        params, NULL));
+        P2PT_CU(p2pt__cu.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, smem, stream, params,
+                                        NULL));
     }
 out:
     return st;
@@ -147,7 +148,7 @@ static p2pt_status tma_copy(struct p2pt_handle *h, const struct p2pt_request *r)
     uint32_t most;
 
     P2PT_TRY(p2pt__jit_module(r->ctx, P2PT_KERNEL_TMA_COPY, &h->cfg, &h->log, &stream, &m));
-    P2PT_TRY(launch_grid(h, m, &most));
+    P2PT_TRY(p2pt__tma_grid(h, m, &most));
     P2PT_TRY(p2pt__chunk_plan((uintptr_t)r->dst, (uintptr_t)r->src, r->bytes,
                               chunk_for(h, r, most), &plan));
 
@@ -163,7 +164,8 @@ static p2pt_status tma_copy(struct p2pt_handle *h, const struct p2pt_request *r)
     /* The ring is sized for this copy's chunk, which may be below the
      * configured one. */
     unsigned smem = plan.chunks ? (unsigned)(plan.chunk * (size_t)h->cfg.stages) : 0;
-    P2PT_TRY(launch(h, m->fn[P2PT_TMA_ENTRY_COPY], grid, smem, stream, params));
+    P2PT_TRY(p2pt__tma_launch(h, m->fn[P2PT_TMA_ENTRY_COPY], grid, P2PT_TMA_THREADS, smem,
+                              stream, params));
     atomic_fetch_add_explicit(&h->stats.tma_launches, 1, memory_order_relaxed);
 out:
     return st;
@@ -171,9 +173,12 @@ out:
 
 const struct p2pt_transport p2pt__transport_tma = {
     .name = "tma",
-    .caps = P2PT_CAP_LOCAL | P2PT_CAP_PEER | P2PT_CAP_CAPTURE,
+    .caps = P2PT_CAP_LOCAL | P2PT_CAP_PEER | P2PT_CAP_CAPTURE | P2PT_CAP_BATCH |
+            P2PT_CAP_DEVICE_BATCH,
     .min_cc = 90,
     .can_copy = tma_can_copy,
     .prepare = tma_prepare,
     .copy = tma_copy,
+    .copy_batch = p2pt__tma_copy_batch,
+    .copy_batch_device = p2pt__tma_copy_batch_device,
 };

@@ -48,7 +48,13 @@
     X(cuMemcpyHtoD, 3020, 1)                                                   \
     X(cuMemcpyDtoH, 3020, 1)                                                   \
     X(cuMemcpyAsync, 4000, 1)                                                  \
+    X(cuMemcpyBatchAsync, 13000, 0)                                            \
     X(cuMemsetD8, 3020, 1)                                                     \
+    X(cuMemcpyHtoDAsync, 3020, 1)                                              \
+    X(cuModuleLoadData, 2000, 1)                                               \
+    X(cuModuleUnload, 2000, 1)                                                 \
+    X(cuModuleGetFunction, 2000, 1)                                            \
+    X(cuLaunchKernel, 4000, 1)                                                 \
     X(cuMemGetInfo, 3020, 1)                                                   \
     X(cuMemAllocFromPoolAsync, 11020, 0)                                       \
     X(cuMemFreeAsync, 11020, 0)                                                \

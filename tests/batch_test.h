@@ -1,0 +1,125 @@
+/*
+ * Helpers for the batch tests: random batches laid out in one source pool
+ * and one destination pool, with poisoned gaps between the destinations,
+ * and the check that the whole destination pool holds exactly the pieces
+ * and poison everywhere else (every gap is a guard). Static inline so each
+ * test file stays self-contained.
+ */
+#ifndef P2PT_BATCH_TEST_H
+#define P2PT_BATCH_TEST_H
+
+#include "gpu_test.h"
+
+struct bt_rng {
+    uint64_t x;
+};
+
+static inline uint64_t bt_next(struct bt_rng *r)
+{
+    r->x ^= r->x << 13;
+    r->x ^= r->x >> 7;
+    r->x ^= r->x << 17;
+    return r->x;
+}
+
+/* A piece size: one in eight empty, one in four below 64 bytes, the rest
+ * up to `max`. */
+static inline uint64_t bt_size(struct bt_rng *r, uint64_t max)
+{
+    uint64_t v = bt_next(r);
+    if (v % 8 == 0)
+        return 0;
+    if (v % 4 == 1)
+        return bt_next(r) % 64;
+    return bt_next(r) % (max + 1);
+}
+
+/*
+ * Lay out `n` random pieces: destinations one after another in `dst` with a
+ * random gap of 1..300 bytes before each (guards), sources anywhere in
+ * `src` (so some pieces share source bytes), offsets random, so pieces are
+ * co-aligned or not at random. Returns false when the pool is too small.
+ */
+static inline bool bt_layout(p2pt_copy_desc *d, size_t n, const struct gt_buf *dst,
+                             const struct gt_buf *src, uint64_t max, uint64_t seed)
+{
+    struct bt_rng r = {seed * 0x9E3779B97F4A7C15ull + 7};
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t bytes = bt_size(&r, max);
+        if (bytes > src->n)
+            bytes = src->n;
+        at += 1 + bt_next(&r) % 300;
+        if (at + bytes > dst->n)
+            return false;
+        size_t soff = (size_t)(bt_next(&r) % (src->n - bytes + 1));
+        d[i].dst = (void *)(uintptr_t)(dst->ptr + at);
+        d[i].src = (const void *)(uintptr_t)(src->ptr + soff);
+        d[i].bytes = bytes;
+        at += bytes;
+    }
+    return true;
+}
+
+/* Bytes of destination pool `bt_layout` needs at most. */
+static inline size_t bt_pool_bytes(size_t n, uint64_t max)
+{
+    return n * (301 + (size_t)max) + 4096;
+}
+
+/* The whole destination pool, guards included, must be poison except
+ * where a piece with `ok[i]` (NULL: all) was copied from `src_host`. */
+static inline void bt_expect(const struct gt_buf *dst, const struct gt_buf *src,
+                             const unsigned char *src_host, const p2pt_copy_desc *d, size_t n,
+                             const bool *ok, const char *what)
+{
+    size_t total = dst->n + 2 * GT_GUARD;
+    unsigned char *want = malloc(total), *got = malloc(total);
+    cr_assert(want && got);
+    memset(want, GT_POISON, total);
+    for (size_t i = 0; i < n; i++) {
+        if (ok != NULL && !ok[i])
+            continue;
+        size_t doff = (size_t)((uintptr_t)d[i].dst - dst->base);
+        size_t soff = (size_t)((uintptr_t)d[i].src - src->ptr);
+        memcpy(want + doff, src_host + soff, (size_t)d[i].bytes);
+    }
+    GT_CHECK(tcu.cuMemcpyDtoH(got, dst->base, total));
+    for (size_t k = 0; k < total; k++) {
+        if (got[k] == want[k])
+            continue;
+        /* Name the piece the byte belongs to, or the gap it lies in. */
+        long piece = -1;
+        for (size_t i = 0; i < n && piece < 0; i++) {
+            size_t doff = (size_t)((uintptr_t)d[i].dst - dst->base);
+            if (k >= doff && k < doff + d[i].bytes)
+                piece = (long)i;
+        }
+        unsigned g = got[k], w = want[k];
+        free(want);
+        free(got);
+        if (piece >= 0)
+            cr_assert_fail("%s: piece %ld (%llu bytes, dst %% 16 = %u, src %% 16 = %u) byte %zu "
+                           "is 0x%02x, expected 0x%02x",
+                           what, piece, (unsigned long long)d[piece].bytes,
+                           (unsigned)((uintptr_t)d[piece].dst % 16),
+                           (unsigned)((uintptr_t)d[piece].src % 16),
+                           k - (size_t)((uintptr_t)d[piece].dst - dst->base), g, w);
+        cr_assert_fail("%s: byte %zu of the destination pool, outside every copied piece, is "
+                       "0x%02x, expected poison 0x%02x",
+                       what, k, g, w);
+    }
+    free(want);
+    free(got);
+}
+
+/* The source pool's bytes on the host. */
+static inline unsigned char *bt_host_copy(const struct gt_buf *b)
+{
+    unsigned char *h = malloc(b->n);
+    cr_assert_not_null(h);
+    GT_CHECK(tcu.cuMemcpyDtoH(h, b->ptr, b->n));
+    return h;
+}
+
+#endif
