@@ -11,8 +11,11 @@ live on GPU 1 (peer access enabled through p2pt) and their rows are pushed
 over NVLink by the same kernel.
 
 Every replay is checked byte for byte against torch's own dispatch
-(index_copy_ of the same rows into a second buffer), and both are timed
-(CUDA graphs, median of replays).
+(index_copy_ of the same rows into a second buffer). Three graphs are
+captured: the routing (shared), the p2pt dispatch (descriptors + one
+device batch) and the torch dispatch (gather + index_copy_); the two
+dispatches are timed apart from the routing (CUDA events, median of
+replays), and the whole step with each.
 
     python3 examples/moe_dispatch.py                # defaults: 4096 tokens, 7168 bf16
     python3 examples/moe_dispatch.py --peer         # half the experts on GPU 1
@@ -77,8 +80,13 @@ class Dispatch:
         for r in self.recv:
             h.window_register(0, r.data_ptr(), r.numel() * 2)
 
-    def route(self):
-        """Top-k experts per token and each (token, k) pair's slot, on the GPU."""
+    def route(self, stream=None):
+        """Top-k experts per token and each (token, k) pair's slot, on the GPU,
+        into static tensors both dispatches read."""
+        self.expert, self.token, self.pos, kept = self._route()
+        self.kept = kept.reshape(1)
+
+    def _route(self):
         a = self.a
         scores = self.x @ self.gate
         expert = scores.topk(a.topk, dim=1).indices.reshape(-1)  # [pairs], token-major
@@ -91,7 +99,7 @@ class Dispatch:
         return expert[order], token[order], pos[order], keep.sum().to(torch.int32)
 
     def step_p2pt(self, stream):
-        expert, token, pos, kept = self.route()
+        expert, token, pos = self.expert, self.token, self.pos
         local = expert < self.local
         row = torch.where(local, expert * self.cap + pos, (expert - self.local) * self.cap + pos)
         base = torch.where(local, torch.full_like(row, self.recv[0].data_ptr()),
@@ -99,13 +107,13 @@ class Dispatch:
         self.descs[:, 0] = base + row * self.row_bytes
         self.descs[:, 1] = self.x.data_ptr() + token * self.row_bytes
         self.descs[:, 2] = self.row_bytes
-        self.count.copy_(kept.reshape(1))
+        self.count.copy_(self.kept)
         self.h.copy_batch_device(self.descs.data_ptr(), self.count.data_ptr(), self.pairs,
                                  self.ws.data_ptr(), stream.cuda_stream)
 
     def step_torch(self):
-        expert, token, pos, kept = self.route()
-        keep = torch.arange(self.pairs, device=expert.device) < kept
+        expert, token, pos = self.expert, self.token, self.pos
+        keep = torch.arange(self.pairs, device=expert.device) < self.kept
         row = torch.where(keep, expert * self.cap + pos, torch.full_like(expert, self.trash))
         self.ref.index_copy_(0, row, self.x[token])
 
@@ -162,6 +170,7 @@ def main():
     if a.peer:
         h.peer_enable(0, 1)
     d = Dispatch(a, h)
+    g_route = capture(lambda s: d.route())
     g_p2pt = capture(lambda s: d.step_p2pt(s))
     g_torch = capture(lambda s: d.step_torch())
     bad = 0
@@ -169,6 +178,7 @@ def main():
         d.x.normal_()  # new tokens, so a new routing
         for buf in d.recv + [d.ref]:
             buf.zero_()
+        g_route.replay()
         g_p2pt.replay()
         g_torch.replay()
         torch.cuda.synchronize()
@@ -181,13 +191,14 @@ def main():
         if st[2].item() != 0:
             print(f"replay {r}: {st[2].item()} descriptors skipped (reasons {st[4].item()})")
             bad += 1
-    t_p2pt, t_torch = timed(g_p2pt, 50), timed(g_torch, 50)
+    t_route, t_p2pt, t_torch = timed(g_route, 50), timed(g_p2pt, 50), timed(g_torch, 50)
     moved = int(st[1].item()) * d.row_bytes
     print(f"moe_dispatch: {a.tokens} tokens x {a.hidden} bf16, top-{a.topk} of {a.experts} experts"
           f"{' (half on GPU 1)' if a.peer else ''}, capacity {d.cap}: {st[1].item()} rows, "
           f"{moved / 2**20:.1f} MiB per step")
-    print(f"moe_dispatch: step with p2pt {t_p2pt:.1f} us, with index_copy_ {t_torch:.1f} us "
-          f"(ratio {t_p2pt / t_torch:.3f}); {a.replays} replays "
+    print(f"moe_dispatch: dispatch with p2pt {t_p2pt:.1f} us, with index_copy_ {t_torch:.1f} us "
+          f"(ratio {t_p2pt / t_torch:.3f}); routing {t_route:.1f} us, so a whole step "
+          f"{t_route + t_p2pt:.1f} vs {t_route + t_torch:.1f} us; {a.replays} replays "
           f"{'byte-exact' if bad == 0 else f'with {bad} mismatches'}")
     p = h.properties()
     print(f"moe_dispatch: p2pt counters: {p['device_batches']} device batches, "
