@@ -333,12 +333,8 @@ struct tally {
  * from GPU memory, checks each, and writes entries [0, n) to `out` with
  * unit_begin the prefix sum of the units: a refused descriptor becomes an
  * entry of no byte. Every CTA that runs this computes the same plan.
- * `staged`: `out` is shared memory with room for every descriptor, so they
- * are first copied there all at once (independent loads, one memory
- * latency) rather than one round of the scan at a time.
  */
-static __device__ void plan_into(const struct p2pt_batch_dev_params &p, entry_t *out, tally &T,
-                                 bool staged)
+static __device__ void plan_into(const struct p2pt_batch_dev_params &p, entry_t *out, tally &T)
 {
     const u32 t = threadIdx.x, lane = t & 31, w = t >> 5, nw = blockDim.x >> 5;
     if (t == 0) {
@@ -353,15 +349,6 @@ static __device__ void plan_into(const struct p2pt_batch_dev_params &p, entry_t 
     __syncthreads();
     const u32 n = T.n;
     const u64 *desc = (const u64 *)p.descs;
-    if (staged) {
-        /* An entry and a descriptor are both 24 bytes: descriptor i lands
-         * where entry i will be written, by the thread that reads it. */
-        u64 *o = (u64 *)out;
-        for (u32 j = t; j < 3 * n; j += blockDim.x)
-            o[j] = desc[j];
-        __syncthreads();
-        desc = o;
-    }
     for (u32 base = 0; base < n; base += blockDim.x) {
         const u32 i = base + t;
         entry_t en;
@@ -451,7 +438,7 @@ p2pt_batch_copy_dev1(const __grid_constant__ struct p2pt_batch_dev_params p)
     BATCH_PROLOGUE(p.head.stages);
     __shared__ tally T;
     entry_t *e = smem_entries(ring, p.head);
-    plan_into(p, e, T, true);
+    plan_into(p, e, T);
     if (blockIdx.x == 0 && threadIdx.x == 0)
         write_status(p, T);
     batch_run(e, T.n, T.total, p.head.unit_bytes, p.head.stages, p.head.flags, smem_u32(bars),
@@ -465,7 +452,7 @@ p2pt_batch_plan(const __grid_constant__ struct p2pt_batch_dev_params p)
     pdl_launch_dependents();
     pdl_wait();
     struct p2pt_batch_ws_head *wh = (struct p2pt_batch_ws_head *)p.head.workspace;
-    plan_into(p, (entry_t *)(wh + 1), T, false);
+    plan_into(p, (entry_t *)(wh + 1), T);
     if (threadIdx.x == 0)
         write_status(p, T);
 }
