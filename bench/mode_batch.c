@@ -6,7 +6,8 @@
  * with random gaps. Pools hold at least 4 x L2 and successive operations
  * rotate over several such layouts, so no operation finds its bytes in L2.
  *
- * Rows, each timed the same way: gpu = CUDA events around `n` back-to-back
+ * Rows (contiguous first: the others are compared with contig_ce), each
+ * timed the same way: gpu = CUDA events around `n` back-to-back
  * operations, / n, median of the repeats; enq = host time of one enqueue
  * onto an idle stream, median (timed apart: back to back, a full launch
  * queue would make the host wait for the GPU and enq read as gpu):
@@ -138,13 +139,14 @@ static void layout_free(struct layout *L)
         CU_RELEASE(tcu.cuMemFree(L->workspace));
 }
 
+/* The contiguous copies first: every later row's /contig column divides by
+ * contig_ce. */
 enum row {
-    R_TMA_HOST, R_TMA_DEVICE, R_CE_BATCH, R_RAW_BATCH, R_TMA_LOOP, R_CE_LOOP, R_CONTIG_CE,
-    R_CONTIG_TMA, N_ROWS
+    R_CONTIG_CE, R_CONTIG_TMA, R_TMA_HOST, R_TMA_DEVICE, R_CE_BATCH, R_RAW_BATCH, R_TMA_LOOP,
+    R_CE_LOOP, N_ROWS
 };
-static const char *const row_names[N_ROWS] = {"tma_host", "tma_device", "ce_batch", "raw_batch",
-                                              "tma_loop", "ce_loop",    "contig_ce",
-                                              "contig_tma"};
+static const char *const row_names[N_ROWS] = {"contig_ce", "contig_tma", "tma_host", "tma_device",
+                                              "ce_batch",  "raw_batch",  "tma_loop", "ce_loop"};
 
 /* Enqueue operation `row` on layout set `set`. */
 static bool enqueue(int row, const struct layout *L, int set, const struct bench_dir *d)
@@ -335,11 +337,14 @@ static void run_shape(const struct shape *sh, struct bench_setup *su)
                    L.total, enq[r], 0, kind);
     }
     if (have[R_TMA_HOST] && have[R_CE_LOOP] && have[R_CE_BATCH])
-        printf("# %s: tma_host GPU time / ce_loop %.4f, / ce_batch %.4f; tma_host bandwidth / "
-               "contig_ce %.3f\n",
+        printf("# %s: GPU time / ce_loop: tma_host %.4f, tma_device %.4f; / ce_batch: tma_host "
+               "%.4f, tma_device %.4f; bandwidth / contig_ce: tma_host %.3f, tma_device %.3f\n",
                sh->name, bench_ratio(gpu[R_TMA_HOST], gpu[R_CE_LOOP]),
+               bench_ratio(gpu[R_TMA_DEVICE], gpu[R_CE_LOOP]),
                bench_ratio(gpu[R_TMA_HOST], gpu[R_CE_BATCH]),
-               bench_ratio(gpu[R_CONTIG_CE], gpu[R_TMA_HOST]));
+               bench_ratio(gpu[R_TMA_DEVICE], gpu[R_CE_BATCH]),
+               bench_ratio(gpu[R_CONTIG_CE], gpu[R_TMA_HOST]),
+               bench_ratio(gpu[R_CONTIG_CE], gpu[R_TMA_DEVICE]));
     layout_free(&L);
 }
 

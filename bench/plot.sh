@@ -11,6 +11,8 @@
 #   ctas_<path>.png       TMA GB/s vs CTA cap, one line per chunk x stages
 #                         (when the sweep had two or more CTA caps besides auto)
 #   latency_<path>.png    microseconds vs copy size: b2b, b2b_gpu, host, dev per transport
+#   batch.png             GB/s of one operation per batch shape: tma host and
+#                         device descriptors, ce batch, one contiguous copy
 #
 # Columns are found by name in the header line, so the column order of the
 # CSV does not matter.
@@ -187,5 +189,35 @@ if [ "$have_kind" = 1 ]; then
   done
 fi
 
-[ "$count" -gt 0 ] || die "no table, sweep or latency rows in $csv: nothing to plot"
+# ---- batches: one group of bars per shape (kind is "row:shape")
+if [ "$have_kind" = 1 ]; then
+  awk -F, 'NR == 1 { gsub(/\r/, ""); for (i = 1; i <= NF; i++) idx[$i] = i; next }
+    { gsub(/\r/, "") }
+    $(idx["mode"]) == "batch" && $(idx["kind"]) !~ /_enq:/ {
+      split($(idx["kind"]), rk, ":"); gb[rk[2], rk[1]] = $(idx["gbps"])
+      if (!(rk[2] in seen)) { seen[rk[2]] = 1; order[++n] = rk[2] } }
+    END {
+      if (n == 0) exit
+      print "shape tma_host tma_device ce_batch contig_ce"
+      for (i = 1; i <= n; i++) { s = order[i]
+        print s, gb[s, "tma_host"] + 0, gb[s, "tma_device"] + 0, gb[s, "ce_batch"] + 0, gb[s, "contig_ce"] + 0 } }' \
+    "$csv" >"$tmp/batch"
+  if [ -s "$tmp/batch" ]; then
+    gnuplot <<GP || die "gnuplot failed on batch.png"
+$term
+set termoption noenhanced
+set output "$out/batch.png"
+set title "p2pt batches: payload GB/s of one operation, scattered destinations" noenhanced
+set ylabel "GB/s"; set grid ytics; set yrange [0:*]
+set style data histograms; set style histogram clustered gap 1; set style fill solid 0.8 border -1
+set key left top noenhanced
+plot "$tmp/batch" using 2:xtic(1) title columnheader, "" using 3 title columnheader, \
+     "" using 4 title columnheader, "" using 5 title columnheader
+GP
+    echo "wrote $out/batch.png"
+    count=$((count + 1))
+  fi
+fi
+
+[ "$count" -gt 0 ] || die "no table, sweep, latency or batch rows in $csv: nothing to plot"
 echo "plot.sh: $count PNG file(s) in $out"
