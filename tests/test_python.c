@@ -27,6 +27,9 @@ static int run(const char *cmd, char *out, size_t len)
 static void require_python(void)
 {
     char out[256];
+    if (P2PT_SANITIZED)
+        cr_skip_test("libp2pt.so is built with AddressSanitizer here, which python3 cannot "
+                     "load without preloading the ASan runtime");
     if (run("python3 -c 'import ctypes' 2>&1", out, sizeof(out)) != 0)
         cr_skip_test("no python3 here");
 }
