@@ -124,37 +124,6 @@ size_t p2pt_batch_workspace_bytes(uint32_t max_count)
     return sizeof(struct p2pt_batch_ws_head) + (size_t)max_count * sizeof(struct p2pt_batch_entry);
 }
 
-/* `p`, `bytes` long, must be GPU memory the stream's device reaches (its
- * context current): the kernel reads or writes it. */
-static p2pt_status check_gpu_range(const char *what, const void *p, size_t bytes, int device)
-{
-    p2pt_status st = P2PT_SUCCESS;
-    struct p2pt_side side;
-    CUdeviceptr start = 0;
-    size_t size = 0;
-    P2PT_TRY(p2pt__locate(p, device, &side));
-    if (side.reach != P2PT_REACH_MAPPED) {
-        st = p2pt__fail(P2PT_INVALID_ARGUMENT,
-                        "p2pt_copy_batch_device_async: %s %p is %s for device %d, where the "
-                        "stream runs; it must be GPU memory the kernel can reach",
-                        what, p,
-                        side.reach == P2PT_REACH_NOT_CUDA ? "not memory CUDA knows"
-                                                           : "not mapped",
-                        device);
-        goto out;
-    }
-    CUdeviceptr dp = (CUdeviceptr)(uintptr_t)p;
-    P2PT_CU(p2pt__cu.cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, dp));
-    P2PT_CU(p2pt__cu.cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, dp));
-    if (dp + bytes > start + size)
-        st = p2pt__fail(P2PT_INVALID_ARGUMENT,
-                        "p2pt_copy_batch_device_async: %s %p needs %zu bytes but its "
-                        "allocation ends %zu bytes after it",
-                        what, p, bytes, (size_t)(start + size - dp));
-out:
-    return st;
-}
-
 /* The last device batch whose buffers this thread checked: a framework
  * replays the same few, so each is checked once, not per call. */
 struct checked_buffers {
@@ -204,11 +173,12 @@ p2pt_status p2pt_copy_batch_device_async(p2pt_handle *h, const p2pt_copy_desc *d
                 last_checked.count == count && last_checked.workspace == workspace &&
                 last_checked.max_count == max_count;
     if (h->cfg.validate && !same) {
-        if ((st = check_gpu_range("descs", descs, (size_t)max_count * sizeof(*descs),
-                                  b.device)) != P2PT_SUCCESS ||
-            (st = check_gpu_range("count", count, sizeof(*count), b.device)) != 0 ||
-            (st = check_gpu_range("workspace", workspace, p2pt_batch_workspace_bytes(max_count),
-                                  b.device)) != 0)
+        if ((st = p2pt__check_range("p2pt_copy_batch_device_async: descs", descs,
+                                    (size_t)max_count * sizeof(*descs), b.device)) != 0 ||
+            (st = p2pt__check_range("p2pt_copy_batch_device_async: count", count,
+                                    sizeof(*count), b.device)) != 0 ||
+            (st = p2pt__check_range("p2pt_copy_batch_device_async: workspace", workspace,
+                                    p2pt_batch_workspace_bytes(max_count), b.device)) != 0)
             goto rejected;
         last_checked.ctx = b.ctx;
         last_checked.descs = descs;

@@ -52,6 +52,12 @@ P2PT_INTERNAL p2pt_status p2pt__stream_enter(CUstream stream, CUcontext *ctx, in
 /* Where `p` lives and whether device `stream_dev` reaches it, as the
  * current context (the stream's, made current by the caller) sees it. */
 P2PT_INTERNAL p2pt_status p2pt__locate(const void *p, int stream_dev, struct p2pt_side *side);
+/* [p, p + bytes) must be memory device `device` reaches (its context
+ * current) and lie inside one allocation: P2PT_INVALID_ARGUMENT naming
+ * `what` otherwise. For ranges a kernel will touch without per-copy checks
+ * (windows, a device batch's buffers). */
+P2PT_INTERNAL p2pt_status p2pt__check_range(const char *what, const void *p, size_t bytes,
+                                            int device);
 /* Fill r->coaligned and r->path from the sides. */
 P2PT_INTERNAL void p2pt__classify(struct p2pt_request *r);
 /* Fill everything after `stream` from the driver: the stream's context and

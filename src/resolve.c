@@ -142,6 +142,35 @@ out:
     return st;
 }
 
+p2pt_status p2pt__check_range(const char *what, const void *p, size_t bytes, int device)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    struct p2pt_side side;
+    CUdeviceptr start = 0, dp = (CUdeviceptr)(uintptr_t)p;
+    size_t size = 0;
+
+    P2PT_TRY(p2pt__locate(p, device, &side));
+    if (side.reach != P2PT_REACH_MAPPED) {
+        st = p2pt__fail(P2PT_INVALID_ARGUMENT,
+                        "%s %p is %s for device %d: it must be device memory, peer memory "
+                        "mapped there (cuCtxEnablePeerAccess, cuMemSetAccess, "
+                        "cuMemPoolSetAccess) or pinned host memory",
+                        what, p,
+                        side.reach == P2PT_REACH_NOT_CUDA ? "not memory CUDA knows" : "not mapped",
+                        device);
+        goto out;
+    }
+    P2PT_CU(p2pt__cu.cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, dp));
+    P2PT_CU(p2pt__cu.cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, dp));
+    if (dp + bytes > start + size)
+        st = p2pt__fail(P2PT_INVALID_ARGUMENT,
+                        "%s [%p, +%zu) runs past the end of its allocation [%p, +%zu): it "
+                        "must lie inside one allocation",
+                        what, p, bytes, (void *)(uintptr_t)start, size);
+out:
+    return st;
+}
+
 static p2pt_status refuse_side(const struct p2pt_request *r, const struct p2pt_side *s,
                                const char *name, const void *p, bool staged_ok)
 {

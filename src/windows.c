@@ -66,31 +66,9 @@ static p2pt_status check_window(int device, const void *base, size_t bytes)
     p2pt_status st = P2PT_SUCCESS;
     CUcontext ctx;
     bool pushed = false;
-    struct p2pt_side side;
-    CUdeviceptr start = 0;
-    size_t size = 0;
-    CUdeviceptr p = (CUdeviceptr)(uintptr_t)base;
 
     P2PT_TRY(p2pt__ctx_enter(device, &ctx, &pushed));
-    P2PT_TRY(p2pt__locate(base, device, &side));
-    if (side.reach != P2PT_REACH_MAPPED) {
-        st = p2pt__fail(P2PT_INVALID_ARGUMENT,
-                        "window %p: %s for device %d; register device memory, peer memory "
-                        "mapped for it (cuCtxEnablePeerAccess, cuMemSetAccess, "
-                        "cuMemPoolSetAccess) or pinned host memory",
-                        base,
-                        side.reach == P2PT_REACH_NOT_CUDA ? "not memory CUDA knows"
-                                                           : "not mapped",
-                        device);
-        goto out;
-    }
-    P2PT_CU(p2pt__cu.cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, p));
-    P2PT_CU(p2pt__cu.cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, p));
-    if (p + bytes > start + size)
-        st = p2pt__fail(P2PT_INVALID_ARGUMENT,
-                        "window [%p, +%zu) runs past the end of its allocation [%p, +%zu); a "
-                        "window lies inside one allocation",
-                        base, bytes, (void *)(uintptr_t)start, size);
+    P2PT_TRY(p2pt__check_range("p2pt_window_register: window", base, bytes, device));
 out:
     p2pt__ctx_leave(pushed);
     return st;
