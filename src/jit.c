@@ -31,7 +31,8 @@
 #include "nvrtc_loader.h"
 
 #define LOG_EXCERPT_LINES 12
-#define MAX_SLOTS (8 * P2PT_KERNEL_COUNT) /* architectures x kernels */
+#define MAX_SLOTS 32 /* (kernel, GPU architecture) pairs */
+#define LAST_MODULES 4 /* per thread: the last module used of this many kernels */
 #define STATIC_SMEM_RESERVE 1024 /* the kernel's mbarriers, rounded up */
 
 /* compile()'s options besides the architecture. They shape the cubin, so
@@ -42,7 +43,7 @@
 #define JIT_OPTIONS_ID JIT_OPT_STD " " JIT_OPT_MINIMAL
 
 struct cubin_slot {
-    enum p2pt_kernel_id kernel;
+    const struct p2pt_kernel *kernel;
     int arch;
     p2pt_status status; /* a failed compile is remembered, not retried */
     char *error;
@@ -65,7 +66,7 @@ static struct module_node *modules;
 static _Atomic uint64_t compilations;
 static _Atomic uint64_t module_loads;
 static _Atomic uint64_t cache_hits;
-static _Thread_local const struct p2pt_module *last_module[P2PT_KERNEL_COUNT];
+static _Thread_local const struct p2pt_module *last_module[LAST_MODULES];
 
 /* Log lines made under jit_lock, sent after it is released: p2pt never calls
  * the framework's logger while holding a lock (include/p2pt.h). */
@@ -118,8 +119,9 @@ static void options_id(const char *const *defines, char *out, size_t len)
 
 /* Compile `source`; `target` is "sm_90" (cubin) or "compute_90" (PTX). The
  * output buffer is malloc'd; every NVRTC object is released on every path. */
-static p2pt_status compile(const char *source, const char *const *defines, const char *target,
-                           bool want_ptx, const char *nvrtc_path, void **out, size_t *out_size)
+static p2pt_status compile(const char *source, const char *file, const char *const *defines,
+                           const char *target, bool want_ptx, const char *nvrtc_path, void **out,
+                           size_t *out_size)
 {
     p2pt_status st = P2PT_SUCCESS;
     nvrtcProgram prog = NULL;
@@ -130,7 +132,7 @@ static p2pt_status compile(const char *source, const char *const *defines, const
     int n_opts = 0;
     /* kernels/p2pt_kernel_abi.h (the host's own copy of the constants) and
      * kernels/tma_ptx.cuh. */
-    const char *headers[] = {p2pt__kernel_abi_source, p2pt__tma_ptx_source};
+    const char *headers[] = {p2pt__p2pt_kernel_abi_source, p2pt__tma_ptx_source};
     const char *header_names[] = {"p2pt_kernel_abi.h", "tma_ptx.cuh"};
 
     *out = NULL;
@@ -157,10 +159,7 @@ static p2pt_status compile(const char *source, const char *const *defines, const
     if (cr != NVRTC_SUCCESS) {
         size_t log_size = 0;
         char excerpt[1200] = "(no log)";
-        const char *what = "the given kernel source";
-        for (int k = 0; k < P2PT_KERNEL_COUNT; k++)
-            if (source == p2pt__kernels[k].source)
-                what = p2pt__kernels[k].file;
+        const char *what = file != NULL ? file : "the given kernel source";
         if (p2pt__nv.nvrtcGetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS &&
             log_size > 1 && (log = malloc(log_size)) != NULL &&
             p2pt__nv.nvrtcGetProgramLog(prog, log) == NVRTC_SUCCESS)
@@ -201,7 +200,7 @@ p2pt_status p2pt__jit_compile(const char *source, const char *const *defines, in
 {
     char target[16];
     snprintf(target, sizeof(target), "sm_%d", arch);
-    return compile(source, defines, target, false, nvrtc_path, cubin, cubin_size);
+    return compile(source, NULL, defines, target, false, nvrtc_path, cubin, cubin_size);
 }
 
 p2pt_status p2pt__jit_compile_ptx(const char *source, const char *const *defines, int arch,
@@ -210,7 +209,7 @@ p2pt_status p2pt__jit_compile_ptx(const char *source, const char *const *defines
     char target[16];
     size_t size;
     snprintf(target, sizeof(target), "compute_%d", arch);
-    return compile(source, defines, target, true, nvrtc_path, (void **)ptx, &size);
+    return compile(source, NULL, defines, target, true, nvrtc_path, (void **)ptx, &size);
 }
 
 /* Compile into `slot` with NVRTC and save the cubin to the cache. A cache
@@ -225,9 +224,11 @@ static void compile_slot(struct cubin_slot *slot, const struct p2pt_config *cfg,
     slot->error = NULL;
     slot->from_disk = false;
     atomic_fetch_add(&compilations, 1);
-    const struct p2pt_kernel *k = &p2pt__kernels[slot->kernel];
-    slot->status = p2pt__jit_compile(k->source, k->defines, slot->arch, cfg->nvrtc_library,
-                                     &slot->cubin, &slot->size);
+    const struct p2pt_kernel *k = slot->kernel;
+    char target[16];
+    snprintf(target, sizeof(target), "sm_%d", slot->arch);
+    slot->status = compile(k->source, k->file, k->defines, target, false, cfg->nvrtc_library,
+                           &slot->cubin, &slot->size);
     if (slot->status != P2PT_SUCCESS) {
         slot->error = strdup(p2pt__last_error_text());
         return;
@@ -243,14 +244,14 @@ static void compile_slot(struct cubin_slot *slot, const struct p2pt_config *cfg,
              slot->arch, why);
 }
 
-/* The cubin of kernel `kid` for `arch`: from this process, else from the
+/* The cubin of kernel `k` for `arch`: from this process, else from the
  * cubin cache, else compiled. Caller holds jit_lock. */
-static p2pt_status cubin_locked(enum p2pt_kernel_id kid, int arch, const struct p2pt_config *cfg,
-                                struct jit_notes *jn, struct cubin_slot **out)
+static p2pt_status cubin_locked(const struct p2pt_kernel *k, int arch,
+                                const struct p2pt_config *cfg, struct jit_notes *jn,
+                                struct cubin_slot **out)
 {
-    const struct p2pt_kernel *k = &p2pt__kernels[kid];
     for (size_t i = 0; i < n_cubins; i++) {
-        if (cubins[i].kernel == kid && cubins[i].arch == arch) {
+        if (cubins[i].kernel == k && cubins[i].arch == arch) {
             *out = &cubins[i];
             if (cubins[i].status != P2PT_SUCCESS)
                 return p2pt__fail(cubins[i].status, "%s", cubins[i].error);
@@ -263,11 +264,11 @@ static p2pt_status cubin_locked(enum p2pt_kernel_id kid, int arch, const struct 
                           MAX_SLOTS);
     struct cubin_slot *slot = &cubins[n_cubins++];
     char why[P2PT_PATH_MAX + 256], opts[256];
-    slot->kernel = kid;
+    slot->kernel = k;
     slot->arch = arch;
     /* Everything NVRTC reads shapes the cubin: the kernel, the shared
      * header and the options. */
-    size_t src_len = strlen(k->source), abi_len = p2pt__kernel_abi_source_len,
+    size_t src_len = strlen(k->source), abi_len = p2pt__p2pt_kernel_abi_source_len,
            ptx_len = p2pt__tma_ptx_source_len;
     char *all = malloc(src_len + abi_len + ptx_len + 1);
     if (all == NULL) {
@@ -275,7 +276,7 @@ static p2pt_status cubin_locked(enum p2pt_kernel_id kid, int arch, const struct 
         return p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory");
     }
     memcpy(all, k->source, src_len);
-    memcpy(all + src_len, p2pt__kernel_abi_source, abi_len);
+    memcpy(all + src_len, p2pt__p2pt_kernel_abi_source, abi_len);
     memcpy(all + src_len + abi_len, p2pt__tma_ptx_source, ptx_len + 1);
     options_id(k->defines, opts, sizeof(opts));
     p2pt__cubin_cache_name(slot->cache_name, sizeof(slot->cache_name), k->name, all, opts,
@@ -309,16 +310,15 @@ static int attr(CUdevice dev, CUdevice_attribute a)
     return v;
 }
 
-/* Load kernel `kid` into `ctx` (made current by the caller). */
+/* Load kernel `k` into `ctx` (made current by the caller). */
 static p2pt_status load_module_locked(CUcontext ctx, unsigned long long id,
-                                      enum p2pt_kernel_id kid, const struct p2pt_config *cfg,
+                                      const struct p2pt_kernel *k, const struct p2pt_config *cfg,
                                       struct jit_notes *jn, struct p2pt_module *m)
 {
     p2pt_status st = P2PT_SUCCESS;
     CUmodule mod = NULL;
     CUdevice dev;
     struct cubin_slot *slot = NULL;
-    const struct p2pt_kernel *k = &p2pt__kernels[kid];
 
     P2PT_CU(p2pt__cu.cuCtxGetDevice(&dev));
     int major = attr(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
@@ -330,7 +330,7 @@ static p2pt_status load_module_locked(CUcontext ctx, unsigned long long id,
                         k->name, k->min_cc / 10, k->min_cc % 10, (int)dev, major, minor);
         goto out;
     }
-    P2PT_TRY(cubin_locked(kid, major * 10 + minor, cfg, jn, &slot));
+    P2PT_TRY(cubin_locked(k, major * 10 + minor, cfg, jn, &slot));
     CUresult lr = p2pt__cu.cuModuleLoadData(&mod, slot->cubin);
     if (lr != CUDA_SUCCESS && slot->from_disk) {
         /* Complete as a file but refused by this driver (an older driver,
@@ -360,7 +360,7 @@ static p2pt_status load_module_locked(CUcontext ctx, unsigned long long id,
     }
     m->ctx = ctx;
     m->ctx_id = id;
-    m->kernel = kid;
+    m->kernel = k;
     m->device = dev;
     m->ordinal = (int)dev;
     m->sm_count = attr(dev, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
@@ -375,7 +375,7 @@ out:
     return st;
 }
 
-p2pt_status p2pt__jit_module(CUcontext ctx, enum p2pt_kernel_id kid,
+p2pt_status p2pt__jit_module(CUcontext ctx, const struct p2pt_kernel *k,
                              const struct p2pt_config *cfg, const struct p2pt_logger *log,
                              const CUstream *capture_stream, const struct p2pt_module **out)
 {
@@ -386,10 +386,12 @@ p2pt_status p2pt__jit_module(CUcontext ctx, enum p2pt_kernel_id kid,
     notes.n = 0;
 
     P2PT_CU(p2pt__cu.cuCtxGetId(ctx, &id));
-    const struct p2pt_module *hit = last_module[kid];
-    if (hit != NULL && hit->ctx == ctx && hit->ctx_id == id) {
-        *out = hit;
-        return P2PT_SUCCESS;
+    for (int i = 0; i < LAST_MODULES; i++) {
+        const struct p2pt_module *hit = last_module[i];
+        if (hit != NULL && hit->kernel == k && hit->ctx == ctx && hit->ctx_id == id) {
+            *out = hit;
+            return P2PT_SUCCESS;
+        }
     }
 
     pthread_mutex_lock(&jit_lock);
@@ -399,7 +401,7 @@ p2pt_status p2pt__jit_module(CUcontext ctx, enum p2pt_kernel_id kid,
      * rewritten: another thread's last_module may still point at it. */
     struct module_node *node = NULL;
     for (struct module_node *n = modules; n != NULL; n = n->next) {
-        if (n->m.ctx == ctx && n->m.ctx_id == id && n->m.kernel == kid)
+        if (n->m.ctx == ctx && n->m.ctx_id == id && n->m.kernel == k)
             node = n;
     }
     if (node == NULL) {
@@ -411,7 +413,7 @@ p2pt_status p2pt__jit_module(CUcontext ctx, enum p2pt_kernel_id kid,
                                 "the %s kernel is not loaded in this stream's context "
                                 "yet and the stream is capturing a CUDA graph; call "
                                 "prepare(device) for this device before capture",
-                                p2pt__kernels[kid].name);
+                                k->name);
                 goto out;
             }
         }
@@ -423,7 +425,7 @@ p2pt_status p2pt__jit_module(CUcontext ctx, enum p2pt_kernel_id kid,
         }
         struct p2pt_module m;
         memset(&m, 0, sizeof(m));
-        P2PT_TRY(load_module_locked(ctx, id, kid, cfg, &notes, &m));
+        P2PT_TRY(load_module_locked(ctx, id, k, cfg, &notes, &m));
         node = calloc(1, sizeof(*node));
         if (node == NULL) {
             p2pt__cu.cuModuleUnload(m.module);
@@ -434,7 +436,17 @@ p2pt_status p2pt__jit_module(CUcontext ctx, enum p2pt_kernel_id kid,
         node->next = modules;
         modules = node;
     }
-    last_module[kid] = &node->m;
+    /* Remember it in this thread's slot for the kernel, or take the slot of
+     * the kernel used longest ago (the last one, after a shift). */
+    int at = LAST_MODULES - 1;
+    for (int i = 0; i < LAST_MODULES; i++)
+        if (last_module[i] == NULL || last_module[i]->kernel == k) {
+            at = i;
+            break;
+        }
+    for (int i = at; i > 0; i--)
+        last_module[i] = last_module[i - 1];
+    last_module[0] = &node->m;
     *out = &node->m;
 out:
     if (pushed) {

@@ -1,10 +1,11 @@
 /*
- * Kernels described to the JIT (kernels.c) and their run-time compilation
- * and per-context modules (jit.c).
+ * Kernels described to the JIT, and their run-time compilation and
+ * per-context modules (jit.c).
  *
- * A kernel is a table entry: its source file (embedded at build time), its
- * entry points, the lowest compute capability it runs on, and the `-D`
- * defines it is built with. Every kernel also sees kernels/p2pt_kernel_abi.h,
+ * A kernel is a descriptor that the transport using it defines beside its
+ * own code: its source file (embedded at build time), its entry points, the
+ * lowest compute capability it runs on, and the `-D` defines it is built
+ * with. Every kernel also sees kernels/p2pt_kernel_abi.h,
  * the constants and layouts the host code uses too, and kernels/tma_ptx.cuh,
  * the PTX helpers. NVRTC runs once per
  * process, kernel and architecture; cubins are cached on disk per (kernel,
@@ -18,22 +19,6 @@
 
 #define P2PT_KERNEL_MAX_ENTRIES 6
 
-enum p2pt_kernel_id {
-    P2PT_KERNEL_TMA_COPY, /* kernels/tma_copy.cu: one copy per launch */
-    P2PT_KERNEL_BATCH,    /* kernels/batch_copy.cu: many pieces per launch */
-    P2PT_KERNEL_COUNT
-};
-
-/* Entry points, in p2pt_kernel.entries order. */
-enum { P2PT_TMA_ENTRY_COPY };
-enum {
-    P2PT_BATCH_ENTRY_SMALL,
-    P2PT_BATCH_ENTRY_LARGE,
-    P2PT_BATCH_ENTRY_DEVICE_ONE,
-    P2PT_BATCH_ENTRY_PLAN,
-    P2PT_BATCH_ENTRY_DEVICE
-};
-
 struct p2pt_kernel {
     const char *name;                 /* "tma_copy": cache files, messages */
     const char *file;                 /* "kernels/tma_copy.cu", for messages */
@@ -43,15 +28,14 @@ struct p2pt_kernel {
     const char *defines[4];           /* "-DNAME=VALUE" options, NULL-ended */
 };
 
-P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernels[P2PT_KERNEL_COUNT];
-
-/* The embedded sources (generated at build time from kernels/). */
+/* The embedded sources (generated at build time from every file of
+ * kernels/: p2pt__<file name without extension>_source). */
 P2PT_INTERNAL extern const char p2pt__tma_copy_source[];
 P2PT_INTERNAL extern const size_t p2pt__tma_copy_source_len;
 P2PT_INTERNAL extern const char p2pt__batch_copy_source[];
 P2PT_INTERNAL extern const size_t p2pt__batch_copy_source_len;
-P2PT_INTERNAL extern const char p2pt__kernel_abi_source[];
-P2PT_INTERNAL extern const size_t p2pt__kernel_abi_source_len;
+P2PT_INTERNAL extern const char p2pt__p2pt_kernel_abi_source[];
+P2PT_INTERNAL extern const size_t p2pt__p2pt_kernel_abi_source_len;
 P2PT_INTERNAL extern const char p2pt__tma_ptx_source[];
 P2PT_INTERNAL extern const size_t p2pt__tma_ptx_source_len;
 
@@ -60,7 +44,7 @@ P2PT_INTERNAL extern const size_t p2pt__tma_ptx_source_len;
 struct p2pt_module {
     CUcontext ctx;
     unsigned long long ctx_id; /* distinguishes a recycled CUcontext value */
-    enum p2pt_kernel_id kernel;
+    const struct p2pt_kernel *kernel;
     CUdevice device;
     int ordinal;
     int sm_count;
@@ -92,7 +76,7 @@ P2PT_INTERNAL p2pt_status p2pt__jit_compile_ptx(const char *source,
  * with P2PT_INVALID_USAGE instead of loading (call prepare before capture).
  * Devices below the kernel's compute capability get P2PT_NOT_SUPPORTED.
  */
-P2PT_INTERNAL p2pt_status p2pt__jit_module(CUcontext ctx, enum p2pt_kernel_id k,
+P2PT_INTERNAL p2pt_status p2pt__jit_module(CUcontext ctx, const struct p2pt_kernel *k,
                                            const struct p2pt_config *cfg,
                                            const struct p2pt_logger *log,
                                            const CUstream *capture_stream,

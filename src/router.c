@@ -1,7 +1,8 @@
 /*
  * The registry of transports (curl's available_backends[] pattern) and the
  * router that picks one for each request. Adding a transport is its own
- * file, its kernel, and one line in `transports`.
+ * file (with the descriptor of its kernel), its kernel in kernels/, and one
+ * line in `transports`.
  */
 #include <stdio.h>
 #include <string.h>
@@ -24,6 +25,14 @@ const struct p2pt_transport *p2pt__transport_find(const char *name)
         if (strcasecmp(name, transports[i]->name) == 0)
             return transports[i];
     return NULL;
+}
+
+int p2pt__kernel_count(const struct p2pt_transport *t)
+{
+    int n = 0;
+    while (n < (int)P2PT_ARRAY_LEN(t->kernels) && t->kernels[n] != NULL)
+        n++;
+    return n;
 }
 
 const char *p2pt__transport_canonical(const char *name)

@@ -8,6 +8,18 @@
 #include "handle.h"
 #include "jit.h"
 
+/* The TMA transport's kernels and their entry points, in entries order. */
+P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_tma_copy;  /* kernels/tma_copy.cu */
+P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_batch_copy; /* kernels/batch_copy.cu */
+enum { P2PT_TMA_ENTRY_COPY };
+enum {
+    P2PT_BATCH_ENTRY_SMALL,
+    P2PT_BATCH_ENTRY_LARGE,
+    P2PT_BATCH_ENTRY_DEVICE_ONE,
+    P2PT_BATCH_ENTRY_PLAN,
+    P2PT_BATCH_ENTRY_DEVICE
+};
+
 /* The CTAs one launch may use on the module's device under this handle's
  * configuration (status 4 when the ring does not fit its shared memory). */
 P2PT_INTERNAL p2pt_status p2pt__tma_grid(struct p2pt_handle *h, const struct p2pt_module *m,

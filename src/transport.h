@@ -9,6 +9,7 @@
 #include "batch.h"
 
 struct p2pt_handle;
+struct p2pt_kernel;
 
 /* What a transport can do (p2pt_transport.caps). */
 #define P2PT_CAP_LOCAL (1u << 0)   /* both sides on the stream's device */
@@ -39,11 +40,16 @@ struct p2pt_transport {
     p2pt_status (*copy_batch)(struct p2pt_handle *h, const struct p2pt_batch *b);
     /* Enqueue a device-descriptor batch. NULL: not supported (status 6). */
     p2pt_status (*copy_batch_device)(struct p2pt_handle *h, const struct p2pt_device_batch *b);
+    /* The kernels it compiles at run time, NULL-ended (prepare loads them
+     * all; each is described beside the code that launches it). */
+    const struct p2pt_kernel *kernels[4];
 };
 
 P2PT_INTERNAL extern const struct p2pt_transport p2pt__transport_ce;
 P2PT_INTERNAL extern const struct p2pt_transport p2pt__transport_tma;
 
+/* How many kernels transport `t` compiles. */
+P2PT_INTERNAL int p2pt__kernel_count(const struct p2pt_transport *t);
 /* Case-insensitive lookup in the registry; NULL when unknown. */
 P2PT_INTERNAL const struct p2pt_transport *p2pt__transport_find(const char *name);
 /*

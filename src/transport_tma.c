@@ -9,6 +9,15 @@
 #include "chunk_plan.h"
 #include "tma.h"
 
+const struct p2pt_kernel p2pt__kernel_tma_copy = {
+    .name = "tma_copy",
+    .file = "kernels/tma_copy.cu",
+    .source = p2pt__tma_copy_source,
+    .entries = {"p2pt_tma_copy", NULL},
+    .min_cc = 90,
+    .defines = {NULL},
+};
+
 /* Never more than two CTAs per SM: one elected thread per CTA keeps its
  * whole ring in flight, so more CTAs only split the same shared memory. */
 #define MAX_CTAS_PER_SM 2
@@ -75,9 +84,11 @@ static p2pt_status tma_prepare(struct p2pt_handle *h, int device)
     uint32_t grid;
 
     P2PT_TRY(p2pt__ctx_enter(device, &ctx, &pushed));
-    P2PT_TRY(p2pt__jit_module(ctx, P2PT_KERNEL_TMA_COPY, &h->cfg, &h->log, NULL, &m));
-    P2PT_TRY(p2pt__tma_grid(h, m, &grid));
-    P2PT_TRY(p2pt__jit_module(ctx, P2PT_KERNEL_BATCH, &h->cfg, &h->log, NULL, &m));
+    for (int k = 0; k < p2pt__kernel_count(&p2pt__transport_tma); k++) {
+        P2PT_TRY(p2pt__jit_module(ctx, p2pt__transport_tma.kernels[k], &h->cfg, &h->log, NULL,
+                                  &m));
+        P2PT_TRY(p2pt__tma_grid(h, m, &grid));
+    }
 out:
     p2pt__ctx_leave(pushed);
     return st;
@@ -147,7 +158,7 @@ static p2pt_status tma_copy(struct p2pt_handle *h, const struct p2pt_request *r)
     CUstream stream = r->stream;
     uint32_t most;
 
-    P2PT_TRY(p2pt__jit_module(r->ctx, P2PT_KERNEL_TMA_COPY, &h->cfg, &h->log, &stream, &m));
+    P2PT_TRY(p2pt__jit_module(r->ctx, &p2pt__kernel_tma_copy, &h->cfg, &h->log, &stream, &m));
     P2PT_TRY(p2pt__tma_grid(h, m, &most));
     P2PT_TRY(p2pt__chunk_plan((uintptr_t)r->dst, (uintptr_t)r->src, r->bytes,
                               chunk_for(h, r, most), &plan));
@@ -181,4 +192,5 @@ const struct p2pt_transport p2pt__transport_tma = {
     .copy = tma_copy,
     .copy_batch = p2pt__tma_copy_batch,
     .copy_batch_device = p2pt__tma_copy_batch_device,
+    .kernels = {&p2pt__kernel_tma_copy, &p2pt__kernel_batch_copy, NULL},
 };

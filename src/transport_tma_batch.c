@@ -27,6 +27,16 @@
 #include "batch_plan.h"
 #include "tma.h"
 
+const struct p2pt_kernel p2pt__kernel_batch_copy = {
+    .name = "batch_copy",
+    .file = "kernels/batch_copy.cu",
+    .source = p2pt__batch_copy_source,
+    .entries = {"p2pt_batch_copy_s", "p2pt_batch_copy_l", "p2pt_batch_copy_dev1",
+                "p2pt_batch_plan", "p2pt_batch_copy_dev", NULL},
+    .min_cc = 90,
+    .defines = {NULL},
+};
+
 /* Per thread: launch parameters are built here (32 KiB is too much for a
  * framework thread's stack); the driver copies them at launch. */
 static _Thread_local struct p2pt_batch_large large;
@@ -97,7 +107,7 @@ p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, const struct p2pt_batch 
     struct shape sh;
     CUstream stream = b->stream;
 
-    P2PT_TRY(p2pt__jit_module(b->ctx, P2PT_KERNEL_BATCH, &h->cfg, &h->log, &stream, &m));
+    P2PT_TRY(p2pt__jit_module(b->ctx, &p2pt__kernel_batch_copy, &h->cfg, &h->log, &stream, &m));
     /* The unit does not depend on the entry count: plan with it first. */
     P2PT_TRY(shape_for(h, m, 0, &sh));
     for (;;) {
@@ -144,7 +154,7 @@ p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h, const struct p2pt
     unsigned entries = one ? (unsigned)((b->max_count * sizeof(struct p2pt_batch_entry) + 15) / 16 * 16)
                            : 0;
 
-    P2PT_TRY(p2pt__jit_module(b->ctx, P2PT_KERNEL_BATCH, &h->cfg, &h->log, &stream, &m));
+    P2PT_TRY(p2pt__jit_module(b->ctx, &p2pt__kernel_batch_copy, &h->cfg, &h->log, &stream, &m));
     P2PT_TRY(shape_for(h, m, entries, &sh));
     memset(&dev, 0, sizeof(dev));
     fill_head(h, &sh, &dev.head);

@@ -18,6 +18,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* prepare compiles and loads every kernel of the TMA transport. */
+#define TMA_KERNELS ((uint64_t)p2pt__kernel_count(&p2pt__transport_tma))
+
 #include "gpu_test.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -80,11 +83,11 @@ static void write_file(const char *path, const void *data, size_t n, mode_t mode
 /* `dir` holds exactly `want` cubins (prepare writes one per kernel of
  * src/kernels.c) and no temporary file; `name` gets the tma_copy one (or
  * the only one). */
-static void cubins(const char *dir, int want, char *name, size_t len)
+static void cubins(const char *dir, uint64_t want, char *name, size_t len)
 {
     DIR *d = opendir(dir);
     cr_assert_not_null(d, "cannot open %s", dir);
-    int n = 0;
+    uint64_t n = 0;
     struct dirent *e;
     name[0] = '\0';
     while ((e = readdir(d)) != NULL) {
@@ -98,7 +101,8 @@ static void cubins(const char *dir, int want, char *name, size_t len)
         }
     }
     closedir(d);
-    cr_assert_eq(n, want, "expected %d cubin(s) in %s, found %d", want, dir, n);
+    cr_assert_eq(n, want, "expected %llu cubin(s) in %s, found %llu", (unsigned long long)want,
+                 dir, (unsigned long long)n);
 }
 
 TestSuite(cubin_cache, .fini = cleanup);
@@ -384,9 +388,9 @@ Test(cubin_cache, second_process_loads_the_cubin_without_nvrtc)
 
     struct first_prepare first = prepare_in_child();
     cr_assert_eq(first.st, P2PT_SUCCESS, "first process: status %d", (int)first.st);
-    cr_assert_eq(first.compilations, P2PT_KERNEL_COUNT, "first process compiles every kernel");
+    cr_assert_eq(first.compilations, TMA_KERNELS, "first process compiles every kernel");
     cr_assert_eq(first.cache_hits, 0);
-    cubins(dir, P2PT_KERNEL_COUNT, name, sizeof(name));
+    cubins(dir, TMA_KERNELS, name, sizeof(name));
     cr_assert(strncmp(name, "tma_copy-sm_", 12) == 0, "%s", name);
 
     /* The second process cannot even open NVRTC. */
@@ -394,7 +398,7 @@ Test(cubin_cache, second_process_loads_the_cubin_without_nvrtc)
     struct first_prepare second = prepare_in_child();
     cr_assert_eq(second.st, P2PT_SUCCESS, "second process: status %d", (int)second.st);
     cr_assert_eq(second.compilations, 0, "second process must not compile");
-    cr_assert_eq(second.cache_hits, P2PT_KERNEL_COUNT);
+    cr_assert_eq(second.cache_hits, TMA_KERNELS);
 
     /* And this process, also without NVRTC, copies correctly with it. */
     gt_require_gpus(1);
@@ -441,7 +445,7 @@ Test(cubin_cache, cubin_the_driver_refuses_is_compiled_again_and_replaced)
     setenv("P2P_TRANSPORT_CACHE_DIR", dir, 1);
     struct first_prepare first = prepare_in_child();
     cr_assert_eq(first.st, P2PT_SUCCESS);
-    cubins(dir, P2PT_KERNEL_COUNT, name, sizeof(name));
+    cubins(dir, TMA_KERNELS, name, sizeof(name));
     snprintf(path, sizeof(path), "%s/%s", dir, name);
 
     /* Complete as a file (the read check passes), but an x86-64 object. */
@@ -465,7 +469,7 @@ Test(cubin_cache, cubin_the_driver_refuses_is_compiled_again_and_replaced)
     cr_assert_eq(reentrant_status, P2PT_SUCCESS, "prepare from inside the logger: %d",
                  (int)reentrant_status);
     cr_assert_eq(p.compilations, 1, "compiled again");
-    cr_assert_eq(p.cubin_cache_hits, P2PT_KERNEL_COUNT - 1,
+    cr_assert_eq(p.cubin_cache_hits, TMA_KERNELS - 1,
                  "a refused cubin is not a hit (the other kernels' are)");
     p2pt_finalize(h);
 
@@ -495,7 +499,7 @@ Test(cubin_cache, off_writes_nothing_and_default_follows_xdg_cache_home)
     setenv("P2P_TRANSPORT_CACHE_DIR", "OFF", 1);
     struct first_prepare off = prepare_in_child();
     cr_assert_eq(off.st, P2PT_SUCCESS);
-    cr_assert_eq(off.compilations, P2PT_KERNEL_COUNT);
+    cr_assert_eq(off.compilations, TMA_KERNELS);
     struct stat sb;
     cr_assert_neq(stat(xdg, &sb), 0, "\"off\" must not create %s", xdg);
     snprintf(dir, sizeof(dir), "%s/.cache", home);
@@ -505,8 +509,8 @@ Test(cubin_cache, off_writes_nothing_and_default_follows_xdg_cache_home)
     struct first_prepare dflt = prepare_in_child();
     cr_assert_eq(dflt.st, P2PT_SUCCESS);
     snprintf(dir, sizeof(dir), "%s/p2pt", xdg);
-    cubins(dir, P2PT_KERNEL_COUNT, name, sizeof(name));
+    cubins(dir, TMA_KERNELS, name, sizeof(name));
     struct first_prepare again = prepare_in_child();
     cr_assert_eq(again.compilations, 0);
-    cr_assert_eq(again.cache_hits, P2PT_KERNEL_COUNT);
+    cr_assert_eq(again.cache_hits, TMA_KERNELS);
 }

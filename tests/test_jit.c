@@ -44,6 +44,21 @@ Test(jit, embedded_source_is_the_kernel_file)
     free(file);
 }
 
+Test(jit, every_kernel_of_every_transport_compiles_for_sm90_with_its_entry_points)
+{
+    require_nvrtc();
+    for (int k = 0; k < p2pt__kernel_count(&p2pt__transport_tma); k++) {
+        const struct p2pt_kernel *kn = p2pt__transport_tma.kernels[k];
+        char *ptx = NULL;
+        p2pt_status st = p2pt__jit_compile_ptx(kn->source, kn->defines, 90, NULL, &ptx);
+        cr_assert_eq(st, P2PT_SUCCESS, "%s: %s", kn->file, p2pt__last_error_text());
+        for (int e = 0; e < P2PT_KERNEL_MAX_ENTRIES && kn->entries[e] != NULL; e++)
+            cr_assert(strstr(ptx, kn->entries[e]) != NULL, "%s has no entry %s", kn->file,
+                      kn->entries[e]);
+        free(ptx);
+    }
+}
+
 Test(jit, kernel_compiles_to_an_sm90_cubin)
 {
     require_nvrtc();
