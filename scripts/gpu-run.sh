@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One call on a lent GPU machine: build, run the whole suite once per
+# One job on a GPU machine: build, run the whole suite once per
 # transport, then the benchmark. Everything is logged under $OUT (or
 # ./gpu-out). Usage: scripts/gpu-run.sh [tests] [bench -- <p2pt-bench args>]
 set -uo pipefail

@@ -17,7 +17,7 @@
  * Defaults, from the sweep in bench/RESULTS.md (1 GiB, H200 pair and H100):
  * with one CTA per SM, every chunk from 16 to 96 KiB and ring depth 2 or 4
  * lands within 3 % of the best, local and push, so the chunk stays at the
- * 48 KiB DESIGN.md names and the ring at 4 stages (192 KiB, the deepest that
+ * 48 KiB the design names and the ring at 4 stages (192 KiB, the deepest that
  * fits at 48 KiB; it also loses least when CTAs are capped: 48K x 4 at 32
  * CTAs reaches 355 GB/s push vs 346 with 2 stages). max_ctas stays 0 (one
  * CTA per SM, or two when the ring fits twice): every cap tried (16, 32, 64)

@@ -1,5 +1,5 @@
 /*
- * Status codes: the numbers DESIGN.md fixes, one distinct non-empty string for
+ * Status codes: the numbers the ABI fixes, one distinct non-empty string for
  * each, the same strings through the plugin table, a safe answer for
  * values that are not statuses, and a last-error text kept per thread.
  */

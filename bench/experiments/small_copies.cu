@@ -1,7 +1,7 @@
 /*
  * small_copies: an experiment, not part of the library. Two changes to how
- * the TMA kernel starts and ends, for small local copies (issue 4's
- * back-to-back and single-copy latency targets), against cuMemcpyAsync in
+ * the TMA kernel starts and ends, for small local copies (the back-to-back
+ * and single-copy latency targets of bench/RESULTS.md), against cuMemcpyAsync in
  * the same process:
  *
  *   read-exit  end with cp.async.bulk.wait_group.read 0 (shared memory no

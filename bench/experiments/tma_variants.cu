@@ -2,7 +2,7 @@
  * tma_variants: an experiment, not part of the library. It times variants of
  * the TMA copy kernel's issuing pattern against cuMemcpyAsync in the same
  * process, to find where the large-copy gap to the copy engine comes from
- * (bench/RESULTS.md, issue 4), and the host cost of the launch itself.
+ * (bench/RESULTS.md, "Targets and where they stand"), and the host cost of the launch itself.
  *
  * Build and run on a Hopper machine (bench/experiments/run.sh does both):
  *   nvcc -O3 -arch=sm_90 -o tma_variants tma_variants.cu -lcuda
