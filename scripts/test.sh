@@ -80,7 +80,7 @@ if [ "${P2PT_TEST_SANITIZE:-1}" != 0 ]; then
 fi
 
 if [ "$fuzz_seconds" != 0 ]; then
-  echo "== libFuzzer: config parsing and chunk planning, ${fuzz_seconds}s each"
+  echo "== libFuzzer: config parsing, chunk planning and batch planning, ${fuzz_seconds}s each"
   CC=clang cmake -S . -B "$FUZZ_DIR" -DP2PT_FUZZ=ON -DP2PT_SANITIZE=ON -DP2PT_BUILD_TESTS=OFF \
     -DP2PT_BUILD_BENCH=OFF -DP2PT_WERROR=ON >/dev/null
   cmake --build "$FUZZ_DIR" -j"$jobs" --target fuzz_config fuzz_chunk_plan fuzz_batch_plan >/dev/null
