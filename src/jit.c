@@ -1,6 +1,6 @@
 /*
- * Run-time compilation of the kernels of kernels.c and their per-context
- * modules.
+ * Run-time compilation of the kernels the transports describe, and their
+ * per-context modules.
  *
  * Two caches, one mutex:
  *  - cubins, one per kernel and GPU architecture. NVRTC runs once per

@@ -79,9 +79,8 @@ static void write_file(const char *path, const void *data, size_t n, mode_t mode
     chmod(path, mode);
 }
 
-/* The one "*.cubin" file in `dir` (asserts there is exactly one). */
-/* `dir` holds exactly `want` cubins (prepare writes one per kernel of
- * src/kernels.c) and no temporary file; `name` gets the tma_copy one (or
+/* `dir` holds exactly `want` cubins (prepare writes one per kernel of the
+ * TMA transport) and no temporary file; `name` gets the tma_copy one (or
  * the only one). */
 static void cubins(const char *dir, uint64_t want, char *name, size_t len)
 {
