@@ -181,18 +181,19 @@ static p2pt_status parse_options(struct options *o, const char *text)
                               item);
         *eq = '\0';
         bool known = false;
-        char names[512] = "";
-        size_t used = 0;
-        for (size_t i = 0; i < P2PT_ARRAY_LEN(known_vars); i++) {
-            known = known || strcmp(item, known_vars[i]) == 0;
-            used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s",
-                                     i ? ", " : "", known_vars[i]);
-        }
-        if (!known)
+        for (size_t i = 0; i < P2PT_ARRAY_LEN(known_vars) && !known; i++)
+            known = strcmp(item, known_vars[i]) == 0;
+        if (!known) {
+            char names[512] = "";
+            size_t used = 0;
+            for (size_t i = 0; i < P2PT_ARRAY_LEN(known_vars); i++)
+                used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s",
+                                         i ? ", " : "", known_vars[i]);
             return p2pt__fail(P2PT_INVALID_ARGUMENT,
                               "p2pt_init_args.options: \"%s\" is not a p2pt setting; "
                               "accepted (env.md): %s",
                               item, names);
+        }
         if (o->n == MAX_OPTIONS)
             return p2pt__fail(P2PT_INVALID_ARGUMENT,
                               "p2pt_init_args.options: more than %d items", MAX_OPTIONS);

@@ -108,6 +108,13 @@ static void log_excerpt(const char *log, char *out, size_t len)
     out[i] = '\0';
 }
 
+/* The headers every kernel sees, handed to NVRTC in memory: the constants
+ * the host shares with the kernels, and the PTX helpers. Their text is part
+ * of every cubin's cache key (cubin_locked), in this order. */
+static const char *const header_names[] = {"p2pt_kernel_abi.h", "tma_ptx.cuh"};
+static const char *const header_texts[] = {p2pt__p2pt_kernel_abi_source, p2pt__tma_ptx_source};
+#define N_HEADERS ((int)P2PT_ARRAY_LEN(header_names))
+
 /* The options every kernel is compiled with, besides the architecture and
  * its own defines, and the text of them that goes into the cache key. */
 static void options_id(const char *const *defines, char *out, size_t len)
@@ -130,10 +137,6 @@ static p2pt_status compile(const char *source, const char *file, const char *con
     char arch_opt[48];
     const char *opts[3 + 8];
     int n_opts = 0;
-    /* kernels/p2pt_kernel_abi.h (the host's own copy of the constants) and
-     * kernels/tma_ptx.cuh. */
-    const char *headers[] = {p2pt__p2pt_kernel_abi_source, p2pt__tma_ptx_source};
-    const char *header_names[] = {"p2pt_kernel_abi.h", "tma_ptx.cuh"};
 
     *out = NULL;
     P2PT_TRY(p2pt__nvrtc_load(nvrtc_path));
@@ -147,13 +150,13 @@ static p2pt_status compile(const char *source, const char *file, const char *con
      * bulk of a cold process's first TMA copy. Older NVRTCs reject the
      * option; they get the full front end. */
     opts[n_opts++] = JIT_OPT_MINIMAL; /* last, so it can be dropped */
-    P2PT_NVRTC(p2pt__nv.nvrtcCreateProgram(&prog, source, "p2pt_kernel.cu", 2, headers,
-                                           header_names));
+    P2PT_NVRTC(p2pt__nv.nvrtcCreateProgram(&prog, source, "p2pt_kernel.cu", N_HEADERS,
+                                           header_texts, header_names));
     nvrtcResult cr = p2pt__nv.nvrtcCompileProgram(prog, n_opts, opts);
     if (cr == NVRTC_ERROR_INVALID_OPTION) {
         p2pt__nv.nvrtcDestroyProgram(&prog);
-        P2PT_NVRTC(p2pt__nv.nvrtcCreateProgram(&prog, source, "p2pt_kernel.cu", 2, headers,
-                                               header_names));
+        P2PT_NVRTC(p2pt__nv.nvrtcCreateProgram(&prog, source, "p2pt_kernel.cu", N_HEADERS,
+                                               header_texts, header_names));
         cr = p2pt__nv.nvrtcCompileProgram(prog, n_opts - 1, opts);
     }
     if (cr != NVRTC_SUCCESS) {
@@ -266,18 +269,19 @@ static p2pt_status cubin_locked(const struct p2pt_kernel *k, int arch,
     char why[P2PT_PATH_MAX + 256], opts[256];
     slot->kernel = k;
     slot->arch = arch;
-    /* Everything NVRTC reads shapes the cubin: the kernel, the shared
-     * header and the options. */
-    size_t src_len = strlen(k->source), abi_len = p2pt__p2pt_kernel_abi_source_len,
-           ptx_len = p2pt__tma_ptx_source_len;
-    char *all = malloc(src_len + abi_len + ptx_len + 1);
+    /* Everything NVRTC reads shapes the cubin: the kernel, the headers and
+     * the options. */
+    size_t len = strlen(k->source);
+    for (int i = 0; i < N_HEADERS; i++)
+        len += strlen(header_texts[i]);
+    char *all = malloc(len + 1);
     if (all == NULL) {
         n_cubins--;
         return p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory");
     }
-    memcpy(all, k->source, src_len);
-    memcpy(all + src_len, p2pt__p2pt_kernel_abi_source, abi_len);
-    memcpy(all + src_len + abi_len, p2pt__tma_ptx_source, ptx_len + 1);
+    strcpy(all, k->source);
+    for (int i = 0; i < N_HEADERS; i++)
+        strcat(all, header_texts[i]);
     options_id(k->defines, opts, sizeof(opts));
     p2pt__cubin_cache_name(slot->cache_name, sizeof(slot->cache_name), k->name, all, opts,
                            arch);

@@ -20,8 +20,14 @@ enum {
     P2PT_BATCH_ENTRY_DEVICE
 };
 
-/* The CTAs one launch may use on the module's device under this handle's
- * configuration (status 4 when the ring does not fit its shared memory). */
+/* CTAs of `smem` bytes of dynamic shared memory each one launch may use on
+ * the module's device: one or two per SM as that memory allows, capped by
+ * P2P_TRANSPORT_MAX_CTAS. */
+P2PT_INTERNAL unsigned p2pt__tma_ctas(const struct p2pt_handle *h, const struct p2pt_module *m,
+                                      size_t smem);
+/* The CTAs one copy launch may use on the module's device under this
+ * handle's configuration, kept per (handle, device) (status 4 when the ring
+ * does not fit its shared memory). */
 P2PT_INTERNAL p2pt_status p2pt__tma_grid(struct p2pt_handle *h, const struct p2pt_module *m,
                                          uint32_t *grid);
 /* Launch `fn` on `stream`, with programmatic dependent launch when the

@@ -39,12 +39,24 @@ static bool tma_can_copy(const struct p2pt_handle *h, const struct p2pt_request 
     return true;
 }
 
+unsigned p2pt__tma_ctas(const struct p2pt_handle *h, const struct p2pt_module *m, size_t smem)
+{
+    uint64_t per_sm = (uint64_t)m->smem_per_sm / (smem + PER_CTA_SMEM_OVERHEAD);
+    if (per_sm > MAX_CTAS_PER_SM)
+        per_sm = MAX_CTAS_PER_SM;
+    if (per_sm == 0)
+        per_sm = 1;
+    uint64_t g = per_sm * (uint64_t)m->sm_count;
+    if (h->cfg.max_ctas > 0 && (uint64_t)h->cfg.max_ctas < g)
+        g = (uint64_t)h->cfg.max_ctas;
+    return (unsigned)g;
+}
+
 /*
  * The CTAs one launch may use on the module's device under this handle's
  * configuration, worked out once per (handle, device) and kept in the
  * handle: the ring must fit the device's shared memory (status 4 naming
- * both otherwise), then one or two CTAs per SM as the ring allows, capped by
- * P2P_TRANSPORT_MAX_CTAS.
+ * both otherwise), then p2pt__tma_ctas for that ring.
  */
 p2pt_status p2pt__tma_grid(struct p2pt_handle *h, const struct p2pt_module *m, uint32_t *grid)
 {
@@ -59,15 +71,7 @@ p2pt_status p2pt__tma_grid(struct p2pt_handle *h, const struct p2pt_module *m, u
                           "%d",
                           h->cfg.chunk_bytes, h->cfg.stages, need, m->ordinal,
                           m->smem_per_block_optin);
-    uint64_t per_sm = (uint64_t)m->smem_per_sm / (need + PER_CTA_SMEM_OVERHEAD);
-    if (per_sm > MAX_CTAS_PER_SM)
-        per_sm = MAX_CTAS_PER_SM;
-    if (per_sm == 0)
-        per_sm = 1;
-    uint64_t g = per_sm * (uint64_t)m->sm_count;
-    if (h->cfg.max_ctas > 0 && (uint64_t)h->cfg.max_ctas < g)
-        g = (uint64_t)h->cfg.max_ctas;
-    *grid = (uint32_t)g;
+    *grid = p2pt__tma_ctas(h, m, need);
     if (m->ordinal >= 0 && m->ordinal < P2PT_MAX_DEVICES)
         atomic_store_explicit(&h->tma_grid[m->ordinal], *grid, memory_order_relaxed);
     return P2PT_SUCCESS;

@@ -50,38 +50,35 @@ struct shape {
     unsigned entries; /* bytes of shared memory for the entries' copy */
 };
 
-/* The ring: P2PT_BATCH_UNIT stages (or the configured chunk when smaller),
- * as many as the configured ring's bytes hold and the device's shared
+/* A ring stage: P2PT_BATCH_UNIT, or the configured chunk when smaller. */
+static unsigned batch_unit(const struct p2pt_handle *h)
+{
+    return h->cfg.chunk_bytes < P2PT_BATCH_UNIT ? (unsigned)h->cfg.chunk_bytes : P2PT_BATCH_UNIT;
+}
+
+/* The ring for a launch that copies `n` entries into shared memory: as
+ * many stages as the configured ring's bytes hold and the device's shared
  * memory leaves room for beside the entries, at most P2PT_BATCH_MAX_STAGES. */
-static p2pt_status shape_for(const struct p2pt_handle *h, const struct p2pt_module *m,
-                             unsigned entries, struct shape *sh)
+static p2pt_status shape_for(const struct p2pt_handle *h, const struct p2pt_module *m, size_t n,
+                             struct shape *sh)
 {
     size_t ring = p2pt__config_smem_bytes(&h->cfg);
-    sh->unit = h->cfg.chunk_bytes < P2PT_BATCH_UNIT ? (unsigned)h->cfg.chunk_bytes
-                                                    : P2PT_BATCH_UNIT;
-    sh->entries = entries;
-    if ((size_t)m->smem_per_block_optin < entries + sh->unit)
+    sh->unit = batch_unit(h);
+    /* Rounded to 16 bytes, so the ring after them stays aligned. */
+    sh->entries = (unsigned)((n * sizeof(struct p2pt_batch_entry) + 15) / 16 * 16);
+    if ((size_t)m->smem_per_block_optin < sh->entries + sh->unit)
         return p2pt__fail(P2PT_NOT_SUPPORTED,
                           "a batch launch needs %u bytes of shared memory for its entries "
                           "and one %u-byte stage; device %d allows %d",
-                          entries, sh->unit, m->ordinal, m->smem_per_block_optin);
-    size_t room = (size_t)m->smem_per_block_optin - entries;
+                          sh->entries, sh->unit, m->ordinal, m->smem_per_block_optin);
+    size_t room = (size_t)m->smem_per_block_optin - sh->entries;
     if (ring > room)
         ring = room;
     size_t stages = ring / sh->unit;
     sh->stages = (unsigned)(stages < 1 ? 1 : stages > P2PT_BATCH_MAX_STAGES
                                                  ? P2PT_BATCH_MAX_STAGES
                                                  : stages);
-    size_t smem = (size_t)sh->stages * sh->unit + entries + 1024;
-    size_t per_sm = (size_t)m->smem_per_sm / smem;
-    if (per_sm < 1)
-        per_sm = 1;
-    if (per_sm > 2)
-        per_sm = 2;
-    size_t grid = per_sm * (size_t)m->sm_count;
-    if (h->cfg.max_ctas > 0 && (size_t)h->cfg.max_ctas < grid)
-        grid = (size_t)h->cfg.max_ctas;
-    sh->grid = (unsigned)grid;
+    sh->grid = p2pt__tma_ctas(h, m, (size_t)sh->stages * sh->unit + sh->entries);
     return P2PT_SUCCESS;
 }
 
@@ -108,11 +105,9 @@ p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, const struct p2pt_batch 
     CUstream stream = b->stream;
 
     P2PT_TRY(p2pt__jit_module(b->ctx, &p2pt__kernel_batch_copy, &h->cfg, &h->log, &stream, &m));
-    /* The unit does not depend on the entry count: plan with it first. */
-    P2PT_TRY(shape_for(h, m, 0, &sh));
     for (;;) {
         uint32_t total = 0;
-        size_t n = p2pt__batch_fill(b->descs, b->count, &cur, sh.unit, large.entry,
+        size_t n = p2pt__batch_fill(b->descs, b->count, &cur, batch_unit(h), large.entry,
                                     P2PT_BATCH_LARGE, &total);
         if (n == 0)
             break;
@@ -129,9 +124,7 @@ p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, const struct p2pt_batch 
             param = &large;
             fn = m->fn[P2PT_BATCH_ENTRY_LARGE];
         }
-        /* Shared memory for this launch's entries, rounded to 16 bytes. */
-        unsigned entries = (unsigned)((n * sizeof(large.entry[0]) + 15) / 16 * 16);
-        P2PT_TRY(shape_for(h, m, entries, &sh));
+        P2PT_TRY(shape_for(h, m, n, &sh));
         fill_head(h, &sh, head);
         head->count = (unsigned)n;
         head->total_units = total;
@@ -151,11 +144,10 @@ p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h, const struct p2pt
     struct shape sh;
     CUstream stream = b->stream;
     bool one = b->max_count <= P2PT_BATCH_DEVICE_ONE;
-    unsigned entries = one ? (unsigned)((b->max_count * sizeof(struct p2pt_batch_entry) + 15) / 16 * 16)
-                           : 0;
 
     P2PT_TRY(p2pt__jit_module(b->ctx, &p2pt__kernel_batch_copy, &h->cfg, &h->log, &stream, &m));
-    P2PT_TRY(shape_for(h, m, entries, &sh));
+    /* Only the one-launch kernel copies the entries into shared memory. */
+    P2PT_TRY(shape_for(h, m, one ? b->max_count : 0, &sh));
     memset(&dev, 0, sizeof(dev));
     fill_head(h, &sh, &dev.head);
     dev.head.workspace = (unsigned long long)(uintptr_t)b->workspace;

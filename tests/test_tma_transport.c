@@ -314,3 +314,26 @@ Test(tma, dependent_back_to_back_copies_stay_ordered_without_pdl)
 {
     dependent_chain("0");
 }
+
+/* No GPU needed: the CTAs of one launch, from a module's device facts. */
+Test(tma_grid, one_or_two_ctas_per_sm_as_shared_memory_allows_capped_by_max_ctas)
+{
+    struct p2pt_config cfg;
+    cr_assert_eq(p2pt__config_read(&cfg, NULL, "tma"), P2PT_SUCCESS);
+    p2pt_handle *h = NULL;
+    cr_assert_eq(p2pt__handle_new(&cfg, NULL, &h), P2PT_SUCCESS);
+    struct p2pt_module m;
+    memset(&m, 0, sizeof(m));
+    m.sm_count = 132;
+    m.smem_per_sm = 233472; /* H100: 228 KiB per SM */
+    /* 192 KiB rings: one per SM; 96 KiB: two; tiny ones: never more than two. */
+    cr_assert_eq(p2pt__tma_ctas(h, &m, 192 * 1024), 132u);
+    cr_assert_eq(p2pt__tma_ctas(h, &m, 96 * 1024), 264u);
+    cr_assert_eq(p2pt__tma_ctas(h, &m, 4096), 264u);
+    /* More than an SM holds still counts one CTA per SM: the callers refuse
+     * a ring that does not fit before they ask. */
+    cr_assert_eq(p2pt__tma_ctas(h, &m, 300 * 1024), 132u);
+    h->cfg.max_ctas = 32;
+    cr_assert_eq(p2pt__tma_ctas(h, &m, 96 * 1024), 32u);
+    p2pt_finalize(h);
+}
