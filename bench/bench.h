@@ -35,7 +35,8 @@
 
 #define L2_FACTOR 4 /* pools hold at least this many L2 caches */
 
-enum { T_CE, T_TMA, N_TRANSPORTS };
+/* The engines, then auto (a choice between them per copy, not an engine). */
+enum { T_CE, T_TMA, T_AUTO, N_TRANSPORTS };
 enum { P_LOCAL, P_PUSH, P_PULL, P_BIDIR, N_PATHS };
 
 extern const char *const bench_transport_names[N_TRANSPORTS];
@@ -68,6 +69,7 @@ void bench_run_sweep(void);
 void bench_run_latency(void);
 void bench_run_cold(void);
 void bench_run_batch(void);
+void bench_run_calibrate(void);
 /* The hidden --cold-child entry point of bench_run_cold's children. */
 int bench_cold_child(int argc, char **argv);
 
@@ -96,6 +98,7 @@ struct bench_opts {
     int device, peer;
     bool peer_given;
     const char *csv, *json;
+    const char *calibrate_out; /* --calibrate-out; NULL: p2pt-auto-sm_XY.table */
     bool drop_caches;
     size_t sizes[MAX_SIZES];
     int n_sizes;
@@ -170,6 +173,19 @@ void bench_emit(const char *mode, const char *path, int transport,
  * JSON stays valid whatever the clock says. */
 static inline double bench_gbps(double bytes, double us) { return us > 0 ? bytes / us / 1e3 : 0; }
 static inline double bench_ratio(double a, double b) { return b > 0 ? a / b : 0; }
+/* Are ce, tma and auto all measured (the auto/best column)? */
+static inline bool bench_auto_vs_best(const bool *transport)
+{
+    return transport[T_CE] && transport[T_TMA] && transport[T_AUTO];
+}
+/* auto's figure over the better engine's: higher_is_better for bandwidth
+ * (auto / max), else times (auto / min). */
+static inline double bench_auto_best(const double *v, bool higher_is_better)
+{
+    double a = v[T_CE], b = v[T_TMA];
+    double best = higher_is_better ? (a > b ? a : b) : (a < b ? a : b);
+    return bench_ratio(v[T_AUTO], best);
+}
 static inline void *bench_dptr(CUdeviceptr p) { return (void *)(uintptr_t)p; }
 
 /* ================================================================= GPUs */
@@ -227,7 +243,8 @@ void bench_setup_close(struct bench_setup *su);
 size_t bench_slot_offset(size_t pool, size_t bytes, unsigned long i);
 
 /* The table's and latency's handles: one per transport, tuned by the
- * environment alone; the TMA one's settings. */
+ * environment alone (auto's table: P2P_TRANSPORT_AUTO_TABLE or built-in);
+ * the TMA one's settings. */
 extern p2pt_handle *bench_handles[N_TRANSPORTS];
 extern struct bench_tma_cfg bench_default_cfg;
 

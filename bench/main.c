@@ -1,7 +1,9 @@
 /*
  * p2pt-bench: p2pt's two transports, the copy engine ("ce", cuMemcpyAsync)
  * and the TMA kernel ("tma", cp.async.bulk compiled at run time by NVRTC),
- * measured side by side through p2pt's own API, in one run. This file owns
+ * and "auto", which picks one of them per copy, measured side by side
+ * through p2pt's own API, in one run; and the calibration that writes
+ * auto's crossover table for this machine. This file owns
  * the modes' table and the order of a run: flags, the environment check,
  * devices, handles, the header, the modes, the counters, the exit status.
  *
@@ -62,6 +64,16 @@ const struct bench_mode bench_modes[] = {
      "cuMemcpyBatchAsync, loops of single copies,\n"
      "one contiguous copy of the same bytes",
      0},
+    {"calibrate", bench_run_calibrate,
+     "measure ce against tma on this machine and\n"
+     "write auto's crossover table: copies 4K..1G\n"
+     "(x2) on local, push and pull (two GPUs), back\n"
+     "to back and queued behind a gate (graphs),\n"
+     "and batches of 64 pieces 4K..4M; the table\n"
+     "goes to --calibrate-out (default\n"
+     "p2pt-auto-sm_XY.table); load it with\n"
+     "P2P_TRANSPORT_AUTO_TABLE",
+     BENCH_MODE_TMA_ONLY},
     {"cold", bench_run_cold,
      "the first TMA copy of a fresh process (this\n"
      "program re-run): p2pt_init, then\n"
@@ -169,6 +181,12 @@ static void print_counters(void)
         if (t == T_TMA)
             printf("; NVRTC compilations %llu, module loads %llu",
                    (unsigned long long)pr.compilations, (unsigned long long)pr.module_loads);
+        if (t == T_AUTO)
+            printf("; by engine: ce %llu bytes of copies and %llu batches, tma %llu bytes and "
+                   "%llu batches; table %s",
+                   (unsigned long long)pr.ce_bytes, (unsigned long long)pr.ce_batches,
+                   (unsigned long long)pr.tma_bytes, (unsigned long long)pr.tma_batches,
+                   pr.auto_table ? pr.auto_table : "?");
         printf("\n");
         if (t == T_TMA && pr.ce_fallbacks > 0)
             fprintf(stderr, "p2pt-bench: warning: %llu TMA copies went to the copy engine "
@@ -255,6 +273,10 @@ static void open_in_process(void)
     p2pt_status st;
     if (!bench_prepare_on(bench_handles[T_CE], bench_have_peer, &st))
         bench_fatal("ce");
+    /* auto prepares what its table for this GPU may choose (ce alone where
+     * TMA does not run). */
+    if (!bench_prepare_on(bench_handles[T_AUTO], bench_have_peer, &st))
+        bench_fatal("auto");
     if (!need_tma || bench_prepare_on(bench_handles[T_TMA], bench_have_peer, &st))
         return;
     if (st != P2PT_NOT_SUPPORTED)

@@ -20,6 +20,10 @@
  *   ce_loop       one p2pt_copy_async per piece, ce
  *   contig_ce     one copy of the same total bytes, ce: the ceiling
  *   contig_tma    the same through tma
+ *   auto_host     p2pt_copy_batch_async, auto (the engine its table picks)
+ *   auto_device   p2pt_copy_batch_device_async, auto (always the kernel)
+ * and auto/best: auto_host's GPU time over the better of tma_host and
+ * ce_batch.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,21 +147,34 @@ static void layout_free(struct layout *L)
  * contig_ce. */
 enum row {
     R_CONTIG_CE, R_CONTIG_TMA, R_TMA_HOST, R_TMA_DEVICE, R_CE_BATCH, R_RAW_BATCH, R_TMA_LOOP,
-    R_CE_LOOP, N_ROWS
+    R_CE_LOOP, R_AUTO_HOST, R_AUTO_DEVICE, N_ROWS
 };
-static const char *const row_names[N_ROWS] = {"contig_ce", "contig_tma", "tma_host", "tma_device",
-                                              "ce_batch",  "raw_batch",  "tma_loop", "ce_loop"};
+static const char *const row_names[N_ROWS] = {
+    "contig_ce", "contig_tma", "tma_host", "tma_device", "ce_batch",
+    "raw_batch", "tma_loop",   "ce_loop",  "auto_host",  "auto_device"};
+
+/* Which handle a row measures. */
+static int row_transport(int row)
+{
+    switch (row) {
+    case R_TMA_HOST: case R_TMA_DEVICE: case R_TMA_LOOP: case R_CONTIG_TMA: return T_TMA;
+    case R_AUTO_HOST: case R_AUTO_DEVICE: return T_AUTO;
+    default: return T_CE;
+    }
+}
 
 /* Enqueue operation `row` on layout set `set`. */
 static bool enqueue(int row, const struct layout *L, int set, const struct bench_dir *d)
 {
     const p2pt_copy_desc *D = L->descs + (size_t)set * L->count;
-    p2pt_handle *ce = bench_handles[T_CE], *tma = bench_handles[T_TMA];
+    p2pt_handle *ce = bench_handles[T_CE], *tma = bench_handles[row_transport(row)];
     switch (row) {
     case R_TMA_HOST:
+    case R_AUTO_HOST:
         P2(p2pt_copy_batch_async(tma, D, L->count, d->s));
         break;
     case R_TMA_DEVICE:
+    case R_AUTO_DEVICE:
         P2(p2pt_copy_batch_device_async(
             tma, bench_dptr(L->dev_descs + (size_t)set * L->count * sizeof(*D)),
             bench_dptr(L->dev_count), (uint32_t)L->count, bench_dptr(L->workspace), d->s));
@@ -312,8 +329,8 @@ static void run_shape(const struct shape *sh, struct bench_setup *su)
            bench_fmt_size(L.total, tb, sizeof(tb)), L.sets);
     printf("#%11s %12s %10s %12s %10s  check\n", "row", "gpu_us", "GB/s", "enq_us", "/contig");
     for (int r = 0; r < N_ROWS; r++) {
-        bool tma_row = r == R_TMA_HOST || r == R_TMA_DEVICE || r == R_TMA_LOOP || r == R_CONTIG_TMA;
-        have[r] = bench_opt.transport[tma_row ? T_TMA : T_CE] &&
+        int t = row_transport(r);
+        have[r] = bench_opt.transport[t] &&
                   (r != R_RAW_BATCH || tcu.cuMemcpyBatchAsync != NULL);
         if (!have[r])
             continue;
@@ -323,18 +340,17 @@ static void run_shape(const struct shape *sh, struct bench_setup *su)
         double gbps = bench_gbps((double)L.total, gpu[r]);
         double contig = have[R_CONTIG_CE] ? bench_gbps((double)L.total, gpu[R_CONTIG_CE]) : 0;
         const char *c = "-";
-        if (r == R_TMA_HOST || r == R_TMA_DEVICE || r == R_CE_BATCH)
+        if (r == R_TMA_HOST || r == R_TMA_DEVICE || r == R_CE_BATCH || r == R_AUTO_HOST ||
+            r == R_AUTO_DEVICE)
             c = check_row(r, &L, d, 2 * L.total);
         printf("%12s %12.2f %10.2f %12.2f %10.3f  %s\n", row_names[r], gpu[r], gbps, enq[r],
                bench_ratio(gbps, contig), c);
         bench_row_end();
         char kind[64];
         snprintf(kind, sizeof(kind), "%s:%s", row_names[r], sh->name);
-        bench_emit("batch", "local", tma_row ? T_TMA : T_CE, tma_row ? &bench_default_cfg : NULL,
-                   L.total, gpu[r], gbps, kind);
+        bench_emit("batch", "local", t, &bench_default_cfg, L.total, gpu[r], gbps, kind);
         snprintf(kind, sizeof(kind), "%s_enq:%s", row_names[r], sh->name);
-        bench_emit("batch", "local", tma_row ? T_TMA : T_CE, tma_row ? &bench_default_cfg : NULL,
-                   L.total, enq[r], 0, kind);
+        bench_emit("batch", "local", t, &bench_default_cfg, L.total, enq[r], 0, kind);
     }
     if (have[R_TMA_HOST] && have[R_CE_LOOP] && have[R_CE_BATCH])
         printf("# %s: GPU time / ce_loop: tma_host %.4f, tma_device %.4f; / ce_batch: tma_host "
@@ -345,6 +361,13 @@ static void run_shape(const struct shape *sh, struct bench_setup *su)
                bench_ratio(gpu[R_TMA_DEVICE], gpu[R_CE_BATCH]),
                bench_ratio(gpu[R_CONTIG_CE], gpu[R_TMA_HOST]),
                bench_ratio(gpu[R_CONTIG_CE], gpu[R_TMA_DEVICE]));
+    if (have[R_AUTO_HOST] && have[R_TMA_HOST] && have[R_CE_BATCH]) {
+        double best = gpu[R_TMA_HOST] < gpu[R_CE_BATCH] ? gpu[R_TMA_HOST] : gpu[R_CE_BATCH];
+        printf("# %s: auto/best (GPU time, lower is better): auto_host %.3f of the better of "
+               "tma_host and ce_batch; auto_device %.3f of tma_device\n",
+               sh->name, bench_ratio(gpu[R_AUTO_HOST], best),
+               bench_ratio(gpu[R_AUTO_DEVICE], gpu[R_TMA_DEVICE]));
+    }
     layout_free(&L);
 }
 
@@ -361,20 +384,22 @@ void bench_run_batch(void)
     if (!bench_setup_open(&su, P_LOCAL, largest))
         bench_fatal("batch: buffers");
     /* The device batches may touch the two pools and nothing else. */
-    if (bench_opt.transport[T_TMA]) {
-        P2(p2pt_window_register(bench_handles[T_TMA], bench_gpus[0].ordinal,
-                                bench_dptr(su.d[0].src.base), su.pool));
-        P2(p2pt_window_register(bench_handles[T_TMA], bench_gpus[0].ordinal,
-                                bench_dptr(su.d[0].dst.base), su.pool));
-    }
+    for (int t = T_TMA; t <= T_AUTO; t++)
+        if (bench_opt.transport[t]) {
+            P2(p2pt_window_register(bench_handles[t], bench_gpus[0].ordinal,
+                                    bench_dptr(su.d[0].src.base), su.pool));
+            P2(p2pt_window_register(bench_handles[t], bench_gpus[0].ordinal,
+                                    bench_dptr(su.d[0].dst.base), su.pool));
+        }
     for (size_t s = 0; s < P2PT_ARRAY_LEN(shapes); s++)
         run_shape(&shapes[s], &su);
-    if (bench_opt.transport[T_TMA]) {
-        P2(p2pt_window_unregister(bench_handles[T_TMA], bench_gpus[0].ordinal,
-                                  bench_dptr(su.d[0].src.base)));
-        P2(p2pt_window_unregister(bench_handles[T_TMA], bench_gpus[0].ordinal,
-                                  bench_dptr(su.d[0].dst.base)));
-    }
+    for (int t = T_TMA; t <= T_AUTO; t++)
+        if (bench_opt.transport[t]) {
+            P2(p2pt_window_unregister(bench_handles[t], bench_gpus[0].ordinal,
+                                      bench_dptr(su.d[0].src.base)));
+            P2(p2pt_window_unregister(bench_handles[t], bench_gpus[0].ordinal,
+                                      bench_dptr(su.d[0].dst.base)));
+        }
     bench_setup_close(&su);
     return;
 fail:

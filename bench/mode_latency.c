@@ -3,7 +3,8 @@
  * pull, each seen five ways: back to back between two events (b2b), the
  * same batch queued behind a gate (gpu: the GPU's rate, the host's
  * excluded), one copy at a time by the host clock (host) and by events
- * (dev), and the host time to enqueue one (enq).
+ * (dev), and the host time to enqueue one (enq); tma/ce, and auto/best
+ * (auto over the faster engine) when all three transports run.
  */
 #include <stdio.h>
 #include <string.h>
@@ -38,6 +39,8 @@ static void print_head(const struct bench_setup *su, bool both)
                 printf(" %5s_%-3s", column[k], bench_transport_names[t]);
         if (both)
             printf(" %7s", "tma/ce");
+        if (bench_auto_vs_best(bench_opt.transport))
+            printf(" %9s", "auto/best");
     }
     for (int t = 0; t < N_TRANSPORTS; t++)
         if (bench_opt.transport[t])
@@ -96,6 +99,8 @@ static void run_size(struct bench_setup *su, size_t bytes, bool both)
                 printf(" %9.2f", v[k][t]);
         if (both)
             printf(" %7.3f", bench_ratio(v[k][T_TMA], v[k][T_CE]));
+        if (bench_auto_vs_best(bench_opt.transport))
+            printf(" %9.3f", bench_auto_best(v[k], false));
     }
     for (int t = 0; t < N_TRANSPORTS; t++)
         if (bench_opt.transport[t])

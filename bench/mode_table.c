@@ -1,7 +1,7 @@
 /*
  * The table mode: bandwidth per copy size, one table per path, every
- * selected transport in the same row (tma/ce when both), each size checked
- * after it is timed.
+ * selected transport in the same row (tma/ce when both, auto/best: auto over
+ * the faster engine, when all three), each size checked after it is timed.
  */
 #include <stdio.h>
 #include <string.h>
@@ -28,6 +28,8 @@ static void print_head(int path, size_t pool)
             printf(" %9s_us %7s_GB/s", bench_transport_names[t], bench_transport_names[t]);
     if (bench_opt.transport[T_CE] && bench_opt.transport[T_TMA])
         printf(" %8s", "tma/ce");
+    if (bench_auto_vs_best(bench_opt.transport))
+        printf(" %9s", "auto/best");
     printf("  check\n");
 }
 
@@ -35,7 +37,7 @@ static void run_size(struct bench_setup *su, size_t bytes)
 {
     const char *path = bench_path_names[su->path];
     int n = bench_iters_for(bytes), r = bench_repeats_for(bytes), w = bench_warmup_for(n);
-    double bw[N_TRANSPORTS] = {0, 0};
+    double bw[N_TRANSPORTS] = {0};
     const char *check = bench_opt.check ? "ok" : "-";
     char sz[32];
     printf("%10s %12zu", bench_fmt_size(bytes, sz, sizeof(sz)), bytes);
@@ -55,6 +57,8 @@ static void run_size(struct bench_setup *su, size_t bytes)
     }
     if (bench_opt.transport[T_CE] && bench_opt.transport[T_TMA])
         printf(" %8.3f", bench_ratio(bw[T_TMA], bw[T_CE]));
+    if (bench_auto_vs_best(bench_opt.transport))
+        printf(" %9.3f", bench_auto_best(bw, true));
     printf("  %s\n", check);
     bench_row_end();
 }

@@ -13,7 +13,7 @@
 
 #include "bench.h"
 
-const char *const bench_transport_names[N_TRANSPORTS] = {"ce", "tma"};
+const char *const bench_transport_names[N_TRANSPORTS] = {"ce", "tma", "auto"};
 const char *const bench_path_names[N_PATHS] = {"local", "push", "pull", "bidir"};
 
 struct bench_opts bench_opt;
@@ -79,7 +79,8 @@ static void usage(FILE *f)
 "  --cold-drop-caches before each cold run, drop the OS page cache (root;\n"
 "                     /proc/sys/vm/drop_caches) so NVRTC and the cubin come\n"
 "                     from disk as after a reboot\n"
-"  --transport LIST   ce, tma, or all (default ce,tma)\n"
+"  --transport LIST   ce, tma, auto, or all (default all); with all three,\n"
+"                     tables add auto/best: auto over the better engine\n"
 "  --path LIST        local, push, pull, bidir, or all (default local, plus\n"
 "                     push, pull and bidir when a second GPU can be reached)\n"
 "                       local  stream, source and destination on --device\n"
@@ -119,6 +120,8 @@ static void usage(FILE *f)
 "                     cached_ for cold runs with the cubin cache; cold times\n"
 "                     are in us)\n"
 "  --json FILE        the same records as a JSON array of objects\n"
+"  --calibrate-out FILE  where --mode calibrate writes the table (default\n"
+"                     p2pt-auto-sm_XY.table in the current directory)\n"
 "  -h, --help         this text\n"
 "\n"
 "Conventions. Bandwidth = payload bytes / time: each copy counts its size once\n"
@@ -245,7 +248,8 @@ static void one_ctas(const char *flag, const char *item, int i, void *out)
 
 enum opt_id {
     O_HELP, O_B, O_E, O_F, O_W, O_N, O_R, O_C, O_MODE, O_TRANSPORT, O_PATH, O_DEVICE,
-    O_PEER, O_CHUNK, O_STAGES, O_MAX_CTAS, O_SWEEP_BYTES, O_CSV, O_JSON, O_DROP_CACHES
+    O_PEER, O_CHUNK, O_STAGES, O_MAX_CTAS, O_SWEEP_BYTES, O_CSV, O_JSON, O_DROP_CACHES,
+    O_CALIBRATE_OUT
 };
 
 static const struct {
@@ -263,6 +267,7 @@ static const struct {
     {"--chunk", O_CHUNK, true},    {"--stages", O_STAGES, true},
     {"--max-ctas", O_MAX_CTAS, true}, {"--sweep-bytes", O_SWEEP_BYTES, true},
     {"--csv", O_CSV, true},        {"--json", O_JSON, true},
+    {"--calibrate-out", O_CALIBRATE_OUT, true},
     {"--cold-drop-caches", O_DROP_CACHES, false},
 };
 
@@ -295,7 +300,7 @@ static void set_defaults(struct bench_opts *o)
     o->factor = 2;
     o->warmup = -1;
     o->check = 1;
-    o->transport[T_CE] = o->transport[T_TMA] = true;
+    o->transport[T_CE] = o->transport[T_TMA] = o->transport[T_AUTO] = true;
     o->path[P_LOCAL] = true;
     o->mode[0] = true; /* the first mode of the table is the default */
     o->n_chunk = flag_list("--chunk", "16K,32K,48K,64K,96K", MAX_LIST, one_chunk, o->chunk);
@@ -351,6 +356,7 @@ static void apply(struct bench_opts *o, enum opt_id id, const char *name, const 
     case O_SWEEP_BYTES: o->sweep_bytes = flag_size(name, val); break;
     case O_CSV: o->csv = val; break;
     case O_JSON: o->json = val; break;
+    case O_CALIBRATE_OUT: o->calibrate_out = val; break;
     case O_DROP_CACHES: o->drop_caches = true; break;
     }
 }

@@ -16,6 +16,7 @@ static const char *const vars[] = {
     "P2P_TRANSPORT", "P2P_TRANSPORT_LOG", "P2P_TRANSPORT_CHUNK_BYTES",
     "P2P_TRANSPORT_STAGES", "P2P_TRANSPORT_MAX_CTAS", "P2P_TRANSPORT_VALIDATE",
     "P2P_TRANSPORT_L2_HINT", "P2P_CUDA_LIBRARY", "P2P_NVRTC_LIBRARY",
+    "P2P_TRANSPORT_AUTO_TABLE", "P2P_TRANSPORT_STREAM_MIN",
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -46,7 +47,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             cfg.chunk_bytes % 16 != 0 || cfg.stages < P2PT_STAGES_MIN ||
             cfg.stages > P2PT_STAGES_MAX || cfg.max_ctas < 0 ||
             cfg.max_ctas > P2PT_MAX_CTAS_MAX || p2pt__config_smem_bytes(&cfg) > P2PT_CHUNK_MAX ||
-            (cfg.validate != 0 && cfg.validate != 1) || p2pt__transport_find(cfg.transport) == NULL)
+            (cfg.validate != 0 && cfg.validate != 1) ||
+            (p2pt__transport_find(cfg.transport) == NULL && strcmp(cfg.transport, "auto") != 0))
             abort();
     } else if (st != P2PT_INVALID_ARGUMENT || p2pt__last_error_text()[0] == '\0') {
         abort();

@@ -1,6 +1,7 @@
 /*
  * p2pt: move bytes between GPU buffers on a CUDA stream, through the copy
- * engine ("ce") or a Hopper TMA kernel ("tma").
+ * engine ("ce") or a Hopper TMA kernel ("tma"), or through whichever of the
+ * two is faster for each copy ("auto", from measured crossovers).
  *
  * This is the direct C API. Frameworks that load the library with dlopen use
  * the table in p2pt_plugin.h instead; both reach the same code.
@@ -96,8 +97,8 @@ typedef struct p2pt_init_args {
      * sets (default WARN). Non-NULL: every message goes to this function,
      * at every level; the framework filters. */
     p2pt_logger_t logger;
-    /* Optional transport name ("ce", "tma"; any case). Overrides the
-     * P2P_TRANSPORT environment variable. NULL: the variable decides. */
+    /* Optional transport name ("ce", "tma", "auto"; any case). Overrides
+     * the P2P_TRANSPORT environment variable. NULL: the variable decides. */
     const char *transport;
     /* ---- end of the first release ---- */
     /* Optional settings that override the environment for this handle:
@@ -118,7 +119,7 @@ typedef struct p2pt_init_args {
  */
 typedef struct p2pt_properties {
     size_t size;
-    const char *transport;  /* "ce" or "tma"; static storage */
+    const char *transport;  /* "ce", "tma" or "auto"; static storage */
     const char *version;    /* P2PT_VERSION_STRING */
     uint32_t abi_version;   /* the plugin ABI this build serves (1) */
     int driver_version;     /* cuDriverGetVersion, e.g. 13000 */
@@ -150,6 +151,16 @@ typedef struct p2pt_properties {
     uint64_t batch_pieces;     /* pieces of those batches (bytes > 0) */
     uint64_t device_batches;   /* device-descriptor batches enqueued */
     uint64_t batch_launches;   /* kernel launches made for batches */
+    /* ---- end of the batch release ---- */
+    const char *auto_table;    /* auto: the table file (P2P_TRANSPORT_AUTO_TABLE)
+                                  or "built-in"; NULL for a fixed transport;
+                                  valid while the handle lives */
+    uint64_t ce_bytes;         /* per engine, whoever chose it (auto, a fixed
+                                  transport, a fallback): payload bytes of */
+    uint64_t tma_bytes;        /* single copies run by that engine; with
+                                  ce_copies and tma_launches, their number */
+    uint64_t ce_batches;       /* host batches run by the copy engine */
+    uint64_t tma_batches;      /* host and device batches run by tma */
 } p2pt_properties;
 
 typedef struct p2pt_handle p2pt_handle;
@@ -293,6 +304,36 @@ P2PT_API size_t p2pt_batch_workspace_bytes(uint32_t max_count);
 P2PT_API p2pt_status p2pt_copy_batch_device_async(p2pt_handle *h, const p2pt_copy_desc *descs,
                                                   const uint32_t *count, uint32_t max_count,
                                                   void *workspace, void *stream);
+
+/* ------------------------------------------------------------- choices */
+
+/*
+ * Which engine a copy or a batch would go to, and why: with "auto", the
+ * table, its band and the facts that decided (path, size, co-alignment,
+ * capture); with a fixed transport, that transport or the fallback and its
+ * reason. Set `size` to sizeof(p2pt_choice) first; p2pt fills what fits.
+ */
+typedef struct p2pt_choice {
+    size_t size;
+    const char *transport; /* "ce" or "tma", static; "none" for 0 bytes */
+    const char *path;      /* "local", "push", "pull", "other", or "batch" */
+    int32_t device;        /* the stream's device */
+    int32_t reserved;
+    char reason[512];      /* the decision in words */
+} p2pt_choice;
+
+/*
+ * Fill `choice` for a copy of `bytes` from `src` to `dst` on `stream`,
+ * exactly as p2pt_copy_async would decide it now (the same checks, the same
+ * facts; a copy that copy_async would refuse is refused with the same
+ * status and text). Enqueues nothing, changes no counter. Thread-safe.
+ */
+P2PT_API p2pt_status p2pt_explain_copy(p2pt_handle *h, const void *dst, const void *src,
+                                       size_t bytes, void *stream, p2pt_choice *choice);
+/* The same for a host batch (p2pt_copy_batch_async). A device batch always
+ * goes to the kernel transport: only a kernel reads GPU descriptors. */
+P2PT_API p2pt_status p2pt_explain_batch(p2pt_handle *h, const p2pt_copy_desc *descs,
+                                        size_t count, void *stream, p2pt_choice *choice);
 
 /* Static string for a status code; "unknown status" for other values. */
 P2PT_API const char *p2pt_status_string(p2pt_status status);

@@ -92,6 +92,15 @@ typedef struct p2pt_plugin_v1 {
     /* The memory device batches on `device` may touch. Thread-safe. */
     p2pt_status (*window_register)(void *ctx, int device, const void *base, size_t bytes);
     p2pt_status (*window_unregister)(void *ctx, int device, const void *base);
+    /* ---- end of the batch v1 release (struct_size 136 on LP64) ---- */
+
+    /* Which engine a copy or host batch would go to, and why (p2pt.h's
+     * p2pt_explain_copy/_batch); check struct_size >
+     * offsetof(p2pt_plugin_v1_t, explain_copy). Thread-safe. */
+    p2pt_status (*explain_copy)(void *ctx, const void *dst, const void *src, size_t bytes,
+                                void *stream, p2pt_choice *choice);
+    p2pt_status (*explain_batch)(void *ctx, const p2pt_copy_desc *descs, size_t count,
+                                 void *stream, p2pt_choice *choice);
     /* ---- append below ---- */
 } p2pt_plugin_v1_t;
 

@@ -23,7 +23,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 if [ $want_tests = 1 ]; then
-  for t in ce tma; do
+  for t in ce tma auto; do
     echo "== p2pt-tests with P2P_TRANSPORT=$t"
     P2P_TRANSPORT=$t timeout 300 ./build/p2pt-tests --jobs 4 --verbose >"$OUT/tests-$t.log" 2>&1 || rc=1
     grep -E "Synthesis|FAIL|SKIP|CRASH|Crash|Warning|Assertion|failed" "$OUT/tests-$t.log" | head -60

@@ -4,8 +4,8 @@
 # libcriterion-dev, clang, valgrind). This is what CI runs. Phases, in order:
 #
 #   1. ASan + UBSan build (build-asan/), CPU tests under the sanitizers
-#   2. libFuzzer (build-fuzz/, clang): config parsing, chunk planning and batch planning,
-#      20 s each
+#   2. libFuzzer (build-fuzz/, clang): config parsing, chunk planning, batch planning
+#      and auto-table parsing, 20 s each
 #   3. plain build (build/): Release (-O3, plus -g for valgrind), -Werror,
 #      library, tests, example and benchmark
 #   4. valgrind memcheck: the CPU tests of the plain build
@@ -81,11 +81,12 @@ if [ "${P2PT_TEST_SANITIZE:-1}" != 0 ]; then
 fi
 
 if [ "$fuzz_seconds" != 0 ]; then
-  echo "== libFuzzer: config parsing, chunk planning and batch planning, ${fuzz_seconds}s each"
+  echo "== libFuzzer: config parsing, chunk planning, batch planning and auto-table parsing, ${fuzz_seconds}s each"
   CC=clang cmake -S . -B "$FUZZ_DIR" -DP2PT_FUZZ=ON -DP2PT_SANITIZE=ON -DP2PT_BUILD_TESTS=OFF \
     -DP2PT_BUILD_BENCH=OFF -DP2PT_WERROR=ON >/dev/null
-  cmake --build "$FUZZ_DIR" -j"$jobs" --target fuzz_config fuzz_chunk_plan fuzz_batch_plan >/dev/null
-  for f in fuzz_config fuzz_chunk_plan fuzz_batch_plan; do
+  cmake --build "$FUZZ_DIR" -j"$jobs" \
+    --target fuzz_config fuzz_chunk_plan fuzz_batch_plan fuzz_auto_table >/dev/null
+  for f in fuzz_config fuzz_chunk_plan fuzz_batch_plan fuzz_auto_table; do
     if ! "$FUZZ_DIR/$f" -max_total_time="$fuzz_seconds" -artifact_prefix="$FUZZ_DIR/" \
         >"$FUZZ_DIR/$f.log" 2>&1; then
       tail -40 "$FUZZ_DIR/$f.log"

@@ -32,20 +32,25 @@ p2pt_status p2pt_init(const p2pt_init_args *args, p2pt_handle **out)
     }
     a.size = sizeof(a);
 
-    /* Configuration first: a typo is reported before any driver is needed. */
+    /* Configuration first, and auto's table file: a typo is reported before
+     * any driver is needed. */
     P2PT_TRY(p2pt__config_read(&cfg, a.options, a.transport));
-    P2PT_TRY(p2pt__cuda_load(cfg.cuda_library));
-    int driver_version = 0;
-    P2PT_CU(p2pt__cu.cuDriverGetVersion(&driver_version));
     P2PT_TRY(p2pt__handle_new(&cfg, a.logger, &h));
-    h->driver_version = driver_version;
+    P2PT_TRY(p2pt__cuda_load(cfg.cuda_library));
+    P2PT_CU(p2pt__cu.cuDriverGetVersion(&h->driver_version));
     P2PT_INFO(&h->log,
               "p2pt %s: transport %s (chunk %zu B, %d stages, max CTAs %d), CUDA "
               "driver %d, validation %s",
-              P2PT_VERSION_STRING, h->transport->name, h->cfg.chunk_bytes, h->cfg.stages,
-              h->cfg.max_ctas, h->driver_version, h->cfg.validate ? "on" : "off");
+              P2PT_VERSION_STRING, p2pt__handle_transport_name(h), h->cfg.chunk_bytes,
+              h->cfg.stages, h->cfg.max_ctas, h->driver_version,
+              h->cfg.validate ? "on" : "off");
+    if (h->autos != NULL)
+        P2PT_TRY(p2pt__auto_check_machine(h));
     *out = h;
+    h = NULL;
 out:
+    if (h != NULL)
+        p2pt__handle_free(h);
     return st;
 }
 
@@ -71,7 +76,7 @@ p2pt_status p2pt_get_properties(const p2pt_handle *h, p2pt_properties *props)
     p2pt_properties p;
     memset(&p, 0, sizeof(p));
     p.size = props->size < sizeof(p) ? props->size : sizeof(p);
-    p.transport = h->transport->name;
+    p.transport = p2pt__handle_transport_name(h);
     p.version = P2PT_VERSION_STRING;
     p.abi_version = 1;
     p.driver_version = h->driver_version;
@@ -96,6 +101,13 @@ p2pt_status p2pt_get_properties(const p2pt_handle *h, p2pt_properties *props)
     p.batch_pieces = atomic_load(&h->stats.batch_pieces);
     p.device_batches = atomic_load(&h->stats.device_batches);
     p.batch_launches = atomic_load(&h->stats.batch_launches);
+    p.auto_table = h->cfg.auto_table[0] ? h->cfg.auto_table : h->autos ? "built-in" : NULL;
+    int ce = p2pt__transport_index(&p2pt__transport_ce);
+    int tma = p2pt__transport_index(&p2pt__transport_tma);
+    p.ce_bytes = atomic_load(&h->stats.engine_bytes[ce]);
+    p.tma_bytes = atomic_load(&h->stats.engine_bytes[tma]);
+    p.ce_batches = atomic_load(&h->stats.engine_batches[ce]);
+    p.tma_batches = atomic_load(&h->stats.engine_batches[tma]);
     /* Fill only what the caller's struct has room for. */
     memcpy(props, &p, p.size);
     return P2PT_SUCCESS;
@@ -106,6 +118,8 @@ p2pt_status p2pt_prepare(p2pt_handle *h, int device)
     p2pt_status st = p2pt__check_handle(h, "p2pt_prepare");
     if (st != P2PT_SUCCESS)
         return st;
+    if (h->transport == NULL)
+        return p2pt__auto_prepare(h, device);
     return h->transport->prepare(h, device);
 }
 
@@ -127,12 +141,15 @@ p2pt_status p2pt_copy_async(p2pt_handle *h, void *dst, const void *src, size_t b
     if (st != P2PT_SUCCESS)
         goto rejected;
     P2PT_TRY(p2pt__resolve(&r));
-    const struct p2pt_transport *t = p2pt__route(h, &r);
+    const struct p2pt_transport *t = NULL;
+    P2PT_TRY(p2pt__route(h, &r, &t, NULL, 0));
     if (h->cfg.validate && (st = p2pt__refuse(&r, (t->caps & P2PT_CAP_STAGED) != 0)) != 0)
         goto rejected;
     P2PT_TRY(t->copy(h, &r));
     atomic_fetch_add_explicit(&h->stats.copies, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->stats.bytes, bytes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->stats.engine_bytes[p2pt__transport_index(t)], bytes,
+                              memory_order_relaxed);
 out:
     return st;
 rejected:

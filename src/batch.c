@@ -63,6 +63,30 @@ static p2pt_status loop_copies(p2pt_handle *h, const struct p2pt_batch *b)
     return P2PT_SUCCESS;
 }
 
+p2pt_status p2pt__batch_check(const char *fn, const p2pt_copy_desc *descs, size_t count,
+                              void *stream, struct p2pt_batch *b)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    if (descs == NULL && count != 0)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT, "%s: descs is NULL with count %zu", fn, count);
+    memset(b, 0, sizeof(*b));
+    b->descs = descs;
+    b->count = count;
+    b->stream = (CUstream)stream;
+    for (size_t i = 0; i < count; i++) {
+        if (descs[i].bytes > SIZE_MAX) {
+            st = p2pt__fail(P2PT_INVALID_ARGUMENT, "%llu bytes do not fit in size_t",
+                            (unsigned long long)descs[i].bytes);
+            return piece_fail(st, i, count);
+        }
+        if ((st = p2pt__check_args(descs[i].dst, descs[i].src, (size_t)descs[i].bytes)) != 0)
+            return piece_fail(st, i, count);
+        b->pieces += descs[i].bytes != 0;
+        b->bytes += descs[i].bytes;
+    }
+    return P2PT_SUCCESS;
+}
+
 p2pt_status p2pt_copy_batch_async(p2pt_handle *h, const p2pt_copy_desc *descs, size_t count,
                                   void *stream)
 {
@@ -74,39 +98,22 @@ p2pt_status p2pt_copy_batch_async(p2pt_handle *h, const p2pt_copy_desc *descs, s
         return st;
     if (count == 0)
         return P2PT_SUCCESS;
-    if (descs == NULL) {
-        st = p2pt__fail(P2PT_INVALID_ARGUMENT,
-                        "p2pt_copy_batch_async: descs is NULL with count %zu", count);
+    if ((st = p2pt__batch_check("p2pt_copy_batch_async", descs, count, stream, &b)) != 0)
         goto rejected;
-    }
-    memset(&b, 0, sizeof(b));
-    b.descs = descs;
-    b.count = count;
-    b.stream = (CUstream)stream;
-    for (size_t i = 0; i < count; i++) {
-        if (descs[i].bytes > SIZE_MAX) {
-            st = p2pt__fail(P2PT_INVALID_ARGUMENT, "%llu bytes do not fit in size_t",
-                            (unsigned long long)descs[i].bytes);
-            st = piece_fail(st, i, count);
-            goto rejected;
-        }
-        if ((st = p2pt__check_args(descs[i].dst, descs[i].src, (size_t)descs[i].bytes)) != 0) {
-            st = piece_fail(st, i, count);
-            goto rejected;
-        }
-        b.pieces += descs[i].bytes != 0;
-    }
-    const struct p2pt_transport *t = h->transport;
-    if (b.pieces == 0) {
-        /* Accepted; nothing to enqueue. */
-    } else if (t->copy_batch == NULL) {
-        P2PT_TRY(loop_copies(h, &b));
-    } else {
+    if (b.pieces != 0) {
+        const struct p2pt_transport *t = NULL;
         P2PT_TRY(p2pt__stream_enter(b.stream, &b.ctx, &b.device, &pushed));
-        if (h->cfg.validate &&
-            (st = check_facts(h, &b, (t->caps & P2PT_CAP_STAGED) != 0)) != P2PT_SUCCESS)
-            goto rejected;
-        P2PT_TRY(t->copy_batch(h, &b));
+        P2PT_TRY(p2pt__route_batch(h, &b, &t, NULL, 0));
+        if (t->copy_batch == NULL) {
+            P2PT_TRY(loop_copies(h, &b));
+        } else {
+            if (h->cfg.validate &&
+                (st = check_facts(h, &b, (t->caps & P2PT_CAP_STAGED) != 0)) != P2PT_SUCCESS)
+                goto rejected;
+            P2PT_TRY(t->copy_batch(h, &b));
+        }
+        atomic_fetch_add_explicit(&h->stats.engine_batches[p2pt__transport_index(t)], 1,
+                                  memory_order_relaxed);
     }
     atomic_fetch_add_explicit(&h->stats.batches, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->stats.batch_pieces, b.pieces, memory_order_relaxed);
@@ -143,7 +150,8 @@ p2pt_status p2pt_copy_batch_device_async(p2pt_handle *h, const p2pt_copy_desc *d
 
     if (st != P2PT_SUCCESS)
         return st;
-    const struct p2pt_transport *t = h->transport;
+    /* auto: the engine that reads descriptors from GPU memory. */
+    const struct p2pt_transport *t = h->transport ? h->transport : &p2pt__transport_tma;
     if (t->copy_batch_device == NULL)
         return p2pt__fail(P2PT_NOT_SUPPORTED,
                           "p2pt_copy_batch_device_async: the %s transport cannot read "
@@ -188,6 +196,8 @@ p2pt_status p2pt_copy_batch_device_async(p2pt_handle *h, const p2pt_copy_desc *d
     }
     P2PT_TRY(t->copy_batch_device(h, &b));
     atomic_fetch_add_explicit(&h->stats.device_batches, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->stats.engine_batches[p2pt__transport_index(t)], 1,
+                              memory_order_relaxed);
 out:
     p2pt__ctx_leave(pushed);
     return st;

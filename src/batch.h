@@ -15,6 +15,7 @@ struct p2pt_batch {
     const p2pt_copy_desc *descs;
     size_t count;
     size_t pieces; /* those with bytes > 0 */
+    uint64_t bytes; /* their payload */
     CUstream stream;
     CUcontext ctx;
     int device; /* the stream's device */
@@ -40,6 +41,12 @@ struct p2pt_device_batch {
     int device;
     const struct p2pt_window_set *windows; /* for `device`; NULL: none */
 };
+
+/* Check every piece of a host batch (`fn` names the entry point in
+ * messages: NULL descs, size_t overflow, each piece's arguments) and fill
+ * *b's descs, count, stream, pieces and bytes. */
+P2PT_INTERNAL p2pt_status p2pt__batch_check(const char *fn, const p2pt_copy_desc *descs,
+                                            size_t count, void *stream, struct p2pt_batch *b);
 
 /* Most descriptors one device batch may declare (max_count). */
 #define P2PT_DEVICE_BATCH_MAX (1u << 24)

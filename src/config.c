@@ -28,6 +28,8 @@
 #define DEFAULT_MAX_CTAS 0
 #define DEFAULT_LOG_LEVEL P2PT_LOG_WARN
 #define DEFAULT_L2_EVICT_FIRST 0
+/* Local TMA copies from this size on take the streaming grid. */
+#define DEFAULT_STREAM_MIN (64u << 20)
 #define DEFAULT_CUDA_LIBRARY "libcuda.so.1"
 
 /* A non-negative decimal integer with an optional binary K, M or G suffix.
@@ -144,7 +146,8 @@ static const char *const known_vars[] = {
     "P2P_TRANSPORT",         "P2P_TRANSPORT_LOG",      "P2P_TRANSPORT_CHUNK_BYTES",
     "P2P_TRANSPORT_STAGES",  "P2P_TRANSPORT_MAX_CTAS", "P2P_TRANSPORT_VALIDATE",
     "P2P_TRANSPORT_PDL",     "P2P_TRANSPORT_L2_HINT",  "P2P_CUDA_LIBRARY",
-    "P2P_NVRTC_LIBRARY",     "P2P_TRANSPORT_CACHE_DIR",
+    "P2P_NVRTC_LIBRARY",     "P2P_TRANSPORT_CACHE_DIR", "P2P_TRANSPORT_AUTO_TABLE",
+    "P2P_TRANSPORT_STREAM_MIN",
 };
 
 #define MAX_OPTIONS 32
@@ -247,6 +250,7 @@ p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *options_text,
     cfg->max_ctas = DEFAULT_MAX_CTAS;
     cfg->validate = 1;
     cfg->pdl = 1;
+    cfg->stream_min = DEFAULT_STREAM_MIN;
     cfg->l2_evict_first = DEFAULT_L2_EVICT_FIRST;
     snprintf(cfg->cuda_library, sizeof(cfg->cuda_library), "%s", DEFAULT_CUDA_LIBRARY);
     P2PT_TRY(parse_options(opts, options_text));
@@ -298,6 +302,12 @@ p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *options_text,
         P2PT_TRY(read_uint(var, v, 0, 1, "0 or 1", &n));
         cfg->pdl = (int)n;
     }
+    P2PT_TRY(setting(opts, "P2P_TRANSPORT_STREAM_MIN", var, &v));
+    if (v != NULL) {
+        P2PT_TRY(read_uint(var, v, 0, 1ull << 40,
+                           "a size from 0 (never) to 1T bytes, e.g. 16M", &n));
+        cfg->stream_min = (size_t)n;
+    }
     P2PT_TRY(setting(opts, "P2P_TRANSPORT_L2_HINT", var, &v));
     if (v != NULL) {
         if (strcasecmp(v, "evict_first") == 0)
@@ -325,6 +335,11 @@ p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *options_text,
     } else {
         default_cache_dir(cfg->cache_dir, sizeof(cfg->cache_dir));
     }
+    /* Read by the router when the transport is auto (a table given to a
+     * fixed transport is still checked for length, never opened). */
+    P2PT_TRY(setting(opts, "P2P_TRANSPORT_AUTO_TABLE", var, &v));
+    if (v != NULL)
+        P2PT_TRY(read_path(cfg->auto_table, sizeof(cfg->auto_table), var, v));
 
     /* The ring must fit in one CTA's shared memory on any Hopper part; the
      * device's own limit is checked again when the kernel is prepared. */

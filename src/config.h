@@ -19,7 +19,7 @@
 #define P2PT_PATH_MAX 1024
 
 struct p2pt_config {
-    char transport[16];           /* lower-case name of a registered transport */
+    char transport[16];           /* lower-case name of a registered transport, or "auto" */
     int log_level;                /* built-in logger threshold */
     size_t chunk_bytes;           /* P2P_TRANSPORT_CHUNK_BYTES */
     int stages;                   /* P2P_TRANSPORT_STAGES */
@@ -30,6 +30,8 @@ struct p2pt_config {
     char nvrtc_library[P2PT_PATH_MAX]; /* P2P_NVRTC_LIBRARY, "" = search */
     char cache_dir[P2PT_PATH_MAX];     /* P2P_TRANSPORT_CACHE_DIR, "" = no cache */
     int pdl;                      /* P2P_TRANSPORT_PDL, 0 or 1 */
+    char auto_table[P2PT_PATH_MAX];    /* P2P_TRANSPORT_AUTO_TABLE, "" = built-in */
+    size_t stream_min;            /* P2P_TRANSPORT_STREAM_MIN, 0 = never */
 };
 
 /*
@@ -47,8 +49,9 @@ P2PT_INTERNAL bool p2pt__parse_size(const char *s, unsigned long long *out);
 /* Shared memory one CTA's ring needs for this configuration. */
 P2PT_INTERNAL size_t p2pt__config_smem_bytes(const struct p2pt_config *cfg);
 
-/* The registry's canonical name for transport `name` (any case), NULL when
- * none is registered under it; and "ce, tma, ..." for messages. Defined by
+/* The registry's canonical name for transport `name` (any case; "auto" is
+ * one), NULL when none is registered under it; and "ce, tma, ..., auto" for
+ * messages. Defined by
  * the router (router.c): only names cross into this CUDA-free module. */
 P2PT_INTERNAL const char *p2pt__transport_canonical(const char *name);
 P2PT_INTERNAL const char *p2pt__transport_names(char *buf, size_t len);

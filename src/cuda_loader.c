@@ -32,7 +32,7 @@ struct entry {
 static const struct entry entries[] = {
     E(cuInit, 2000), E(cuDriverGetVersion, 2020), E(cuGetErrorName, 6000),
     E(cuGetErrorString, 6000), E(cuDeviceGet, 2000), E(cuDeviceGetCount, 2000),
-    E(cuDeviceGetAttribute, 2000), E(cuDeviceCanAccessPeer, 4000),
+    E(cuDeviceGetAttribute, 2000), E(cuDeviceGetName, 2000), E(cuDeviceCanAccessPeer, 4000),
     E(cuDeviceGetP2PAttribute, 8000), E(cuDevicePrimaryCtxRetain, 7000),
     E(cuCtxGetCurrent, 4000), E(cuCtxSetCurrent, 4000), E(cuCtxPushCurrent, 4000),
     E(cuCtxPopCurrent, 4000), E(cuCtxGetDevice, 2000), E(cuCtxGetId, 12000),

@@ -22,6 +22,7 @@ struct p2pt_cuda {
     PFN_cuDeviceGet_v2000 cuDeviceGet;
     PFN_cuDeviceGetCount_v2000 cuDeviceGetCount;
     PFN_cuDeviceGetAttribute_v2000 cuDeviceGetAttribute;
+    PFN_cuDeviceGetName_v2000 cuDeviceGetName;
     PFN_cuDeviceCanAccessPeer_v4000 cuDeviceCanAccessPeer;
     PFN_cuDeviceGetP2PAttribute_v8000 cuDeviceGetP2PAttribute;
     PFN_cuDevicePrimaryCtxRetain_v7000 cuDevicePrimaryCtxRetain;

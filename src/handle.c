@@ -29,10 +29,14 @@ p2pt_status p2pt__handle_new(const struct p2pt_config *cfg, p2pt_logger_t logger
     h->log.fn = logger;
     h->log.level = cfg->log_level;
     h->transport = p2pt__transport_find(cfg->transport);
-    if (h->transport == NULL) {
+    if (h->transport == NULL && strcmp(cfg->transport, "auto") != 0)
+        st = p2pt__fail(P2PT_INTERNAL_ERROR, "transport \"%s\" vanished", cfg->transport);
+    else if (h->transport == NULL)
+        st = p2pt__auto_load(cfg, &h->autos);
+    if (st != P2PT_SUCCESS) {
         pthread_mutex_destroy(&h->windows_lock);
         free(h);
-        return p2pt__fail(P2PT_INTERNAL_ERROR, "transport \"%s\" vanished", cfg->transport);
+        return st;
     }
     pthread_mutex_lock(&registry_lock);
     int slot = -1;
@@ -51,6 +55,7 @@ p2pt_status p2pt__handle_new(const struct p2pt_config *cfg, p2pt_logger_t logger
     }
     pthread_mutex_unlock(&registry_lock);
     if (st != P2PT_SUCCESS) {
+        p2pt__auto_free(h->autos);
         pthread_mutex_destroy(&h->windows_lock);
         free(h);
         return st;
@@ -76,6 +81,7 @@ bool p2pt__handle_free(struct p2pt_handle *h)
     pthread_mutex_unlock(&registry_lock);
     if (found) {
         p2pt__windows_free(h);
+        p2pt__auto_free(h->autos);
         pthread_mutex_destroy(&h->windows_lock);
         free(h);
     }

@@ -12,6 +12,9 @@
 struct p2pt_stats {
     _Atomic uint64_t copies, bytes, tma_launches, ce_copies, ce_fallbacks, rejected;
     _Atomic uint64_t batches, batch_pieces, device_batches, batch_launches;
+    /* Per engine, by registry index: single copies' bytes, batches (host and
+     * device). */
+    _Atomic uint64_t engine_bytes[P2PT_MAX_TRANSPORTS], engine_batches[P2PT_MAX_TRANSPORTS];
 };
 
 #define P2PT_MAX_DEVICES 64
@@ -21,7 +24,8 @@ struct p2pt_stats {
 struct p2pt_handle {
     struct p2pt_config cfg;
     struct p2pt_logger log;
-    const struct p2pt_transport *transport;
+    const struct p2pt_transport *transport; /* NULL: auto */
+    struct p2pt_auto *autos;                /* auto's tables; NULL for a fixed transport */
     int driver_version;
     struct p2pt_stats stats;
     /* one bit per (stream device, remote device) pair already warned */
@@ -36,8 +40,9 @@ struct p2pt_handle {
 };
 
 /*
- * A new handle for `cfg`, registered as live (no driver needed: p2pt_init
- * loads the driver first; tests make handles without one).
+ * A new handle for `cfg`, registered as live (no driver needed: tests make
+ * handles without one; for auto it parses the crossover tables, so a bad
+ * table file fails here, before p2pt_init loads the driver).
  * P2PT_INVALID_USAGE past P2PT_MAX_HANDLES live handles.
  */
 P2PT_INTERNAL p2pt_status p2pt__handle_new(const struct p2pt_config *cfg,

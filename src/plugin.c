@@ -66,6 +66,18 @@ static p2pt_status plugin_window_unregister(void *ctx, int device, const void *b
     return p2pt_window_unregister(ctx, device, base);
 }
 
+static p2pt_status plugin_explain_copy(void *ctx, const void *dst, const void *src,
+                                       size_t bytes, void *stream, p2pt_choice *choice)
+{
+    return p2pt_explain_copy(ctx, dst, src, bytes, stream, choice);
+}
+
+static p2pt_status plugin_explain_batch(void *ctx, const p2pt_copy_desc *descs, size_t count,
+                                        void *stream, p2pt_choice *choice)
+{
+    return p2pt_explain_batch(ctx, descs, count, stream, choice);
+}
+
 const p2pt_plugin_v1_t p2pt_plugin_v1 = {
     .abi_version = P2PT_PLUGIN_ABI_VERSION,
     .struct_size = sizeof(p2pt_plugin_v1_t),
@@ -85,4 +97,6 @@ const p2pt_plugin_v1_t p2pt_plugin_v1 = {
     .batch_workspace_bytes = p2pt_batch_workspace_bytes,
     .window_register = plugin_window_register,
     .window_unregister = plugin_window_unregister,
+    .explain_copy = plugin_explain_copy,
+    .explain_batch = plugin_explain_batch,
 };

@@ -2,7 +2,8 @@
  * The registry of transports (curl's available_backends[] pattern) and the
  * router that picks one for each request. Adding a transport is its own
  * file (with the descriptor of its kernel), its kernel in kernels/, and one
- * line in `transports`.
+ * line in `transports`. `auto` (route_auto.c) chooses among them per
+ * request.
  */
 #include <stdio.h>
 #include <string.h>
@@ -35,8 +36,13 @@ int p2pt__kernel_count(const struct p2pt_transport *t)
     return n;
 }
 
+/* Not an engine: the router's per-request choice among them. */
+#define AUTO_NAME "auto"
+
 const char *p2pt__transport_canonical(const char *name)
 {
+    if (name != NULL && strcasecmp(name, AUTO_NAME) == 0)
+        return AUTO_NAME;
     const struct p2pt_transport *t = p2pt__transport_find(name);
     return t ? t->name : NULL;
 }
@@ -51,20 +57,64 @@ const char *p2pt__transport_names(char *buf, size_t len)
             break;
         used += (size_t)w;
     }
+    if (used < len)
+        snprintf(buf + used, len - used, ", %s", AUTO_NAME);
     return buf;
 }
 
-const struct p2pt_transport *p2pt__route(struct p2pt_handle *h, const struct p2pt_request *r)
+const struct p2pt_transport *p2pt__transport_at(int i)
 {
-    const char *why = NULL;
-    if (h->transport->can_copy(h, r, &why))
-        return h->transport;
+    return i >= 0 && i < (int)P2PT_ARRAY_LEN(transports) ? transports[i] : NULL;
+}
+
+int p2pt__transport_index(const struct p2pt_transport *t)
+{
+    int i = 0;
+    while (transports[i] != NULL && transports[i] != t)
+        i++;
+    return i;
+}
+
+const char *p2pt__handle_transport_name(const struct p2pt_handle *h)
+{
+    return h->transport != NULL ? h->transport->name : "auto";
+}
+
+p2pt_status p2pt__route(struct p2pt_handle *h, const struct p2pt_request *r,
+                        const struct p2pt_transport **t, char *why, size_t len)
+{
+    const char *no = NULL;
+    if (h->transport == NULL)
+        return p2pt__auto_copy(h, r, t, why, len);
+    if (h->transport->can_copy(h, r, &no)) {
+        *t = h->transport;
+        if (why)
+            snprintf(why, len, "P2P_TRANSPORT=%s: every copy it can run", h->transport->name);
+        return P2PT_SUCCESS;
+    }
     const struct p2pt_transport *fallback = transports[0];
+    *t = fallback;
+    if (why) {
+        snprintf(why, len, "P2P_TRANSPORT=%s, which cannot copy this (%s): %s",
+                 h->transport->name, no, fallback->name);
+        return P2PT_SUCCESS;
+    }
     atomic_fetch_add_explicit(&h->stats.ce_fallbacks, 1, memory_order_relaxed);
     if (atomic_exchange(&h->fallback_logged, 1) == 0)
         P2PT_INFO(&h->log,
                   "%s cannot copy %zu bytes from %p to %p (%s); such copies go to %s "
                   "(logged once, counted in ce_fallbacks)",
-                  h->transport->name, r->bytes, r->src, r->dst, why, fallback->name);
-    return fallback;
+                  h->transport->name, r->bytes, r->src, r->dst, no, fallback->name);
+    return P2PT_SUCCESS;
+}
+
+p2pt_status p2pt__route_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
+                              const struct p2pt_transport **t, char *why, size_t len)
+{
+    if (h->transport == NULL)
+        return p2pt__auto_batch(h, b, t, why, len);
+    *t = h->transport;
+    if (why)
+        snprintf(why, len, "P2P_TRANSPORT=%s: every batch", h->transport->name);
+    return P2PT_SUCCESS;
 }

@@ -7,6 +7,7 @@
 #define P2PT_TRANSPORT_H
 
 #include "batch.h"
+#include "config.h"
 
 struct p2pt_handle;
 struct p2pt_kernel;
@@ -48,16 +49,51 @@ struct p2pt_transport {
 P2PT_INTERNAL extern const struct p2pt_transport p2pt__transport_ce;
 P2PT_INTERNAL extern const struct p2pt_transport p2pt__transport_tma;
 
+/* Registered transports, at most; the copy engine is the first. */
+#define P2PT_MAX_TRANSPORTS 4
+
 /* How many kernels transport `t` compiles. */
 P2PT_INTERNAL int p2pt__kernel_count(const struct p2pt_transport *t);
 /* Case-insensitive lookup in the registry; NULL when unknown. */
 P2PT_INTERNAL const struct p2pt_transport *p2pt__transport_find(const char *name);
+/* The registry's i-th transport (0: the copy engine), NULL past the end. */
+P2PT_INTERNAL const struct p2pt_transport *p2pt__transport_at(int i);
+/* Its position in the registry (the index of per-engine counters). */
+P2PT_INTERNAL int p2pt__transport_index(const struct p2pt_transport *t);
+/* The handle's transport name: a registered one, or "auto". */
+P2PT_INTERNAL const char *p2pt__handle_transport_name(const struct p2pt_handle *h);
+
 /*
- * The transport that runs `r` for handle `h`: the handle's own when its
- * can_copy says yes, else the copy engine (counted in ce_fallbacks, logged
- * once per handle with the reason).
+ * The transport that runs `r` for handle `h` (*t): with a fixed transport,
+ * the handle's own when its can_copy says yes, else the copy engine
+ * (counted in ce_fallbacks, logged once per handle with the reason); with
+ * auto, the table's choice (route_auto.c). When `why` is not NULL it gets
+ * the reason in words (p2pt_explain_copy); the copy path passes NULL.
  */
-P2PT_INTERNAL const struct p2pt_transport *p2pt__route(struct p2pt_handle *h,
-                                                       const struct p2pt_request *r);
+P2PT_INTERNAL p2pt_status p2pt__route(struct p2pt_handle *h, const struct p2pt_request *r,
+                                      const struct p2pt_transport **t, char *why, size_t len);
+/* The same for a host batch (b->pieces > 0, stream resolved). */
+P2PT_INTERNAL p2pt_status p2pt__route_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
+                                            const struct p2pt_transport **t, char *why,
+                                            size_t len);
+
+/* ---- auto (route_auto.c) ---- */
+struct p2pt_auto;
+/* The built-in tables and, when cfg names one, the table file, parsed and
+ * checked against the registry (CUDA-free: p2pt_init calls it before it
+ * loads the driver, so a bad file is reported on any machine). */
+P2PT_INTERNAL p2pt_status p2pt__auto_load(const struct p2pt_config *cfg, struct p2pt_auto **out);
+P2PT_INTERNAL void p2pt__auto_free(struct p2pt_auto *a);
+/* After the driver is loaded: a table file must match the architecture of
+ * a visible GPU; logs the tables in use (INFO). */
+P2PT_INTERNAL p2pt_status p2pt__auto_check_machine(struct p2pt_handle *h);
+P2PT_INTERNAL p2pt_status p2pt__auto_copy(struct p2pt_handle *h, const struct p2pt_request *r,
+                                          const struct p2pt_transport **t, char *why,
+                                          size_t len);
+P2PT_INTERNAL p2pt_status p2pt__auto_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
+                                           const struct p2pt_transport **t, char *why,
+                                           size_t len);
+/* prepare() of every engine the device's table may choose. */
+P2PT_INTERNAL p2pt_status p2pt__auto_prepare(struct p2pt_handle *h, int device);
 
 #endif /* P2PT_TRANSPORT_H */

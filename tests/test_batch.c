@@ -10,7 +10,7 @@
  */
 #include "batch_test.h"
 
-static const char *const transports[] = {"ce", "tma"};
+static const char *const transports[] = {"ce", "tma", "auto"};
 
 /* One random batch through `h` on `s`, checked byte for byte. Returns its
  * pieces of one byte or more. */
@@ -49,7 +49,7 @@ Test(batch, random_batches_are_byte_exact_with_every_gap_untouched)
         uint64_t max;
     } shapes[] = {{1, 8u << 20},  {7, 8u << 20},    {128, 1u << 20}, {129, 64u << 10},
                   {1344, 20000},  {1345, 20000},    {3000, 16384},   {10000, 4096}};
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < (int)P2PT_ARRAY_LEN(transports); t++) {
         p2pt_handle *h = gt_handle(transports[t]);
         CUstream s;
         GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
@@ -90,7 +90,7 @@ Test(batch, every_alignment_pair_of_short_and_bulk_pieces)
     struct gt_buf dst = gt_alloc(N * 4400);
     gt_fill(&src, 77);
     unsigned char *src_host = bt_host_copy(&src);
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < (int)P2PT_ARRAY_LEN(transports); t++) {
         p2pt_handle *h = gt_handle(transports[t]);
         gt_poison(&dst);
         size_t n = 0, at = 0;
@@ -120,7 +120,7 @@ Test(batch, a_captured_batch_replays_on_new_data)
     gt_require_gpus(1);
     gt_use_device(0);
     cr_assert_not_null(tcu.cuStreamBeginCapture, "driver lacks stream capture");
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < (int)P2PT_ARRAY_LEN(transports); t++) {
         p2pt_handle *h = gt_handle(transports[t]);
         GT_OK(p2pt_prepare(h, 0));
         CUstream s;
@@ -181,7 +181,7 @@ Test(batch, thirty_two_threads_batch_through_one_handle)
 {
     gt_require_gpus(1);
     gt_use_device(0);
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < (int)P2PT_ARRAY_LEN(transports); t++) {
         p2pt_handle *h = gt_handle(transports[t]);
         pthread_t th[32];
         struct thread_job jobs[32];
@@ -204,7 +204,7 @@ Test(batch, a_bad_piece_refuses_the_whole_batch_naming_it)
     gt_use_device(0);
     struct gt_buf src = gt_alloc(4096), dst = gt_alloc(8192);
     static char pageable[4096];
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < (int)P2PT_ARRAY_LEN(transports); t++) {
         p2pt_handle *h = gt_handle(transports[t]);
         gt_poison(&dst);
         p2pt_copy_desc d[3] = {{(void *)(uintptr_t)dst.ptr, (void *)(uintptr_t)src.ptr, 100},

@@ -412,3 +412,30 @@ Test(version, string_is_built_from_the_numbers_cmake_reads)
                      "CMake's project version (soname, p2pt.pc) differs from p2pt.h");
 #endif
 }
+
+Test(config, stream_min_takes_sizes_and_zero_and_rejects_junk)
+{
+    cr_assert_eq(read_with("P2P_TRANSPORT_STREAM_MIN", "16M"), P2PT_SUCCESS);
+    cr_assert_eq(cfg.stream_min, 16u << 20);
+    cr_assert_eq(read_with("P2P_TRANSPORT_STREAM_MIN", "0"), P2PT_SUCCESS);
+    cr_assert_eq(cfg.stream_min, 0);
+    unsetenv("P2P_TRANSPORT_STREAM_MIN");
+    cr_assert_eq(p2pt__config_read(&cfg, NULL, NULL), P2PT_SUCCESS);
+    cr_assert_eq(cfg.stream_min, 64u << 20, "default: 64 MiB");
+    expect_rejected("P2P_TRANSPORT_STREAM_MIN", "lots", "from 0 (never)");
+    expect_rejected("P2P_TRANSPORT_STREAM_MIN", "2T", NULL);
+}
+
+Test(config, auto_table_path_is_read_and_its_length_checked)
+{
+    cr_assert_eq(read_with("P2P_TRANSPORT_AUTO_TABLE", "/tmp/x.table"), P2PT_SUCCESS);
+    cr_assert_str_eq(cfg.auto_table, "/tmp/x.table");
+    char long_path[P2PT_PATH_MAX + 8];
+    memset(long_path, 'a', sizeof(long_path) - 1);
+    long_path[sizeof(long_path) - 1] = '\0';
+    cr_assert_eq(read_with("P2P_TRANSPORT_AUTO_TABLE", long_path), P2PT_INVALID_ARGUMENT);
+    cr_assert(strstr(p2pt__last_error_text(), "P2P_TRANSPORT_AUTO_TABLE") &&
+                  strstr(p2pt__last_error_text(), "characters long"),
+              "%s", p2pt__last_error_text());
+    unsetenv("P2P_TRANSPORT_AUTO_TABLE");
+}

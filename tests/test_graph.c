@@ -7,7 +7,7 @@
  */
 #include "gpu_test.h"
 
-static const char *const transports[] = {"ce", "tma"};
+static const char *const transports[] = {"ce", "tma", "auto"};
 
 /* Capture three copies (odd sizes and co-aligned odd offsets), replay the
  * graph `replays` times with new source bytes each time. */
@@ -17,7 +17,7 @@ static void capture_and_replay(CUstreamCaptureMode mode)
     gt_use_device(0);
     cr_assert_not_null(tcu.cuStreamBeginCapture, "driver lacks stream capture");
     static const size_t sizes[3] = {1, 48 * 1024 + 1, 3 * 1024 * 1024 + 13};
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < (int)P2PT_ARRAY_LEN(transports); t++) {
         p2pt_handle *h = gt_handle(transports[t]);
         GT_OK(p2pt_prepare(h, 0));
         CUstream s;
@@ -106,7 +106,7 @@ Test(graph, peer_copies_replay_byte_exact_for_both_transports)
 {
     gt_require_gpus(2);
     const size_t n = 8u * 1024 * 1024 + 13;
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < (int)P2PT_ARRAY_LEN(transports); t++) {
         p2pt_handle *h = gt_handle(transports[t]);
         GT_OK(p2pt_peer_enable(h, 0, 1));
         gt_use_device(1);

@@ -11,7 +11,7 @@
 
 #include "gpu_test.h"
 
-static const char *const transports[] = {"ce", "tma"};
+static const char *const transports[] = {"ce", "tma", "auto"};
 static const size_t sizes[] = {1, 4096 + 3, 48 * 1024 + 1, 64u * 1024 * 1024 + 5};
 
 /* Peer access both ways with the driver directly, as a framework would (so
@@ -78,7 +78,7 @@ Test(peer_copy, push_from_gpu0_into_gpu1_both_transports)
 {
     gt_require_gpus(2);
     enable_peers();
-    for (int t = 0; t < 2; t++)
+    for (int t = 0; t < (int)P2PT_ARRAY_LEN(transports); t++)
         copy_between(transports[t], 0, 0, 1);
 }
 
@@ -86,7 +86,7 @@ Test(peer_copy, pull_from_gpu1_into_gpu0_both_transports)
 {
     gt_require_gpus(2);
     enable_peers();
-    for (int t = 0; t < 2; t++)
+    for (int t = 0; t < (int)P2PT_ARRAY_LEN(transports); t++)
         copy_between(transports[t], 0, 1, 0);
 }
 
@@ -94,7 +94,7 @@ Test(peer_copy, push_and_pull_from_gpu1_side_both_transports)
 {
     gt_require_gpus(2);
     enable_peers();
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < (int)P2PT_ARRAY_LEN(transports); t++) {
         copy_between(transports[t], 1, 1, 0);
         copy_between(transports[t], 1, 0, 1);
     }
@@ -105,7 +105,7 @@ Test(peer_copy, both_directions_at_once_on_two_streams)
     gt_require_gpus(2);
     enable_peers();
     const size_t n = 96u * 1024 * 1024 + 5;
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < (int)P2PT_ARRAY_LEN(transports); t++) {
         struct gt_buf a_src, a_dst, b_src, b_dst;
         CUstream sa, sb;
         gt_use_device(0);

@@ -1,0 +1,45 @@
+/*
+ * The built-in crossover tables of `auto` (auto_table.h gives the format),
+ * one per architecture and, where they differ, per GPU. Each says which run
+ * of bench/RESULTS.md its numbers come from; a machine that differs is
+ * measured with `p2pt-bench --mode calibrate` and its table loaded with
+ * P2P_TRANSPORT_AUTO_TABLE. A CPU test parses every one of them.
+ */
+#include "auto_table.h"
+
+/*
+ * sm_90. Local copies and batches from `p2pt-bench --mode calibrate`
+ * (bench/RESULTS.md, "auto"), with the streaming grid for local copies of
+ * 64 MiB and more: on one H100 tma is as fast or faster at every size
+ * (4K-1G) and for every batch measured; on one H200 the copy engine keeps
+ * copies of 64 MiB and more (tma 0.97-0.98 of it). Push and pull come
+ * from the H200 pair's table and latency runs at df42810, the one two-GPU
+ * machine measured: push ce at every size (tma 0.50-0.94); pull tma
+ * 1.05-2.1x up to 16M, ce from 64M.
+ */
+static const char sm90_h100[] = "p2pt-auto 1\n"
+                                "arch sm_90\n"
+                                "device NVIDIA H100 80GB HBM3\n"
+                                "copy local 0 tma\n"
+                                "copy push 0 ce\n"
+                                "copy pull 0 tma\n"
+                                "copy pull 32M ce\n"
+                                "batch 0 tma\n";
+
+static const char sm90_h200[] = "p2pt-auto 1\n"
+                                "arch sm_90\n"
+                                "device NVIDIA H200\n"
+                                "copy local 0 tma\n"
+                                "copy local 46344K ce\n"
+                                "copy push 0 ce\n"
+                                "copy pull 0 tma\n"
+                                "copy pull 32M ce\n"
+                                "batch 0 tma\n";
+
+/* The first entry of an architecture is its default (an sm_90 GPU that is
+ * neither gets the H100's table). */
+const struct p2pt_auto_builtin p2pt__auto_builtins[] = {
+    {90, NULL, sm90_h100},
+    {90, "H200", sm90_h200},
+    {0, NULL, NULL},
+};
