@@ -1,6 +1,6 @@
 /*
  * The TMA transport: one launch of kernels/tma_copy.cu per copy, whatever
- * the size. Read top to bottom: what it can copy, prepare (compile, load,
+ * the size: a persistent grid, or for large local copies a streaming one. Read top to bottom: what it can copy, prepare (compile, load,
  * size the grid once per device), then the copy: plan it once from the
  * resolved request, launch. Batches are in transport_tma_batch.c.
  */
@@ -25,6 +25,12 @@ const struct p2pt_kernel p2pt__kernel_tma_copy = {
 /* The smallest chunk a copy is split into to reach more SMs: below a few KiB
  * the bulk copies' fixed cost outweighs the parallelism. */
 #define MIN_SPLIT_CHUNK 4096u
+/* The streaming grid of large local copies (P2P_TRANSPORT_STREAM_MIN): one
+ * CTA per run of STREAM_GROUP chunks of STREAM_CHUNK bytes, all loads of a
+ * run in flight at once (128 KiB of shared memory, one CTA per SM). The
+ * best of the shapes measured in bench/experiments/local_copy.cu. */
+#define STREAM_CHUNK (32u * 1024u)
+#define STREAM_GROUP 4u
 
 static bool tma_can_copy(const struct p2pt_handle *h, const struct p2pt_request *r,
                          const char **why)
@@ -164,21 +170,29 @@ static p2pt_status tma_copy(struct p2pt_handle *h, const struct p2pt_request *r)
 
     P2PT_TRY(p2pt__jit_module(r->ctx, &p2pt__kernel_tma_copy, &h->cfg, &h->log, &stream, &m));
     P2PT_TRY(p2pt__tma_grid(h, m, &most));
+    /* A large local copy takes the streaming grid; everything else the
+     * persistent one (copies over NVLink were not measured with it). */
+    bool streaming = r->path == P2PT_PATH_LOCAL && h->cfg.stream_min != 0 &&
+                     r->bytes >= h->cfg.stream_min;
     P2PT_TRY(p2pt__chunk_plan((uintptr_t)r->dst, (uintptr_t)r->src, r->bytes,
-                              chunk_for(h, r, most), &plan));
+                              streaming ? STREAM_CHUNK : chunk_for(h, r, most), &plan));
 
     char *d = r->dst;
     const char *s = r->src;
     unsigned long long head = plan.head, body = plan.body, tail = plan.tail;
     unsigned long long chunks = plan.chunks;
-    unsigned chunk = (unsigned)plan.chunk, stages = (unsigned)h->cfg.stages;
+    unsigned chunk = (unsigned)plan.chunk, stages = (unsigned)h->cfg.stages, group = 0;
     unsigned flags = h->cfg.l2_evict_first ? P2PT_FLAG_EVICT_FIRST : 0u;
-    void *params[] = {&d, &s, &head, &body, &tail, &chunks, &chunk, &stages, &flags};
+    void *params[] = {&d, &s, &head, &body, &tail, &chunks, &chunk, &stages, &flags, &group};
     uint64_t ctas = plan.chunks < most ? plan.chunks : most;
+    if (streaming) {
+        stages = group = STREAM_GROUP;
+        ctas = (plan.chunks + STREAM_GROUP - 1) / STREAM_GROUP;
+    }
     unsigned grid = ctas == 0 ? 1u : (unsigned)ctas;
-    /* The ring is sized for this copy's chunk, which may be below the
-     * configured one. */
-    unsigned smem = plan.chunks ? (unsigned)(plan.chunk * (size_t)h->cfg.stages) : 0;
+    /* The ring is sized for this copy's chunk and stages, which may differ
+     * from the configured ones. */
+    unsigned smem = plan.chunks ? (unsigned)(plan.chunk * (size_t)stages) : 0;
     P2PT_TRY(p2pt__tma_launch(h, m->fn[P2PT_TMA_ENTRY_COPY], grid, P2PT_TMA_THREADS, smem,
                               stream, params));
     atomic_fetch_add_explicit(&h->stats.tma_launches, 1, memory_order_relaxed);

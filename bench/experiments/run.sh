@@ -3,6 +3,16 @@
 #   bench/experiments/run.sh variants [bytes...]  issuing patterns vs CE at large
 #                                                 sizes (default 1 GiB, 256 MiB)
 #   bench/experiments/run.sh small                small-copy start/exit variants
+#   bench/experiments/run.sh local [bytes...]     SM-issued same-device copy patterns
+#                                                 vs cuMemcpyAsync (default 64 MiB,
+#                                                 256 MiB, 1 GiB)
+#   bench/experiments/run.sh probe [bytes]        how many free SMs the driver's
+#                                                 device-to-device copy needs
+#   bench/experiments/run.sh ncu [bytes]          ncu counters of cuMemcpyAsync, p2pt's
+#                                                 kernel and the best-guess vector copy
+#                                                 (default 256 MiB; needs access to the
+#                                                 GPU performance counters: root, or the
+#                                                 driver's NVreg_RestrictProfilingToAdminUsers=0)
 #   bench/experiments/run.sh enqueue BUILD        host time of one batch enqueue,
 #                                                 validation off / in windows /
 #                                                 without windows (BUILD: a cmake
@@ -16,6 +26,7 @@ shift || true
 case "$what" in
   variants) src=tma_variants.cu ;;
   small) src=small_copies.cu ;;
+  local | probe | ncu) src=local_copy.cu ;;
   enqueue)
     build=$(cd "../../${1:?run.sh enqueue BUILD}" && pwd)
     cc -O2 -std=c11 -D_GNU_SOURCE -I../../src -I../../kernels -I../../include -I../../support \
@@ -23,13 +34,41 @@ case "$what" in
       "$build/libp2pt.a" -ldl -lpthread -lm
     /tmp/p2pt-enqueue | tee ${OUT:+$OUT/enqueue.log}
     exit ;;
-  *) echo "run.sh: unknown experiment '$what' (variants, small, enqueue)" >&2; exit 2 ;;
+  *) echo "run.sh: unknown experiment '$what' (variants, small, local, probe, ncu, enqueue)" >&2
+     exit 2 ;;
 esac
-nvcc -O3 -std=c++17 -arch=sm_90 -Xptxas -v -o "/tmp/p2pt-$what" "$src" -lcuda 2>&1 |
-  grep -E "registers|spill" | head -8
+bin=/tmp/p2pt-${src%.cu}
+# The first 8 register/spill lines, any spill that is not zero, any error or
+# warning (awk reads everything: no SIGPIPE for nvcc under pipefail).
+nvcc -O3 -std=c++17 -arch=sm_90 -Xptxas -v -o "$bin" "$src" -lcuda 2>&1 |
+  awk '/error|warning/ || (/registers|spill/ && (++n <= 8 || (/spill/ && !/ 0 bytes spill stores, 0 bytes spill loads/)))'
 log=${OUT:+$OUT/$what.log}
-if [ "$what" = variants ]; then
-  for b in ${@:-1073741824 268435456}; do "/tmp/p2pt-$what" "$b"; done
-else
-  "/tmp/p2pt-$what"
-fi 2>&1 | tee "${log:-/dev/null}"
+if [ "$what" = ncu ]; then
+  # One ncu run per metric group, so that a metric this ncu or range replay
+  # does not support loses only its group. The program marks three profiler
+  # ranges (cuMemcpyAsync, p2pt's kernel, the vector copy), in that order.
+  command -v ncu >/dev/null || { echo "run.sh: ncu not found" >&2; exit 2; }
+  dir=${OUT:-/tmp/p2pt-ncu}
+  mkdir -p "$dir"
+  declare -A groups=(
+    [dram]=dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum
+    [lts]=lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_write.sum,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum,lts__t_sector_hit_rate.pct
+    [sm]=sm__warps_active.avg.pct_of_peak_sustained_active,sm__cycles_active.avg,smsp__inst_executed.sum
+  )
+  : >"$dir/ncu.csv"
+  for g in dram lts sm; do
+    echo "== ncu group $g: ${groups[$g]}"
+    ncu --replay-mode range --print-units base --csv \
+      --metrics "${groups[$g]}" --log-file "$dir/ncu_$g.csv" "$bin" ncu "${1:-268435456}" ||
+      echo "ncu group $g failed (exit $?)"
+    { echo "# group $g"; cat "$dir/ncu_$g.csv" 2>/dev/null || true; } >>"$dir/ncu.csv"
+  done 2>&1 | tee "${log:-/dev/null}"
+  cat "$dir/ncu.csv"
+  exit 0
+fi
+case "$what" in
+  variants) for b in ${@:-1073741824 268435456}; do "$bin" "$b"; done ;;
+  local) "$bin" "$@" ;;
+  probe) "$bin" probe "$@" ;;
+  *) "$bin" ;;
+esac 2>&1 | tee "${log:-/dev/null}"

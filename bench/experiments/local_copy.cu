@@ -1,0 +1,467 @@
+/*
+ * local_copy: an experiment, not part of the library. Which SM-issued
+ * pattern matches or beats cuMemcpyAsync for a same-device copy of 64 MiB,
+ * 256 MiB and 1 GiB? (At those sizes the driver's device-to-device copy is
+ * thought to run as a kernel on the SMs rather than on a copy engine; the
+ * probe mode tests that. p2pt's TMA kernel reaches 0.92-0.97 of it.) The
+ * kernels and the list of variants are in local_variants.cuh.
+ *
+ *   local_copy [bytes...]      the comparison (default 64 MiB 256 MiB 1 GiB)
+ *   local_copy probe [bytes]   how many SMs the driver's copy needs (256 MiB)
+ *   local_copy ncu [bytes]     one profiler range per copy, for ncu
+ *                              --replay-mode range (bench/experiments/run.sh ncu)
+ *
+ * Comparison, per size: every variant (and the copy engine) is checked once
+ * byte for byte: destination and a 4 KiB guard on each side poisoned with
+ * 0xA5, copy, bytes counted on the GPU against the source (and the guards
+ * against 0xA5). Then 2 warm-up copies each, then ROUNDS rounds: in each,
+ * cuMemcpyAsync then every variant (order rotated per round), each one copy
+ * between two CUDA events. Rounds interleave so that a drifting machine
+ * moves the copy engine and the variants alike. Reported: median time,
+ * GB/s (payload bytes / 1e9 / s), "vs CE" = CE median / variant median
+ * (>= 1 is at least as fast), and "per-round" = median over rounds of
+ * CE time / variant time in the same round.
+ *
+ * Probe: K CTAs that each fill a whole SM (all its shared memory and all
+ * its registers) spin on stream A; once resident, a copy goes on stream B.
+ * "done while held" at K = all SMs means the copy needs no SM (a copy
+ * engine); below that, the smallest K at which it waits for the release
+ * says how many SMs it needs. Each K also runs our vector copy as a
+ * control: it must not finish while every SM is held. A copy not done
+ * while held has the hold (~0.1 s) in its event time.
+ *
+ * Nothing waits forever: host waits poll with a watchdog, the bulk kernel's
+ * mbarrier waits and the probe's spinners time out.
+ */
+#include <cuda_profiler_api.h>
+#include <time.h>
+
+#include "local_variants.cuh"
+
+#define ROUNDS 21
+#define GUARD 4096ull
+#define WATCHDOG_S 20.0 /* one copy of 1 GiB takes < 1 ms */
+#define MAXV 40
+#define MAXSIZES 8
+static_assert(sizeof g_vs / sizeof g_vs[0] <= MAXV, "raise MAXV");
+
+static uint4 *g_src, *g_dst;
+static char *g_dst_base; /* GUARD | dst | GUARD */
+static uint4 *g_ref;     /* GUARD bytes of 0xA5 */
+static unsigned long long *g_bad, *g_hbad; /* device counter, pinned host copy */
+static unsigned *g_timeouts;
+static cudaStream_t g_s;
+static cudaEvent_t g_e0, g_e1;
+static int g_sms, g_smem_sm, g_smem_optin;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Wait for e, polling; give up (exit, which ends the context and its
+ * kernels) after WATCHDOG_S. */
+static void wait_ev(cudaEvent_t e, const char *what)
+{
+    const double t0 = now_s();
+    for (;;) {
+        cudaError_t r = cudaEventQuery(e);
+        if (r == cudaSuccess)
+            return;
+        if (r != cudaErrorNotReady) {
+            fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(r));
+            exit(1);
+        }
+        if (now_s() - t0 > WATCHDOG_S) {
+            fprintf(stderr, "%s: not done after %.0f s, giving up\n", what, WATCHDOG_S);
+            exit(3);
+        }
+    }
+}
+
+/* Let f take all the dynamic shared memory a CTA may have beside its
+ * static shared memory; returns that many bytes. */
+static int allow_max_smem(const void *f)
+{
+    cudaFuncAttributes fa;
+    CK(cudaFuncGetAttributes(&fa, f));
+    const int dyn = g_smem_optin - (int)fa.sharedSizeBytes;
+    CK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn));
+    return dyn;
+}
+
+static void sync_stream(cudaStream_t s, const char *what)
+{
+    CK(cudaEventRecord(g_e1, s));
+    wait_ev(g_e1, what);
+}
+
+/* Enqueue one copy of `bytes` from g_src to g_dst on s; -1 if it did not launch. */
+static int launch(const struct variant *v, u64 bytes, cudaStream_t s)
+{
+    u64 n16 = bytes / 16;
+    char *d = (char *)g_dst;
+    const char *sr = (const char *)g_src;
+    dim3 grid, block(v->block);
+    void *vargs[] = {&g_dst, &g_src, &n16};
+    cudaError_t e = cudaSuccess;
+    switch (v->kind) {
+    case K_CE:
+        if (cuMemcpyAsync((CUdeviceptr)g_dst, (CUdeviceptr)g_src, bytes, (CUstream)s) ==
+            CUDA_SUCCESS)
+            return 0;
+        fprintf(stderr, "cuMemcpyAsync failed\n");
+        return -1;
+    case K_VEC:
+        grid = dim3((unsigned)((n16 + v->a - 1) / v->a));
+        e = cudaLaunchKernel((const void *)v->fn, grid, block, vargs, 0, s);
+        break;
+    case K_PERSIST:
+        e = cudaLaunchKernel((const void *)v->fn, dim3(g_sms * v->a), block, vargs, 0, s);
+        break;
+    case K_BULK: {
+        u64 per = (u64)v->a * v->b;
+        u32 chunk = v->a, n = v->b;
+        void *args[] = {&d, &sr, &bytes, &chunk, &n, &g_timeouts};
+        grid = dim3((unsigned)((bytes + per - 1) / per));
+        e = cudaLaunchKernel((const void *)bulk_group, grid, block, args, chunk * n, s);
+        break;
+    }
+    case K_P2PT: {
+        /* src/transport_tma.c: CTAs per SM = smem/SM / (ring + 1 KiB
+         * reserved), at most 2; never more CTAs than chunks. */
+        u32 chunk = v->a, stages = v->b, smem = chunk * stages, flags = 0;
+        u64 per_sm = (u64)g_smem_sm / (smem + 1024), zero = 0;
+        per_sm = per_sm > 2 ? 2 : per_sm == 0 ? 1 : per_sm;
+        u64 chunks = (bytes + chunk - 1) / chunk, ctas = per_sm * g_sms;
+        u32 group = 0;
+        void *args[] = {&d, &sr, &zero, &bytes, &zero, &chunks, &chunk, &stages, &flags, &group};
+        grid = dim3((unsigned)(chunks < ctas ? chunks : ctas));
+        e = cudaLaunchKernel((const void *)p2pt_tma_copy, grid, block, args, smem, s);
+        break;
+    }
+    case K_P2PT_STREAM: {
+        /* The streaming grid: a CTA per run of `stages` chunks. */
+        u32 chunk = v->a, stages = v->b, group = v->b, flags = 0;
+        u64 zero = 0, chunks = (bytes + chunk - 1) / chunk;
+        void *args[] = {&d, &sr, &zero, &bytes, &zero, &chunks, &chunk, &stages, &flags, &group};
+        grid = dim3((unsigned)((chunks + group - 1) / group));
+        e = cudaLaunchKernel((const void *)p2pt_tma_copy, grid, block, args, chunk * stages, s);
+        break;
+    }
+    }
+    if (e != cudaSuccess)
+        fprintf(stderr, "%s: launch: %s\n", v->name, cudaGetErrorString(e));
+    return e == cudaSuccess ? 0 : -1;
+}
+
+/* Bytes wrong after one copy into a poisoned destination (guards included);
+ * ~0 if it did not launch. */
+static u64 check(const struct variant *v, u64 bytes)
+{
+    CK(cudaMemsetAsync(g_dst_base, 0xA5, bytes + 2 * GUARD, g_s));
+    CK(cudaMemsetAsync(g_bad, 0, sizeof *g_bad, g_s));
+    if (launch(v, bytes, g_s))
+        return ~0ull;
+    count_diff<<<g_sms * 4, 512, 0, g_s>>>(g_dst, g_src, bytes / 16, g_bad);
+    count_diff<<<1, 256, 0, g_s>>>((const uint4 *)g_dst_base, g_ref, GUARD / 16, g_bad);
+    count_diff<<<1, 256, 0, g_s>>>((const uint4 *)((char *)g_dst + bytes), g_ref, GUARD / 16,
+                                   g_bad);
+    CK(cudaGetLastError());
+    CK(cudaMemcpyAsync(g_hbad, g_bad, sizeof *g_bad, cudaMemcpyDeviceToHost, g_s));
+    sync_stream(g_s, v->name);
+    return *g_hbad;
+}
+
+/* One copy between two events, in ms; -1 if it did not launch. */
+static float time_one(const struct variant *v, u64 bytes)
+{
+    float ms;
+    CK(cudaEventRecord(g_e0, g_s));
+    if (launch(v, bytes, g_s))
+        return -1;
+    CK(cudaEventRecord(g_e1, g_s));
+    wait_ev(g_e1, v->name);
+    CK(cudaEventElapsedTime(&ms, g_e0, g_e1));
+    return ms;
+}
+
+static float g_ratio[MAXSIZES][MAXV]; /* vs CE per size, for the summary */
+
+static void compare(u64 bytes, int si)
+{
+    static float t[MAXV][ROUNDS], ce[ROUNDS], tmp[ROUNDS];
+    u64 bad[MAXV];
+    unsigned timeouts = 0;
+    const double gb = bytes / 1e9;
+    const u64 ce_bad = check(&g_ce, bytes);
+    if (ce_bad == ~0ull)
+        exit(1);
+    for (int i = 0; i < g_nv; i++)
+        bad[i] = check(&g_vs[i], bytes);
+    for (int k = 0; k < 2; k++) {
+        (void)launch(&g_ce, bytes, g_s);
+        for (int i = 0; i < g_nv; i++)
+            if (bad[i] != ~0ull)
+                (void)launch(&g_vs[i], bytes, g_s);
+    }
+    sync_stream(g_s, "warm-up");
+    for (int r = 0; r < ROUNDS; r++) {
+        ce[r] = time_one(&g_ce, bytes);
+        /* Rotate the order: no variant always follows the same one. */
+        for (int k = 0; k < g_nv; k++) {
+            int i = (k + r) % g_nv;
+            t[i][r] = bad[i] == ~0ull ? -1 : time_one(&g_vs[i], bytes);
+        }
+    }
+    CK(cudaMemcpy(&timeouts, g_timeouts, sizeof timeouts, cudaMemcpyDeviceToHost));
+    memcpy(tmp, ce, sizeof ce);
+    const float cem = median_f(tmp, ROUNDS);
+    printf("\n### %llu bytes (%.0f MiB), %d rounds\n\n", (unsigned long long)bytes,
+           bytes / 1048576.0, ROUNDS);
+    printf("| variant | us | GB/s | vs CE | per-round | bad bytes |\n"
+           "| --- | ---: | ---: | ---: | ---: | ---: |\n");
+    printf("| %s | %.1f | %.1f | 1.000 | 1.000 | %llu%s |\n", g_ce.name, cem * 1e3,
+           gb / (cem * 1e-3), (unsigned long long)ce_bad, ce_bad ? " BAD" : "");
+    int best = -1;
+    for (int i = 0; i < g_nv; i++) {
+        g_ratio[si][i] = 0;
+        if (bad[i] == ~0ull) {
+            printf("| %s | - | - | - | - | did not launch |\n", g_vs[i].name);
+            continue;
+        }
+        for (int r = 0; r < ROUNDS; r++)
+            tmp[r] = ce[r] / t[i][r];
+        const float pr = median_f(tmp, ROUNDS);
+        memcpy(tmp, t[i], sizeof tmp);
+        const float m = median_f(tmp, ROUNDS);
+        g_ratio[si][i] = bad[i] ? 0 : cem / m;
+        printf("| %s | %.1f | %.1f | %.3f | %.3f | %llu%s |\n", g_vs[i].name, m * 1e3,
+               gb / (m * 1e-3), cem / m, pr, (unsigned long long)bad[i], bad[i] ? " BAD" : "");
+        if (!bad[i] && (best < 0 || g_ratio[si][i] > g_ratio[si][best]))
+            best = i;
+    }
+    if (best >= 0)
+        printf("\nbest at %llu bytes: %s, %.3f of CE\n", (unsigned long long)bytes,
+               g_vs[best].name, g_ratio[si][best]);
+    if (timeouts)
+        printf("WARNING: %u bulk mbarrier waits timed out\n", timeouts);
+    CK(cudaMemset(g_timeouts, 0, sizeof *g_timeouts));
+}
+
+/* ---- probe: does the driver's copy need free SMs, and how many? ---- */
+
+struct hold_flags {
+    volatile int release;
+    int pad[31];
+    volatile int arrived[1024];
+    volatile int timed_out[1024];
+};
+
+#define HOLD_LIMIT_NS 250000000ull /* spinners let go by themselves after 250 ms */
+#define RESIDENT_WAIT_S 0.05
+#define HELD_POLL_S 0.10
+
+static int sum_flags(const volatile int *f, int n)
+{
+    int s = 0;
+    for (int i = 0; i < n; i++)
+        s += f[i];
+    return s;
+}
+
+/*
+ * K spinning CTAs, one per SM, on stream sa; once they are resident, the
+ * copy v on g_s; did it complete while they still held their SMs? Then
+ * release, and time the copy from its events (queueing included).
+ */
+static void probe_one(int K, const struct variant *v, u64 bytes, int smem, struct hold_flags *h,
+                      struct hold_flags *hd, u32 *sink, cudaStream_t sa, cudaEvent_t eh)
+{
+    memset((void *)h, 0, sizeof *h);
+    __sync_synchronize();
+    if (K > 0) {
+        const volatile int *rel = &hd->release;
+        volatile int *arr = hd->arrived, *tmo = hd->timed_out;
+        u64 lim = HOLD_LIMIT_NS;
+        void *args[] = {&rel, &arr, &tmo, &lim, &sink};
+        CK(cudaLaunchKernel((const void *)hold_sm, dim3(K), dim3(1024), args, (size_t)smem,
+                            sa));
+    }
+    CK(cudaEventRecord(eh, sa));
+    const int want = K < g_sms ? K : g_sms;
+    double t0 = now_s();
+    while (sum_flags(h->arrived, K) < want && now_s() - t0 < RESIDENT_WAIT_S)
+        ;
+    const int resident = sum_flags(h->arrived, K);
+    CK(cudaEventRecord(g_e0, g_s));
+    if (launch(v, bytes, g_s))
+        exit(1);
+    CK(cudaEventRecord(g_e1, g_s));
+    t0 = now_s();
+    double seen = -1; /* host time from enqueue to completion while held */
+    while (now_s() - t0 < HELD_POLL_S) {
+        cudaError_t r = cudaEventQuery(g_e1);
+        if (r == cudaSuccess) {
+            seen = now_s() - t0;
+            break;
+        }
+        if (r != cudaErrorNotReady)
+            CK(r);
+    }
+    h->release = 1;
+    __sync_synchronize();
+    wait_ev(g_e1, "probe copy");
+    wait_ev(eh, "probe spinners");
+    CK(cudaDeviceSynchronize());
+    CK(cudaGetLastError());
+    float ms;
+    CK(cudaEventElapsedTime(&ms, g_e0, g_e1));
+    const int early = sum_flags(h->timed_out, K);
+    char held[32] = "no";
+    if (seen >= 0)
+        snprintf(held, sizeof held, "yes (%.2f ms)", seen * 1e3);
+    printf("| %d | %d | %s | %s | %.3f | %.1f | %d%s |\n", K, resident, v->name, held, ms,
+           bytes / 1e9 / (ms * 1e-3), early, early ? " (hold ended early)" : "");
+}
+
+static void probe(u64 bytes)
+{
+    struct hold_flags *h, *hd;
+    u32 *sink;
+    cudaStream_t sa;
+    cudaEvent_t eh;
+    cudaFuncAttributes fa;
+    cudaDeviceProp p;
+    int occ = 0;
+    CK(cudaGetDeviceProperties(&p, 0));
+    CK(cudaHostAlloc((void **)&h, sizeof *h, cudaHostAllocMapped));
+    CK(cudaHostGetDevicePointer((void **)&hd, h, 0));
+    CK(cudaMalloc(&sink, 32 * sizeof *sink));
+    CK(cudaStreamCreateWithFlags(&sa, cudaStreamNonBlocking));
+    CK(cudaEventCreate(&eh));
+    const int smem = allow_max_smem((const void *)hold_sm);
+    CK(cudaFuncGetAttributes(&fa, hold_sm));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, hold_sm, 1024, smem));
+    /* A CTA beside a spinner would need registers or shared memory it left. */
+    printf("spinner CTA: 1024 threads x %d registers (SM has %d: %s), %d + %zu reserved bytes "
+           "of shared memory (SM has %d: %s), %d per SM\n",
+           fa.numRegs, p.regsPerMultiprocessor,
+           fa.numRegs * 1024 >= p.regsPerMultiprocessor ? "all held" : "NOT all held",
+           smem, p.reservedSharedMemPerBlock, g_smem_sm,
+           smem + (int)p.reservedSharedMemPerBlock >= g_smem_sm ? "all held" : "NOT all held",
+           occ);
+    /* K below the SM count, then all SMs, then twice that (queued CTAs too) */
+    int ks[] = {0, 16, 33, 66, 99, 120, 128, g_sms, 2 * g_sms};
+    printf("\ncopy of %llu bytes while K SMs spin (released after %.0f ms at most)\n\n"
+           "| K | resident | copy | done while held | event ms | GB/s | spinners timed out |\n"
+           "| ---: | ---: | --- | --- | ---: | ---: | ---: |\n",
+           (unsigned long long)bytes, HELD_POLL_S * 1e3);
+    for (int i = 0; i < (int)(sizeof ks / sizeof ks[0]); i++) {
+        if ((i < 7 && ks[i] >= g_sms) || ks[i] > 1024)
+            continue;
+        probe_one(ks[i], &g_ce, bytes, smem, h, hd, sink, sa, eh);
+        /* A kernel of ours must not finish while every SM is held: that
+         * shows the spinners really hold their SMs. */
+        probe_one(ks[i], variant_named(BEST_GUESS), bytes, smem, h, hd, sink, sa, eh);
+    }
+    CK(cudaFreeHost(h));
+}
+
+/* ---- ncu: one profiler range per copy ---- */
+static void ncu_ranges(u64 bytes)
+{
+    const struct variant *v[] = {&g_ce, variant_named(P2PT_SHIPPED), variant_named(BEST_GUESS)};
+    for (int i = 0; i < 3; i++) /* checks double as warm-ups, outside any range */
+        printf("range %d: %s (bad bytes %llu)\n", i, v[i]->name,
+               (unsigned long long)check(v[i], bytes));
+    for (int i = 0; i < 3; i++) {
+        CK(cudaProfilerStart());
+        if (launch(v[i], bytes, g_s))
+            exit(1);
+        CK(cudaProfilerStop());
+        sync_stream(g_s, v[i]->name);
+    }
+}
+
+static u64 parse_bytes(const char *s)
+{
+    char *end;
+    u64 b = strtoull(s, &end, 0);
+    if (*end || b == 0 || b % 16) {
+        fprintf(stderr, "local_copy: '%s': bytes must be a positive multiple of 16\n", s);
+        exit(2);
+    }
+    return b;
+}
+
+int main(int argc, char **argv)
+{
+    const int mode = argc > 1 && !strcmp(argv[1], "probe") ? 1
+                     : argc > 1 && !strcmp(argv[1], "ncu") ? 2
+                                                           : 0;
+    u64 sizes[MAXSIZES] = {64ull << 20, 256ull << 20, 1ull << 30};
+    int ns = mode ? 1 : 3;
+    if (mode)
+        sizes[0] = argc > 2 ? parse_bytes(argv[2]) : 256ull << 20;
+    else if (argc > 1)
+        for (ns = 0; ns < argc - 1 && ns < MAXSIZES; ns++)
+            sizes[ns] = parse_bytes(argv[ns + 1]);
+    u64 max = 0;
+    for (int i = 0; i < ns; i++)
+        max = sizes[i] > max ? sizes[i] : max;
+
+    cudaDeviceProp prop;
+    int drv = 0;
+    CK(cudaSetDevice(0));
+    CK(cudaGetDeviceProperties(&prop, 0));
+    CK(cudaDriverGetVersion(&drv));
+    g_sms = prop.multiProcessorCount;
+    g_smem_sm = (int)prop.sharedMemPerMultiprocessor;
+    g_smem_optin = (int)prop.sharedMemPerBlockOptin;
+    printf("device %s, %d SMs, L2 %d MiB, smem/SM %d, optin %d, driver %d\n", prop.name, g_sms,
+           prop.l2CacheSize >> 20, g_smem_sm, g_smem_optin, drv);
+    (void)allow_max_smem((const void *)bulk_group);
+    (void)allow_max_smem((const void *)p2pt_tma_copy);
+    CK(cudaStreamCreateWithFlags(&g_s, cudaStreamNonBlocking));
+    CK(cudaEventCreate(&g_e0));
+    CK(cudaEventCreate(&g_e1));
+    CK(cudaMalloc(&g_src, max));
+    CK(cudaMalloc(&g_dst_base, max + 2 * GUARD));
+    g_dst = (uint4 *)(g_dst_base + GUARD);
+    CK(cudaMalloc(&g_ref, GUARD));
+    CK(cudaMalloc(&g_bad, sizeof *g_bad));
+    CK(cudaMalloc(&g_timeouts, sizeof *g_timeouts));
+    CK(cudaMallocHost(&g_hbad, sizeof *g_hbad));
+    CK(cudaMemset(g_ref, 0xA5, GUARD));
+    CK(cudaMemset(g_timeouts, 0, sizeof *g_timeouts));
+    fill_random<<<g_sms * 4, 512, 0, g_s>>>(g_src, max / 16, 12345);
+    CK(cudaGetLastError());
+    sync_stream(g_s, "fill");
+
+    if (mode == 1) {
+        probe(sizes[0]);
+        return 0;
+    }
+    if (mode == 2) {
+        ncu_ranges(sizes[0]);
+        return 0;
+    }
+    for (int i = 0; i < ns; i++)
+        compare(sizes[i], i);
+    printf("\n### summary: vs CE (ratio of medians; 0 = bad or did not launch)\n\n| variant |");
+    for (int i = 0; i < ns; i++)
+        printf(" %llu MiB |", (unsigned long long)(sizes[i] >> 20));
+    printf("\n| --- |");
+    for (int i = 0; i < ns; i++)
+        printf(" ---: |");
+    for (int v = 0; v < g_nv; v++) {
+        printf("\n| %s |", g_vs[v].name);
+        for (int i = 0; i < ns; i++)
+            printf(" %.3f |", g_ratio[i][v]);
+    }
+    printf("\n");
+    return 0;
+}
