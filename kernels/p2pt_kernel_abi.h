@@ -22,10 +22,6 @@
 #define P2PT_TMA_THREADS 32
 
 /* `flags` argument of the copy kernel. */
-/* The vector copy kernel (vec_copy.cu): threads per CTA, and 16-byte
- * vectors each thread loads before it stores (a CTA moves 64 KiB). */
-#define P2PT_VEC_THREADS 256
-#define P2PT_VEC_UNROLL 16
 #define P2PT_FLAG_EVICT_FIRST 1u /* L2 evict-first hint on the bulk copies */
 
 /* ------------------------------------------------------------- batches */

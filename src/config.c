@@ -30,8 +30,6 @@
 #define DEFAULT_L2_EVICT_FIRST 0
 /* Local TMA copies from this size on take the streaming grid. */
 #define DEFAULT_STREAM_MIN (64u << 20)
-/* ... in the vector shape (1) or with bulk copies (0). */
-#define DEFAULT_STREAM_VECTOR 1
 #define DEFAULT_CUDA_LIBRARY "libcuda.so.1"
 
 /* A non-negative decimal integer with an optional binary K, M or G suffix.
@@ -149,7 +147,7 @@ static const char *const known_vars[] = {
     "P2P_TRANSPORT_STAGES",  "P2P_TRANSPORT_MAX_CTAS", "P2P_TRANSPORT_VALIDATE",
     "P2P_TRANSPORT_PDL",     "P2P_TRANSPORT_L2_HINT",  "P2P_CUDA_LIBRARY",
     "P2P_NVRTC_LIBRARY",     "P2P_TRANSPORT_CACHE_DIR", "P2P_TRANSPORT_AUTO_TABLE",
-    "P2P_TRANSPORT_STREAM_MIN", "P2P_TRANSPORT_STREAM_KERNEL",
+    "P2P_TRANSPORT_STREAM_MIN",
 };
 
 #define MAX_OPTIONS 32
@@ -253,7 +251,6 @@ p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *options_text,
     cfg->validate = 1;
     cfg->pdl = 1;
     cfg->stream_min = DEFAULT_STREAM_MIN;
-    cfg->stream_vector = DEFAULT_STREAM_VECTOR;
     cfg->l2_evict_first = DEFAULT_L2_EVICT_FIRST;
     snprintf(cfg->cuda_library, sizeof(cfg->cuda_library), "%s", DEFAULT_CUDA_LIBRARY);
     P2PT_TRY(parse_options(opts, options_text));
@@ -310,19 +307,6 @@ p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *options_text,
         P2PT_TRY(read_uint(var, v, 0, 1ull << 40,
                            "a size from 0 (never) to 1T bytes, e.g. 16M", &n));
         cfg->stream_min = (size_t)n;
-    }
-    P2PT_TRY(setting(opts, "P2P_TRANSPORT_STREAM_KERNEL", var, &v));
-    if (v != NULL) {
-        if (strcasecmp(v, "vector") == 0)
-            cfg->stream_vector = 1;
-        else if (strcasecmp(v, "bulk") == 0)
-            cfg->stream_vector = 0;
-        else {
-            st = p2pt__fail(P2PT_INVALID_ARGUMENT,
-                            "%s=\"%s\" is not valid: expected bulk or vector (any case)", var,
-                            v);
-            goto out;
-        }
     }
     P2PT_TRY(setting(opts, "P2P_TRANSPORT_L2_HINT", var, &v));
     if (v != NULL) {

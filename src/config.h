@@ -32,7 +32,6 @@ struct p2pt_config {
     int pdl;                      /* P2P_TRANSPORT_PDL, 0 or 1 */
     char auto_table[P2PT_PATH_MAX];    /* P2P_TRANSPORT_AUTO_TABLE, "" = built-in */
     size_t stream_min;            /* P2P_TRANSPORT_STREAM_MIN, 0 = never */
-    int stream_vector;            /* P2P_TRANSPORT_STREAM_KERNEL: 1 vector, 0 bulk */
 };
 
 /*

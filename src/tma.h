@@ -11,7 +11,6 @@
 /* The TMA transport's kernels and their entry points, in entries order. */
 P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_tma_copy;  /* kernels/tma_copy.cu */
 P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_batch_copy; /* kernels/batch_copy.cu */
-P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_vec_copy;   /* kernels/vec_copy.cu */
 enum { P2PT_TMA_ENTRY_COPY };
 enum {
     P2PT_BATCH_ENTRY_SMALL,

@@ -18,16 +18,6 @@ const struct p2pt_kernel p2pt__kernel_tma_copy = {
     .defines = {NULL},
 };
 
-/* The streaming grid's vector shape (P2P_TRANSPORT_STREAM_KERNEL=vector). */
-const struct p2pt_kernel p2pt__kernel_vec_copy = {
-    .name = "vec_copy",
-    .file = "kernels/vec_copy.cu",
-    .source = p2pt__vec_copy_source,
-    .entries = {"p2pt_vec_copy", NULL},
-    .min_cc = 90,
-    .defines = {NULL},
-};
-
 /* Never more than two CTAs per SM: one elected thread per CTA keeps its
  * whole ring in flight, so more CTAs only split the same shared memory. */
 #define MAX_CTAS_PER_SM 2
@@ -170,31 +160,6 @@ out:
     return st;
 }
 
-/* A large local copy in the vector shape of the streaming grid: one CTA
- * per 64 KiB tile (kernels/vec_copy.cu). */
-static p2pt_status vec_copy(struct p2pt_handle *h, const struct p2pt_request *r)
-{
-    p2pt_status st = P2PT_SUCCESS;
-    const struct p2pt_module *m = NULL;
-    CUstream stream = r->stream;
-    P2PT_TRY(p2pt__jit_module(r->ctx, &p2pt__kernel_vec_copy, &h->cfg, &h->log, &stream, &m));
-    char *d = r->dst;
-    const char *s = r->src;
-    unsigned long long head = (P2PT_ALIGN - (uintptr_t)d % P2PT_ALIGN) % P2PT_ALIGN;
-    if (head > r->bytes)
-        head = r->bytes;
-    unsigned long long n16 = (r->bytes - head) / P2PT_ALIGN;
-    unsigned long long tail = r->bytes - head - n16 * P2PT_ALIGN;
-    unsigned long long tile = (unsigned long long)P2PT_VEC_THREADS * P2PT_VEC_UNROLL;
-    unsigned long long grid = (n16 + tile - 1) / tile;
-    void *params[] = {&d, &s, &head, &n16, &tail};
-    P2PT_TRY(p2pt__tma_launch(h, m->fn[0], grid ? (unsigned)grid : 1u, P2PT_VEC_THREADS, 0,
-                              stream, params));
-    atomic_fetch_add_explicit(&h->stats.tma_launches, 1, memory_order_relaxed);
-out:
-    return st;
-}
-
 static p2pt_status tma_copy(struct p2pt_handle *h, const struct p2pt_request *r)
 {
     p2pt_status st = P2PT_SUCCESS;
@@ -203,14 +168,12 @@ static p2pt_status tma_copy(struct p2pt_handle *h, const struct p2pt_request *r)
     CUstream stream = r->stream;
     uint32_t most;
 
+    P2PT_TRY(p2pt__jit_module(r->ctx, &p2pt__kernel_tma_copy, &h->cfg, &h->log, &stream, &m));
+    P2PT_TRY(p2pt__tma_grid(h, m, &most));
     /* A large local copy takes the streaming grid; everything else the
      * persistent one (copies over NVLink were not measured with it). */
     bool streaming = r->path == P2PT_PATH_LOCAL && h->cfg.stream_min != 0 &&
                      r->bytes >= h->cfg.stream_min;
-    if (streaming && h->cfg.stream_vector)
-        return vec_copy(h, r);
-    P2PT_TRY(p2pt__jit_module(r->ctx, &p2pt__kernel_tma_copy, &h->cfg, &h->log, &stream, &m));
-    P2PT_TRY(p2pt__tma_grid(h, m, &most));
     P2PT_TRY(p2pt__chunk_plan((uintptr_t)r->dst, (uintptr_t)r->src, r->bytes,
                               streaming ? STREAM_CHUNK : chunk_for(h, r, most), &plan));
 
@@ -247,5 +210,5 @@ const struct p2pt_transport p2pt__transport_tma = {
     .copy = tma_copy,
     .copy_batch = p2pt__tma_copy_batch,
     .copy_batch_device = p2pt__tma_copy_batch_device,
-    .kernels = {&p2pt__kernel_tma_copy, &p2pt__kernel_batch_copy, &p2pt__kernel_vec_copy, NULL},
+    .kernels = {&p2pt__kernel_tma_copy, &p2pt__kernel_batch_copy, NULL},
 };

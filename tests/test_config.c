@@ -426,15 +426,6 @@ Test(config, stream_min_takes_sizes_and_zero_and_rejects_junk)
     expect_rejected("P2P_TRANSPORT_STREAM_MIN", "2T", NULL);
 }
 
-Test(config, stream_kernel_is_bulk_or_vector)
-{
-    cr_assert_eq(read_with("P2P_TRANSPORT_STREAM_KERNEL", "BULK"), P2PT_SUCCESS);
-    cr_assert_eq(cfg.stream_vector, 0);
-    cr_assert_eq(read_with("P2P_TRANSPORT_STREAM_KERNEL", "vector"), P2PT_SUCCESS);
-    cr_assert_eq(cfg.stream_vector, 1);
-    expect_rejected("P2P_TRANSPORT_STREAM_KERNEL", "tma", "bulk or vector");
-}
-
 Test(config, auto_table_path_is_read_and_its_length_checked)
 {
     cr_assert_eq(read_with("P2P_TRANSPORT_AUTO_TABLE", "/tmp/x.table"), P2PT_SUCCESS);
