@@ -174,6 +174,42 @@ Test(tma, other_chunk_and_stage_settings_stay_byte_exact)
     gt_free(&dst);
 }
 
+/* The streaming grid, brought down to small sizes with
+ * P2P_TRANSPORT_STREAM_MIN=1: run edges, partial last runs, every head and
+ * tail length, one launch each. */
+Test(tma, the_streaming_grid_is_byte_exact_at_every_edge)
+{
+    gt_require_gpus(1);
+    gt_use_device(0);
+    static const size_t sizes[] = {1, 15, 16, 17, 32768, 32768 + 16, 131072 + 5,
+                                   4 * 131072 - 3, 1000003, 8u * 1024 * 1024 + 29};
+    static const size_t offs[] = {0, 1, 7, 15};
+    const size_t most = 8u * 1024 * 1024 + 64;
+    struct gt_buf src = gt_alloc(most), dst = gt_alloc(most);
+    p2pt_init_args a = {sizeof(a), NULL, "tma", "P2P_TRANSPORT_STREAM_MIN=1"};
+    p2pt_handle *h = NULL;
+    GT_OK(p2pt_init(&a, &h));
+    uint64_t launches = 0;
+    for (size_t i = 0; i < P2PT_ARRAY_LEN(sizes); i++)
+        for (size_t o = 0; o < P2PT_ARRAY_LEN(offs); o++) {
+            gt_fill(&src, i * 10 + o + 500);
+            gt_poison(&dst);
+            GT_OK(p2pt_copy_async(h, (void *)(dst.ptr + offs[o]), (void *)(src.ptr + offs[o]),
+                                  sizes[i], NULL));
+            GT_CHECK(tcu.cuCtxSynchronize());
+            char what[64];
+            snprintf(what, sizeof(what), "streaming grid, +%zu", offs[o]);
+            gt_expect_range(&dst, offs[o], &src, offs[o], sizes[i], what);
+            launches++;
+        }
+    p2pt_properties p = {sizeof(p)};
+    GT_OK(p2pt_get_properties(h, &p));
+    cr_assert_eq(p.tma_launches, launches, "one launch per copy");
+    p2pt_finalize(h);
+    gt_free(&src);
+    gt_free(&dst);
+}
+
 Test(tma, a_ring_over_the_device_shared_memory_is_refused_at_prepare)
 {
     gt_require_gpus(1);
