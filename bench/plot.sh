@@ -5,14 +5,18 @@
 #
 # Writes, for what the CSV holds:
 #   bandwidth_<path>.png  GB/s vs copy size (log x), one line per transport
+#                         (ce, tma, auto)
 #   ratio.png             tma/ce bandwidth vs copy size, one line per path
+#   auto_best.png         auto over the faster of ce and tma (bandwidth), one
+#                         line per path (when the CSV has all three)
 #   sweep_<path>.png      TMA GB/s vs chunk size, one line per stages x CTA cap,
 #                         the copy engine as a dashed line
 #   ctas_<path>.png       TMA GB/s vs CTA cap, one line per chunk x stages
 #                         (when the sweep had two or more CTA caps besides auto)
 #   latency_<path>.png    microseconds vs copy size: b2b, b2b_gpu, host, dev per transport
 #   batch.png             GB/s of one operation per batch shape: tma host and
-#                         device descriptors, ce batch, one contiguous copy
+#                         device descriptors, ce batch, auto (host
+#                         descriptors), one contiguous copy
 #
 # Columns are found by name in the header line, so the column order of the
 # CSV does not matter.
@@ -110,12 +114,14 @@ head -n 1 "$csv" | tr -d '\r' | tr ',' '\n' | grep -qx kind && have_kind=1
 
 # ---- bandwidth per path, and the tma/ce ratio
 ratio_cmd=""
+best_cmd=""
 for path in local push pull bidir; do
   cmd=""
-  for t in ce tma; do
+  for t in ce tma auto; do
     sel "mode=table&path=$path&transport=$t" "bytes gbps" >"$tmp/bw.$path.$t"
     [ -s "$tmp/bw.$path.$t" ] || continue
     name=$t; [ "$t" = ce ] && name="ce (cuMemcpyAsync)"; [ "$t" = tma ] && name="tma (cp.async.bulk)"
+    [ "$t" = auto ] && name="auto (table's choice)"
     cmd="$cmd \"$tmp/bw.$path.$t\" using 1:2 with linespoints lw 2 pt 7 ps 0.8 title \"$name\","
   done
   [ -n "$cmd" ] || continue
@@ -128,7 +134,18 @@ for path in local push pull bidir; do
     [ -s "$tmp/ratio.$path" ] &&
       ratio_cmd="$ratio_cmd \"$tmp/ratio.$path\" using 1:2 with linespoints lw 2 pt 7 ps 0.8 title \"$path\","
   fi
+  if [ -s "$tmp/bw.$path.ce" ] && [ -s "$tmp/bw.$path.tma" ] && [ -s "$tmp/bw.$path.auto" ]; then
+    join <(join <(sort -k1,1 "$tmp/bw.$path.ce") <(sort -k1,1 "$tmp/bw.$path.tma")) \
+      <(sort -k1,1 "$tmp/bw.$path.auto") |
+      awk '{b = $2 > $3 ? $2 : $3; if (b > 0) print $1, $4 / b}' | sort -g -k1,1 >"$tmp/best.$path"
+    [ -s "$tmp/best.$path" ] &&
+      best_cmd="$best_cmd \"$tmp/best.$path\" using 1:2 with linespoints lw 2 pt 7 ps 0.8 title \"$path\","
+  fi
 done
+if [ -n "$best_cmd" ]; then
+  plot auto_best.png "p2pt: auto / max(ce, tma) bandwidth (1 = the faster engine)" \
+    "copy size (bytes)" "auto / best" 1 "$best_cmd 1 with lines dt 2 lc rgb \"gray\" notitle, 0.97 with lines dt 3 lc rgb \"red\" title \"0.97\""
+fi
 if [ -n "$ratio_cmd" ]; then
   plot ratio.png "p2pt: tma/ce bandwidth ratio (1 = equal)" "copy size (bytes)" "tma / ce" 1 \
     "$ratio_cmd 1 with lines dt 2 lc rgb \"gray\" notitle"
@@ -174,11 +191,11 @@ done
 if [ "$have_kind" = 1 ]; then
   for path in local push pull; do
     cmd=""
-    for t in ce tma; do
+    for t in ce tma auto; do
       for k in b2b b2b_gpu host dev device; do # "device": older CSVs
         sel "mode=latency&path=$path&transport=$t&kind=$k" "bytes time_us" >"$tmp/lat.$path.$t.$k"
         [ -s "$tmp/lat.$path.$t.$k" ] || continue
-        dt=1; [ "$t" = tma ] && dt=2
+        dt=1; [ "$t" = tma ] && dt=2; [ "$t" = auto ] && dt=3
         cmd="$cmd \"$tmp/lat.$path.$t.$k\" using 1:2 with linespoints lw 2 dt $dt pt 7 ps 0.8 title \"$t $k\","
       done
     done
@@ -198,9 +215,10 @@ if [ "$have_kind" = 1 ]; then
       if (!(rk[2] in seen)) { seen[rk[2]] = 1; order[++n] = rk[2] } }
     END {
       if (n == 0) exit
-      print "shape tma_host tma_device ce_batch contig_ce"
+      print "shape tma_host tma_device ce_batch auto_host contig_ce"
       for (i = 1; i <= n; i++) { s = order[i]
-        print s, gb[s, "tma_host"] + 0, gb[s, "tma_device"] + 0, gb[s, "ce_batch"] + 0, gb[s, "contig_ce"] + 0 } }' \
+        print s, gb[s, "tma_host"] + 0, gb[s, "tma_device"] + 0, gb[s, "ce_batch"] + 0,
+          gb[s, "auto_host"] + 0, gb[s, "contig_ce"] + 0 } }' \
     "$csv" >"$tmp/batch"
   if [ -s "$tmp/batch" ]; then
     gnuplot <<GP || die "gnuplot failed on batch.png"
@@ -212,7 +230,7 @@ set ylabel "GB/s"; set grid ytics; set yrange [0:*]
 set style data histograms; set style histogram clustered gap 1; set style fill solid 0.8 border -1
 set key left top noenhanced
 plot "$tmp/batch" using 2:xtic(1) title columnheader, "" using 3 title columnheader, \
-     "" using 4 title columnheader, "" using 5 title columnheader
+     "" using 4 title columnheader, "" using 5 title columnheader, "" using 6 title columnheader
 GP
     echo "wrote $out/batch.png"
     count=$((count + 1))
