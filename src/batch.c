@@ -132,11 +132,16 @@ size_t p2pt_batch_workspace_bytes(uint32_t max_count)
 }
 
 /* The last device batch whose buffers this thread checked: a framework
- * replays the same few, so each is checked once, not per call. */
+ * replays the same few, so each is checked once, not per call. Addresses
+ * alone are not enough: memory freed and allocated again can come back at
+ * the same address with another size, so each buffer's allocation id
+ * (CU_POINTER_ATTRIBUTE_BUFFER_ID, unique over the process's lifetime) must
+ * match too. */
 struct checked_buffers {
     CUcontext ctx;
     const void *descs, *count, *workspace;
     uint32_t max_count;
+    unsigned long long id[3];
 };
 static _Thread_local struct checked_buffers last_checked;
 
@@ -177,9 +182,19 @@ p2pt_status p2pt_copy_batch_device_async(p2pt_handle *h, const p2pt_copy_desc *d
     b.stream = (CUstream)stream;
     P2PT_TRY(p2pt__stream_enter(b.stream, &b.ctx, &b.device, &pushed));
     b.windows = p2pt__windows(h, b.device);
-    bool same = last_checked.ctx == b.ctx && last_checked.descs == descs &&
+    /* 0 where the driver knows no allocation: never equal to a stored id,
+     * and the range check below says what is wrong. */
+    const void *bufs[3] = {descs, count, workspace};
+    unsigned long long id[3] = {0, 0, 0};
+    bool same = h->cfg.validate && last_checked.ctx == b.ctx && last_checked.descs == descs &&
                 last_checked.count == count && last_checked.workspace == workspace &&
                 last_checked.max_count == max_count;
+    for (int i = 0; i < 3 && same; i++) {
+        if (p2pt__cu.cuPointerGetAttribute(&id[i], CU_POINTER_ATTRIBUTE_BUFFER_ID,
+                                           (CUdeviceptr)(uintptr_t)bufs[i]) != CUDA_SUCCESS)
+            id[i] = 0;
+        same = id[i] != 0 && id[i] == last_checked.id[i];
+    }
     if (h->cfg.validate && !same) {
         if ((st = p2pt__check_range("p2pt_copy_batch_device_async: descs", descs,
                                     (size_t)max_count * sizeof(*descs), b.device)) != 0 ||
@@ -193,6 +208,10 @@ p2pt_status p2pt_copy_batch_device_async(p2pt_handle *h, const p2pt_copy_desc *d
         last_checked.count = count;
         last_checked.workspace = workspace;
         last_checked.max_count = max_count;
+        for (int i = 0; i < 3; i++)
+            if (p2pt__cu.cuPointerGetAttribute(&last_checked.id[i], CU_POINTER_ATTRIBUTE_BUFFER_ID,
+                                               (CUdeviceptr)(uintptr_t)bufs[i]) != CUDA_SUCCESS)
+                last_checked.id[i] = 0;
     }
     P2PT_TRY(t->copy_batch_device(h, &b));
     atomic_fetch_add_explicit(&h->stats.device_batches, 1, memory_order_relaxed);

@@ -291,3 +291,42 @@ Test(batch_device, the_buffers_of_a_device_batch_are_checked_on_the_host)
     dev_batch_free(&b);
     GT_OK(p2pt_finalize(h));
 }
+
+/* The checked buffers are remembered per thread; memory freed and
+ * allocated again smaller at the same address must be checked again (the
+ * allocation id differs), or the kernel would write past the new one. */
+Test(batch_device, a_workspace_reallocated_smaller_at_the_same_address_is_checked_again)
+{
+    gt_require_gpus(1);
+    gt_use_device(0);
+    p2pt_handle *h = gt_handle("tma");
+    const uint32_t max = 4096;
+    const size_t need = p2pt_batch_workspace_bytes(max);
+    CUdeviceptr descs, count, ws, ws2;
+    uint32_t zero = 0;
+    GT_CHECK(tcu.cuMemAlloc(&descs, (size_t)max * sizeof(p2pt_copy_desc)));
+    GT_CHECK(tcu.cuMemAlloc(&count, sizeof(zero)));
+    GT_CHECK(tcu.cuMemcpyHtoD(count, &zero, sizeof(zero)));
+    GT_CHECK(tcu.cuMemAlloc(&ws, need));
+    GT_OK(p2pt_copy_batch_device_async(h, (void *)(uintptr_t)descs, (void *)(uintptr_t)count, max,
+                                       (void *)(uintptr_t)ws, NULL));
+    GT_CHECK(tcu.cuCtxSynchronize());
+    GT_CHECK(tcu.cuMemFree(ws));
+    GT_CHECK(tcu.cuMemAlloc(&ws2, need / 4));
+    if (ws2 != ws) {
+        tcu.cuMemFree(ws2);
+        cr_skip_test("the driver put the smaller workspace at another address (0x%llx, was "
+                     "0x%llx): the case this checks did not arise",
+                     (unsigned long long)ws2, (unsigned long long)ws);
+    }
+    p2pt_status st = p2pt_copy_batch_device_async(h, (void *)(uintptr_t)descs,
+                                                  (void *)(uintptr_t)count, max,
+                                                  (void *)(uintptr_t)ws2, NULL);
+    cr_assert_eq(st, P2PT_INVALID_ARGUMENT, "a %zu-byte workspace for max_count %u -> %d",
+                 need / 4, max, (int)st);
+    cr_assert(strstr(p2pt_last_error(NULL), "workspace") != NULL, "%s", p2pt_last_error(NULL));
+    tcu.cuMemFree(ws2);
+    tcu.cuMemFree(descs);
+    tcu.cuMemFree(count);
+    GT_OK(p2pt_finalize(h));
+}
