@@ -48,7 +48,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             cfg.stages > P2PT_STAGES_MAX || cfg.max_ctas < 0 ||
             cfg.max_ctas > P2PT_MAX_CTAS_MAX || p2pt__config_smem_bytes(&cfg) > P2PT_CHUNK_MAX ||
             (cfg.validate != 0 && cfg.validate != 1) ||
-            (p2pt__transport_find(cfg.transport) == NULL && strcmp(cfg.transport, "auto") != 0))
+            (p2pt__transport_find(cfg.transport) == NULL &&
+             strcmp(cfg.transport, P2PT_AUTO_NAME) != 0))
             abort();
     } else if (st != P2PT_INVALID_ARGUMENT || p2pt__last_error_text()[0] == '\0') {
         abort();

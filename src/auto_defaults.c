@@ -5,6 +5,8 @@
  * measured with `p2pt-bench --mode calibrate` and its table loaded with
  * P2P_TRANSPORT_AUTO_TABLE. A CPU test parses every one of them.
  */
+#include <string.h>
+
 #include "auto_table.h"
 
 /*
@@ -43,3 +45,17 @@ const struct p2pt_auto_builtin p2pt__auto_builtins[] = {
     {90, "H200", sm90_h200},
     {0, NULL, NULL},
 };
+
+const struct p2pt_auto_builtin *p2pt__auto_builtin_for(int cc, const char *name)
+{
+    const struct p2pt_auto_builtin *first = NULL;
+    for (const struct p2pt_auto_builtin *b = p2pt__auto_builtins; b->text != NULL; b++) {
+        if (b->cc != cc)
+            continue;
+        if (b->device != NULL && strstr(name, b->device) != NULL)
+            return b;
+        if (first == NULL)
+            first = b;
+    }
+    return first;
+}

@@ -74,7 +74,7 @@ static p2pt_status no_more(const struct parser *ps, char **p, const char *after)
 
 /* Bytes as the table writes them: with the largest K, M or G suffix that is
  * exact, else plain decimal. */
-static const char *size_text(uint64_t v, char buf[24])
+const char *p2pt__auto_size_text(uint64_t v, char buf[24])
 {
     static const struct {
         unsigned shift;
@@ -126,7 +126,7 @@ static p2pt_status read_band(struct parser *ps, char **p, const char *what,
     if (l->n > 0 && from <= l->band[l->n - 1].from)
         return bad(ps, "'%s' band does not start after the one on line %zu (got '%s'; "
                        "expected more than %s)",
-                   what, ps->last[list], size, size_text(l->band[l->n - 1].from, prev));
+                   what, ps->last[list], size, p2pt__auto_size_text(l->band[l->n - 1].from, prev));
     if (l->n == P2PT_AUTO_MAX_BANDS)
         return bad(ps, "too many '%s' bands (got '%s', band %d; expected at most %d per list)",
                    what, size, P2PT_AUTO_MAX_BANDS + 1, P2PT_AUTO_MAX_BANDS);
@@ -324,14 +324,6 @@ out:
     return st;
 }
 
-uint32_t p2pt__auto_band_of(const struct p2pt_auto_list *l, uint64_t bytes)
-{
-    uint32_t i = l->n;
-    while (i > 1 && l->band[i - 1].from > bytes)
-        i--;
-    return i > 0 ? i - 1 : 0;
-}
-
 /* snprintf into a buffer piece by piece, counting what did not fit. */
 struct sink {
     char *buf;
@@ -355,7 +347,7 @@ static void emit_list(struct sink *s, const char *what, const struct p2pt_auto_l
 {
     char size[24];
     for (uint32_t i = 0; i < l->n && i < P2PT_AUTO_MAX_BANDS; i++)
-        emit(s, "%s %s %s\n", what, size_text(l->band[i].from, size),
+        emit(s, "%s %s %s\n", what, p2pt__auto_size_text(l->band[i].from, size),
              engines ? engines[l->band[i].engine] : "?");
 }
 

@@ -90,16 +90,22 @@ P2PT_INTERNAL p2pt_status p2pt__auto_table_load(const char *path, const char *co
 P2PT_INTERNAL size_t p2pt__auto_table_format(const struct p2pt_auto_table *t,
                                              const char *const *engines, char *buf,
                                              size_t len);
-/* The list's band holding `bytes`: its engine index. */
-static inline uint32_t p2pt__auto_pick(const struct p2pt_auto_list *l, uint64_t bytes)
+/* The index of the list's band holding `bytes` (0 for an empty list). */
+static inline uint32_t p2pt__auto_band_of(const struct p2pt_auto_list *l, uint64_t bytes)
 {
     uint32_t i = l->n;
     while (i > 1 && l->band[i - 1].from > bytes)
         i--;
-    return l->band[i - 1].engine;
+    return i > 0 ? i - 1 : 0;
 }
-/* The index of the band holding `bytes` (for explanations). */
-P2PT_INTERNAL uint32_t p2pt__auto_band_of(const struct p2pt_auto_list *l, uint64_t bytes);
+/* The engine index of the band holding `bytes` (l->n >= 1). */
+static inline uint32_t p2pt__auto_pick(const struct p2pt_auto_list *l, uint64_t bytes)
+{
+    return l->band[p2pt__auto_band_of(l, bytes)].engine;
+}
+/* Bytes as tables and reasons write them: with the largest K, M or G
+ * suffix that divides them exactly, else plain decimal. Returns buf. */
+P2PT_INTERNAL const char *p2pt__auto_size_text(uint64_t v, char buf[24]);
 
 /*
  * Build a list from measurements (p2pt-bench --mode calibrate): `n` sizes
@@ -126,5 +132,9 @@ struct p2pt_auto_builtin {
     const char *text;
 };
 P2PT_INTERNAL extern const struct p2pt_auto_builtin p2pt__auto_builtins[];
+/* The built-in table a GPU of compute capability `cc` named `name` uses:
+ * the first entry of that architecture whose device filter the name
+ * contains, else the architecture's first entry; NULL when none. */
+P2PT_INTERNAL const struct p2pt_auto_builtin *p2pt__auto_builtin_for(int cc, const char *name);
 
 #endif /* P2PT_AUTO_TABLE_H */

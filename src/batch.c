@@ -145,6 +145,17 @@ struct checked_buffers {
 };
 static _Thread_local struct checked_buffers last_checked;
 
+/* p's allocation id; 0 where the driver knows no allocation (never equal to
+ * a remembered id, and the range check then says what is wrong). */
+static unsigned long long buffer_id(const void *p)
+{
+    unsigned long long id = 0;
+    if (p2pt__cu.cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+                                       (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS)
+        return 0;
+    return id;
+}
+
 p2pt_status p2pt_copy_batch_device_async(p2pt_handle *h, const p2pt_copy_desc *descs,
                                          const uint32_t *count, uint32_t max_count,
                                          void *workspace, void *stream)
@@ -182,36 +193,25 @@ p2pt_status p2pt_copy_batch_device_async(p2pt_handle *h, const p2pt_copy_desc *d
     b.stream = (CUstream)stream;
     P2PT_TRY(p2pt__stream_enter(b.stream, &b.ctx, &b.device, &pushed));
     b.windows = p2pt__windows(h, b.device);
-    /* 0 where the driver knows no allocation: never equal to a stored id,
-     * and the range check below says what is wrong. */
-    const void *bufs[3] = {descs, count, workspace};
-    unsigned long long id[3] = {0, 0, 0};
-    bool same = h->cfg.validate && last_checked.ctx == b.ctx && last_checked.descs == descs &&
-                last_checked.count == count && last_checked.workspace == workspace &&
-                last_checked.max_count == max_count;
-    for (int i = 0; i < 3 && same; i++) {
-        if (p2pt__cu.cuPointerGetAttribute(&id[i], CU_POINTER_ATTRIBUTE_BUFFER_ID,
-                                           (CUdeviceptr)(uintptr_t)bufs[i]) != CUDA_SUCCESS)
-            id[i] = 0;
-        same = id[i] != 0 && id[i] == last_checked.id[i];
-    }
-    if (h->cfg.validate && !same) {
-        if ((st = p2pt__check_range("p2pt_copy_batch_device_async: descs", descs,
-                                    (size_t)max_count * sizeof(*descs), b.device)) != 0 ||
-            (st = p2pt__check_range("p2pt_copy_batch_device_async: count", count,
-                                    sizeof(*count), b.device)) != 0 ||
-            (st = p2pt__check_range("p2pt_copy_batch_device_async: workspace", workspace,
-                                    p2pt_batch_workspace_bytes(max_count), b.device)) != 0)
-            goto rejected;
-        last_checked.ctx = b.ctx;
-        last_checked.descs = descs;
-        last_checked.count = count;
-        last_checked.workspace = workspace;
-        last_checked.max_count = max_count;
+    if (h->cfg.validate) {
+        const unsigned long long id[3] = {buffer_id(descs), buffer_id(count),
+                                          buffer_id(workspace)};
+        bool same = last_checked.ctx == b.ctx && last_checked.descs == descs &&
+                    last_checked.count == count && last_checked.workspace == workspace &&
+                    last_checked.max_count == max_count;
         for (int i = 0; i < 3; i++)
-            if (p2pt__cu.cuPointerGetAttribute(&last_checked.id[i], CU_POINTER_ATTRIBUTE_BUFFER_ID,
-                                               (CUdeviceptr)(uintptr_t)bufs[i]) != CUDA_SUCCESS)
-                last_checked.id[i] = 0;
+            same = same && id[i] != 0 && id[i] == last_checked.id[i];
+        if (!same) {
+            if ((st = p2pt__check_range("p2pt_copy_batch_device_async: descs", descs,
+                                        (size_t)max_count * sizeof(*descs), b.device)) != 0 ||
+                (st = p2pt__check_range("p2pt_copy_batch_device_async: count", count,
+                                        sizeof(*count), b.device)) != 0 ||
+                (st = p2pt__check_range("p2pt_copy_batch_device_async: workspace", workspace,
+                                        p2pt_batch_workspace_bytes(max_count), b.device)) != 0)
+                goto rejected;
+            last_checked = (struct checked_buffers){b.ctx, descs, count, workspace, max_count,
+                                                    {id[0], id[1], id[2]}};
+        }
     }
     P2PT_TRY(t->copy_batch_device(h, &b));
     atomic_fetch_add_explicit(&h->stats.device_batches, 1, memory_order_relaxed);

@@ -9,6 +9,9 @@
 #include "common.h"
 #include "p2pt_kernel_abi.h"
 
+/* Not an engine: the router's per-request choice among them (route_auto.c). */
+#define P2PT_AUTO_NAME "auto"
+
 /* Limits that hold on every device; the device's own shared-memory limit is
  * checked again when the kernel is prepared for it. */
 #define P2PT_CHUNK_MIN 16u

@@ -9,8 +9,6 @@
 
 #include "handle.h"
 
-static const char *const path_names[] = {"local", "push", "pull", "other"};
-
 static p2pt_status check_choice(const char *fn, const p2pt_choice *c)
 {
     if (c == NULL)
@@ -65,7 +63,7 @@ p2pt_status p2pt_explain_copy(p2pt_handle *h, const void *dst, const void *src, 
     if (h->cfg.validate)
         P2PT_TRY(p2pt__refuse(&r, (t->caps & P2PT_CAP_STAGED) != 0));
     c.transport = t->name;
-    c.path = path_names[r.path];
+    c.path = p2pt__path_name(r.path);
     c.device = r.device;
     give(choice, &c);
 out:

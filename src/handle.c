@@ -29,7 +29,7 @@ p2pt_status p2pt__handle_new(const struct p2pt_config *cfg, p2pt_logger_t logger
     h->log.fn = logger;
     h->log.level = cfg->log_level;
     h->transport = p2pt__transport_find(cfg->transport);
-    if (h->transport == NULL && strcmp(cfg->transport, "auto") != 0)
+    if (h->transport == NULL && strcmp(cfg->transport, P2PT_AUTO_NAME) != 0)
         st = p2pt__fail(P2PT_INTERNAL_ERROR, "transport \"%s\" vanished", cfg->transport);
     else if (h->transport == NULL)
         st = p2pt__auto_load(cfg, &h->autos);

@@ -58,6 +58,8 @@ P2PT_INTERNAL p2pt_status p2pt__locate(const void *p, int stream_dev, struct p2p
  * (windows, a device batch's buffers). */
 P2PT_INTERNAL p2pt_status p2pt__check_range(const char *what, const void *p, size_t bytes,
                                             int device);
+/* "local", "push", "pull" or "other". */
+P2PT_INTERNAL const char *p2pt__path_name(enum p2pt_path path);
 /* Fill r->coaligned and r->path from the sides. */
 P2PT_INTERNAL void p2pt__classify(struct p2pt_request *r);
 /* Fill everything after `stream` from the driver: the stream's context and

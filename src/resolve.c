@@ -128,6 +128,12 @@ void p2pt__classify(struct p2pt_request *r)
         r->path = P2PT_PATH_OTHER;
 }
 
+const char *p2pt__path_name(enum p2pt_path path)
+{
+    static const char *const names[] = {"local", "push", "pull", "other"};
+    return (unsigned)path < P2PT_ARRAY_LEN(names) ? names[path] : "?";
+}
+
 p2pt_status p2pt__resolve(struct p2pt_request *r)
 {
     p2pt_status st = P2PT_SUCCESS;

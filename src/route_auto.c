@@ -30,22 +30,14 @@ struct p2pt_auto {
     bool has_file;
     struct p2pt_auto_table file;
     int n_builtin;
-    struct p2pt_auto_table builtin[MAX_BUILTINS];
-    const char *builtin_device[MAX_BUILTINS]; /* the name filter of each; NULL = any */
-    struct p2pt_auto_table none;              /* an architecture without a table: ce */
+    struct p2pt_auto_table builtin[MAX_BUILTINS]; /* p2pt__auto_builtins, parsed, in order */
+    struct p2pt_auto_table none;                  /* an architecture without a table: ce */
     /* The table each device uses, found on its first request. */
     const struct p2pt_auto_table *_Atomic dev[P2PT_MAX_DEVICES];
 };
 
-static void engine_names(struct p2pt_auto *a)
-{
-    a->n_engines = 0;
-    for (const struct p2pt_transport *t; (t = p2pt__transport_at(a->n_engines)) != NULL;)
-        a->engines[a->n_engines++] = t->name;
-}
-
 /* A table may name only engines that run on its architecture. */
-static p2pt_status check_engines(const struct p2pt_auto *a, const struct p2pt_auto_table *t)
+static p2pt_status check_engines(const struct p2pt_auto_table *t)
 {
     const struct p2pt_auto_list *lists[2 * P2PT_AUTO_PATHS + 1];
     int n = 0;
@@ -63,7 +55,6 @@ static p2pt_status check_engines(const struct p2pt_auto *a, const struct p2pt_au
                                   "for sm_%d (its 'arch' line)",
                                   t->source, e->name, e->min_cc, t->cc);
         }
-    (void)a;
     return P2PT_SUCCESS;
 }
 
@@ -73,21 +64,24 @@ p2pt_status p2pt__auto_load(const struct p2pt_config *cfg, struct p2pt_auto **ou
     struct p2pt_auto *a = calloc(1, sizeof(*a));
     if (a == NULL)
         return p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory for the auto tables");
-    engine_names(a);
+    a->n_engines = p2pt__engine_names(a->engines, P2PT_MAX_TRANSPORTS);
     for (int i = 0; p2pt__auto_builtins[i].text != NULL; i++) {
         const struct p2pt_auto_builtin *b = &p2pt__auto_builtins[i];
         char source[64];
-        if (a->n_builtin == MAX_BUILTINS)
-            break;
+        if (i == MAX_BUILTINS) {
+            st = p2pt__fail(P2PT_INTERNAL_ERROR, "more than %d built-in auto tables; raise "
+                                                 "MAX_BUILTINS", MAX_BUILTINS);
+            goto out;
+        }
         snprintf(source, sizeof(source), "built-in table %d (sm_%d%s%s)", i, b->cc,
                  b->device ? ", " : "", b->device ? b->device : "");
         P2PT_TRY(p2pt__auto_table_parse(b->text, strlen(b->text), source, a->engines,
-                                        a->n_engines, &a->builtin[a->n_builtin]));
-        a->builtin_device[a->n_builtin++] = b->device;
+                                        a->n_engines, &a->builtin[i]));
+        a->n_builtin = i + 1;
     }
     if (cfg->auto_table[0] != '\0') {
         P2PT_TRY(p2pt__auto_table_load(cfg->auto_table, a->engines, a->n_engines, &a->file));
-        P2PT_TRY(check_engines(a, &a->file));
+        P2PT_TRY(check_engines(&a->file));
         a->has_file = true;
     }
     /* ce for everything: the copy engine is the registry's first entry. */
@@ -178,18 +172,12 @@ static p2pt_status device_table(struct p2pt_handle *h, int ordinal,
     if (cached && (*out = atomic_load_explicit(&a->dev[ordinal], memory_order_acquire)) != NULL)
         return P2PT_SUCCESS;
     P2PT_TRY(device_facts(ordinal, &cc, name, (int)sizeof(name)));
-    const struct p2pt_auto_table *t = NULL;
+    const struct p2pt_auto_builtin *b = p2pt__auto_builtin_for(cc, name);
+    const struct p2pt_auto_table *t = &a->none;
     if (a->has_file && a->file.cc == cc)
         t = &a->file;
-    for (int i = 0; i < a->n_builtin && t == NULL; i++)
-        if (a->builtin[i].cc == cc && a->builtin_device[i] != NULL &&
-            strstr(name, a->builtin_device[i]) != NULL)
-            t = &a->builtin[i];
-    for (int i = 0; i < a->n_builtin && t == NULL; i++)
-        if (a->builtin[i].cc == cc)
-            t = &a->builtin[i];
-    if (t == NULL)
-        t = &a->none;
+    else if (b != NULL)
+        t = &a->builtin[b - p2pt__auto_builtins];
     P2PT_INFO(&h->log, "auto: device %d (%s, sm_%d) uses %s", ordinal, name, cc, t->source);
     if (cached)
         atomic_store_explicit(&a->dev[ordinal], t, memory_order_release);
@@ -198,36 +186,19 @@ out:
     return st;
 }
 
-/* "4M", "48K", "12345": sizes in reasons. */
-static const char *size_text(uint64_t v, char *buf, size_t len)
-{
-    static const char suffix[] = "GMK";
-    for (int i = 0; i < 3; i++) {
-        uint64_t unit = 1ull << (10 * (3 - i));
-        if (v != 0 && v % unit == 0) {
-            snprintf(buf, len, "%llu%c", (unsigned long long)(v / unit), suffix[i]);
-            return buf;
-        }
-    }
-    snprintf(buf, len, "%llu", (unsigned long long)v);
-    return buf;
-}
-
 /* "'copy local' from 256K: tma" for the band of `l` holding `bytes`. */
 static void band_text(const struct p2pt_auto *a, const char *list, const struct p2pt_auto_list *l,
                       uint64_t bytes, char *buf, size_t len)
 {
-    char from[32], to[48] = "";
+    char from[24], to[48] = "";
     uint32_t b = p2pt__auto_band_of(l, bytes);
     if (b + 1 < l->n) {
-        char next[32];
-        snprintf(to, sizeof(to), " to %s", size_text(l->band[b + 1].from, next, sizeof(next)));
+        char next[24];
+        snprintf(to, sizeof(to), " to %s", p2pt__auto_size_text(l->band[b + 1].from, next));
     }
     snprintf(buf, len, "'%s' band from %s%s: %s", list,
-             size_text(l->band[b].from, from, sizeof(from)), to, a->engines[l->band[b].engine]);
+             p2pt__auto_size_text(l->band[b].from, from), to, a->engines[l->band[b].engine]);
 }
-
-static const char *const path_words[] = {"local", "push", "pull", "other"};
 
 p2pt_status p2pt__auto_copy(struct p2pt_handle *h, const struct p2pt_request *r,
                             const struct p2pt_transport **t, char *why, size_t len)
@@ -237,7 +208,7 @@ p2pt_status p2pt__auto_copy(struct p2pt_handle *h, const struct p2pt_request *r,
     const struct p2pt_transport *ce = p2pt__transport_at(0);
     const struct p2pt_auto_table *tab = NULL;
     const char *no = NULL;
-    char band[160] = "", size[32];
+    char band[160] = "", size[24];
 
     if (r->path == P2PT_PATH_OTHER) {
         *t = ce;
@@ -266,15 +237,15 @@ p2pt_status p2pt__auto_copy(struct p2pt_handle *h, const struct p2pt_request *r,
         *t = ce;
     if (why) {
         char name[16];
-        snprintf(name, sizeof(name), "%s %s", list, path_words[r->path]);
+        snprintf(name, sizeof(name), "%s %s", list, p2pt__path_name(r->path));
         band_text(a, name, l, r->bytes, band, sizeof(band));
         if (no != NULL)
             snprintf(why, len, "auto: %s copy of %s bytes; table %s: %s; but %s cannot (%s): %s",
-                     path_words[r->path], size_text(r->bytes, size, sizeof(size)), tab->source,
+                     p2pt__path_name(r->path), p2pt__auto_size_text(r->bytes, size), tab->source,
                      band, a->engines[e], no, (*t)->name);
         else
-            snprintf(why, len, "auto: %s copy of %s bytes%s; table %s: %s", path_words[r->path],
-                     size_text(r->bytes, size, sizeof(size)),
+            snprintf(why, len, "auto: %s copy of %s bytes%s; table %s: %s",
+                     p2pt__path_name(r->path), p2pt__auto_size_text(r->bytes, size),
                      l == g ? " into a graph being captured" : "", tab->source, band);
     }
 out:
@@ -286,7 +257,7 @@ p2pt_status p2pt__auto_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
 {
     p2pt_status st = P2PT_SUCCESS;
     const struct p2pt_auto_table *tab = NULL;
-    char band[160], mean[32];
+    char band[160], mean[24];
 
     P2PT_TRY(device_table(h, b->device, &tab));
     uint64_t m = b->pieces ? b->bytes / b->pieces : 0;
@@ -294,7 +265,7 @@ p2pt_status p2pt__auto_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
     if (why) {
         band_text(h->autos, "batch", &tab->batch, m, band, sizeof(band));
         snprintf(why, len, "auto: batch of %zu pieces, mean %s bytes; table %s: %s", b->pieces,
-                 size_text(m, mean, sizeof(mean)), tab->source, band);
+                 p2pt__auto_size_text(m, mean), tab->source, band);
     }
 out:
     return st;

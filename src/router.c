@@ -36,13 +36,10 @@ int p2pt__kernel_count(const struct p2pt_transport *t)
     return n;
 }
 
-/* Not an engine: the router's per-request choice among them. */
-#define AUTO_NAME "auto"
-
 const char *p2pt__transport_canonical(const char *name)
 {
-    if (name != NULL && strcasecmp(name, AUTO_NAME) == 0)
-        return AUTO_NAME;
+    if (name != NULL && strcasecmp(name, P2PT_AUTO_NAME) == 0)
+        return P2PT_AUTO_NAME;
     const struct p2pt_transport *t = p2pt__transport_find(name);
     return t ? t->name : NULL;
 }
@@ -58,13 +55,23 @@ const char *p2pt__transport_names(char *buf, size_t len)
         used += (size_t)w;
     }
     if (used < len)
-        snprintf(buf + used, len - used, ", %s", AUTO_NAME);
+        snprintf(buf + used, len - used, ", %s", P2PT_AUTO_NAME);
     return buf;
 }
 
 const struct p2pt_transport *p2pt__transport_at(int i)
 {
     return i >= 0 && i < (int)P2PT_ARRAY_LEN(transports) ? transports[i] : NULL;
+}
+
+int p2pt__engine_names(const char **names, int max)
+{
+    int n = 0;
+    while (n < max && transports[n] != NULL) {
+        names[n] = transports[n]->name;
+        n++;
+    }
+    return n;
 }
 
 int p2pt__transport_index(const struct p2pt_transport *t)
@@ -77,7 +84,7 @@ int p2pt__transport_index(const struct p2pt_transport *t)
 
 const char *p2pt__handle_transport_name(const struct p2pt_handle *h)
 {
-    return h->transport != NULL ? h->transport->name : "auto";
+    return h->transport != NULL ? h->transport->name : P2PT_AUTO_NAME;
 }
 
 p2pt_status p2pt__route(struct p2pt_handle *h, const struct p2pt_request *r,

@@ -58,6 +58,9 @@ P2PT_INTERNAL int p2pt__kernel_count(const struct p2pt_transport *t);
 P2PT_INTERNAL const struct p2pt_transport *p2pt__transport_find(const char *name);
 /* The registry's i-th transport (0: the copy engine), NULL past the end. */
 P2PT_INTERNAL const struct p2pt_transport *p2pt__transport_at(int i);
+/* The registry's names in order, at most `max` of them; returns how many
+ * (an engine's index in a crossover table is its registry position). */
+P2PT_INTERNAL int p2pt__engine_names(const char **names, int max);
 /* Its position in the registry (the index of per-engine counters). */
 P2PT_INTERNAL int p2pt__transport_index(const struct p2pt_transport *t);
 /* The handle's transport name: a registered one, or "auto". */
