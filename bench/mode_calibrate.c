@@ -120,7 +120,8 @@ static void calibrate_path(int path, struct p2pt_auto_table *tab)
 
 /* GPU time (us) of one batch operation: `n` back to back between events,
  * median of 7; layouts rotate so no operation reads what one left in L2. */
-static double batch_time(p2pt_handle *h, const p2pt_copy_desc *D, int sets, const struct bench_dir *d)
+static double batch_time(p2pt_handle *h, const p2pt_copy_desc *D, int sets,
+                         const struct bench_dir *d)
 {
     enum { N = 10, REPEATS = 7 };
     double v[REPEATS];
@@ -204,12 +205,7 @@ static void calibrate_batches(struct p2pt_auto_table *tab)
 static bool builtin_for(const struct bench_gpu *g, int cc, const char *const *engines,
                         struct p2pt_auto_table *out)
 {
-    const struct p2pt_auto_builtin *pick = NULL;
-    for (int i = 0; p2pt__auto_builtins[i].text != NULL; i++) {
-        const struct p2pt_auto_builtin *b = &p2pt__auto_builtins[i];
-        if (b->cc == cc && (pick == NULL || (b->device && strstr(g->name, b->device))))
-            pick = b;
-    }
+    const struct p2pt_auto_builtin *pick = p2pt__auto_builtin_for(cc, g->name);
     return pick != NULL && p2pt__auto_table_parse(pick->text, strlen(pick->text), "built-in",
                                                   engines, n_engines, out) == P2PT_SUCCESS;
 }
@@ -263,11 +259,7 @@ void bench_run_calibrate(void)
     struct p2pt_auto_table tab, builtin;
     char out[256];
 
-    n_engines = 0;
-    while (n_engines < P2PT_MAX_TRANSPORTS && p2pt__transport_at(n_engines) != NULL) {
-        engines[n_engines] = p2pt__transport_at(n_engines)->name;
-        n_engines++;
-    }
+    n_engines = p2pt__engine_names(engines, P2PT_MAX_TRANSPORTS);
     ix_ce = p2pt__transport_index(&p2pt__transport_ce);
     ix_tma = p2pt__transport_index(&p2pt__transport_tma);
     memset(&tab, 0, sizeof(tab));

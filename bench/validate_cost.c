@@ -159,21 +159,9 @@ int main(void)
         CUdeviceptr d = path ? peer : dst;
         for (int t = 0; t < 2; t++) {
             p2pt_handle *h[2] = {make(names[t], 1), make(names[t], 0)};
-            double v[2][BATCHES];
-            for (int b = 0; b < BATCHES; b++) {
-                for (int k = 0; k < 2; k++) {
-                    int which = (b % 2) ? 1 - k : k; /* alternate who goes first */
-                    double t0 = bench_now_us();
-                    for (int i = 0; i < CALLS; i++)
-                        if (p2pt_copy_async(h[which], (void *)d, (void *)src, 4096, s)) {
-                            fprintf(stderr, "copy: %s\n", p2pt_last_error(NULL));
-                            return 1;
-                        }
-                    v[which][b] = (bench_now_us() - t0) / CALLS;
-                    tcu.cuStreamSynchronize(s);
-                }
-            }
-            double on = bench_median(v[0], BATCHES), off = bench_median(v[1], BATCHES);
+            double v[2];
+            alternate(h, d, src, s, v);
+            double on = v[0], off = v[1];
             printf("%-6s %-5s %10.3f %10.3f %10.3f\n", path ? "push" : "local", names[t], on, off,
                    on - off);
             p2pt_finalize(h[0]);

@@ -33,26 +33,31 @@ static p2pt_status init_auto(const char *table, p2pt_logger_t logger, p2pt_handl
     return p2pt_init(&a, h);
 }
 
+/* p2pt_init with `table` must fail with status 4 and no handle; its text. */
+static const char *init_refused(const char *table)
+{
+    p2pt_handle *h = NULL;
+    p2pt_status st = init_auto(table, NULL, &h);
+    const char *msg = p2pt_last_error(NULL);
+    cr_assert_eq(st, P2PT_INVALID_ARGUMENT, "-> %d: %s", (int)st, msg);
+    cr_assert_null(h);
+    return msg;
+}
+
 Test(auto_cpu, a_bad_table_fails_init_with_file_and_line_before_the_driver)
 {
     char path[64];
     table_file(path, "p2pt-auto 1\narch sm_90\ncopy local 0 tma\ncopy local 1M dma\n");
     /* No driver at this path: the table must be reported first. */
     setenv("P2P_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
-    p2pt_handle *h = NULL;
-    p2pt_status st = init_auto(path, NULL, &h);
-    const char *msg = p2pt_last_error(NULL);
-    cr_assert_eq(st, P2PT_INVALID_ARGUMENT, "-> %d: %s", (int)st, msg);
-    cr_assert_null(h);
+    const char *msg = init_refused(path);
     char where[80];
     snprintf(where, sizeof(where), "%s:4", path);
     cr_assert(strstr(msg, where) && strstr(msg, "dma"), "%s", msg);
     unlink(path);
     /* A file that is not there is named too. */
-    st = init_auto("/nonexistent/p2pt.table", NULL, &h);
-    cr_assert_eq(st, P2PT_INVALID_ARGUMENT);
-    cr_assert(strstr(p2pt_last_error(NULL), "/nonexistent/p2pt.table"), "%s",
-              p2pt_last_error(NULL));
+    msg = init_refused("/nonexistent/p2pt.table");
+    cr_assert(strstr(msg, "/nonexistent/p2pt.table"), "%s", msg);
     unsetenv("P2P_CUDA_LIBRARY");
 }
 
@@ -317,11 +322,7 @@ Test(auto_gpu, a_table_for_another_architecture_fails_init)
              "batch 0 ce\n",
              other);
     table_file(path, text);
-    p2pt_handle *h = NULL;
-    p2pt_status st = init_auto(path, NULL, &h);
-    const char *msg = p2pt_last_error(NULL);
-    cr_assert_eq(st, P2PT_INVALID_ARGUMENT, "-> %d: %s", (int)st, msg);
-    cr_assert_null(h);
+    const char *msg = init_refused(path);
     char arch[16];
     snprintf(arch, sizeof(arch), "sm_%d", other);
     cr_assert(strstr(msg, path) && strstr(msg, arch) && strstr(msg, "calibrate"), "%s", msg);

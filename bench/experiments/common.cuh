@@ -1,7 +1,8 @@
 /*
  * What the experiments in this folder share: the PTX helpers of the TMA
  * kernel itself (kernels/tma_copy.cu is included, so the variants issue
- * exactly p2pt's instructions), error-check macros and a median.
+ * exactly p2pt's instructions), error-check macros, random source data and
+ * a median.
  */
 #ifndef P2PT_EXPERIMENTS_COMMON_CUH
 #define P2PT_EXPERIMENTS_COMMON_CUH
@@ -32,6 +33,17 @@
             exit(1);                                                                   \
         }                                                                              \
     } while (0)
+
+/* Pseudo-random source data, a different stream per seed. */
+__global__ void fill_random(uint4 *p, u64 n16, u64 seed)
+{
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n16;
+         i += (u64)gridDim.x * blockDim.x) {
+        u64 x = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
+        x ^= x >> 31, x *= 0xBF58476D1CE4E5B9ull, x ^= x >> 29;
+        p[i] = make_uint4((u32)x, (u32)(x >> 32), (u32)(x * 3), (u32)(x >> 7));
+    }
+}
 
 /* Only the experiments prefetch. */
 static __device__ __forceinline__ void bulk_prefetch(const char *g, u32 n)

@@ -212,16 +212,6 @@ __global__ void count_diff(const uint4 *a, const uint4 *b, u64 n16, unsigned lon
         atomicAdd(bad, local);
 }
 
-__global__ void fill_random(uint4 *p, u64 n16, u64 seed)
-{
-    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n16;
-         i += (u64)gridDim.x * blockDim.x) {
-        u64 x = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
-        x ^= x >> 31, x *= 0xBF58476D1CE4E5B9ull, x ^= x >> 29;
-        p[i] = make_uint4((u32)x, (u32)(x >> 32), (u32)(x * 3), (u32)(x >> 7));
-    }
-}
-
 /*
  * The probe's SM holder. One CTA fills one SM on two counts, so that no
  * other CTA (the driver's copy kernel included) can be placed beside it:
