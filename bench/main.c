@@ -173,10 +173,12 @@ static void print_counters(void)
         pr.size = sizeof(pr);
         if (p2pt_get_properties(bench_handles[t], &pr) != P2PT_SUCCESS)
             continue;
-        printf("# p2pt counters, %s handle: %llu copies, %llu TMA launches, %llu copy-engine "
-               "copies, %llu fallbacks to the copy engine, %llu rejected",
+        printf("# p2pt counters, %s handle: %llu copies, %llu TMA launches (%llu of the "
+               "streaming kernel), %llu copy-engine copies, %llu fallbacks to the copy engine, "
+               "%llu rejected",
                bench_transport_names[t], (unsigned long long)pr.copies,
-               (unsigned long long)pr.tma_launches, (unsigned long long)pr.ce_copies,
+               (unsigned long long)pr.tma_launches, (unsigned long long)pr.stream_launches,
+               (unsigned long long)pr.ce_copies,
                (unsigned long long)pr.ce_fallbacks, (unsigned long long)pr.rejected);
         if (t == T_TMA)
             printf("; NVRTC compilations %llu, module loads %llu",

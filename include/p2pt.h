@@ -161,6 +161,10 @@ typedef struct p2pt_properties {
                                   ce_copies and tma_launches, their number */
     uint64_t ce_batches;       /* host batches run by the copy engine */
     uint64_t tma_batches;      /* host and device batches run by tma */
+    /* ---- end of the auto release ---- */
+    uint64_t stream_launches;  /* of tma_launches, those of the streaming
+                                  kernel: local copies of
+                                  P2P_TRANSPORT_STREAM_MIN bytes and more */
 } p2pt_properties;
 
 typedef struct p2pt_handle p2pt_handle;

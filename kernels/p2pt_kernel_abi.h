@@ -21,6 +21,10 @@
  * issues the bulk copies and all move the unaligned head and tail bytes. */
 #define P2PT_TMA_THREADS 32
 
+/* Threads per CTA of the streaming copy kernel (stream_copy.cu): one
+ * 16-byte unit each, so a CTA moves 4 KiB. */
+#define P2PT_STREAM_THREADS 256
+
 /* `flags` argument of the copy kernel. */
 #define P2PT_FLAG_EVICT_FIRST 1u /* L2 evict-first hint on the bulk copies */
 

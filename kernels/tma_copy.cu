@@ -9,14 +9,9 @@
  *   - the host plans the copy (src/chunk_plan.c): an unaligned head (< 16
  *     bytes), a 16-byte aligned body cut into `chunk`-byte chunks (the last
  *     one shorter), and a tail (< 16 bytes);
- *   - group == 0, a persistent grid: CTA b takes chunks b, b + G, b + 2G, ...
- *     so that neighbouring CTAs stream neighbouring memory;
- *   - group > 0, a streaming grid: CTA b takes chunks b * group up to
- *     b * group + group - 1, one contiguous run, and the grid has a CTA
- *     for every run. Large local copies use it: the block scheduler hands
- *     each SM a new run as soon as it has room, so no SM idles while another
- *     finishes its fixed share (bench/RESULTS.md, "TMA local copies at the
- *     copy engine's speed");
+ *   - a persistent grid: CTA b takes chunks b, b + G, b + 2G, ... so that
+ *     neighbouring CTAs stream neighbouring memory (large local copies go
+ *     to stream_copy.cu instead);
  *   - in each CTA one elected thread drives a ring of `stages` shared-memory
  *     buffers: a bulk load fills a stage and completes on that stage's
  *     mbarrier (transaction count = chunk bytes); a bulk store drains it; a
@@ -44,18 +39,15 @@
 
 extern "C" __global__ void __launch_bounds__(P2PT_TMA_THREADS)
 p2pt_tma_copy(char *dst, const char *src, u64 head, u64 body, u64 tail, u64 chunks,
-              u32 chunk, u32 stages, u32 flags, u32 group)
+              u32 chunk, u32 stages, u32 flags)
 {
     extern __shared__ __align__(128) unsigned char ring[];
     __shared__ __align__(8) u64 bars[P2PT_MAX_STAGES];
     /* This CTA's chunks: n of them, local chunk k being global chunk
      * first + k * step (src/chunk_plan.c's p2pt__chunk_at for that index). */
-    const u64 grid = gridDim.x;
-    const u64 first = group ? (u64)blockIdx.x * group : (u64)blockIdx.x;
-    const u64 step = group ? 1 : grid;
-    const u64 n = first >= chunks ? 0
-                  : group      ? (chunks - first < group ? chunks - first : group)
-                               : (chunks - first + grid - 1) / grid;
+    const u64 step = gridDim.x;
+    const u64 first = blockIdx.x;
+    const u64 n = first >= chunks ? 0 : (chunks - first + step - 1) / step;
     const bool issuer = threadIdx.x == 0 && n > 0;
     const u32 bar0 = smem_u32(bars);
     const u32 ring0 = smem_u32(ring);

@@ -1,8 +1,9 @@
 /*
  * The PTX p2pt's kernels are made of: shared-memory addresses, mbarriers,
  * bulk copies global <-> shared (cp.async.bulk) and their waits, the L2
- * evict-first policy. Included by tma_copy.cu and batch_copy.cu; the JIT
- * hands it to NVRTC in memory like p2pt_kernel_abi.h.
+ * evict-first policy, streaming 16-byte loads and stores, programmatic
+ * dependent launch. Included by every kernel of this folder; the JIT hands
+ * it to NVRTC in memory like p2pt_kernel_abi.h.
  */
 #ifndef P2PT_TMA_PTX_CUH
 #define P2PT_TMA_PTX_CUH
@@ -100,6 +101,19 @@ template <int N> static __device__ __forceinline__ void bulk_wait_read()
 static __device__ __forceinline__ void bulk_wait_all()
 {
     asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
+/* 16 bytes through registers with the streaming (evict-first) cache
+ * operator on both sides: copied data is touched once. */
+static __device__ __forceinline__ void copy16_cs(void *dst, const void *src)
+{
+    u32 a, b, c, d;
+    asm volatile("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(a), "=r"(b), "=r"(c), "=r"(d)
+                 : "l"(src));
+    asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(a), "r"(b), "r"(c),
+                 "r"(d)
+                 : "memory");
 }
 
 /* Programmatic dependent launch: let the stream's next grid launch now, and

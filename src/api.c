@@ -88,6 +88,7 @@ p2pt_status p2pt_get_properties(const p2pt_handle *h, p2pt_properties *props)
     p.copies = atomic_load(&h->stats.copies);
     p.bytes = atomic_load(&h->stats.bytes);
     p.tma_launches = atomic_load(&h->stats.tma_launches);
+    p.stream_launches = atomic_load(&h->stats.stream_launches);
     p.ce_copies = atomic_load(&h->stats.ce_copies);
     p.ce_fallbacks = atomic_load(&h->stats.ce_fallbacks);
     p.compilations = p2pt__jit_compilations();

@@ -28,8 +28,10 @@
 #define DEFAULT_MAX_CTAS 0
 #define DEFAULT_LOG_LEVEL P2PT_LOG_WARN
 #define DEFAULT_L2_EVICT_FIRST 0
-/* Local TMA copies from this size on take the streaming grid. */
-#define DEFAULT_STREAM_MIN (64u << 20)
+/* Local TMA copies from this size on take the streaming kernel: from 8 MiB
+ * it moved local copies faster than the bulk-copy ring on H100 and H200,
+ * below that neither won everywhere (bench/RESULTS.md). */
+#define DEFAULT_STREAM_MIN (8u << 20)
 #define DEFAULT_CUDA_LIBRARY "libcuda.so.1"
 
 /* A non-negative decimal integer with an optional binary K, M or G suffix.

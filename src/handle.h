@@ -10,7 +10,8 @@
 #include "transport.h"
 
 struct p2pt_stats {
-    _Atomic uint64_t copies, bytes, tma_launches, ce_copies, ce_fallbacks, rejected;
+    _Atomic uint64_t copies, bytes, tma_launches, stream_launches, ce_copies, ce_fallbacks,
+        rejected;
     _Atomic uint64_t batches, batch_pieces, device_batches, batch_launches;
     /* Per engine, by registry index: single copies' bytes, batches (host and
      * device). */

@@ -32,6 +32,8 @@ struct p2pt_kernel {
  * kernels/: p2pt__<file name without extension>_source). */
 P2PT_INTERNAL extern const char p2pt__tma_copy_source[];
 P2PT_INTERNAL extern const size_t p2pt__tma_copy_source_len;
+P2PT_INTERNAL extern const char p2pt__stream_copy_source[];
+P2PT_INTERNAL extern const size_t p2pt__stream_copy_source_len;
 P2PT_INTERNAL extern const char p2pt__batch_copy_source[];
 P2PT_INTERNAL extern const size_t p2pt__batch_copy_source_len;
 P2PT_INTERNAL extern const char p2pt__p2pt_kernel_abi_source[];

@@ -9,9 +9,11 @@
 #include "jit.h"
 
 /* The TMA transport's kernels and their entry points, in entries order. */
-P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_tma_copy;  /* kernels/tma_copy.cu */
-P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_batch_copy; /* kernels/batch_copy.cu */
+P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_tma_copy;    /* kernels/tma_copy.cu */
+P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_stream_copy; /* kernels/stream_copy.cu */
+P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_batch_copy;  /* kernels/batch_copy.cu */
 enum { P2PT_TMA_ENTRY_COPY };
+enum { P2PT_STREAM_ENTRY_COPY };
 enum {
     P2PT_BATCH_ENTRY_SMALL,
     P2PT_BATCH_ENTRY_LARGE,

@@ -1,8 +1,10 @@
 /*
- * The TMA transport: one launch of kernels/tma_copy.cu per copy, whatever
- * the size: a persistent grid, or for large local copies a streaming one. Read top to bottom: what it can copy, prepare (compile, load,
- * size the grid once per device), then the copy: plan it once from the
- * resolved request, launch. Batches are in transport_tma_batch.c.
+ * The TMA transport: one launch per copy, whatever the size: the bulk-copy
+ * ring of kernels/tma_copy.cu on a persistent grid, or for large local
+ * copies kernels/stream_copy.cu. Read top to bottom: what it can copy,
+ * prepare (compile, load, size the grid once per device), then the copy:
+ * plan it once from the resolved request, launch. Batches are in
+ * transport_tma_batch.c.
  */
 #include <string.h>
 
@@ -18,6 +20,15 @@ const struct p2pt_kernel p2pt__kernel_tma_copy = {
     .defines = {NULL},
 };
 
+const struct p2pt_kernel p2pt__kernel_stream_copy = {
+    .name = "stream_copy",
+    .file = "kernels/stream_copy.cu",
+    .source = p2pt__stream_copy_source,
+    .entries = {"p2pt_stream_copy", NULL},
+    .min_cc = 90,
+    .defines = {NULL},
+};
+
 /* Never more than two CTAs per SM: one elected thread per CTA keeps its
  * whole ring in flight, so more CTAs only split the same shared memory. */
 #define MAX_CTAS_PER_SM 2
@@ -25,12 +36,8 @@ const struct p2pt_kernel p2pt__kernel_tma_copy = {
 /* The smallest chunk a copy is split into to reach more SMs: below a few KiB
  * the bulk copies' fixed cost outweighs the parallelism. */
 #define MIN_SPLIT_CHUNK 4096u
-/* The streaming grid of large local copies (P2P_TRANSPORT_STREAM_MIN): one
- * CTA per run of STREAM_GROUP chunks of STREAM_CHUNK bytes, all loads of a
- * run in flight at once (128 KiB of shared memory, one CTA per SM). The
- * best of the shapes measured in bench/experiments/local_copy.cu. */
-#define STREAM_CHUNK (32u * 1024u)
-#define STREAM_GROUP 4u
+/* Bytes per CTA of the streaming kernel: a 16-byte unit per thread. */
+#define STREAM_CTA_BYTES (16u * P2PT_STREAM_THREADS)
 
 static bool tma_can_copy(const struct p2pt_handle *h, const struct p2pt_request *r,
                          const char **why)
@@ -160,6 +167,39 @@ out:
     return st;
 }
 
+/*
+ * A large local copy: kernels/stream_copy.cu, a CTA for every 4 KiB of the
+ * body. Returns false, launching nothing, when the grid would pass CUDA's
+ * limit of 2^31 - 1 CTAs (8 TiB), and the bulk-copy ring takes the copy.
+ */
+static p2pt_status stream_copy(struct p2pt_handle *h, const struct p2pt_request *r,
+                               bool *launched)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    struct p2pt_chunk_plan plan;
+    const struct p2pt_module *m = NULL;
+    CUstream stream = r->stream;
+
+    *launched = false;
+    P2PT_TRY(p2pt__chunk_plan((uintptr_t)r->dst, (uintptr_t)r->src, r->bytes, STREAM_CTA_BYTES,
+                              &plan));
+    uint64_t ctas = (plan.body + STREAM_CTA_BYTES - 1) / STREAM_CTA_BYTES;
+    if (ctas > 0x7fffffffu)
+        goto out;
+    P2PT_TRY(p2pt__jit_module(r->ctx, &p2pt__kernel_stream_copy, &h->cfg, &h->log, &stream, &m));
+    char *d = r->dst;
+    const char *s = r->src;
+    unsigned long long head = plan.head, body = plan.body, tail = plan.tail;
+    void *params[] = {&d, &s, &head, &body, &tail};
+    P2PT_TRY(p2pt__tma_launch(h, m->fn[P2PT_STREAM_ENTRY_COPY], ctas == 0 ? 1u : (unsigned)ctas,
+                              P2PT_STREAM_THREADS, 0, stream, params));
+    atomic_fetch_add_explicit(&h->stats.tma_launches, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->stats.stream_launches, 1, memory_order_relaxed);
+    *launched = true;
+out:
+    return st;
+}
+
 static p2pt_status tma_copy(struct p2pt_handle *h, const struct p2pt_request *r)
 {
     p2pt_status st = P2PT_SUCCESS;
@@ -167,31 +207,29 @@ static p2pt_status tma_copy(struct p2pt_handle *h, const struct p2pt_request *r)
     const struct p2pt_module *m = NULL;
     CUstream stream = r->stream;
     uint32_t most;
+    bool done = false;
 
+    /* Copies over NVLink were not measured with the streaming kernel. */
+    if (r->path == P2PT_PATH_LOCAL && h->cfg.stream_min != 0 && r->bytes >= h->cfg.stream_min)
+        P2PT_TRY(stream_copy(h, r, &done));
+    if (done)
+        goto out;
     P2PT_TRY(p2pt__jit_module(r->ctx, &p2pt__kernel_tma_copy, &h->cfg, &h->log, &stream, &m));
     P2PT_TRY(p2pt__tma_grid(h, m, &most));
-    /* A large local copy takes the streaming grid; everything else the
-     * persistent one (copies over NVLink were not measured with it). */
-    bool streaming = r->path == P2PT_PATH_LOCAL && h->cfg.stream_min != 0 &&
-                     r->bytes >= h->cfg.stream_min;
     P2PT_TRY(p2pt__chunk_plan((uintptr_t)r->dst, (uintptr_t)r->src, r->bytes,
-                              streaming ? STREAM_CHUNK : chunk_for(h, r, most), &plan));
+                              chunk_for(h, r, most), &plan));
 
     char *d = r->dst;
     const char *s = r->src;
     unsigned long long head = plan.head, body = plan.body, tail = plan.tail;
     unsigned long long chunks = plan.chunks;
-    unsigned chunk = (unsigned)plan.chunk, stages = (unsigned)h->cfg.stages, group = 0;
+    unsigned chunk = (unsigned)plan.chunk, stages = (unsigned)h->cfg.stages;
     unsigned flags = h->cfg.l2_evict_first ? P2PT_FLAG_EVICT_FIRST : 0u;
-    void *params[] = {&d, &s, &head, &body, &tail, &chunks, &chunk, &stages, &flags, &group};
+    void *params[] = {&d, &s, &head, &body, &tail, &chunks, &chunk, &stages, &flags};
     uint64_t ctas = plan.chunks < most ? plan.chunks : most;
-    if (streaming) {
-        stages = group = STREAM_GROUP;
-        ctas = (plan.chunks + STREAM_GROUP - 1) / STREAM_GROUP;
-    }
     unsigned grid = ctas == 0 ? 1u : (unsigned)ctas;
-    /* The ring is sized for this copy's chunk and stages, which may differ
-     * from the configured ones. */
+    /* The ring is sized for this copy's chunk, which may be smaller than
+     * the configured one. */
     unsigned smem = plan.chunks ? (unsigned)(plan.chunk * (size_t)stages) : 0;
     P2PT_TRY(p2pt__tma_launch(h, m->fn[P2PT_TMA_ENTRY_COPY], grid, P2PT_TMA_THREADS, smem,
                               stream, params));
@@ -210,5 +248,5 @@ const struct p2pt_transport p2pt__transport_tma = {
     .copy = tma_copy,
     .copy_batch = p2pt__tma_copy_batch,
     .copy_batch_device = p2pt__tma_copy_batch_device,
-    .kernels = {&p2pt__kernel_tma_copy, &p2pt__kernel_batch_copy, NULL},
+    .kernels = {&p2pt__kernel_tma_copy, &p2pt__kernel_stream_copy, &p2pt__kernel_batch_copy, NULL},
 };

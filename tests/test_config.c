@@ -421,7 +421,7 @@ Test(config, stream_min_takes_sizes_and_zero_and_rejects_junk)
     cr_assert_eq(cfg.stream_min, 0);
     unsetenv("P2P_TRANSPORT_STREAM_MIN");
     cr_assert_eq(p2pt__config_read(&cfg, NULL, NULL), P2PT_SUCCESS);
-    cr_assert_eq(cfg.stream_min, 64u << 20, "default: 64 MiB");
+    cr_assert_eq(cfg.stream_min, 8u << 20, "default: 8 MiB");
     expect_rejected("P2P_TRANSPORT_STREAM_MIN", "lots", "from 0 (never)");
     expect_rejected("P2P_TRANSPORT_STREAM_MIN", "2T", NULL);
 }

@@ -174,15 +174,17 @@ Test(tma, other_chunk_and_stage_settings_stay_byte_exact)
     gt_free(&dst);
 }
 
-/* The streaming grid, brought down to small sizes with
- * P2P_TRANSPORT_STREAM_MIN=1: run edges, partial last runs, every head and
- * tail length, one launch each. */
-Test(tma, the_streaming_grid_is_byte_exact_at_every_edge)
+/* The streaming kernel, brought down to small sizes with
+ * P2P_TRANSPORT_STREAM_MIN=1: CTA edges (4 KiB each), a partial last CTA,
+ * every head and tail length, one launch each, and every launch of that
+ * kernel. */
+Test(tma, the_streaming_kernel_is_byte_exact_at_every_edge)
 {
     gt_require_gpus(1);
     gt_use_device(0);
-    static const size_t sizes[] = {1, 15, 16, 17, 32768, 32768 + 16, 131072 + 5,
-                                   4 * 131072 - 3, 1000003, 8u * 1024 * 1024 + 29};
+    static const size_t sizes[] = {1,         15,       16,       17,          4096,
+                                   4096 + 16, 4096 * 2 - 16, 131072 + 5, 1000003,
+                                   8u * 1024 * 1024 + 29};
     static const size_t offs[] = {0, 1, 7, 15};
     const size_t most = 8u * 1024 * 1024 + 64;
     struct gt_buf src = gt_alloc(most), dst = gt_alloc(most);
@@ -198,14 +200,55 @@ Test(tma, the_streaming_grid_is_byte_exact_at_every_edge)
                                   sizes[i], NULL));
             GT_CHECK(tcu.cuCtxSynchronize());
             char what[64];
-            snprintf(what, sizeof(what), "streaming grid, +%zu", offs[o]);
+            snprintf(what, sizeof(what), "streaming kernel, +%zu", offs[o]);
             gt_expect_range(&dst, offs[o], &src, offs[o], sizes[i], what);
             launches++;
         }
     p2pt_properties p = {sizeof(p)};
     GT_OK(p2pt_get_properties(h, &p));
     cr_assert_eq(p.tma_launches, launches, "one launch per copy");
+    cr_assert_eq(p.stream_launches, launches, "every copy on the streaming kernel");
     p2pt_finalize(h);
+    gt_free(&src);
+    gt_free(&dst);
+}
+
+/* Which kernel a copy takes: the streaming kernel for local copies from
+ * P2P_TRANSPORT_STREAM_MIN on, the bulk-copy ring below it and with the
+ * setting 0. */
+Test(tma, the_streaming_kernel_takes_local_copies_from_stream_min)
+{
+    gt_require_gpus(1);
+    gt_use_device(0);
+    const size_t min = 1u << 20;
+    struct gt_buf src = gt_alloc(min + 16), dst = gt_alloc(min + 16);
+    static const struct {
+        const char *opts;
+        size_t bytes;
+        uint64_t streamed;
+    } cases[] = {
+        {"P2P_TRANSPORT_STREAM_MIN=1M", (1u << 20) - 16, 0},
+        {"P2P_TRANSPORT_STREAM_MIN=1M", 1u << 20, 1},
+        {"P2P_TRANSPORT_STREAM_MIN=1M", (1u << 20) + 3, 1},
+        {"P2P_TRANSPORT_STREAM_MIN=0", 1u << 20, 0},
+    };
+    for (size_t i = 0; i < P2PT_ARRAY_LEN(cases); i++) {
+        p2pt_init_args a = {sizeof(a), NULL, "tma", cases[i].opts};
+        p2pt_handle *h = NULL;
+        GT_OK(p2pt_init(&a, &h));
+        gt_fill(&src, 900 + i);
+        gt_poison(&dst);
+        GT_OK(p2pt_copy_async(h, (void *)dst.ptr, (void *)src.ptr, cases[i].bytes, NULL));
+        GT_CHECK(tcu.cuCtxSynchronize());
+        gt_expect_range(&dst, 0, &src, 0, cases[i].bytes, cases[i].opts);
+        p2pt_properties p = {sizeof(p)};
+        GT_OK(p2pt_get_properties(h, &p));
+        cr_assert_eq(p.tma_launches, 1u, "%s, %zu bytes: one launch", cases[i].opts,
+                     cases[i].bytes);
+        cr_assert_eq(p.stream_launches, cases[i].streamed, "%s, %zu bytes: %s", cases[i].opts,
+                     cases[i].bytes, cases[i].streamed ? "streaming kernel" : "bulk-copy ring");
+        p2pt_finalize(h);
+    }
     gt_free(&src);
     gt_free(&dst);
 }

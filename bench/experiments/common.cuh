@@ -1,8 +1,8 @@
 /*
- * What the experiments in this folder share: the PTX helpers of the TMA
- * kernel itself (kernels/tma_copy.cu is included, so the variants issue
- * exactly p2pt's instructions), error-check macros, random source data and
- * a median.
+ * What the experiments in this folder share: p2pt's copy kernels and their
+ * PTX helpers (kernels/tma_copy.cu and stream_copy.cu are included, so the
+ * variants issue exactly p2pt's instructions), error-check macros, random
+ * source data and a median.
  */
 #ifndef P2PT_EXPERIMENTS_COMMON_CUH
 #define P2PT_EXPERIMENTS_COMMON_CUH
@@ -12,7 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../../kernels/tma_copy.cu" /* u64, u32, smem_u32, mbar_*, bulk_* */
+#include "../../kernels/tma_copy.cu"    /* u64, u32, smem_u32, mbar_*, bulk_* */
+#include "../../kernels/stream_copy.cu" /* p2pt_stream_copy */
 
 #define CK(x)                                                                          \
     do {                                                                               \

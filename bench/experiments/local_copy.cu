@@ -6,10 +6,14 @@
  * probe mode tests that. p2pt's TMA kernel reaches 0.92-0.97 of it.) The
  * kernels and the list of variants are in local_variants.cuh.
  *
- *   local_copy [bytes...]      the comparison (default 64 MiB 256 MiB 1 GiB)
+ *   local_copy [bytes...]      the comparison, single launches (default 64 MiB
+ *                              256 MiB 1 GiB)
+ *   local_copy b2b [bytes...]  the same variants, one copy alone and 8 back to
+ *                              back (as p2pt-bench times them)
  *   local_copy probe [bytes]   how many SMs the driver's copy needs (256 MiB)
- *   local_copy ncu [bytes]     one profiler range per copy, for ncu
- *                              --replay-mode range (bench/experiments/run.sh ncu)
+ *   local_copy ncu [bytes]     one profiler range per variant (8, 7 and 6 copies
+ *                              back to back), for ncu --replay-mode range
+ *                              (bench/experiments/run.sh ncu)
  *
  * Comparison, per size: every variant (and the copy engine) is checked once
  * byte for byte: destination and a 4 KiB guard on each side poisoned with
@@ -41,7 +45,7 @@
 #define ROUNDS 21
 #define GUARD 4096ull
 #define WATCHDOG_S 20.0 /* one copy of 1 GiB takes < 1 ms */
-#define MAXV 40
+#define MAXV 80
 #define MAXSIZES 8
 static_assert(sizeof g_vs / sizeof g_vs[0] <= MAXV, "raise MAXV");
 
@@ -98,6 +102,24 @@ static void sync_stream(cudaStream_t s, const char *what)
     wait_ev(g_e1, what);
 }
 
+/* p2pt's kernel, with programmatic dependent launch where the variant asks
+ * for it (as src/transport_tma.c launches it). */
+static cudaError_t launch_p2pt(const struct variant *v, const void *fn, dim3 grid, u32 smem,
+                               cudaStream_t s, void **args)
+{
+    cudaLaunchAttribute pdl;
+    cudaLaunchConfig_t lc = {};
+    pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    pdl.val.programmaticStreamSerializationAllowed = 1;
+    lc.gridDim = grid;
+    lc.blockDim = dim3(v->block);
+    lc.dynamicSmemBytes = smem;
+    lc.stream = s;
+    lc.attrs = v->vflags & V_PDL ? &pdl : NULL;
+    lc.numAttrs = v->vflags & V_PDL ? 1 : 0;
+    return cudaLaunchKernelExC(&lc, fn, args);
+}
+
 /* Enqueue one copy of `bytes` from g_src to g_dst on s; -1 if it did not launch. */
 static int launch(const struct variant *v, u64 bytes, cudaStream_t s)
 {
@@ -132,23 +154,22 @@ static int launch(const struct variant *v, u64 bytes, cudaStream_t s)
     case K_P2PT: {
         /* src/transport_tma.c: CTAs per SM = smem/SM / (ring + 1 KiB
          * reserved), at most 2; never more CTAs than chunks. */
-        u32 chunk = v->a, stages = v->b, smem = chunk * stages, flags = 0;
+        u32 chunk = v->a, stages = v->b, smem = chunk * stages;
+        u32 flags = v->vflags & V_EF ? P2PT_FLAG_EVICT_FIRST : 0u;
         u64 per_sm = (u64)g_smem_sm / (smem + 1024), zero = 0;
         per_sm = per_sm > 2 ? 2 : per_sm == 0 ? 1 : per_sm;
         u64 chunks = (bytes + chunk - 1) / chunk, ctas = per_sm * g_sms;
-        u32 group = 0;
-        void *args[] = {&d, &sr, &zero, &bytes, &zero, &chunks, &chunk, &stages, &flags, &group};
+        void *args[] = {&d, &sr, &zero, &bytes, &zero, &chunks, &chunk, &stages, &flags};
         grid = dim3((unsigned)(chunks < ctas ? chunks : ctas));
-        e = cudaLaunchKernel((const void *)p2pt_tma_copy, grid, block, args, smem, s);
+        e = launch_p2pt(v, (const void *)p2pt_tma_copy, grid, smem, s, args);
         break;
     }
-    case K_P2PT_STREAM: {
-        /* The streaming grid: a CTA per run of `stages` chunks. */
-        u32 chunk = v->a, stages = v->b, group = v->b, flags = 0;
-        u64 zero = 0, chunks = (bytes + chunk - 1) / chunk;
-        void *args[] = {&d, &sr, &zero, &bytes, &zero, &chunks, &chunk, &stages, &flags, &group};
-        grid = dim3((unsigned)((chunks + group - 1) / group));
-        e = cudaLaunchKernel((const void *)p2pt_tma_copy, grid, block, args, chunk * stages, s);
+    case K_P2PT_VEC: {
+        /* src/transport_tma.c: a CTA for every 4 KiB */
+        u64 zero = 0;
+        void *args[] = {&d, &sr, &zero, &bytes, &zero};
+        grid = dim3((unsigned)((bytes + 16 * P2PT_STREAM_THREADS - 1) / (16 * P2PT_STREAM_THREADS)));
+        e = launch_p2pt(v, (const void *)p2pt_stream_copy, grid, 0, s, args);
         break;
     }
     }
@@ -249,6 +270,102 @@ static void compare(u64 bytes, int si)
     if (timeouts)
         printf("WARNING: %u bulk mbarrier waits timed out\n", timeouts);
     CK(cudaMemset(g_timeouts, 0, sizeof *g_timeouts));
+}
+
+/* ---- back to back: N copies between two events, as p2pt-bench times them ---- */
+
+#define B2B_N 8
+#define B2B_ROUNDS 11
+
+/* n copies back to back between two events, in ms; -1 if one did not launch. */
+static float time_n(const struct variant *v, u64 bytes, int n)
+{
+    float ms;
+    CK(cudaEventRecord(g_e0, g_s));
+    for (int i = 0; i < n; i++)
+        if (launch(v, bytes, g_s))
+            return -1;
+    CK(cudaEventRecord(g_e1, g_s));
+    wait_ev(g_e1, v->name);
+    CK(cudaEventElapsedTime(&ms, g_e0, g_e1));
+    return ms;
+}
+
+static float g_b2b[MAXSIZES][MAXV], g_steady[MAXSIZES][MAXV]; /* vs CE, for the summary */
+
+/*
+ * Per variant and round: one copy alone (t1) and B2B_N back to back (tN,
+ * no event between them, so programmatic dependent launch can overlap one
+ * grid's start with the previous one's end). Per copy = tN / N; steady =
+ * (tN - t1) / (N - 1), a copy's cost once the stream is busy, without the
+ * first launch. Ratios are CE over the variant (>= 1: at least as fast).
+ */
+static void back_to_back(u64 bytes, int si)
+{
+    static float t1[MAXV + 1][B2B_ROUNDS], tn[MAXV + 1][B2B_ROUNDS], tmp[B2B_ROUNDS];
+    static float st[MAXV + 1][B2B_ROUNDS];
+    const struct variant *vs[MAXV + 1];
+    u64 bad[MAXV + 1];
+    const int nv = g_nv + 1; /* 0 is the copy engine */
+    vs[0] = &g_ce;
+    for (int i = 0; i < g_nv; i++)
+        vs[i + 1] = &g_vs[i];
+    for (int i = 0; i < nv; i++)
+        bad[i] = check(vs[i], bytes);
+    if (bad[0] == ~0ull)
+        exit(1);
+    for (int i = 0; i < nv; i++)
+        if (bad[i] != ~0ull)
+            (void)time_n(vs[i], bytes, 2);
+    for (int r = 0; r < B2B_ROUNDS; r++)
+        for (int k = 0; k < nv; k++) {
+            int i = (k + r) % nv;
+            if (bad[i] == ~0ull)
+                continue;
+            t1[i][r] = time_n(vs[i], bytes, 1);
+            tn[i][r] = time_n(vs[i], bytes, B2B_N);
+            st[i][r] = (tn[i][r] - t1[i][r]) / (B2B_N - 1);
+        }
+    float m1[MAXV + 1], mn[MAXV + 1], ms[MAXV + 1];
+    for (int i = 0; i < nv; i++) {
+        if (bad[i] == ~0ull)
+            continue;
+        memcpy(tmp, t1[i], sizeof tmp);
+        m1[i] = median_f(tmp, B2B_ROUNDS);
+        memcpy(tmp, tn[i], sizeof tmp);
+        mn[i] = median_f(tmp, B2B_ROUNDS) / B2B_N;
+        memcpy(tmp, st[i], sizeof tmp);
+        ms[i] = median_f(tmp, B2B_ROUNDS);
+    }
+    const double gb = bytes / 1e9;
+    printf("\n### back to back, %llu bytes (%.0f MiB), %d rounds of 1 and %d copies\n\n",
+           (unsigned long long)bytes, bytes / 1048576.0, B2B_ROUNDS, B2B_N);
+    printf("| variant | alone us | per copy us | steady us | steady GB/s | vs CE per copy | "
+           "vs CE steady | per-round per copy | bad bytes |\n"
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    int best = -1;
+    for (int i = 0; i < nv; i++) {
+        const char *name = vs[i]->name;
+        if (bad[i] == ~0ull) {
+            printf("| %s | - | - | - | - | - | - | - | did not launch |\n", name);
+            continue;
+        }
+        for (int r = 0; r < B2B_ROUNDS; r++)
+            tmp[r] = tn[0][r] / tn[i][r];
+        const float pr = median_f(tmp, B2B_ROUNDS);
+        printf("| %s | %.1f | %.1f | %.1f | %.1f | %.3f | %.3f | %.3f | %llu%s |\n", name,
+               m1[i] * 1e3, mn[i] * 1e3, ms[i] * 1e3, gb / (ms[i] * 1e-3), mn[0] / mn[i],
+               ms[0] / ms[i], pr, (unsigned long long)bad[i], bad[i] ? " BAD" : "");
+        if (i > 0) {
+            g_b2b[si][i - 1] = bad[i] ? 0 : mn[0] / mn[i];
+            g_steady[si][i - 1] = bad[i] ? 0 : ms[0] / ms[i];
+            if (!bad[i] && (best < 0 || g_b2b[si][i - 1] > g_b2b[si][best]))
+                best = i - 1;
+        }
+    }
+    if (best >= 0)
+        printf("\nbest back to back at %llu bytes: %s, %.3f of CE per copy\n",
+               (unsigned long long)bytes, g_vs[best].name, g_b2b[si][best]);
 }
 
 /* ---- probe: does the driver's copy need free SMs, and how many? ---- */
@@ -370,20 +487,49 @@ static void probe(u64 bytes)
     CK(cudaFreeHost(h));
 }
 
-/* ---- ncu: one profiler range per copy ---- */
+/* ---- ncu: one profiler range per variant, copies back to back ---- */
+/* Range i holds B2B_N - i copies, so that its DRAM bytes name it even when
+ * ncu drops a range and numbers the others from 0. Every range opens with
+ * an empty kernel: ncu drops a range holding only cuMemcpyAsync
+ * ("RecordStatusEmpty"), while the counters of a range count whatever the
+ * GPU does in it, the driver's copy kernel included. */
 static void ncu_ranges(u64 bytes)
 {
     const struct variant *v[] = {&g_ce, variant_named(P2PT_SHIPPED), variant_named(BEST_GUESS)};
     for (int i = 0; i < 3; i++) /* checks double as warm-ups, outside any range */
-        printf("range %d: %s (bad bytes %llu)\n", i, v[i]->name,
+        printf("range %d: %d x %s (bad bytes %llu)\n", i, B2B_N - i, v[i]->name,
                (unsigned long long)check(v[i], bytes));
     for (int i = 0; i < 3; i++) {
         CK(cudaProfilerStart());
-        if (launch(v[i], bytes, g_s))
-            exit(1);
+        range_mark<<<1, 32, 0, g_s>>>();
+        for (int k = 0; k < B2B_N - i; k++)
+            if (launch(v[i], bytes, g_s))
+                exit(1);
         CK(cudaProfilerStop());
         sync_stream(g_s, v[i]->name);
     }
+}
+
+/* One row per variant, a column per size: a[size][variant] (and / b[...]). */
+static void summary(const char *what, const u64 *sizes, int ns, float (*a)[MAXV],
+                    float (*b)[MAXV])
+{
+    printf("\n### summary: %s (ratio of medians; 0 = bad or did not launch)\n\n| variant |",
+           what);
+    for (int i = 0; i < ns; i++)
+        printf(" %llu MiB |", (unsigned long long)(sizes[i] >> 20));
+    printf("\n| --- |");
+    for (int i = 0; i < ns; i++)
+        printf(" ---: |");
+    for (int v = 0; v < g_nv; v++) {
+        printf("\n| %s |", g_vs[v].name);
+        for (int i = 0; i < ns; i++)
+            if (b)
+                printf(" %.3f / %.3f |", a[i][v], b[i][v]);
+            else
+                printf(" %.3f |", a[i][v]);
+    }
+    printf("\n");
 }
 
 static u64 parse_bytes(const char *s)
@@ -401,14 +547,15 @@ int main(int argc, char **argv)
 {
     const int mode = argc > 1 && !strcmp(argv[1], "probe") ? 1
                      : argc > 1 && !strcmp(argv[1], "ncu") ? 2
+                     : argc > 1 && !strcmp(argv[1], "b2b") ? 3
                                                            : 0;
     u64 sizes[MAXSIZES] = {64ull << 20, 256ull << 20, 1ull << 30};
-    int ns = mode ? 1 : 3;
-    if (mode)
+    int ns = mode == 1 || mode == 2 ? 1 : 3;
+    if (mode == 1 || mode == 2)
         sizes[0] = argc > 2 ? parse_bytes(argv[2]) : 256ull << 20;
-    else if (argc > 1)
-        for (ns = 0; ns < argc - 1 && ns < MAXSIZES; ns++)
-            sizes[ns] = parse_bytes(argv[ns + 1]);
+    else if (argc > 1 + (mode == 3))
+        for (ns = 0; ns < argc - 1 - (mode == 3) && ns < MAXSIZES; ns++)
+            sizes[ns] = parse_bytes(argv[ns + 1 + (mode == 3)]);
     u64 max = 0;
     for (int i = 0; i < ns; i++)
         max = sizes[i] > max ? sizes[i] : max;
@@ -449,19 +596,14 @@ int main(int argc, char **argv)
         ncu_ranges(sizes[0]);
         return 0;
     }
+    if (mode == 3) {
+        for (int i = 0; i < ns; i++)
+            back_to_back(sizes[i], i);
+        summary("back to back, vs CE per copy / steady", sizes, ns, g_b2b, g_steady);
+        return 0;
+    }
     for (int i = 0; i < ns; i++)
         compare(sizes[i], i);
-    printf("\n### summary: vs CE (ratio of medians; 0 = bad or did not launch)\n\n| variant |");
-    for (int i = 0; i < ns; i++)
-        printf(" %llu MiB |", (unsigned long long)(sizes[i] >> 20));
-    printf("\n| --- |");
-    for (int i = 0; i < ns; i++)
-        printf(" ---: |");
-    for (int v = 0; v < g_nv; v++) {
-        printf("\n| %s |", g_vs[v].name);
-        for (int i = 0; i < ns; i++)
-            printf(" %.3f |", g_ratio[i][v]);
-    }
-    printf("\n");
+    summary("vs CE", sizes, ns, g_ratio, NULL);
     return 0;
 }

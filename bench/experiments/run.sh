@@ -5,11 +5,15 @@
 #   bench/experiments/run.sh small                small-copy start/exit variants
 #   bench/experiments/run.sh local [bytes...]     SM-issued same-device copy patterns
 #                                                 vs cuMemcpyAsync (default 64 MiB,
-#                                                 256 MiB, 1 GiB)
+#                                                 256 MiB, 1 GiB), single launches
+#   bench/experiments/run.sh b2b [bytes...]       the same, one copy alone and 8 back to
+#                                                 back (programmatic dependent launch
+#                                                 for p2pt's kernel, as the library does)
 #   bench/experiments/run.sh probe [bytes]        how many free SMs the driver's
 #                                                 device-to-device copy needs
 #   bench/experiments/run.sh ncu [bytes]          ncu counters of cuMemcpyAsync, p2pt's
-#                                                 kernel and the best-guess vector copy
+#                                                 streaming grid and the best-guess vector
+#                                                 copy, 8, 7 and 6 back to back
 #                                                 (default 256 MiB; needs access to the
 #                                                 GPU performance counters: root, or the
 #                                                 driver's NVreg_RestrictProfilingToAdminUsers=0)
@@ -26,7 +30,7 @@ shift || true
 case "$what" in
   variants) src=tma_variants.cu ;;
   small) src=small_copies.cu ;;
-  local | probe | ncu) src=local_copy.cu ;;
+  local | b2b | probe | ncu) src=local_copy.cu ;;
   enqueue)
     build=$(cd "../../${1:?run.sh enqueue BUILD}" && pwd)
     cc -O2 -std=c11 -D_GNU_SOURCE -I../../src -I../../kernels -I../../include -I../../support \
@@ -34,7 +38,7 @@ case "$what" in
       "$build/libp2pt.a" -ldl -lpthread -lm
     /tmp/p2pt-enqueue | tee ${OUT:+$OUT/enqueue.log}
     exit ;;
-  *) echo "run.sh: unknown experiment '$what' (variants, small, local, probe, ncu, enqueue)" >&2
+  *) echo "run.sh: unknown experiment '$what' (variants, small, local, b2b, probe, ncu, enqueue)" >&2
      exit 2 ;;
 esac
 bin=/tmp/p2pt-${src%.cu}
@@ -46,17 +50,20 @@ log=${OUT:+$OUT/$what.log}
 if [ "$what" = ncu ]; then
   # One ncu run per metric group, so that a metric this ncu or range replay
   # does not support loses only its group. The program marks three profiler
-  # ranges (cuMemcpyAsync, p2pt's kernel, the vector copy), in that order.
+  # ranges (cuMemcpyAsync, p2pt's streaming grid, the vector copy), in that order,
+  # of 8, 7 and 6 copies: their DRAM bytes tell them apart if ncu drops one.
   command -v ncu >/dev/null || { echo "run.sh: ncu not found" >&2; exit 2; }
   dir=${OUT:-/tmp/p2pt-ncu}
   mkdir -p "$dir"
   declare -A groups=(
     [dram]=dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum
     [lts]=lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_write.sum,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum,lts__t_sector_hit_rate.pct
-    [sm]=sm__warps_active.avg.pct_of_peak_sustained_active,sm__cycles_active.avg,smsp__inst_executed.sum
+    [sm]=sm__warps_active.avg.pct_of_peak_sustained_active,sm__cycles_active.avg,sm__cycles_elapsed.avg,smsp__inst_executed.sum
+    [launch]=sm__ctas_launched.sum,smsp__warps_launched.sum
+    [ldst]=smsp__sass_inst_executed_op_global_ld.sum,smsp__sass_inst_executed_op_global_st.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum
   )
   : >"$dir/ncu.csv"
-  for g in dram lts sm; do
+  for g in dram lts sm launch ldst; do
     echo "== ncu group $g: ${groups[$g]}"
     ncu --replay-mode range --print-units base --csv \
       --metrics "${groups[$g]}" --log-file "$dir/ncu_$g.csv" "$bin" ncu "${1:-268435456}" ||
@@ -69,6 +76,7 @@ fi
 case "$what" in
   variants) for b in ${@:-1073741824 268435456}; do "$bin" "$b"; done ;;
   local) "$bin" "$@" ;;
+  b2b) "$bin" b2b "$@" ;;
   probe) "$bin" probe "$@" ;;
   *) "$bin" ;;
 esac 2>&1 | tee "${log:-/dev/null}"

@@ -1,0 +1,47 @@
+/*
+ * p2pt's streaming copy kernel: large same-device copies (the TMA transport
+ * sends local copies of P2P_TRANSPORT_STREAM_MIN bytes and more here).
+ *
+ * Compiled at run time by NVRTC like tma_copy.cu. One thread per 16 bytes
+ * of the 16-byte aligned body, P2PT_STREAM_THREADS threads (4 KiB) per CTA
+ * and a CTA for every 4 KiB: each thread loads its 16 bytes into registers
+ * and stores them, with the streaming cache operator. CTA 0 also moves the
+ * unaligned head bytes (< 16) and the last CTA the tail bytes.
+ *
+ * Why not the bulk-copy ring of tma_copy.cu: at 64 MiB and more every
+ * pattern of large per-CTA runs (persistent rings, a CTA per 128 KiB run,
+ * 1 to 3 CTAs per SM) moved the bytes 2-4 % slower than cuMemcpyAsync on an
+ * H200, at the same DRAM bytes per payload byte. ncu, reading the driver's
+ * own same-device copy through a range, counts 65,536 CTAs of 8 warps per
+ * 256 MiB: this grid. Thousands of tiny CTAs in launch order keep the
+ * bytes in flight within a window of a few MiB that sweeps the buffers
+ * from start to end, and the block scheduler refills every SM the moment a
+ * CTA ends; this shape matched the driver's copy where the runs did not
+ * (bench/RESULTS.md, "TMA local copies at the copy engine's speed").
+ *
+ * Programmatic dependent launch as in tma_copy.cu: every CTA lets the
+ * stream's next grid launch at once, and touches no global memory before
+ * griddepcontrol.wait.
+ */
+
+#include "p2pt_kernel_abi.h"
+
+#include "tma_ptx.cuh"
+
+extern "C" __global__ void __launch_bounds__(P2PT_STREAM_THREADS)
+p2pt_stream_copy(char *dst, const char *src, u64 head, u64 body, u64 tail)
+{
+    const u64 i = (u64)blockIdx.x * P2PT_STREAM_THREADS + threadIdx.x;
+
+    pdl_launch_dependents();
+    pdl_wait();
+
+    if (blockIdx.x == 0 && threadIdx.x < head)
+        dst[threadIdx.x] = src[threadIdx.x];
+    if (blockIdx.x == gridDim.x - 1 && threadIdx.x < tail) {
+        const u64 o = head + body + threadIdx.x;
+        dst[o] = src[o];
+    }
+    if (i < body / 16)
+        copy16_cs(dst + head + 16 * i, src + head + 16 * i);
+}
