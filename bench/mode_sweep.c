@@ -5,7 +5,8 @@
  * Each combination gets a handle of its own, tuned through
  * p2pt_init_args.options: the process environment is never touched, so
  * what the user set in P2P_TRANSPORT_* still tunes everything else and
- * nothing has to be put back.
+ * nothing has to be put back. The sweep is of the bulk-copy ring, so its
+ * handles keep large local copies off the streaming kernel.
  */
 #include <stdio.h>
 #include <string.h>
@@ -47,7 +48,8 @@ static void combo(struct bench_setup *su, size_t chunk, int stages, int max_ctas
         return;
     }
     snprintf(options, sizeof(options),
-             "P2P_TRANSPORT_CHUNK_BYTES=%zu P2P_TRANSPORT_STAGES=%d P2P_TRANSPORT_MAX_CTAS=%d",
+             "P2P_TRANSPORT_CHUNK_BYTES=%zu P2P_TRANSPORT_STAGES=%d P2P_TRANSPORT_MAX_CTAS=%d "
+             "P2P_TRANSPORT_STREAM_MIN=0",
              chunk, stages, max_ctas);
     p2pt_handle *h = NULL;
     struct bench_tma_cfg cfg;

@@ -209,8 +209,10 @@ static p2pt_status tma_copy(struct p2pt_handle *h, const struct p2pt_request *r)
     uint32_t most;
     bool done = false;
 
-    /* Copies over NVLink were not measured with the streaming kernel. */
-    if (r->path == P2PT_PATH_LOCAL && h->cfg.stream_min != 0 && r->bytes >= h->cfg.stream_min)
+    /* Copies over NVLink were not measured with the streaming kernel; a
+     * CTA cap (P2P_TRANSPORT_MAX_CTAS) asks for the grid that honours it. */
+    if (r->path == P2PT_PATH_LOCAL && h->cfg.stream_min != 0 && r->bytes >= h->cfg.stream_min &&
+        h->cfg.max_ctas == 0)
         P2PT_TRY(stream_copy(h, r, &done));
     if (done)
         goto out;

@@ -214,8 +214,9 @@ Test(tma, the_streaming_kernel_is_byte_exact_at_every_edge)
 }
 
 /* Which kernel a copy takes: the streaming kernel for local copies from
- * P2P_TRANSPORT_STREAM_MIN on, the bulk-copy ring below it and with the
- * setting 0. */
+ * P2P_TRANSPORT_STREAM_MIN on, the bulk-copy ring below it, with the
+ * setting 0, and under a CTA cap (the streaming kernel's grid has a CTA
+ * for every 4 KiB). */
 Test(tma, the_streaming_kernel_takes_local_copies_from_stream_min)
 {
     gt_require_gpus(1);
@@ -231,6 +232,7 @@ Test(tma, the_streaming_kernel_takes_local_copies_from_stream_min)
         {"P2P_TRANSPORT_STREAM_MIN=1M", 1u << 20, 1},
         {"P2P_TRANSPORT_STREAM_MIN=1M", (1u << 20) + 3, 1},
         {"P2P_TRANSPORT_STREAM_MIN=0", 1u << 20, 0},
+        {"P2P_TRANSPORT_STREAM_MIN=1M P2P_TRANSPORT_MAX_CTAS=8", 1u << 20, 0},
     };
     for (size_t i = 0; i < P2PT_ARRAY_LEN(cases); i++) {
         p2pt_init_args a = {sizeof(a), NULL, "tma", cases[i].opts};
