@@ -2,9 +2,10 @@
  * local_copy: an experiment, not part of the library. Which SM-issued
  * pattern matches or beats cuMemcpyAsync for a same-device copy of 64 MiB,
  * 256 MiB and 1 GiB? (At those sizes the driver's device-to-device copy is
- * thought to run as a kernel on the SMs rather than on a copy engine; the
- * probe mode tests that. p2pt's TMA kernel reaches 0.92-0.97 of it.) The
- * kernels and the list of variants are in local_variants.cuh.
+ * a kernel on the SMs rather than on a copy engine: the probe mode shows
+ * it, the ncu mode counts its CTAs, and p2pt's streaming kernel copies its
+ * shape; bench/RESULTS.md has the history.) The kernels and the list of
+ * variants are in local_variants.cuh.
  *
  *   local_copy [bytes...]      the comparison, single launches (default 64 MiB
  *                              256 MiB 1 GiB)

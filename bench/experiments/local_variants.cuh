@@ -271,14 +271,13 @@ struct variant {
     u32 block;   /* threads per CTA (K_VEC, K_PERSIST) */
     u32 a, b;    /* K_VEC: uint4s per CTA; K_PERSIST: CTAs per SM;
                     K_BULK, K_P2PT: chunk bytes, chunks per CTA / stages */
-    u32 unused;
     u32 vflags;  /* V_* */
 };
 
 #define KI 1024u
 /* Vector copy: B threads, U uint4 per thread per round, R rounds, hint, layout. */
-#define VEC(name, B, U, R, H, L) {name, K_VEC, vec_tile<B, U, R, H, L>, B, (B) * (U) * (R), 0, 0, 0}
-static const struct variant g_ce = {"cuMemcpyAsync (CE)", K_CE, NULL, 0, 0, 0, 0, 0};
+#define VEC(name, B, U, R, H, L) {name, K_VEC, vec_tile<B, U, R, H, L>, B, (B) * (U) * (R), 0, 0}
+static const struct variant g_ce = {"cuMemcpyAsync (CE)", K_CE, NULL, 0, 0, 0, 0};
 static const struct variant g_vs[] = {
     /* a. warp tiles (lane l of a warp at step j: warp base + 32 j + l), all
      *    U loads then all U stores; a warp moves 512*U contiguous bytes */
@@ -329,13 +328,13 @@ static const struct variant g_vs[] = {
     {"bulk 32Kx3 per CTA", K_BULK, NULL, 32, 32 * KI, 3},
     {"bulk 32Kx4 per CTA", K_BULK, NULL, 32, 32 * KI, 4},
     /* e. p2pt's kernel, persistent grid, as the library launches copies
-     *    under 64 MiB (default 48K x 4), and with 2 stages (2 CTAs per SM) */
-    {"p2pt persistent 48Kx4 (shipped < 64M)", K_P2PT, NULL, P2PT_TMA_THREADS, 48 * KI, 4, 0, V_PDL},
-    {"p2pt persistent 48Kx2", K_P2PT, NULL, P2PT_TMA_THREADS, 48 * KI, 2, 0, V_PDL},
+     *    under 8 MiB (default 48K x 4), and with 2 stages (2 CTAs per SM) */
+    {"p2pt persistent 48Kx4 (shipped < 8M)", K_P2PT, NULL, P2PT_TMA_THREADS, 48 * KI, 4, V_PDL},
+    {"p2pt persistent 48Kx2", K_P2PT, NULL, P2PT_TMA_THREADS, 48 * KI, 2, V_PDL},
     /* f. p2pt's streaming kernel (kernels/stream_copy.cu), as the library
-     *    launches local copies of 64 MiB and more */
-    {"p2pt stream_copy (shipped >= 64M)", K_P2PT_VEC, NULL, P2PT_STREAM_THREADS, 0, 0, 0, V_PDL},
-    {"p2pt stream_copy no PDL", K_P2PT_VEC, NULL, P2PT_STREAM_THREADS, 0, 0, 0, 0},
+     *    launches local copies of 8 MiB and more */
+    {"p2pt stream_copy (shipped >= 8M)", K_P2PT_VEC, NULL, P2PT_STREAM_THREADS, 0, 0, V_PDL},
+    {"p2pt stream_copy no PDL", K_P2PT_VEC, NULL, P2PT_STREAM_THREADS, 0, 0, 0},
 };
 static const int g_nv = (int)(sizeof g_vs / sizeof g_vs[0]);
 
@@ -348,6 +347,6 @@ static const struct variant *variant_named(const char *name)
     exit(2);
 }
 #define BEST_GUESS "vec B128 U16 cs"
-#define P2PT_SHIPPED "p2pt stream_copy (shipped >= 64M)"
+#define P2PT_SHIPPED "p2pt stream_copy (shipped >= 8M)"
 
 #endif

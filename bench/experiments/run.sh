@@ -12,7 +12,7 @@
 #   bench/experiments/run.sh probe [bytes]        how many free SMs the driver's
 #                                                 device-to-device copy needs
 #   bench/experiments/run.sh ncu [bytes]          ncu counters of cuMemcpyAsync, p2pt's
-#                                                 streaming grid and the best-guess vector
+#                                                 streaming kernel and the best-guess vector
 #                                                 copy, 8, 7 and 6 back to back
 #                                                 (default 256 MiB; needs access to the
 #                                                 GPU performance counters: root, or the
@@ -50,7 +50,7 @@ log=${OUT:+$OUT/$what.log}
 if [ "$what" = ncu ]; then
   # One ncu run per metric group, so that a metric this ncu or range replay
   # does not support loses only its group. The program marks three profiler
-  # ranges (cuMemcpyAsync, p2pt's streaming grid, the vector copy), in that order,
+  # ranges (cuMemcpyAsync, p2pt's streaming kernel, the vector copy), in that order,
   # of 8, 7 and 6 copies: their DRAM bytes tell them apart if ncu drops one.
   command -v ncu >/dev/null || { echo "run.sh: ncu not found" >&2; exit 2; }
   dir=${OUT:-/tmp/p2pt-ncu}
