@@ -197,13 +197,14 @@ static u64 check(const struct variant *v, u64 bytes)
     return *g_hbad;
 }
 
-/* One copy between two events, in ms; -1 if it did not launch. */
-static float time_one(const struct variant *v, u64 bytes)
+/* n copies back to back between two events, in ms; -1 if one did not launch. */
+static float time_n(const struct variant *v, u64 bytes, int n)
 {
     float ms;
     CK(cudaEventRecord(g_e0, g_s));
-    if (launch(v, bytes, g_s))
-        return -1;
+    for (int i = 0; i < n; i++)
+        if (launch(v, bytes, g_s))
+            return -1;
     CK(cudaEventRecord(g_e1, g_s));
     wait_ev(g_e1, v->name);
     CK(cudaEventElapsedTime(&ms, g_e0, g_e1));
@@ -231,11 +232,11 @@ static void compare(u64 bytes, int si)
     }
     sync_stream(g_s, "warm-up");
     for (int r = 0; r < ROUNDS; r++) {
-        ce[r] = time_one(&g_ce, bytes);
+        ce[r] = time_n(&g_ce, bytes, 1);
         /* Rotate the order: no variant always follows the same one. */
         for (int k = 0; k < g_nv; k++) {
             int i = (k + r) % g_nv;
-            t[i][r] = bad[i] == ~0ull ? -1 : time_one(&g_vs[i], bytes);
+            t[i][r] = bad[i] == ~0ull ? -1 : time_n(&g_vs[i], bytes, 1);
         }
     }
     CK(cudaMemcpy(&timeouts, g_timeouts, sizeof timeouts, cudaMemcpyDeviceToHost));
@@ -277,20 +278,6 @@ static void compare(u64 bytes, int si)
 
 #define B2B_N 8
 #define B2B_ROUNDS 11
-
-/* n copies back to back between two events, in ms; -1 if one did not launch. */
-static float time_n(const struct variant *v, u64 bytes, int n)
-{
-    float ms;
-    CK(cudaEventRecord(g_e0, g_s));
-    for (int i = 0; i < n; i++)
-        if (launch(v, bytes, g_s))
-            return -1;
-    CK(cudaEventRecord(g_e1, g_s));
-    wait_ev(g_e1, v->name);
-    CK(cudaEventElapsedTime(&ms, g_e0, g_e1));
-    return ms;
-}
 
 static float g_b2b[MAXSIZES][MAXV], g_steady[MAXSIZES][MAXV]; /* vs CE, for the summary */
 
