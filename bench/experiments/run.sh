@@ -60,10 +60,9 @@ if [ "$what" = ncu ]; then
     [lts]=lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_write.sum,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum,lts__t_sector_hit_rate.pct
     [sm]=sm__warps_active.avg.pct_of_peak_sustained_active,sm__cycles_active.avg,sm__cycles_elapsed.avg,smsp__inst_executed.sum
     [launch]=sm__ctas_launched.sum,smsp__warps_launched.sum
-    [ldst]=smsp__sass_inst_executed_op_global_ld.sum,smsp__sass_inst_executed_op_global_st.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum
   )
   : >"$dir/ncu.csv"
-  for g in dram lts sm launch ldst; do
+  for g in dram lts sm launch; do
     echo "== ncu group $g: ${groups[$g]}"
     ncu --replay-mode range --print-units base --csv \
       --metrics "${groups[$g]}" --log-file "$dir/ncu_$g.csv" "$bin" ncu "${1:-268435456}" ||
