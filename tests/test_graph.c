@@ -9,45 +9,53 @@
 
 static const char *const transports[] = {"ce", "tma", "auto"};
 
-/* Capture three copies (odd sizes and co-aligned odd offsets), replay the
- * graph `replays` times with new source bytes each time. */
+/* Capture four copies (odd sizes and co-aligned odd offsets; the largest
+ * is over P2P_TRANSPORT_STREAM_MIN's default, so tma captures its streaming
+ * kernel), replay the graph 12 times with new source bytes each time. */
 static void capture_and_replay(CUstreamCaptureMode mode)
 {
     gt_require_gpus(1);
     gt_use_device(0);
     cr_assert_not_null(tcu.cuStreamBeginCapture, "driver lacks stream capture");
-    static const size_t sizes[3] = {1, 48 * 1024 + 1, 3 * 1024 * 1024 + 13};
+    enum { N = 4 };
+    static const size_t sizes[N] = {1, 48 * 1024 + 1, 3 * 1024 * 1024 + 13,
+                                    9 * 1024 * 1024 + 5};
     for (int t = 0; t < (int)P2PT_ARRAY_LEN(transports); t++) {
         p2pt_handle *h = gt_handle(transports[t]);
         GT_OK(p2pt_prepare(h, 0));
         CUstream s;
         GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-        struct gt_buf src[3], dst[3];
-        for (int i = 0; i < 3; i++) {
+        struct gt_buf src[N], dst[N];
+        for (int i = 0; i < N; i++) {
             src[i] = gt_alloc(sizes[i] + 16);
             dst[i] = gt_alloc(sizes[i] + 16);
         }
         GT_CHECK(tcu.cuStreamBeginCapture(s, mode));
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < N; i++)
             GT_OK(p2pt_copy_async(h, (void *)(dst[i].ptr + 3), (void *)(src[i].ptr + 3),
                                   sizes[i], s));
         CUgraph g;
         CUgraphExec ge;
         GT_CHECK(tcu.cuStreamEndCapture(s, &g));
+        if (strcmp(transports[t], "tma") == 0) {
+            p2pt_properties p = {sizeof(p)};
+            GT_OK(p2pt_get_properties(h, &p));
+            cr_assert_eq(p.stream_launches, 1u, "the 9 MiB copy captured its streaming kernel");
+        }
         GT_CHECK(tcu.cuGraphInstantiateWithFlags(&ge, g, 0));
         for (int r = 0; r < 12; r++) {
-            for (int i = 0; i < 3; i++) {
+            for (int i = 0; i < N; i++) {
                 gt_fill(&src[i], (uint64_t)(r * 10 + i + 1));
                 gt_poison(&dst[i]);
             }
             GT_CHECK(tcu.cuGraphLaunch(ge, s));
             GT_CHECK(tcu.cuStreamSynchronize(s));
-            for (int i = 0; i < 3; i++)
+            for (int i = 0; i < N; i++)
                 gt_expect_range(&dst[i], 3, &src[i], 3, sizes[i], transports[t]);
         }
         tcu.cuGraphExecDestroy(ge);
         tcu.cuGraphDestroy(g);
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < N; i++) {
             gt_free(&src[i]);
             gt_free(&dst[i]);
         }
