@@ -41,17 +41,23 @@ static __device__ __forceinline__ void mbar_expect_tx(u32 bar, u32 bytes)
                  : "memory");
 }
 
-static __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity)
+/* One bounded wait for the phase of `parity` to complete: true once it has. */
+static __device__ __forceinline__ bool mbar_try_wait(u32 bar, u32 parity)
 {
     u32 done;
-    do {
-        asm volatile("{ .reg .pred p;\n"
-                     "  mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "  selp.u32 %0, 1, 0, p; }"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-    } while (!done);
+    asm volatile("{ .reg .pred p;\n"
+                 "  mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "  selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+    return done != 0;
+}
+
+static __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity)
+{
+    while (!mbar_try_wait(bar, parity))
+        ;
 }
 
 static __device__ __forceinline__ u64 evict_first_policy()

@@ -168,24 +168,31 @@ out:
 }
 
 /*
- * A large local copy: kernels/stream_copy.cu, a CTA for every 4 KiB of the
- * body. Returns false, launching nothing, when the grid would pass CUDA's
- * limit of 2^31 - 1 CTAs (8 TiB), and the bulk-copy ring takes the copy.
+ * Whether a copy takes kernels/stream_copy.cu: a local copy from
+ * P2P_TRANSPORT_STREAM_MIN on. Copies over NVLink were not measured with
+ * it; a CTA cap (P2P_TRANSPORT_MAX_CTAS) asks for the grid that honours it;
+ * and its grid, a CTA for every 4 KiB, must stay within CUDA's 2^31 - 1
+ * CTAs (8 TiB).
  */
-static p2pt_status stream_copy(struct p2pt_handle *h, const struct p2pt_request *r,
-                               bool *launched)
+static bool takes_stream_kernel(const struct p2pt_handle *h, const struct p2pt_request *r)
+{
+    return r->path == P2PT_PATH_LOCAL && h->cfg.stream_min != 0 &&
+           r->bytes >= h->cfg.stream_min && h->cfg.max_ctas == 0 &&
+           r->bytes <= (uint64_t)0x7fffffffu * STREAM_CTA_BYTES;
+}
+
+/* A large local copy: kernels/stream_copy.cu, a CTA for every 4 KiB of the
+ * body. */
+static p2pt_status stream_copy(struct p2pt_handle *h, const struct p2pt_request *r)
 {
     p2pt_status st = P2PT_SUCCESS;
     struct p2pt_chunk_plan plan;
     const struct p2pt_module *m = NULL;
     CUstream stream = r->stream;
 
-    *launched = false;
     P2PT_TRY(p2pt__chunk_plan((uintptr_t)r->dst, (uintptr_t)r->src, r->bytes, STREAM_CTA_BYTES,
                               &plan));
     uint64_t ctas = (plan.body + STREAM_CTA_BYTES - 1) / STREAM_CTA_BYTES;
-    if (ctas > 0x7fffffffu)
-        goto out;
     P2PT_TRY(p2pt__jit_module(r->ctx, &p2pt__kernel_stream_copy, &h->cfg, &h->log, &stream, &m));
     char *d = r->dst;
     const char *s = r->src;
@@ -195,7 +202,6 @@ static p2pt_status stream_copy(struct p2pt_handle *h, const struct p2pt_request 
                               P2PT_STREAM_THREADS, 0, stream, params));
     atomic_fetch_add_explicit(&h->stats.tma_launches, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->stats.stream_launches, 1, memory_order_relaxed);
-    *launched = true;
 out:
     return st;
 }
@@ -207,15 +213,9 @@ static p2pt_status tma_copy(struct p2pt_handle *h, const struct p2pt_request *r)
     const struct p2pt_module *m = NULL;
     CUstream stream = r->stream;
     uint32_t most;
-    bool done = false;
 
-    /* Copies over NVLink were not measured with the streaming kernel; a
-     * CTA cap (P2P_TRANSPORT_MAX_CTAS) asks for the grid that honours it. */
-    if (r->path == P2PT_PATH_LOCAL && h->cfg.stream_min != 0 && r->bytes >= h->cfg.stream_min &&
-        h->cfg.max_ctas == 0)
-        P2PT_TRY(stream_copy(h, r, &done));
-    if (done)
-        goto out;
+    if (takes_stream_kernel(h, r))
+        return stream_copy(h, r);
     P2PT_TRY(p2pt__jit_module(r->ctx, &p2pt__kernel_tma_copy, &h->cfg, &h->log, &stream, &m));
     P2PT_TRY(p2pt__tma_grid(h, m, &most));
     P2PT_TRY(p2pt__chunk_plan((uintptr_t)r->dst, (uintptr_t)r->src, r->bytes,

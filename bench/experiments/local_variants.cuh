@@ -131,14 +131,7 @@ static __device__ __forceinline__ bool mbar_wait_for(u32 bar, u32 parity, u64 li
 {
     u64 t0 = 0;
     for (u32 i = 0;; i++) {
-        u32 done;
-        asm volatile("{ .reg .pred p;\n"
-                     "  mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "  selp.u32 %0, 1, 0, p; }"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-        if (done)
+        if (mbar_try_wait(bar, parity))
             return true;
         if (i == 0)
             t0 = gtimer_ns();
