@@ -1,9 +1,10 @@
 /*
- * libFuzzer harness: host batch planning. For any list of pieces (any
- * addresses, sizes up to 2^40, any unit and capacity), the entries of every
- * launch cover every byte of every piece exactly once and in order, with
- * unit_begin the exact prefix sum of the units and no launch over its
- * capacity or the unit limit; the plan always ends.
+ * libFuzzer harness: host batch planning and the tile arithmetic. For any
+ * list of pieces (any addresses, sizes up to 2^40) and any capacity, every
+ * launch passes on the non-empty pieces in order, untouched, with their
+ * tile count, never over its capacity, and the plan ends; for every piece,
+ * head and tail are under 16 bytes, the body is 16-byte aligned at the
+ * destination and its tiles are exactly enough for it.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,7 +18,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 4)
         return 0;
-    uint32_t unit = (((uint32_t)data[0] << 8 | data[1]) % 4096 + 1) * 16;
     size_t cap = (size_t)data[2] % 64 + 1;
     data += 4;
     size -= 4;
@@ -29,40 +29,41 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         d[i].dst = (void *)(uintptr_t)(v[0] >> 4);
         d[i].src = (const void *)(uintptr_t)(v[1] >> 4);
         d[i].bytes = v[2] % (1ull << 40);
+        const uint64_t dst = v[0] >> 4, n = d[i].bytes;
+        const uint64_t h = P2PT_BATCH_HEAD(dst, n), body = P2PT_BATCH_BODY(dst, n);
+        const uint64_t tiles = P2PT_BATCH_TILES(dst, n);
+        if (h >= 16 || n - h - body >= 16 || body % 16 != 0 || (body && (dst + h) % 16) ||
+            (tiles == 0) != (n == 0) || (body && (tiles * P2PT_BATCH_TILE < body ||
+                                                   (tiles - 1) * P2PT_BATCH_TILE >= body)))
+            abort();
     }
-    struct p2pt_batch_entry e[64];
-    struct p2pt_batch_cursor cur = {0, 0};
+    struct p2pt_batch_desc e[64];
+    struct p2pt_batch_cursor cur = {0};
     size_t piece = 0;
-    uint64_t at = 0;
     for (int launches = 0;; launches++) {
         if (launches > 1 << 20)
             abort(); /* the plan must end */
-        uint32_t total = 0;
-        size_t n = p2pt__batch_fill(d, count, &cur, unit, e, cap, &total);
+        uint64_t tiles = 0, want = 0;
+        size_t n = p2pt__batch_fill(d, count, &cur, e, cap, &tiles);
         if (n == 0)
             break;
-        if (n > cap || total > P2PT_BATCH_MAX_UNITS)
+        if (n > cap)
             abort();
-        uint64_t units = 0;
         for (size_t i = 0; i < n; i++) {
-            while (piece < count && at == d[piece].bytes) {
+            while (piece < count && d[piece].bytes == 0)
                 piece++;
-                at = 0;
-            }
-            if (piece >= count || e[i].bytes == 0 || e[i].unit_begin != units ||
-                e[i].dst != (uint64_t)(uintptr_t)d[piece].dst + at ||
-                e[i].src != (uint64_t)(uintptr_t)d[piece].src + at)
+            if (piece >= count || e[i].bytes != d[piece].bytes ||
+                e[i].dst != (uint64_t)(uintptr_t)d[piece].dst ||
+                e[i].src != (uint64_t)(uintptr_t)d[piece].src)
                 abort();
-            units += P2PT_BATCH_UNITS(e[i].dst, e[i].src, (uint64_t)e[i].bytes, unit);
-            at += e[i].bytes;
+            want += P2PT_BATCH_TILES(e[i].dst, e[i].bytes);
+            piece++;
         }
-        if (units != total)
+        if (want != tiles)
             abort();
     }
-    while (piece < count && at == d[piece].bytes) {
+    while (piece < count && d[piece].bytes == 0)
         piece++;
-        at = 0;
-    }
     if (piece != count)
         abort();
     return 0;

@@ -240,8 +240,9 @@ typedef struct p2pt_copy_desc {
  * (status 4 naming its index). Zero-byte pieces are skipped; count 0
  * succeeds.
  *   tma: one kernel launch per properties.batch_per_launch pieces (1344),
- *        any size and alignment per piece: co-aligned pieces through bulk
- *        copies, others with plain loads and stores, in the same launch.
+ *        any size and alignment per piece, every piece through aligned
+ *        16-byte loads and stores (shifted where dst and src are not
+ *        co-aligned); large pieces are spread over every SM.
  *   ce:  cuMemcpyBatchAsync where the driver has it and it is safe (not the
  *        legacy default stream, not while capturing), else one
  *        cuMemcpyAsync per piece.
@@ -285,7 +286,8 @@ typedef struct p2pt_batch_status {
 #define P2PT_BATCH_SKIPPED_TOO_LARGE 8u /* 4 GiB or more, or a range that wraps */
 
 /* Bytes of GPU memory a device batch of up to `max_count` descriptors
- * needs as its workspace (the status record, then its plan). */
+ * needs as its workspace: the status record (the same for every max_count
+ * today; size the workspace with this call, not with a constant). */
 P2PT_API size_t p2pt_batch_workspace_bytes(uint32_t max_count);
 
 /*

@@ -31,75 +31,56 @@
 /* ------------------------------------------------------------- batches */
 
 /*
- * One piece of a batch as the batch kernel reads it, from its parameters
- * (host descriptors) or from the caller's workspace (device descriptors,
- * written there by the plan kernel after checking them). `unit_begin` is
- * the prefix sum of the pieces' work units: piece i owns global units
- * [unit_begin[i], unit_begin[i + 1]). A unit is up to `unit_bytes` of the
- * piece: a bulk chunk of a co-aligned piece's 16-byte body (unit 0 also
- * carries the unaligned head and tail bytes), or a span of a piece copied
- * with plain loads and stores.
+ * The batch kernel (batch_copy.cu) cuts every piece into tiles: tile k of a
+ * piece is up to P2PT_BATCH_TILE bytes of its 16-byte aligned destination
+ * body, one warp's work (32 lanes x P2PT_BATCH_TILE / 512 vectors of 16
+ * bytes, every load in flight before the first store). Tile 0 also moves
+ * the unaligned destination head bytes (< 16) and the last tile the tail;
+ * a piece too small for a body is one tile of head bytes. The same macros
+ * size a batch on the host (src/batch_plan.c) and in the kernel.
  */
-struct p2pt_batch_entry {
-    unsigned long long dst, src;
-    unsigned int bytes; /* < 2^32: larger host pieces are cut into several */
-    unsigned int unit_begin;
-};
-
-/* What every batch launch passes besides its entries. */
-struct p2pt_batch_head {
-    unsigned long long workspace; /* device batches: the caller's workspace; 0 otherwise */
-    unsigned int count;           /* host batches: entries inline */
-    unsigned int total_units;     /* host batches: sum of the entries' units */
-    unsigned int unit_bytes;      /* multiple of 16: one ring stage */
-    unsigned int stages;          /* ring depth, <= P2PT_BATCH_MAX_STAGES */
-    unsigned int flags;           /* P2PT_FLAG_* */
-    unsigned int pad;
-};
-
-#define P2PT_BATCH_THREADS 128          /* warp 0: bulk issuer; warps 1..3: plain copies */
-#define P2PT_BATCH_SMALL 128            /* entries inline in p2pt_batch_copy_s */
-#define P2PT_BATCH_LARGE 1344           /* entries inline in p2pt_batch_copy_l: 32 KiB of parameters */
-#define P2PT_BATCH_BULK_MIN 256u        /* pieces below this many bytes are copied plainly */
-#define P2PT_BATCH_MAX_WINDOWS 64       /* windows one device batch is checked against */
-#define P2PT_BATCH_PLAN_THREADS 1024    /* the plan kernel is one CTA of this many threads */
-/* The batch ring: stages of at most this many bytes, more of them than a
- * single copy's, so that many small pieces are in flight per SM. */
-#define P2PT_BATCH_UNIT (16u * 1024u)
-#define P2PT_BATCH_MAX_STAGES 32
-/* Device batches of at most this many descriptors take one launch: every
- * CTA reads and checks the descriptors itself. Larger ones take two: the
- * plan kernel, then the copy. */
-#define P2PT_BATCH_DEVICE_ONE 128
-
-/*
- * How a piece is cut into units, the same on the host (src/batch_plan.c)
- * and in the kernels. A piece goes through bulk copies when dst and src are
- * co-aligned and it is not tiny; its units then cover the 16-byte aligned
- * body (at least 224 bytes, so at least one unit), and unit 0 also moves the
- * unaligned head and tail. Any other piece is moved by plain loads and
- * stores, `unit` bytes per unit. Zero-byte pieces have no unit.
- */
-#define P2PT_BATCH_IS_BULK(dst, src, bytes)                                     \
-    (((((dst) ^ (src)) & 15ull) == 0) && (bytes) >= P2PT_BATCH_BULK_MIN)
+#define P2PT_BATCH_TILE 4096u
 #define P2PT_BATCH_HEAD(dst, bytes)                                             \
     ((((16ull - ((dst) & 15ull)) & 15ull) < (bytes)) ? ((16ull - ((dst) & 15ull)) & 15ull) \
                                                       : (bytes))
 #define P2PT_BATCH_BODY(dst, bytes) (((bytes) - P2PT_BATCH_HEAD(dst, bytes)) & ~15ull)
-#define P2PT_BATCH_UNITS(dst, src, bytes, unit)                                 \
+#define P2PT_BATCH_TILES(dst, bytes)                                            \
     ((bytes) == 0 ? 0ull                                                        \
-     : P2PT_BATCH_IS_BULK(dst, src, bytes)                                      \
-         ? (P2PT_BATCH_BODY(dst, bytes) + (unit) - 1) / (unit)                  \
-         : ((bytes) + (unit) - 1) / (unit))
+     : P2PT_BATCH_BODY(dst, bytes) == 0                                         \
+         ? 1ull                                                                 \
+         : (P2PT_BATCH_BODY(dst, bytes) + P2PT_BATCH_TILE - 1) / P2PT_BATCH_TILE)
 
+/* Threads per CTA of the batch kernel: 8 warps, and one descriptor per
+ * thread when a CTA reads its block of P2PT_BATCH_BLOCK descriptors. */
+#define P2PT_BATCH_THREADS 256
+#define P2PT_BATCH_BLOCK 256
+/* CTAs per SM the batch kernel is sized for (its launch bounds: 1024
+ * threads, at most 64 registers each). */
+#define P2PT_BATCH_CTAS_PER_SM 4
+#define P2PT_BATCH_SMALL 128      /* descriptors inline in p2pt_batch_copy_s */
+#define P2PT_BATCH_LARGE 1344     /* in p2pt_batch_copy_l: 32 KiB of parameters */
+#define P2PT_BATCH_MAX_WINDOWS 64 /* windows one device batch is checked against */
+
+/* One piece as the kernel reads it: the public p2pt_copy_desc layout (three
+ * 64-bit words), from its parameters (host descriptors) or from the
+ * caller's GPU memory (device descriptors). */
+struct p2pt_batch_desc {
+    unsigned long long dst, src, bytes;
+};
+
+/* Host descriptors, checked on the host, inline in the parameters. */
 struct p2pt_batch_small {
-    struct p2pt_batch_head head;
-    struct p2pt_batch_entry entry[P2PT_BATCH_SMALL];
+    unsigned int count;
+    unsigned int flags;
+    unsigned long long reserved;
+    struct p2pt_batch_desc desc[P2PT_BATCH_SMALL];
 };
 
 struct p2pt_batch_large {
-    struct p2pt_batch_head head;
-    struct p2pt_batch_entry entry[P2PT_BATCH_LARGE];
+    unsigned int count;
+    unsigned int flags;
+    unsigned long long reserved;
+    struct p2pt_batch_desc desc[P2PT_BATCH_LARGE];
 };
 
 /* A registered window: device batches may touch [base, end) only. */
@@ -107,20 +88,22 @@ struct p2pt_batch_window {
     unsigned long long base, end;
 };
 
-/* Parameters of the device-descriptor kernels (the plan kernel, and the
- * one-launch copy of up to P2PT_BATCH_LARGE descriptors). */
+/* Device descriptors: the count and the descriptors in GPU memory, read
+ * when the kernel runs and checked there against the windows. */
 struct p2pt_batch_dev_params {
-    struct p2pt_batch_head head;  /* workspace, unit_bytes, stages, flags */
     unsigned long long descs;     /* the caller's {dst, src, bytes} array in GPU memory */
     unsigned long long count;     /* the caller's uint32_t count in GPU memory */
+    unsigned long long workspace; /* the caller's workspace: the status record */
     unsigned int max_count;
     unsigned int n_windows;
+    unsigned int flags;
+    unsigned int reserved;
     struct p2pt_batch_window window[P2PT_BATCH_MAX_WINDOWS];
 };
 
 /*
  * The caller's workspace: the status record (public: p2pt_batch_status),
- * what the copy kernel needs of the plan, then one entry per descriptor.
+ * written by CTA 0 of the device batch kernel.
  */
 struct p2pt_batch_status_record {
     unsigned int count;     /* the count read from GPU memory */
@@ -133,9 +116,7 @@ struct p2pt_batch_status_record {
 
 struct p2pt_batch_ws_head {
     struct p2pt_batch_status_record status;
-    unsigned int count;       /* entries planned (the count, capped at max_count) */
-    unsigned int total_units;
-    unsigned int reserved[6];
+    unsigned int reserved[8];
 };
 
 #define P2PT_BATCH_SKIPPED_WINDOW 1u    /* dst or src range outside every window */

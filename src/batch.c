@@ -128,7 +128,8 @@ rejected:
 
 size_t p2pt_batch_workspace_bytes(uint32_t max_count)
 {
-    return sizeof(struct p2pt_batch_ws_head) + (size_t)max_count * sizeof(struct p2pt_batch_entry);
+    (void)max_count; /* the kernel plans in shared memory: only the status record */
+    return sizeof(struct p2pt_batch_ws_head);
 }
 
 /* The last device batch whose buffers this thread checked: a framework

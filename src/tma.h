@@ -14,13 +14,7 @@ P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_stream_copy; /* kerne
 P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_batch_copy;  /* kernels/batch_copy.cu */
 enum { P2PT_TMA_ENTRY_COPY };
 enum { P2PT_STREAM_ENTRY_COPY };
-enum {
-    P2PT_BATCH_ENTRY_SMALL,
-    P2PT_BATCH_ENTRY_LARGE,
-    P2PT_BATCH_ENTRY_DEVICE_ONE,
-    P2PT_BATCH_ENTRY_PLAN,
-    P2PT_BATCH_ENTRY_DEVICE
-};
+enum { P2PT_BATCH_ENTRY_SMALL, P2PT_BATCH_ENTRY_LARGE, P2PT_BATCH_ENTRY_DEVICE };
 
 /* CTAs of `smem` bytes of dynamic shared memory each one launch may use on
  * the module's device: one or two per SM as that memory allows, capped by

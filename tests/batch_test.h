@@ -84,7 +84,7 @@ static inline void bt_expect(const struct gt_buf *dst, const struct gt_buf *src,
         size_t soff = (size_t)((uintptr_t)d[i].src - src->ptr);
         memcpy(want + doff, src_host + soff, (size_t)d[i].bytes);
     }
-    GT_CHECK(tcu.cuMemcpyDtoH(got, dst->base, total));
+    gt_read(dst, got, dst->base, total);
     for (size_t k = 0; k < total; k++) {
         if (got[k] == want[k])
             continue;
@@ -118,7 +118,7 @@ static inline unsigned char *bt_host_copy(const struct gt_buf *b)
 {
     unsigned char *h = malloc(b->n);
     cr_assert_not_null(h);
-    GT_CHECK(tcu.cuMemcpyDtoH(h, b->ptr, b->n));
+    gt_read(b, h, b->ptr, b->n);
     return h;
 }
 

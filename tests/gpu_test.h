@@ -98,11 +98,12 @@ struct gt_buf {
     CUdeviceptr ptr;  /* payload */
     size_t n;
     uint64_t seed;    /* of the last gt_fill (0: never filled), for messages */
+    int host;         /* pinned host memory (gt_alloc_host), mapped for the GPU */
 };
 
 static inline struct gt_buf gt_alloc(size_t n)
 {
-    struct gt_buf b = {0, 0, n, 0};
+    struct gt_buf b = {0, 0, n, 0, 0};
     GT_CHECK(tcu.cuMemAlloc(&b.base, n + 2 * GT_GUARD));
     b.ptr = b.base + GT_GUARD;
     GT_CHECK(tcu.cuMemsetD8(b.base, GT_POISON, n + 2 * GT_GUARD));
@@ -115,7 +116,10 @@ static inline void gt_fill(struct gt_buf *b, uint64_t seed)
     unsigned char *h = malloc(b->n);
     cr_assert_not_null(h);
     gt_random(h, b->n, seed);
-    GT_CHECK(tcu.cuMemcpyHtoD(b->ptr, h, b->n));
+    if (b->host)
+        memcpy((void *)(uintptr_t)b->ptr, h, b->n);
+    else
+        GT_CHECK(tcu.cuMemcpyHtoD(b->ptr, h, b->n));
     free(h);
     b->seed = seed;
     /* Setup runs on the legacy default stream, which non-blocking streams do
@@ -125,6 +129,10 @@ static inline void gt_fill(struct gt_buf *b, uint64_t seed)
 
 static inline void gt_poison(struct gt_buf *b)
 {
+    if (b->host) {
+        memset((void *)(uintptr_t)b->base, GT_POISON, b->n + 2 * GT_GUARD);
+        return;
+    }
     GT_CHECK(tcu.cuMemsetD8(b->base, GT_POISON, b->n + 2 * GT_GUARD));
     GT_CHECK(tcu.cuCtxSynchronize());
 }
@@ -160,9 +168,33 @@ static inline void gt_expect_range(const struct gt_buf *dst, size_t off,
     free(got);
 }
 
+/* The same in pinned host memory (cuMemAllocHost: mapped for every device
+ * with unified addressing, so its host pointer is its GPU address too). */
+static inline struct gt_buf gt_alloc_host(size_t n)
+{
+    struct gt_buf b = {0, 0, n, 0, 1};
+    void *p = NULL;
+    GT_CHECK(tcu.cuMemAllocHost(&p, n + 2 * GT_GUARD));
+    memset(p, GT_POISON, n + 2 * GT_GUARD);
+    b.base = (CUdeviceptr)(uintptr_t)p;
+    b.ptr = b.base + GT_GUARD;
+    return b;
+}
+
+/* Read n bytes at `at` of buffer b (device or pinned host memory). */
+static inline void gt_read(const struct gt_buf *b, void *out, CUdeviceptr at, size_t n)
+{
+    if (b->host)
+        memcpy(out, (const void *)(uintptr_t)at, n);
+    else
+        GT_CHECK(tcu.cuMemcpyDtoH(out, at, n));
+}
+
 static inline void gt_free(struct gt_buf *b)
 {
-    if (b->base)
+    if (b->base && b->host)
+        tcu.cuMemFreeHost((void *)(uintptr_t)b->base);
+    else if (b->base)
         tcu.cuMemFree(b->base);
     b->base = b->ptr = 0;
 }

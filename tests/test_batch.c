@@ -281,7 +281,8 @@ Test(batch_args, device_batches_need_a_kernel_transport_and_sane_arguments)
                                               (char *)fake + 8, NULL),
                  P2PT_INVALID_ARGUMENT, "a workspace that is not 16-byte aligned");
     cr_assert(strstr(p2pt_last_error(NULL), "16-byte") != NULL, "%s", p2pt_last_error(NULL));
-    cr_assert_eq(p2pt_batch_workspace_bytes(10), 64 + 10 * 24);
+    cr_assert_eq(p2pt_batch_workspace_bytes(10), sizeof(p2pt_batch_status) + 32);
+    cr_assert_eq(p2pt_batch_workspace_bytes(1u << 24), p2pt_batch_workspace_bytes(1));
     p2pt_finalize(ce);
     p2pt_finalize(tma);
 }
@@ -291,7 +292,8 @@ Test(batch_args, the_descriptor_layout_is_the_documented_one)
     cr_assert_eq(sizeof(p2pt_copy_desc), 24);
     cr_assert_eq(offsetof(p2pt_copy_desc, src), 8);
     cr_assert_eq(offsetof(p2pt_copy_desc, bytes), 16);
-    cr_assert_eq(sizeof(struct p2pt_batch_entry), 24);
+    cr_assert_eq(sizeof(struct p2pt_batch_desc), sizeof(p2pt_copy_desc));
+    cr_assert_eq(offsetof(struct p2pt_batch_desc, bytes), offsetof(p2pt_copy_desc, bytes));
     cr_assert_eq(sizeof(struct p2pt_batch_ws_head), 64);
     cr_assert_eq(sizeof(p2pt_batch_status), sizeof(struct p2pt_batch_status_record));
     /* The large launch's parameters fit the 32,764 bytes a kernel may take. */
