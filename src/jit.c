@@ -358,9 +358,12 @@ static p2pt_status load_module_locked(CUcontext ctx, unsigned long long id,
     for (int e = 0; e < P2PT_KERNEL_MAX_ENTRIES && k->entries[e] != NULL; e++) {
         P2PT_CU(p2pt__cu.cuModuleGetFunction(&m->fn[e], mod, k->entries[e]));
         /* Raise the dynamic limit to all the device allows once; each launch
-         * still asks only for what it uses. */
-        P2PT_CU(p2pt__cu.cuFuncSetAttribute(
-            m->fn[e], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin - STATIC_SMEM_RESERVE));
+         * still asks only for what it uses. Kernels with only static shared
+         * memory keep the default (their static part may pass the reserve). */
+        if (k->dynamic_smem)
+            P2PT_CU(p2pt__cu.cuFuncSetAttribute(m->fn[e],
+                                                CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                optin - STATIC_SMEM_RESERVE));
     }
     m->ctx = ctx;
     m->ctx_id = id;

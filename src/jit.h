@@ -26,6 +26,7 @@ struct p2pt_kernel {
     const char *entries[P2PT_KERNEL_MAX_ENTRIES]; /* extern "C" names, NULL-ended */
     int min_cc;                       /* major * 10 + minor */
     const char *defines[4];           /* "-DNAME=VALUE" options, NULL-ended */
+    bool dynamic_smem;                /* its launches ask for dynamic shared memory */
 };
 
 /* The embedded sources (generated at build time from every file of

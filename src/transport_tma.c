@@ -18,6 +18,7 @@ const struct p2pt_kernel p2pt__kernel_tma_copy = {
     .entries = {"p2pt_tma_copy", NULL},
     .min_cc = 90,
     .defines = {NULL},
+    .dynamic_smem = true,
 };
 
 const struct p2pt_kernel p2pt__kernel_stream_copy = {
