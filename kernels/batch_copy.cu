@@ -30,6 +30,8 @@
  * Entry points:
  *   p2pt_batch_copy_s / _l  host descriptors, checked on the host, inline in
  *                           the parameters (up to 128 / 1344)
+ *   p2pt_batch_copy_ring    host descriptors, checked on the host, staged in
+ *                           GPU memory by a copy on the stream
  *   p2pt_batch_copy_dev     descriptors and their count in GPU memory, read
  *                           when the kernel runs; every descriptor is
  *                           checked against the registered windows in the
@@ -225,21 +227,29 @@ static __device__ __forceinline__ u64 split_at(u64 total, u32 s, u32 splits)
  * Block `b` of the descriptors at `descs` (a generic address: kernel
  * parameters or GPU memory), `n` of them in all: read, check (device
  * descriptors), scan, then copy split `split` of `splits` of its tiles.
+ * `pre` is this thread's descriptor of block `pre_block`, already loaded
+ * (any other block is read here). Host descriptors are kernel parameters,
+ * which no earlier grid writes: their CTAs plan while the previous grid
+ * drains and wait for it (griddepcontrol.wait) only before the first copy.
  */
-template <bool CHECK>
+/* Where a launch's descriptors come from. */
+enum { FROM_PARAMS, FROM_RING, FROM_DEVICE };
+
+template <int FROM>
 static __device__ void copy_block(const desc_t *descs, u32 n, u32 b, u32 split, u32 splits,
-                                  const struct p2pt_batch_dev_params *p, block_smem &S)
+                                  const struct p2pt_batch_dev_params *p, block_smem &S,
+                                  u32 pre_block, const desc_t &pre)
 {
     const u32 t = threadIdx.x, lane = t & 31, w = t >> 5;
     const u32 first = b * P2PT_BATCH_BLOCK;
     const u32 nb = n - first < P2PT_BATCH_BLOCK ? n - first : P2PT_BATCH_BLOCK;
     u64 dst = 0, src = 0, bytes = 0;
     if (t < nb) {
-        const desc_t dd = descs[first + t];
+        const desc_t dd = b == pre_block ? pre : descs[first + t];
         dst = dd.dst;
         src = dd.src;
         bytes = dd.bytes;
-        if (CHECK && refuse(dst, src, bytes, *p) != 0)
+        if (FROM == FROM_DEVICE && refuse(dst, src, bytes, *p) != 0)
             bytes = 0;
     }
     S.dst[t] = dst;
@@ -247,6 +257,8 @@ static __device__ void copy_block(const desc_t *descs, u32 n, u32 b, u32 split, 
     S.bytes[t] = bytes;
     S.begin[t] = block_scan(P2PT_BATCH_TILES(dst, bytes), S);
     __syncthreads();
+    if (FROM == FROM_PARAMS)
+        pdl_wait();
     const u64 total = S.begin[P2PT_BATCH_BLOCK];
     const u64 hi = split_at(total, split + 1, splits);
     u32 lo_piece = 0;
@@ -267,38 +279,75 @@ static __device__ void copy_block(const desc_t *descs, u32 n, u32 b, u32 split, 
     __syncthreads(); /* S is refilled by the next block */
 }
 
+/* The first block CTA c of G serves when there are `blocks` blocks. */
+static __device__ __forceinline__ u32 first_block(u32 c, u32 G, u32 blocks)
+{
+    return blocks <= G ? c % blocks : c;
+}
+
 /* The copy CTAs (`G` of them, this one `c`) over `n` descriptors. */
-template <bool CHECK>
+template <int FROM>
 static __device__ void copy_all(const desc_t *descs, u32 n, u32 c, u32 G,
-                                const struct p2pt_batch_dev_params *p)
+                                const struct p2pt_batch_dev_params *p, u32 pre_block,
+                                const desc_t &pre)
 {
     __shared__ block_smem S;
     const u32 blocks = (n + P2PT_BATCH_BLOCK - 1) / P2PT_BATCH_BLOCK;
-    if (blocks == 0)
+    if (blocks == 0) {
+        if (FROM == FROM_PARAMS)
+            pdl_wait();
         return;
+    }
     if (blocks <= G) {
         const u32 b = c % blocks;
-        copy_block<CHECK>(descs, n, b, c / blocks, (G - 1 - b) / blocks + 1, p, S);
+        copy_block<FROM>(descs, n, b, c / blocks, (G - 1 - b) / blocks + 1, p, S, pre_block,
+                         pre);
         return;
     }
     for (u32 b = c; b < blocks; b += G)
-        copy_block<CHECK>(descs, n, b, 0, 1, p, S);
+        copy_block<FROM>(descs, n, b, 0, 1, p, S, pre_block, pre);
+}
+
+/* Host descriptors: this thread's descriptor of the CTA's first block. */
+template <typename P> static __device__ void host_batch(const P &p)
+{
+    pdl_launch_dependents();
+    const u32 blocks = (p.count + P2PT_BATCH_BLOCK - 1) / P2PT_BATCH_BLOCK;
+    const u32 b = blocks == 0 ? 0 : first_block(blockIdx.x, gridDim.x, blocks);
+    const u32 i = b * P2PT_BATCH_BLOCK + threadIdx.x;
+    desc_t pre = {0, 0, 0};
+    if (i < p.count)
+        pre = p.desc[i];
+    copy_all<FROM_PARAMS>(p.desc, p.count, blockIdx.x, gridDim.x, nullptr, b, pre);
 }
 
 extern "C" __global__ void __launch_bounds__(P2PT_BATCH_THREADS, P2PT_BATCH_CTAS_PER_SM)
 p2pt_batch_copy_s(const __grid_constant__ struct p2pt_batch_small p)
 {
-    pdl_launch_dependents();
-    pdl_wait();
-    copy_all<false>(p.desc, p.count, blockIdx.x, gridDim.x, nullptr);
+    host_batch(p);
 }
 
 extern "C" __global__ void __launch_bounds__(P2PT_BATCH_THREADS, P2PT_BATCH_CTAS_PER_SM)
 p2pt_batch_copy_l(const __grid_constant__ struct p2pt_batch_large p)
 {
+    host_batch(p);
+}
+
+/* Host descriptors the host checked and staged into GPU memory by a copy
+ * earlier on the stream (src/transport_tma_ring.c): read after the wait. */
+extern "C" __global__ void __launch_bounds__(P2PT_BATCH_THREADS, P2PT_BATCH_CTAS_PER_SM)
+p2pt_batch_copy_ring(const __grid_constant__ struct p2pt_batch_ring_params p)
+{
     pdl_launch_dependents();
     pdl_wait();
-    copy_all<false>(p.desc, p.count, blockIdx.x, gridDim.x, nullptr);
+    const desc_t *descs = (const desc_t *)p.descs;
+    const u32 blocks = (p.count + P2PT_BATCH_BLOCK - 1) / P2PT_BATCH_BLOCK;
+    const u32 b = blocks == 0 ? 0 : first_block(blockIdx.x, gridDim.x, blocks);
+    const u32 i = b * P2PT_BATCH_BLOCK + threadIdx.x;
+    desc_t pre = {0, 0, 0};
+    if (i < p.count)
+        pre = descs[i];
+    copy_all<FROM_RING>(descs, p.count, blockIdx.x, gridDim.x, nullptr, b, pre);
 }
 
 /* CTA 0 of a device batch: check every descriptor and write the status
@@ -344,10 +393,21 @@ p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
 {
     pdl_launch_dependents();
     pdl_wait();
+    const desc_t *descs = (const desc_t *)p.descs;
+    /* Read this thread's descriptor of the block it would serve if the
+     * count were max_count together with the count itself: one round trip
+     * instead of two whenever the count fills max_count's blocks alike. */
+    const u32 G = gridDim.x - 1, c = blockIdx.x - 1;
+    const u32 max_blocks = (p.max_count + P2PT_BATCH_BLOCK - 1) / P2PT_BATCH_BLOCK;
+    const u32 pre_block = blockIdx.x == 0 ? 0xffffffffu : first_block(c, G, max_blocks);
+    const u32 i = pre_block * P2PT_BATCH_BLOCK + threadIdx.x;
+    desc_t pre = {0, 0, 0};
+    if (blockIdx.x != 0 && i < p.max_count)
+        pre = descs[i];
     const u32 seen = *(const volatile u32 *)p.count;
     const u32 n = seen < p.max_count ? seen : p.max_count;
     if (blockIdx.x == 0)
         write_status(p, seen, n);
     else
-        copy_all<true>((const desc_t *)p.descs, n, blockIdx.x - 1, gridDim.x - 1, &p);
+        copy_all<FROM_DEVICE>(descs, n, c, G, &p, pre_block, pre);
 }

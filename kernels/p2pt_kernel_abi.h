@@ -83,6 +83,13 @@ struct p2pt_batch_large {
     struct p2pt_batch_desc desc[P2PT_BATCH_LARGE];
 };
 
+/* Host descriptors staged in GPU memory (the staging ring). */
+struct p2pt_batch_ring_params {
+    unsigned long long descs; /* p2pt_batch_desc[count] in GPU memory */
+    unsigned int count;
+    unsigned int flags;
+};
+
 /* A registered window: device batches may touch [base, end) only. */
 struct p2pt_batch_window {
     unsigned long long base, end;

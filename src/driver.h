@@ -50,6 +50,18 @@ struct p2pt_cuda {
     PFN_cuLaunchKernelEx_v11060 cuLaunchKernelEx;
     PFN_cuMemcpyBatchAsync_v13000 cuMemcpyBatchAsync;
     PFN_cuMemcpyBatchAsync_v12080 cuMemcpyBatchAsync_v12080;
+    /* Optional: the TMA transport's staging ring for host descriptors
+     * (transport_tma_ring.c); without every one of them host batches travel
+     * in the kernel parameters alone. */
+    PFN_cuMemAllocHost_v3020 cuMemAllocHost;
+    PFN_cuMemFreeHost_v2000 cuMemFreeHost;
+    PFN_cuMemAlloc_v3020 cuMemAlloc;
+    PFN_cuMemFree_v3020 cuMemFree;
+    PFN_cuMemcpyHtoDAsync_v3020 cuMemcpyHtoDAsync;
+    PFN_cuEventCreate_v2000 cuEventCreate;
+    PFN_cuEventRecord_v2000 cuEventRecord;
+    PFN_cuEventQuery_v2000 cuEventQuery;
+    PFN_cuEventSynchronize_v2000 cuEventSynchronize;
 };
 
 /* The table, valid after p2pt__cuda_load succeeded. */

@@ -14,7 +14,12 @@ P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_stream_copy; /* kerne
 P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_batch_copy;  /* kernels/batch_copy.cu */
 enum { P2PT_TMA_ENTRY_COPY };
 enum { P2PT_STREAM_ENTRY_COPY };
-enum { P2PT_BATCH_ENTRY_SMALL, P2PT_BATCH_ENTRY_LARGE, P2PT_BATCH_ENTRY_DEVICE };
+enum {
+    P2PT_BATCH_ENTRY_SMALL,
+    P2PT_BATCH_ENTRY_LARGE,
+    P2PT_BATCH_ENTRY_DEVICE,
+    P2PT_BATCH_ENTRY_RING
+};
 
 /* CTAs of `smem` bytes of dynamic shared memory each one launch may use on
  * the module's device: one or two per SM as that memory allows, capped by
@@ -33,6 +38,12 @@ P2PT_INTERNAL p2pt_status p2pt__tma_launch(const struct p2pt_handle *h, CUfuncti
                                            CUstream stream, void **params);
 
 P2PT_INTERNAL p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, const struct p2pt_batch *b);
+/* A host batch through the context's staging ring (transport_tma_ring.c):
+ * one launch of up to `most` CTAs. *done false (status success): the ring
+ * cannot take it (capture, too large, no ring here); use the parameters. */
+P2PT_INTERNAL p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
+                                               const struct p2pt_module *m, unsigned most,
+                                               bool *done);
 P2PT_INTERNAL p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h,
                                                       const struct p2pt_device_batch *b);
 

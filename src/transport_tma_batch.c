@@ -2,13 +2,17 @@
  * TMA batches: kernels/batch_copy.cu, one kernel for host and device
  * descriptors.
  *
- * Host descriptors travel in the kernel's parameters: the plan
- * (src/batch_plan.c) passes on up to 1344 non-empty pieces per launch (32
- * KiB of parameters), the small entry point taking 128 when that is enough;
- * a larger batch is as few launches as that allows, back to back on the
- * stream (programmatic dependent launch overlaps each with the previous
- * one's tail). The driver copies the parameters at launch, and graph
- * capture into the graph, so the caller's array is free on return.
+ * Host descriptors: a batch of more than 128 pieces goes through the
+ * context's staging ring (transport_tma_ring.c): one copy of the
+ * descriptors to GPU memory and one launch. Smaller batches, batches
+ * captured into a graph, and contexts without a ring travel in the kernel's
+ * parameters: the plan (src/batch_plan.c) passes on up to 1344 non-empty
+ * pieces per launch (32 KiB of parameters), the small entry point taking 128
+ * when that is enough; a larger batch is as few launches as that allows,
+ * back to back on the stream (programmatic dependent launch overlaps each
+ * with the previous one's tail). The driver copies the parameters at
+ * launch, and graph capture into the graph, so the caller's array is free
+ * on return either way.
  *
  * Device descriptors: one launch; its CTAs read the count and the
  * descriptors from GPU memory and check them against the windows, passed in
@@ -27,7 +31,8 @@ const struct p2pt_kernel p2pt__kernel_batch_copy = {
     .name = "batch_copy",
     .file = "kernels/batch_copy.cu",
     .source = p2pt__batch_copy_source,
-    .entries = {"p2pt_batch_copy_s", "p2pt_batch_copy_l", "p2pt_batch_copy_dev", NULL},
+    .entries = {"p2pt_batch_copy_s", "p2pt_batch_copy_l", "p2pt_batch_copy_dev",
+                "p2pt_batch_copy_ring", NULL},
     .min_cc = 90,
     .defines = {NULL},
 };
@@ -56,6 +61,12 @@ p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, const struct p2pt_batch 
 
     P2PT_TRY(p2pt__jit_module(b->ctx, &p2pt__kernel_batch_copy, &h->cfg, &h->log, &stream, &m));
     const unsigned most = batch_grid(h, m);
+    if (b->pieces > P2PT_BATCH_SMALL) {
+        bool done = false;
+        P2PT_TRY(p2pt__tma_ring_batch(h, b, m, most, &done));
+        if (done)
+            goto out;
+    }
     for (;;) {
         uint64_t tiles = 0;
         size_t n = p2pt__batch_fill(b->descs, b->count, &cur, large.desc, P2PT_BATCH_LARGE,

@@ -234,3 +234,67 @@ Test(batch_kernel, a_cta_cap_down_to_one_copying_cta_is_still_byte_exact)
     gt_free(&dst);
     gt_free(&src);
 }
+
+/* One thread's share of the ring test: `rounds` batches on its own stream,
+ * each into its own destination pool, none waited for until the end. */
+struct ring_job {
+    p2pt_handle *h;
+    int index;
+};
+
+enum { RING_ROUNDS = 30, RING_PIECES = 600, RING_MAX = 32 };
+
+static void *ring_thread(void *arg)
+{
+    struct ring_job *j = arg;
+    gt_use_device(0);
+    CUstream s;
+    GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    struct gt_buf src = gt_alloc(4096);
+    gt_fill(&src, 100 + (uint64_t)j->index);
+    struct gt_buf dst[RING_ROUNDS];
+    static _Thread_local p2pt_copy_desc d[RING_PIECES];
+    for (int r = 0; r < RING_ROUNDS; r++) {
+        dst[r] = gt_alloc(bt_pool_bytes(RING_PIECES, RING_MAX));
+        cr_assert(bt_layout(d, RING_PIECES, &dst[r], &src, RING_MAX,
+                            (uint64_t)j->index * 1000 + (uint64_t)r));
+        GT_OK(p2pt_copy_batch_async(j->h, d, RING_PIECES, s));
+    }
+    GT_CHECK(tcu.cuStreamSynchronize(s));
+    unsigned char *src_host = bt_host_copy(&src);
+    for (int r = 0; r < RING_ROUNDS; r++) {
+        char what[64];
+        snprintf(what, sizeof(what), "thread %d, batch %d", j->index, r);
+        cr_assert(bt_layout(d, RING_PIECES, &dst[r], &src, RING_MAX,
+                            (uint64_t)j->index * 1000 + (uint64_t)r));
+        bt_expect(&dst[r], &src, src_host, d, RING_PIECES, NULL, what);
+        gt_free(&dst[r]);
+    }
+    free(src_host);
+    gt_free(&src);
+    tcu.cuStreamDestroy(s);
+    return NULL;
+}
+
+Test(batch_kernel, the_staging_ring_wraps_under_32_threads_and_streams)
+{
+    gt_require_gpus(1);
+    gt_use_device(0);
+    /* 32 x 30 batches of 600 descriptors: about 14 MB through an 8 MiB ring
+     * per context, so slots are reused while other streams still run. */
+    p2pt_handle *h = tma_handle(NULL);
+    GT_OK(p2pt_prepare(h, 0));
+    pthread_t th[32];
+    struct ring_job jobs[32];
+    for (int i = 0; i < 32; i++) {
+        jobs[i] = (struct ring_job){h, i};
+        cr_assert_eq(pthread_create(&th[i], NULL, ring_thread, &jobs[i]), 0);
+    }
+    for (int i = 0; i < 32; i++)
+        pthread_join(th[i], NULL);
+    p2pt_properties p = {sizeof(p)};
+    GT_OK(p2pt_get_properties(h, &p));
+    cr_assert_eq(p.batches, 32u * RING_ROUNDS);
+    cr_assert_eq(p.batch_launches, 32u * RING_ROUNDS, "one launch per batch through the ring");
+    p2pt_finalize(h);
+}
