@@ -315,8 +315,8 @@ static size_t first_unpoisoned(const unsigned char *p, size_t from, size_t to)
  * every piece equals its source, every other byte of the span is still
  * poison; device batches also report no descriptor skipped. Returns the
  * row's check column. */
-static const char *check_row(int row, p2pt_handle *h, const struct layout *L,
-                             const struct pools *P)
+static const char *check_row(int row, const char *label, p2pt_handle *h,
+                             const struct layout *L, const struct pools *P)
 {
     if (!bench_opt.check)
         return "-";
@@ -348,7 +348,7 @@ static const char *check_row(int row, p2pt_handle *h, const struct layout *L,
         if (bs.count != L->count || bs.copied != L->count || bs.skipped != 0) {
             bench_row_check_failed("%s: the batch status reads count %u, copied %u, skipped "
                                    "%u (first bad %u, reasons 0x%x); %zu pieces were posted",
-                                   row_names[row], bs.count, bs.copied, bs.skipped,
+                                   label, bs.count, bs.copied, bs.skipped,
                                    bs.first_bad, bs.reasons, L->count);
             goto out;
         }
@@ -368,7 +368,7 @@ static const char *check_row(int row, p2pt_handle *h, const struct layout *L,
                 k++;
             bench_row_check_failed("%s: piece %zu of %zu (%zu bytes, dst mod 16 = %zu, src mod "
                                    "16 = %zu) differs from its source at byte %zu",
-                                   row_names[row], i, pieces, bytes,
+                                   label, i, pieces, bytes,
                                    (size_t)(d->dst.base + doff) % 16,
                                    (size_t)(d->src.base + soff) % 16, k);
             goto out;
@@ -379,13 +379,13 @@ static const char *check_row(int row, p2pt_handle *h, const struct layout *L,
     if (k < L->span) {
         bench_row_check_failed("%s: byte %zu of the destination span (%zu bytes, guards "
                                "included), outside every piece, was written",
-                               row_names[row], k, L->span);
+                               label, k, L->span);
         goto out;
     }
     res = "ok";
     goto out;
 fail:
-    bench_row_check_failed("%s: %s", row_names[row], bench_err);
+    bench_row_check_failed("%s: %s", label, bench_err);
 out:
     free(dst);
     free(src);
@@ -436,36 +436,46 @@ static void print_skip(const char *name, const char *why)
     printf("%14s skipped: %s\n", name, why);
 }
 
-/* Time, check, print and record one row; false when it was skipped. */
-static bool measure(int row, p2pt_handle *h, const struct layout *L, const struct pools *P,
-                    const struct anchors *A, const char *label, int max_ctas, double *gpu,
-                    double *enq)
+/* One row of one shape: what it runs and, once timed, its medians. */
+struct measured {
+    int row;
+    p2pt_handle *h;
+    char label[32];
+    const struct bench_tma_cfg *cfg; /* the TMA settings it ran with */
+    double gpu, enq;
+};
+
+/* Time one row; false, with a line saying why, when it was skipped. */
+static bool row_time(struct measured *m, const struct layout *L, const struct pools *P)
 {
-    const struct batch_shape *sh = L->sh;
     bench_row_begin();
-    enum timed t = time_row(row, h, L, P->d, gpu, enq);
+    enum timed t = time_row(m->row, m->h, L, P->d, &m->gpu, &m->enq);
     if (t == FAILED)
-        bench_fatal("batch %s, %s", sh->name, label);
-    if (t == SKIPPED) {
-        print_skip(label, bench_err);
-        bench_row_end();
-        return false;
-    }
-    double gbps = bench_gbps((double)L->total, *gpu);
-    double vs_contig = bench_ratio(A->contig, *gpu), vs_ref = bench_ratio(*gpu, A->ref);
-    const char *c = check_row(row, h, L, P);
-    printf("%14s %10.2f %9.2f %8.3f %8.3f %10.2f %10.1f  %s\n", label, *gpu, gbps, vs_contig,
-           vs_ref, *enq, *enq * 1e3 / (double)L->count, c);
+        bench_fatal("batch %s, %s", L->sh->name, m->label);
+    if (t == SKIPPED)
+        print_skip(m->label, bench_err);
+    bench_row_end();
+    return t == TIMED;
+}
+
+/* Check, print and record a timed row against the anchors. */
+static void row_report(const struct measured *m, const struct layout *L, const struct pools *P,
+                       const struct anchors *A)
+{
+    double gbps = bench_gbps((double)L->total, m->gpu);
+    double vs_contig = bench_ratio(A->contig, m->gpu), vs_ref = bench_ratio(m->gpu, A->ref);
+    bench_row_begin();
+    const char *c = check_row(m->row, m->label, m->h, L, P);
+    printf("%14s %10.2f %9.2f %8.3f %8.3f %10.2f %10.1f  %s\n", m->label, m->gpu, gbps,
+           vs_contig, vs_ref, m->enq, m->enq * 1e3 / (double)L->count, c);
     bench_row_end();
     char kind[96];
-    struct bench_tma_cfg cfg = bench_default_cfg;
-    cfg.max_ctas = max_ctas;
-    snprintf(kind, sizeof(kind), "%s:%s", label, sh->name);
-    bench_emit_ratios("batch", "local", row_transport(row), &cfg, L->total, *gpu, gbps, kind,
-                      vs_contig, vs_ref);
-    snprintf(kind, sizeof(kind), "%s_enq:%s", label, sh->name);
-    bench_emit("batch", "local", row_transport(row), &cfg, L->total, *enq, 0, kind);
-    return true;
+    int t = row_transport(m->row);
+    snprintf(kind, sizeof(kind), "%s:%s", m->label, L->sh->name);
+    bench_emit_ratios("batch", "local", t, m->cfg, L->total, m->gpu, gbps, kind, vs_contig,
+                      vs_ref);
+    snprintf(kind, sizeof(kind), "%s_enq:%s", m->label, L->sh->name);
+    bench_emit("batch", "local", t, m->cfg, L->total, m->enq, 0, kind);
 }
 
 /* Handles of the --ctas sweep, one per cap, TMA settings otherwise the
@@ -475,12 +485,43 @@ static struct bench_tma_cfg cap_cfg[MAX_LIST];
 /* Why device batches cannot run (windows refused), "" when they can. */
 static char windows_why[512];
 
+/* Whether row `r` runs here; prints why not where that is not the user's
+ * choice. */
+static bool row_runs(int r, const char *label)
+{
+    if (!bench_opt.transport[row_transport(r)] && r != R_REF_KERNEL) /* the yardstick always runs */
+        return false;
+    if (r == R_RAW_BATCH && tcu.cuMemcpyBatchAsync == NULL) {
+        print_skip(label, "this driver has no cuMemcpyBatchAsync (CUDA 12.8+)");
+        return false;
+    }
+    if (r == R_REF_KERNEL && !ref_loaded) {
+        print_skip(label, ref_why);
+        return false;
+    }
+    if (row_is_device_batch(r) && windows_why[0]) {
+        print_skip(label, windows_why);
+        return false;
+    }
+    return true;
+}
+
+static void measured_init(struct measured *m, int row, p2pt_handle *h, const char *label,
+                          const struct bench_tma_cfg *cfg)
+{
+    memset(m, 0, sizeof(*m));
+    m->row = row;
+    m->h = h;
+    m->cfg = cfg;
+    snprintf(m->label, sizeof(m->label), "%s", label);
+}
+
 static void run_shape(const struct batch_shape *sh, struct pools *P)
 {
     struct layout L;
     if (!layout_make(&L, sh, P))
         bench_fatal("batch %s: layout", sh->name);
-    double gpu[N_ROWS] = {0}, enq[N_ROWS] = {0};
+    struct measured m[N_ROWS];
     bool have[N_ROWS] = {false};
     char tb[32];
     struct anchors A = {0, 0};
@@ -494,47 +535,40 @@ static void run_shape(const struct batch_shape *sh, struct pools *P)
     if (cub > 0)
         printf("# CUB DeviceMemcpy::Batched (--cub): %.2f us\n", cub);
     print_head();
+    for (int r = 0; r < N_ROWS; r++)
+        measured_init(&m[r], r, bench_handles[row_transport(r)], row_names[r],
+                      &bench_default_cfg);
+    /* The anchors are timed first and reported once both are known, so
+     * that their own ratios are filled in too. */
+    for (int r = R_CONTIG_CE; r <= R_REF_KERNEL; r++)
+        have[r] = row_runs(r, row_names[r]) && row_time(&m[r], &L, P);
+    A.contig = have[R_CONTIG_CE] ? m[R_CONTIG_CE].gpu : 0;
+    A.ref = have[R_REF_KERNEL] ? m[R_REF_KERNEL].gpu : 0;
+    if (cub > 0 && (A.ref == 0 || cub < A.ref))
+        A.ref = cub;
     for (int r = 0; r < N_ROWS; r++) {
-        int t = row_transport(r);
-        if (!bench_opt.transport[t] && r != R_REF_KERNEL) /* the yardstick always runs */
+        if (r > R_REF_KERNEL)
+            have[r] = row_runs(r, row_names[r]) && row_time(&m[r], &L, P);
+        if (!have[r])
             continue;
-        if (r == R_RAW_BATCH && tcu.cuMemcpyBatchAsync == NULL) {
-            print_skip(row_names[r], "this driver has no cuMemcpyBatchAsync (CUDA 12.8+)");
-            continue;
-        }
-        if (r == R_REF_KERNEL && !ref_loaded) {
-            A.ref = cub;
-            print_skip(row_names[r], ref_why);
-            continue;
-        }
-        if (row_is_device_batch(r) && windows_why[0]) {
-            print_skip(row_names[r], windows_why);
-            continue;
-        }
-        have[r] = measure(r, bench_handles[t], &L, P, &A, row_names[r], bench_default_cfg.max_ctas,
-                          &gpu[r], &enq[r]);
-        if (r == R_CONTIG_CE && have[r])
-            A.contig = gpu[r];
-        if (r == R_REF_KERNEL) {
-            double best = have[r] ? gpu[r] : 0;
-            A.ref = cub > 0 && (best == 0 || cub < best) ? cub : best;
-        }
-        if (r == R_TMA_HOST && have[r])
+        row_report(&m[r], &L, P, &A);
+        if (r == R_TMA_HOST)
             printf("%14s %10s %9s %8s %8s %10.2f %10.1f  -\n", "tma_host_enq", "-", "-", "-",
-                   "-", enq[r], enq[r] * 1e3 / (double)L.count);
+                   "-", m[r].enq, m[r].enq * 1e3 / (double)L.count);
     }
     if (have[R_TMA_HOST] && have[R_TMA_DEVICE])
         printf("# %s: tma_host GPU time / tma_device %.3f; host enqueue of tma_host %.2f us, "
                "%.1f ns per piece\n",
-               sh->name, bench_ratio(gpu[R_TMA_HOST], gpu[R_TMA_DEVICE]), enq[R_TMA_HOST],
-               enq[R_TMA_HOST] * 1e3 / (double)L.count);
+               sh->name, bench_ratio(m[R_TMA_HOST].gpu, m[R_TMA_DEVICE].gpu),
+               m[R_TMA_HOST].enq, m[R_TMA_HOST].enq * 1e3 / (double)L.count);
     if (have[R_AUTO_HOST] && have[R_TMA_HOST] && have[R_CE_BATCH]) {
-        double best = gpu[R_TMA_HOST] < gpu[R_CE_BATCH] ? gpu[R_TMA_HOST] : gpu[R_CE_BATCH];
+        double a = m[R_TMA_HOST].gpu, b = m[R_CE_BATCH].gpu;
         printf("# %s: auto/best (GPU time, lower is better): auto_host %.3f of the better of "
-               "tma_host and ce_batch", sh->name, bench_ratio(gpu[R_AUTO_HOST], best));
+               "tma_host and ce_batch",
+               sh->name, bench_ratio(m[R_AUTO_HOST].gpu, a < b ? a : b));
         if (have[R_AUTO_DEVICE] && have[R_TMA_DEVICE])
             printf("; auto_device %.3f of tma_device",
-                   bench_ratio(gpu[R_AUTO_DEVICE], gpu[R_TMA_DEVICE]));
+                   bench_ratio(m[R_AUTO_DEVICE].gpu, m[R_TMA_DEVICE].gpu));
         putchar('\n');
     }
     if (bench_opt.n_ctas > 0 && bench_opt.transport[T_TMA]) {
@@ -545,14 +579,11 @@ static void run_shape(const struct batch_shape *sh, struct pools *P)
             const int rows[2] = {R_TMA_HOST, R_TMA_DEVICE};
             for (int k = 0; k < 2; k++) {
                 char label[32];
-                double g, e;
+                struct measured cm;
                 snprintf(label, sizeof(label), "%s@%d", row_names[rows[k]], bench_opt.ctas[c]);
-                if (row_is_device_batch(rows[k]) && windows_why[0]) {
-                    print_skip(label, windows_why);
-                    continue;
-                }
-                measure(rows[k], cap_handles[c], &L, P, &A, label, cap_cfg[c].max_ctas, &g,
-                        &e);
+                measured_init(&cm, rows[k], cap_handles[c], label, &cap_cfg[c]);
+                if (row_runs(rows[k], label) && row_time(&cm, &L, P))
+                    row_report(&cm, &L, P, &A);
             }
         }
     }
