@@ -9,6 +9,8 @@
  *                  p2pt handles
  *   timing.c       CUDA-event timing of batches and of single copies
  *   check.c        byte checks of destinations
+ *   ref_kernel.c   the batch mode's plain warp-per-piece reference kernel
+ *   batch_layout.h batch shapes and layouts (shared with bench/experiments/)
  *   mode_*.c       one measuring mode each (table, sweep, latency, cold)
  *
  * A new mode is one file defining bench_run_NAME, its prototype below and
@@ -24,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "batch_layout.h"
 #include "bench_time.h"
 #include "p2pt.h"
 #include "p2pt_internal.h"
@@ -100,6 +103,16 @@ struct bench_opts {
     const char *csv, *json;
     const char *calibrate_out; /* --calibrate-out; NULL: p2pt-auto-sm_XY.table */
     bool drop_caches;
+    /* batch mode */
+    struct batch_shape shapes[BATCH_MAX_SHAPES];
+    int n_shapes;
+    int shift;              /* --shift: destinations this far off co-alignment */
+    bool host_memory;       /* --memory host: one side in pinned host memory */
+    bool d2h;               /* --dir d2h (destinations on the host), else h2d */
+    bool dir_given;
+    int ctas[MAX_LIST];     /* --ctas: P2P_TRANSPORT_MAX_CTAS values */
+    int n_ctas;
+    const char *cub;        /* --cub FILE: bench/experiments/run.sh cub's lines */
     size_t sizes[MAX_SIZES];
     int n_sizes;
 };
@@ -168,6 +181,11 @@ void bench_open_outputs(void);
 void bench_emit(const char *mode, const char *path, int transport,
                 const struct bench_tma_cfg *cfg, size_t bytes, double time_us, double gbps,
                 const char *kind);
+/* The same with a batch row's ratios in the vs_contig and vs_ref columns
+ * (contig_ce's GPU time over the row's; the row's over the better anchor's). */
+void bench_emit_ratios(const char *mode, const char *path, int transport,
+                       const struct bench_tma_cfg *cfg, size_t bytes, double time_us,
+                       double gbps, const char *kind, double vs_contig, double vs_ref);
 
 /* GB/s of `bytes` in `us`; 0 rather than inf for a zero reading, so the
  * JSON stays valid whatever the clock says. */
@@ -281,5 +299,22 @@ bool bench_time_single(p2pt_handle *h, struct bench_dir *d, size_t bytes, int sa
 const char *bench_check_all(p2pt_handle *h, struct bench_setup *su, size_t bytes,
                             int transport, const char *what);
 void bench_check_free(void);
+
+/* =========================================================== ref kernel */
+
+/* The batch mode's reference kernel, loaded in --device's context. */
+struct bench_ref {
+    CUmodule mod;
+    CUfunction fn;
+    int sms;
+};
+
+/* NVRTC compile and module load; false with bench_err saying why. */
+bool bench_ref_load(struct bench_ref *r, const struct bench_gpu *g);
+/* One launch copying the `*count` pieces (count in GPU memory, at most
+ * `max_count`) of the p2pt_copy_desc array `descs` in GPU memory. */
+bool bench_ref_launch(const struct bench_ref *r, CUdeviceptr descs, CUdeviceptr count,
+                      uint32_t max_count, CUstream s);
+void bench_ref_unload(struct bench_ref *r);
 
 #endif /* P2PT_BENCH_H */

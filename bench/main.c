@@ -58,11 +58,13 @@ const struct bench_mode bench_modes[] = {
      0},
     {"batch", bench_run_batch,
      "many pieces per operation, local: shapes\n"
-     "1024x14K, 4096x7K, 256x4K, 64x1M and a mixed\n"
-     "batch to scattered destinations; rows tma\n"
-     "host and device descriptors, ce batch, raw\n"
+     "1024x14K, 4096x7K, 256x4K, 16384x2K,\n"
+     "16384x32K, 64x1M and a mixed batch (--shapes)\n"
+     "to scattered destinations; rows tma host and\n"
+     "device descriptors, ce batch, raw\n"
      "cuMemcpyBatchAsync, loops of single copies,\n"
-     "one contiguous copy of the same bytes",
+     "against one contiguous copy of the same bytes\n"
+     "and ref_kernel, a plain warp-per-piece kernel",
      0},
     {"calibrate", bench_run_calibrate,
      "measure ce against tma on this machine and\n"

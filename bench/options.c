@@ -109,16 +109,38 @@ static void usage(FILE *f)
 "                     as skipped; p2pt_init/p2pt_prepare errors are printed\n"
 "                     in their row.\n"
 "\n"
+"Batches (--mode batch):\n"
+"  --shapes LIST      mixed or COUNTxSIZE, e.g. 1024x14K,mixed (default\n"
+"                     1024x14K,4096x7K,256x4K,16384x2K,16384x32K,64x1M,mixed;\n"
+"                     mixed: 1024 pieces, one in 32 of 1M, the rest 64 to 14K)\n"
+"  --shift N          destinations N bytes (0..15) off co-alignment with their\n"
+"                     sources: dst = src + N (mod 16) (default 0)\n"
+"  --memory device|host  host: one side in pinned host memory (cuMemAllocHost),\n"
+"                     the pool at least 64M; rows that cannot run there are\n"
+"                     listed as skipped with the reason (default device)\n"
+"  --dir h2d|d2h      with --memory host: sources on the host (h2d, default)\n"
+"                     or destinations on the host (d2h)\n"
+"  --ctas LIST        also run tma_host and tma_device once per\n"
+"                     P2P_TRANSPORT_MAX_CTAS value (0 = automatic), a handle\n"
+"                     per value, e.g. 0,16,32,66,132\n"
+"  --cub FILE         GPU times of CUB's DeviceMemcpy::Batched for the same\n"
+"                     layouts, as bench/experiments/run.sh cub prints them;\n"
+"                     t/ref then divides by the better of ref_kernel and CUB\n"
+"\n"
 "Output:\n"
 "  --csv FILE         every measurement as one CSV row:\n"
-"                     mode,path,transport,bytes,chunk,stages,max_ctas,time_us,gbps,kind\n"
+"                     mode,path,transport,bytes,chunk,stages,max_ctas,time_us,gbps,kind,\n"
+"                     vs_contig,vs_ref\n"
 "                     (chunk, stages, max_ctas: the TMA settings, 0 for ce\n"
 "                     and 0 = auto for max_ctas; bytes: one copy's size, also\n"
 "                     for bidir, whose gbps adds both directions; kind: bw,\n"
 "                     or b2b/b2b_gpu/host/dev/enq for latency, or init/prepare/first/\n"
 "                     second/first_median for cold, the same prefixed with\n"
 "                     cached_ for cold runs with the cubin cache; cold times\n"
-"                     are in us)\n"
+"                     are in us; batch: ROW:SHAPE and ROW_enq:SHAPE, the host\n"
+"                     enqueue; vs_contig = contig_ce's GPU time / the row's,\n"
+"                     vs_ref = the row's / the better of ref_kernel and CUB,\n"
+"                     empty outside batch rows)\n"
 "  --json FILE        the same records as a JSON array of objects\n"
 "  --calibrate-out FILE  where --mode calibrate writes the table (default\n"
 "                     p2pt-auto-sm_XY.table in the current directory)\n"
@@ -246,10 +268,27 @@ static void one_ctas(const char *flag, const char *item, int i, void *out)
     ((int *)out)[i] = flag_int(flag, item, 0, P2PT_MAX_CTAS_MAX);
 }
 
+static void one_shape(const char *flag, const char *item, int i, void *out)
+{
+    char why[256];
+    if (!batch_shape_parse(item, &((struct batch_shape *)out)[i], why, sizeof(why)))
+        bench_usage_error("%s %s", flag, why);
+}
+
+/* `a` (0) or `b` (1), ignoring case. */
+static int flag_choice(const char *flag, const char *v, const char *a, const char *b)
+{
+    if (strcasecmp(v, a) == 0)
+        return 0;
+    if (strcasecmp(v, b) == 0)
+        return 1;
+    bench_usage_error("%s \"%s\": expected %s or %s", flag, v, a, b);
+}
+
 enum opt_id {
     O_HELP, O_B, O_E, O_F, O_W, O_N, O_R, O_C, O_MODE, O_TRANSPORT, O_PATH, O_DEVICE,
     O_PEER, O_CHUNK, O_STAGES, O_MAX_CTAS, O_SWEEP_BYTES, O_CSV, O_JSON, O_DROP_CACHES,
-    O_CALIBRATE_OUT
+    O_CALIBRATE_OUT, O_SHAPES, O_SHIFT, O_MEMORY, O_DIR, O_CTAS, O_CUB
 };
 
 static const struct {
@@ -269,6 +308,9 @@ static const struct {
     {"--csv", O_CSV, true},        {"--json", O_JSON, true},
     {"--calibrate-out", O_CALIBRATE_OUT, true},
     {"--cold-drop-caches", O_DROP_CACHES, false},
+    {"--shapes", O_SHAPES, true},  {"--shift", O_SHIFT, true},
+    {"--memory", O_MEMORY, true},  {"--dir", O_DIR, true},
+    {"--ctas", O_CTAS, true},      {"--cub", O_CUB, true},
 };
 
 static void make_sizes(struct bench_opts *o)
@@ -306,6 +348,8 @@ static void set_defaults(struct bench_opts *o)
     o->n_chunk = flag_list("--chunk", "16K,32K,48K,64K,96K", MAX_LIST, one_chunk, o->chunk);
     o->n_stages = flag_list("--stages", "2,3,4", MAX_LIST, one_stages, o->stages);
     o->n_max_ctas = flag_list("--max-ctas", "0", MAX_LIST, one_ctas, o->max_ctas);
+    o->n_shapes =
+        flag_list("--shapes", batch_default_shapes, BATCH_MAX_SHAPES, one_shape, o->shapes);
 }
 
 /* Applies flag `id` with value `val` (NULL for a flag without one). */
@@ -358,6 +402,17 @@ static void apply(struct bench_opts *o, enum opt_id id, const char *name, const 
     case O_JSON: o->json = val; break;
     case O_CALIBRATE_OUT: o->calibrate_out = val; break;
     case O_DROP_CACHES: o->drop_caches = true; break;
+    case O_SHAPES:
+        o->n_shapes = flag_list(name, val, BATCH_MAX_SHAPES, one_shape, o->shapes);
+        break;
+    case O_SHIFT: o->shift = flag_int(name, val, 0, 15); break;
+    case O_MEMORY: o->host_memory = flag_choice(name, val, "device", "host") == 1; break;
+    case O_DIR:
+        o->d2h = flag_choice(name, val, "h2d", "d2h") == 1;
+        o->dir_given = true;
+        break;
+    case O_CTAS: o->n_ctas = flag_list(name, val, MAX_LIST, one_ctas, o->ctas); break;
+    case O_CUB: o->cub = val; break;
     }
 }
 
@@ -398,6 +453,8 @@ void bench_parse_args(int argc, char **argv)
         bench_usage_error("-b %zu is larger than -e %zu", o->min_bytes, o->max_bytes);
     if (o->peer_given && o->peer == o->device)
         bench_usage_error("--peer %d: the same GPU as --device; pick another one", o->peer);
+    if (o->dir_given && !o->host_memory)
+        bench_usage_error("--dir applies to --memory host only (add --memory host)");
     if (o->csv && o->json && strcmp(o->csv, o->json) == 0)
         bench_usage_error("--csv and --json both name \"%s\"", o->csv);
     make_sizes(o);

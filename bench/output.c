@@ -171,7 +171,9 @@ void bench_open_outputs(void)
 {
     if (bench_opt.csv) {
         csv_file = open_output("--csv", bench_opt.csv);
-        fputs("mode,path,transport,bytes,chunk,stages,max_ctas,time_us,gbps,kind\n", csv_file);
+        fputs("mode,path,transport,bytes,chunk,stages,max_ctas,time_us,gbps,kind,vs_contig,"
+              "vs_ref\n",
+              csv_file);
     }
     if (bench_opt.json) {
         json_file = open_output("--json", bench_opt.json);
@@ -180,28 +182,51 @@ void bench_open_outputs(void)
     atexit(close_outputs);
 }
 
-/* Written and flushed at once, so a crash loses nothing measured before it. */
-void bench_emit(const char *mode, const char *path, int transport,
-                const struct bench_tma_cfg *cfg, size_t bytes, double time_us, double gbps,
-                const char *kind)
+/* Written and flushed at once, so a crash loses nothing measured before it.
+ * `ratios` (batch rows): {vs_contig, vs_ref}, 0 where there is no anchor;
+ * NULL leaves both cells empty. */
+static void emit(const char *mode, const char *path, int transport,
+                 const struct bench_tma_cfg *cfg, size_t bytes, double time_us, double gbps,
+                 const char *kind, const double *ratios)
 {
     struct bench_tma_cfg none = {0, 0, 0};
     const char *tname = bench_transport_names[transport];
+    char rc[64] = ",", rj[96] = "";
     if (cfg == NULL || transport != T_TMA)
         cfg = &none;
+    if (ratios) {
+        snprintf(rc, sizeof(rc), "%.4f,%.4f", ratios[0], ratios[1]);
+        snprintf(rj, sizeof(rj), ", \"vs_contig\": %.4f, \"vs_ref\": %.4f", ratios[0],
+                 ratios[1]);
+    }
     if (csv_file) {
-        fprintf(csv_file, "%s,%s,%s,%zu,%zu,%d,%d,%.3f,%.3f,%s\n", mode, path, tname, bytes,
-                cfg->chunk, cfg->stages, cfg->max_ctas, time_us, gbps, kind);
+        fprintf(csv_file, "%s,%s,%s,%zu,%zu,%d,%d,%.3f,%.3f,%s,%s\n", mode, path, tname, bytes,
+                cfg->chunk, cfg->stages, cfg->max_ctas, time_us, gbps, kind, rc);
         fflush(csv_file);
     }
     if (json_file) {
         fprintf(json_file,
                 "%s\n  {\"mode\": \"%s\", \"path\": \"%s\", \"transport\": \"%s\", "
                 "\"bytes\": %zu, \"chunk\": %zu, \"stages\": %d, \"max_ctas\": %d, "
-                "\"time_us\": %.3f, \"gbps\": %.3f, \"kind\": \"%s\"}",
+                "\"time_us\": %.3f, \"gbps\": %.3f, \"kind\": \"%s\"%s}",
                 json_records ? "," : "", mode, path, tname, bytes, cfg->chunk, cfg->stages,
-                cfg->max_ctas, time_us, gbps, kind);
+                cfg->max_ctas, time_us, gbps, kind, rj);
         json_records++;
         fflush(json_file);
     }
+}
+
+void bench_emit(const char *mode, const char *path, int transport,
+                const struct bench_tma_cfg *cfg, size_t bytes, double time_us, double gbps,
+                const char *kind)
+{
+    emit(mode, path, transport, cfg, bytes, time_us, gbps, kind, NULL);
+}
+
+void bench_emit_ratios(const char *mode, const char *path, int transport,
+                       const struct bench_tma_cfg *cfg, size_t bytes, double time_us,
+                       double gbps, const char *kind, double vs_contig, double vs_ref)
+{
+    double r[2] = {vs_contig, vs_ref};
+    emit(mode, path, transport, cfg, bytes, time_us, gbps, kind, r);
 }

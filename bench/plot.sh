@@ -16,7 +16,11 @@
 #   latency_<path>.png    microseconds vs copy size: b2b, b2b_gpu, host, dev per transport
 #   batch.png             GB/s of one operation per batch shape: tma host and
 #                         device descriptors, ce batch, auto (host
-#                         descriptors), one contiguous copy
+#                         descriptors), ref_kernel, one contiguous copy
+#   batch_time.png        GPU time of one operation per batch shape (log y),
+#                         the same rows
+#   batch_ctas.png        GB/s of tma_host and tma_device against the CTA cap
+#                         (p2pt-bench --ctas), one line per row x shape
 #
 # Columns are found by name in the header line, so the column order of the
 # CSV does not matter.
@@ -206,20 +210,28 @@ if [ "$have_kind" = 1 ]; then
   done
 fi
 
-# ---- batches: one group of bars per shape (kind is "row:shape")
-if [ "$have_kind" = 1 ]; then
-  awk -F, 'NR == 1 { gsub(/\r/, ""); for (i = 1; i <= NF; i++) idx[$i] = i; next }
+# ---- batches: one group of bars per shape (kind is "row:shape"; rows of the
+# --ctas sweep are "row@cap:shape")
+batch_rows="contig_ce ref_kernel tma_device tma_host ce_batch auto_host"
+batch_table() { # FIELD (gbps or time_us) -> shape, then one column per row
+  awk -F, -v field="$1" -v rows="$batch_rows" '
+    NR == 1 { gsub(/\r/, ""); for (i = 1; i <= NF; i++) idx[$i] = i; next }
     { gsub(/\r/, "") }
-    $(idx["mode"]) == "batch" && $(idx["kind"]) !~ /_enq:/ {
-      split($(idx["kind"]), rk, ":"); gb[rk[2], rk[1]] = $(idx["gbps"])
+    $(idx["mode"]) == "batch" && $(idx["kind"]) !~ /_enq:/ && $(idx["kind"]) !~ /@/ {
+      split($(idx["kind"]), rk, ":"); v[rk[2], rk[1]] = $(idx[field])
       if (!(rk[2] in seen)) { seen[rk[2]] = 1; order[++n] = rk[2] } }
     END {
       if (n == 0) exit
-      print "shape tma_host tma_device ce_batch auto_host contig_ce"
-      for (i = 1; i <= n; i++) { s = order[i]
-        print s, gb[s, "tma_host"] + 0, gb[s, "tma_device"] + 0, gb[s, "ce_batch"] + 0,
-          gb[s, "auto_host"] + 0, gb[s, "contig_ce"] + 0 } }' \
-    "$csv" >"$tmp/batch"
+      nr = split(rows, r, " ")
+      printf "shape"; for (j = 1; j <= nr; j++) printf " %s", r[j]; print ""
+      for (i = 1; i <= n; i++) { s = order[i]; printf "%s", s
+        for (j = 1; j <= nr; j++) printf " %s", ((s, r[j]) in v ? v[s, r[j]] : "NaN")
+        print "" } }' "$csv"
+}
+if [ "$have_kind" = 1 ]; then
+  batch_table gbps >"$tmp/batch"
+  batch_table time_us >"$tmp/batch_time"
+  bars='using 2:xtic(1) title columnheader, "" using 3 title columnheader, "" using 4 title columnheader, "" using 5 title columnheader, "" using 6 title columnheader, "" using 7 title columnheader'
   if [ -s "$tmp/batch" ]; then
     gnuplot <<GP || die "gnuplot failed on batch.png"
 $term
@@ -227,12 +239,50 @@ set termoption noenhanced
 set output "$out/batch.png"
 set title "p2pt batches: payload GB/s of one operation, scattered destinations" noenhanced
 set ylabel "GB/s"; set grid ytics; set yrange [0:*]
+set datafile missing "NaN"
 set style data histograms; set style histogram clustered gap 1; set style fill solid 0.8 border -1
 set key left top noenhanced
-plot "$tmp/batch" using 2:xtic(1) title columnheader, "" using 3 title columnheader, \
-     "" using 4 title columnheader, "" using 5 title columnheader, "" using 6 title columnheader
+plot "$tmp/batch" $bars
 GP
     echo "wrote $out/batch.png"
+    count=$((count + 1))
+    gnuplot <<GP || die "gnuplot failed on batch_time.png"
+$term
+set termoption noenhanced
+set output "$out/batch_time.png"
+set title "p2pt batches: GPU time of one operation (lower is better)" noenhanced
+set ylabel "microseconds"; set grid ytics; set logscale y
+set datafile missing "NaN"
+set style data histograms; set style histogram clustered gap 1; set style fill solid 0.8 border -1
+set key left top noenhanced
+plot "$tmp/batch_time" $bars
+GP
+    echo "wrote $out/batch_time.png"
+    count=$((count + 1))
+  fi
+  # The CTA-cap sweep: one block per row x shape, cap then GB/s.
+  awk -F, 'NR == 1 { gsub(/\r/, ""); for (i = 1; i <= NF; i++) idx[$i] = i; next }
+    { gsub(/\r/, "") }
+    $(idx["mode"]) == "batch" && $(idx["kind"]) ~ /@/ && $(idx["kind"]) !~ /_enq:/ {
+      split($(idx["kind"]), rk, ":"); split(rk[1], rc, "@")
+      print rc[1] ":" rk[2], rc[2], $(idx["gbps"]) }' "$csv" | sort -k1,1 -k2,2g >"$tmp/ctas_all"
+  if [ -s "$tmp/ctas_all" ]; then
+    cmd="" i=0
+    for key in $(cut -d" " -f1 "$tmp/ctas_all" | uniq); do
+      i=$((i + 1))
+      awk -v k="$key" '$1 == k { print $2, $3 }' "$tmp/ctas_all" >"$tmp/ctas_$i"
+      cmd="$cmd \"$tmp/ctas_$i\" using 1:2 with linespoints title \"$key\","
+    done
+    gnuplot <<GP || die "gnuplot failed on batch_ctas.png"
+$term
+set termoption noenhanced
+set output "$out/batch_ctas.png"
+set title "p2pt batches: GB/s against the CTA cap (P2P_TRANSPORT_MAX_CTAS; 0 = automatic)" noenhanced
+set xlabel "CTA cap"; set ylabel "GB/s"; set grid; set yrange [0:*]
+set key outside right top noenhanced
+plot ${cmd%,}
+GP
+    echo "wrote $out/batch_ctas.png"
     count=$((count + 1))
   fi
 fi

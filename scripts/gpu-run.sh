@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # One job on a GPU machine: build, run the whole suite once per
 # transport, then the benchmark. Everything is logged under $OUT (or
-# ./gpu-out). Usage: scripts/gpu-run.sh [tests] [bench -- <p2pt-bench args>]
+# ./gpu-out). Usage: scripts/gpu-run.sh [tests] [batch] [bench -- <p2pt-bench args>]
+#   batch: CUB's DeviceMemcpy::Batched (bench/experiments/run.sh cub), then
+#          p2pt-bench --mode batch with every shape, at --shift 7, with
+#          --memory host --dir h2d and d2h, and the --ctas sweep for
+#          1024x14K and 16384x32K; batch*.log and batch*.csv under $OUT
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd) # absolute, exported: bench/experiments/run.sh writes there too
+export OUT
 export LD_LIBRARY_PATH="$PWD/.gpudeps/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH=/usr/local/cuda/bin:$PATH
 { nvidia-smi -L; nvidia-smi topo -m; git rev-parse HEAD 2>/dev/null; date -u; } >"$OUT/machine.txt" 2>&1
@@ -13,10 +19,11 @@ cat "$OUT/machine.txt"
 cmake -S . -B build -DCRITERION_ROOT="$PWD/.gpudeps" ${P2PT_CMAKE_EXTRA:-} >"$OUT/build.log" 2>&1 &&
   cmake --build build -j"$(nproc)" >>"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 rc=0
-want_tests=0; want_bench=0; bench_args=()
+want_tests=0; want_bench=0; want_batch=0; bench_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     tests) want_tests=1 ;;
+    batch) want_batch=1 ;;
     bench) want_bench=1 ;;
     --) shift; bench_args=("$@"); break ;;
   esac
@@ -28,6 +35,27 @@ if [ $want_tests = 1 ]; then
     P2P_TRANSPORT=$t timeout 300 ./build/p2pt-tests --jobs 4 --verbose >"$OUT/tests-$t.log" 2>&1 || rc=1
     grep -E "Synthesis|FAIL|SKIP|CRASH|Crash|Warning|Assertion|failed" "$OUT/tests-$t.log" | head -60
   done
+fi
+if [ $want_batch = 1 ]; then
+  echo "== bench/experiments/run.sh cub"
+  bench/experiments/run.sh cub >"$OUT/cub-run.log" 2>&1 || rc=1
+  cat "$OUT/cub-run.log"
+  # name, then p2pt-bench's arguments besides --mode batch
+  runs=("batch|--cub $OUT/cub.log"
+        "batch-shift7|--shift 7 --cub $OUT/cub.log"
+        "batch-h2d|--memory host --dir h2d"
+        "batch-d2h|--memory host --dir d2h"
+        "batch-ctas|--shapes 1024x14K,16384x32K --transport ce,tma --ctas 0,8,16,32,66,132 --cub $OUT/cub.log")
+  for r in "${runs[@]}"; do
+    name=${r%%|*}; read -r -a args <<<"${r#*|}"
+    echo "== p2pt-bench --mode batch ${args[*]}"
+    timeout 300 ./build/p2pt-bench --mode batch "${args[@]}" --csv "$OUT/$name.csv" \
+      >"$OUT/$name.log" 2>&1 || rc=1
+    cat "$OUT/$name.log"
+  done
+  if command -v gnuplot >/dev/null; then
+    bench/plot.sh "$OUT/batch.csv" "$OUT/plots" || rc=1
+  fi
 fi
 if [ $want_bench = 1 ]; then
   echo "== p2pt-bench ${bench_args[*]}"

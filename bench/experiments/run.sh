@@ -21,6 +21,12 @@
 #                                                 validation off / in windows /
 #                                                 without windows (BUILD: a cmake
 #                                                 build dir of the repo)
+#   bench/experiments/run.sh cub [--shift N] [--shapes LIST]
+#                                                 CUB's DeviceMemcpy::Batched on p2pt-bench's
+#                                                 batch layouts (default: every shape, at
+#                                                 shift 0 and at shift 7), then a Markdown
+#                                                 table of the lines; p2pt-bench --mode batch
+#                                                 --cub $OUT/cub.log takes them as its CUB anchor
 # Output goes to stdout and, when $OUT is set, to $OUT/<experiment>.log.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -31,6 +37,24 @@ case "$what" in
   variants) src=tma_variants.cu ;;
   small) src=small_copies.cu ;;
   local | b2b | probe | ncu) src=local_copy.cu ;;
+  cub)
+    # CUB is header-only and comes with the toolkit; nothing else to link.
+    nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/p2pt-cub_batched cub_batched.cu
+    log=${OUT:+$OUT/cub.log}
+    if [ $# -eq 0 ]; then set -- --shift 0; again=(--shift 7); else again=(); fi
+    log=${log:-/tmp/p2pt-cub.log} table=${OUT:+$OUT/cub-table.md}
+    rc=0
+    { r=0; /tmp/p2pt-cub_batched "$@" || r=1
+      if [ ${#again[@]} -gt 0 ]; then /tmp/p2pt-cub_batched "${again[@]}" || r=1; fi
+      exit $r; } 2>&1 | tee "$log" || rc=1
+    echo
+    echo "| shape | shift | pieces | bytes | CUB DeviceMemcpy::Batched, µs | GB/s | check |"
+    echo "| --- | --- | --- | --- | --- | --- | --- |"
+    awk '/^cub_batched / { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+           printf "| %s | %s | %s | %s | %s | %s | %s |\n", v["shape"], v["shift"], v["pieces"],
+                  v["bytes"], v["gpu_us"], v["gbps"], v["check"] }' "$log" |
+      tee "${table:-/dev/null}"
+    exit "$rc" ;;
   enqueue)
     build=$(cd "../../${1:?run.sh enqueue BUILD}" && pwd)
     cc -O2 -std=c11 -D_GNU_SOURCE -I../../src -I../../kernels -I../../include -I../../support \
@@ -38,7 +62,7 @@ case "$what" in
       "$build/libp2pt.a" -ldl -lpthread -lm
     /tmp/p2pt-enqueue | tee ${OUT:+$OUT/enqueue.log}
     exit ;;
-  *) echo "run.sh: unknown experiment '$what' (variants, small, local, b2b, probe, ncu, enqueue)" >&2
+  *) echo "run.sh: unknown experiment '$what' (variants, small, local, b2b, probe, ncu, enqueue, cub)" >&2
      exit 2 ;;
 esac
 bin=/tmp/p2pt-${src%.cu}

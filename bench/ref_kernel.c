@@ -1,0 +1,90 @@
+/*
+ * The batch mode's yardstick: the plain kernel a user writes in a dozen
+ * lines, one warp per piece, pieces dealt round-robin to the warps of one
+ * launch, 16-byte vector loads and stores where a piece's two ends are both
+ * 16-byte aligned, else words or bytes. It reads the same descriptors and
+ * count in GPU memory as p2pt_copy_batch_device_async, so its row measures
+ * the same pieces. Compiled with NVRTC through the library's own compile
+ * path, for the GPU it runs on.
+ */
+#include <stdlib.h>
+
+#include "bench.h"
+
+/* Descriptors as p2pt_copy_desc lays them out: dst, src, bytes. */
+static const char ref_source[] =
+    "struct desc { char *dst; const char *src; unsigned long long bytes; };\n"
+    "extern \"C\" __global__ void ref_copy(const desc *d, const unsigned *count)\n"
+    "{\n"
+    "    unsigned lane = threadIdx.x & 31, n = *count;\n"
+    "    unsigned warps = gridDim.x * (blockDim.x / 32);\n"
+    "    for (unsigned p = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; p < n; p += warps) {\n"
+    "        char *dst = d[p].dst;\n"
+    "        const char *src = d[p].src;\n"
+    "        unsigned long long b = d[p].bytes, i = 0;\n"
+    "        unsigned long long a = (unsigned long long)dst | (unsigned long long)src;\n"
+    "        if ((a & 15) == 0)\n"
+    "            for (i = lane; i < b / 16; i += 32)\n"
+    "                ((int4 *)dst)[i] = ((const int4 *)src)[i];\n"
+    "        else if ((a & 3) == 0)\n"
+    "            for (i = lane; i < b / 4; i += 32)\n"
+    "                ((int *)dst)[i] = ((const int *)src)[i];\n"
+    "        unsigned long long done = (a & 15) == 0 ? b / 16 * 16 : (a & 3) == 0 ? b / 4 * 4 : 0;\n"
+    "        for (i = done + lane; i < b; i += 32)\n"
+    "            dst[i] = src[i];\n"
+    "    }\n"
+    "}\n";
+
+#define REF_THREADS 256
+#define REF_WARPS_PER_SM 64 /* 2048 threads: a full SM on Hopper */
+
+bool bench_ref_load(struct bench_ref *r, const struct bench_gpu *g)
+{
+    void *cubin = NULL;
+    size_t size = 0;
+    r->mod = NULL;
+    r->sms = g->sms;
+    p2pt_status st = p2pt__jit_compile(ref_source, NULL, g->cc_major * 10 + g->cc_minor,
+                                       getenv("P2P_NVRTC_LIBRARY"), &cubin, &size);
+    if (st != P2PT_SUCCESS) {
+        bench_set_err("ref_kernel: %s: %s", p2pt_status_string(st), p2pt__last_error_text());
+        return false;
+    }
+    if (!bench_use(g))
+        goto fail;
+    CU(tcu.cuModuleLoadData(&r->mod, cubin));
+    CU(tcu.cuModuleGetFunction(&r->fn, r->mod, "ref_copy"));
+    free(cubin);
+    return true;
+fail:
+    free(cubin);
+    if (r->mod)
+        CU_RELEASE(tcu.cuModuleUnload(r->mod));
+    r->mod = NULL;
+    return false;
+}
+
+/* A warp per piece up to a full GPU; beyond, warps take further pieces. */
+bool bench_ref_launch(const struct bench_ref *r, CUdeviceptr descs, CUdeviceptr count,
+                      uint32_t max_count, CUstream s)
+{
+    unsigned per_cta = REF_THREADS / 32;
+    unsigned long long ctas = ((unsigned long long)max_count + per_cta - 1) / per_cta;
+    unsigned long long cap = (unsigned long long)r->sms * REF_WARPS_PER_SM / per_cta;
+    if (ctas > cap)
+        ctas = cap;
+    if (ctas == 0)
+        ctas = 1;
+    void *params[] = {&descs, &count};
+    CU(tcu.cuLaunchKernel(r->fn, (unsigned)ctas, 1, 1, REF_THREADS, 1, 1, 0, s, params, NULL));
+    return true;
+fail:
+    return false;
+}
+
+void bench_ref_unload(struct bench_ref *r)
+{
+    if (r->mod)
+        CU_RELEASE(tcu.cuModuleUnload(r->mod));
+    r->mod = NULL;
+}
