@@ -50,13 +50,29 @@
 #define PER_LANE (TILE_VECS / 32)
 #define WARPS (P2PT_BATCH_THREADS / 32)
 #define FULL 0xffffffffu
+#define STATUS_UNROLL 8
 
 typedef struct p2pt_batch_desc desc_t;
+
+/* The cache operators of the tile copies (streaming: every byte is used
+ * once); bench/experiments/batch_variants.cu compares others. */
+#if defined(BATCH_LD_PLAIN)
+#define BATCH_LD "ld.global.v4.u32"
+#elif defined(BATCH_LD_NC)
+#define BATCH_LD "ld.global.nc.v4.u32"
+#else
+#define BATCH_LD "ld.global.cs.v4.u32"
+#endif
+#if defined(BATCH_ST_PLAIN)
+#define BATCH_ST "st.global.v4.u32"
+#else
+#define BATCH_ST "st.global.cs.v4.u32"
+#endif
 
 static __device__ __forceinline__ int4 ld16(const int4 *p)
 {
     int4 v;
-    asm volatile("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];"
+    asm volatile(BATCH_LD " {%0, %1, %2, %3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                  : "l"(p));
     return v;
@@ -64,7 +80,7 @@ static __device__ __forceinline__ int4 ld16(const int4 *p)
 
 static __device__ __forceinline__ void st16(int4 *p, const int4 v)
 {
-    asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y),
+    asm volatile(BATCH_ST " [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y),
                  "r"(v.z), "r"(v.w)
                  : "memory");
 }
@@ -363,13 +379,25 @@ static __device__ void write_status(const struct p2pt_batch_dev_params &p, u32 s
     }
     __syncthreads();
     u32 my_skipped = 0, my_first = 0xffffffffu, my_reasons = 0;
-    for (u32 i = threadIdx.x; i < n; i += P2PT_BATCH_THREADS) {
-        const desc_t dd = descs[i];
-        const u32 why = refuse(dd.dst, dd.src, dd.bytes, p);
-        if (why != 0) {
-            my_skipped++;
-            my_first = my_first < i ? my_first : i;
-            my_reasons |= why;
+    /* STATUS_UNROLL descriptors per thread in flight at once: one CTA reads
+     * them all, and a round trip per descriptor would make it the last CTA
+     * to finish by far. */
+    for (u32 base = 0; base < n; base += STATUS_UNROLL * P2PT_BATCH_THREADS) {
+        desc_t dd[STATUS_UNROLL];
+#pragma unroll
+        for (int k = 0; k < STATUS_UNROLL; k++) {
+            const u32 i = base + k * P2PT_BATCH_THREADS + threadIdx.x;
+            dd[k] = i < n ? descs[i] : desc_t{0, 0, 0};
+        }
+#pragma unroll
+        for (int k = 0; k < STATUS_UNROLL; k++) {
+            const u32 i = base + k * P2PT_BATCH_THREADS + threadIdx.x;
+            const u32 why = refuse(dd[k].dst, dd[k].src, dd[k].bytes, p);
+            if (why != 0) {
+                my_skipped++;
+                my_first = my_first < i ? my_first : i;
+                my_reasons |= why;
+            }
         }
     }
     if (my_skipped != 0) {

@@ -39,7 +39,9 @@
  * a piece too small for a body is one tile of head bytes. The same macros
  * size a batch on the host (src/batch_plan.c) and in the kernel.
  */
+#ifndef P2PT_BATCH_TILE /* bench/experiments/batch_variants.cu tries others */
 #define P2PT_BATCH_TILE 4096u
+#endif
 #define P2PT_BATCH_HEAD(dst, bytes)                                             \
     ((((16ull - ((dst) & 15ull)) & 15ull) < (bytes)) ? ((16ull - ((dst) & 15ull)) & 15ull) \
                                                       : (bytes))
@@ -56,7 +58,9 @@
 #define P2PT_BATCH_BLOCK 256
 /* CTAs per SM the batch kernel is sized for (its launch bounds: 1024
  * threads, at most 64 registers each). */
+#ifndef P2PT_BATCH_CTAS_PER_SM
 #define P2PT_BATCH_CTAS_PER_SM 4
+#endif
 #define P2PT_BATCH_SMALL 128      /* descriptors inline in p2pt_batch_copy_s */
 #define P2PT_BATCH_LARGE 1344     /* in p2pt_batch_copy_l: 32 KiB of parameters */
 #define P2PT_BATCH_MAX_WINDOWS 64 /* windows one device batch is checked against */

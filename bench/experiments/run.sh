@@ -21,6 +21,9 @@
 #                                                 validation off / in windows /
 #                                                 without windows (BUILD: a cmake
 #                                                 build dir of the repo)
+#   bench/experiments/run.sh batch               the batch kernel built with other tile
+#                                                 sizes, CTAs per SM and cache operators,
+#                                                 on device batches vs one contiguous copy
 #   bench/experiments/run.sh cub [--shift N] [--shapes LIST]
 #                                                 CUB's DeviceMemcpy::Batched on p2pt-bench's
 #                                                 batch layouts (default: every shape, at
@@ -34,6 +37,27 @@ export PATH=/usr/local/cuda/bin:$PATH
 what=${1:-variants}
 shift || true
 case "$what" in
+  batch)
+    # name|nvcc flags; one binary per variant (the kernel is included as is).
+    variants=('default|'
+              'ld-plain|-DBATCH_LD_PLAIN'
+              'ld-nc|-DBATCH_LD_NC'
+              'st-plain|-DBATCH_ST_PLAIN'
+              'both-plain|-DBATCH_LD_PLAIN -DBATCH_ST_PLAIN'
+              'tile-2K|-DP2PT_BATCH_TILE=2048u'
+              'ctas-3|-DP2PT_BATCH_CTAS_PER_SM=3'
+              'tile-8K-ctas-2|-DP2PT_BATCH_TILE=8192u -DP2PT_BATCH_CTAS_PER_SM=2')
+    log=${OUT:+$OUT/batch.log}
+    log=${log:-/tmp/p2pt-batch-variants.log}
+    : >"$log"
+    for v in "${variants[@]}"; do
+      name=${v%%|*}
+      read -r -a flags <<<"${v#*|}"
+      nvcc -O3 -std=c++17 -arch=sm_90 -I../../kernels -DVARIANT="\"$name\"" "${flags[@]}" \
+        -o "/tmp/p2pt-batch-$name" batch_variants.cu 2>&1 | grep -E "error|warning" || true
+      "/tmp/p2pt-batch-$name" 2>&1 | tee -a "$log"
+    done
+    exit 0 ;;
   variants) src=tma_variants.cu ;;
   small) src=small_copies.cu ;;
   local | b2b | probe | ncu) src=local_copy.cu ;;
