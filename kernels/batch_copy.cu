@@ -276,9 +276,18 @@ static __device__ void copy_block(const desc_t *descs, u32 n, u32 b, u32 split, 
     if (FROM == FROM_PARAMS)
         pdl_wait();
     const u64 total = S.begin[P2PT_BATCH_BLOCK];
-    const u64 hi = split_at(total, split + 1, splits);
+#ifdef BATCH_SPLIT_INTERLEAVED
+    /* Tiles dealt round-robin over the block's CTAs and their warps: the
+     * tiles in flight at any moment lie together. */
+    const u64 hi = total, step = (u64)splits * WARPS;
+    u64 g0 = split + (u64)splits * w;
+#else
+    /* Each CTA a contiguous range of the block's tiles, its warps in turn. */
+    const u64 hi = split_at(total, split + 1, splits), step = WARPS;
+    u64 g0 = split_at(total, split, splits) + w;
+#endif
     u32 lo_piece = 0;
-    for (u64 g = split_at(total, split, splits) + w; g < hi; g += WARPS) {
+    for (u64 g = g0; g < hi; g += step) {
         /* The last piece whose first tile is <= g, from the last answer on
          * (a warp's tiles only grow). */
         u32 lo = lo_piece, hi_piece = nb;

@@ -46,7 +46,10 @@ case "$what" in
               'both-plain|-DBATCH_LD_PLAIN -DBATCH_ST_PLAIN'
               'tile-2K|-DP2PT_BATCH_TILE=2048u'
               'ctas-3|-DP2PT_BATCH_CTAS_PER_SM=3'
-              'tile-8K-ctas-2|-DP2PT_BATCH_TILE=8192u -DP2PT_BATCH_CTAS_PER_SM=2')
+              'tile-8K-ctas-2|-DP2PT_BATCH_TILE=8192u -DP2PT_BATCH_CTAS_PER_SM=2'
+              'interleaved|-DBATCH_SPLIT_INTERLEAVED'
+              'interleaved-ctas-3|-DBATCH_SPLIT_INTERLEAVED -DP2PT_BATCH_CTAS_PER_SM=3'
+              'interleaved-tile-8K-ctas-2|-DBATCH_SPLIT_INTERLEAVED -DP2PT_BATCH_TILE=8192u -DP2PT_BATCH_CTAS_PER_SM=2')
     log=${OUT:+$OUT/batch.log}
     log=${log:-/tmp/p2pt-batch-variants.log}
     : >"$log"
