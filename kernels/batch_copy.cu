@@ -5,9 +5,9 @@
  * tile arithmetic the host uses too) and tma_ptx.cuh.
  *
  * Why this shape: a batch is bound by how many bytes are in flight, not by
- * how they are issued. Every warp moves one tile (up to 4 KiB of a piece) at
+ * how they are issued. Every warp moves one tile (up to 8 KiB of a piece) at
  * a time with all its 16-byte loads issued before its first store, and a
- * CTA keeps 8 warps at it, so each SM holds tens of KiB in flight whatever
+ * CTA keeps 8 warps at it, so each SM holds over 100 KiB in flight whatever
  * the piece sizes; a single issuing thread per CTA (bulk copies) cannot.
  *
  * Mapping work without a global prefix sum: the descriptors are cut into
@@ -276,7 +276,7 @@ static __device__ void copy_block(const desc_t *descs, u32 n, u32 b, u32 split, 
     if (FROM == FROM_PARAMS)
         pdl_wait();
     const u64 total = S.begin[P2PT_BATCH_BLOCK];
-#ifdef BATCH_SPLIT_INTERLEAVED
+#ifndef BATCH_SPLIT_RANGES
     /* Tiles dealt round-robin over the block's CTAs and their warps: the
      * tiles in flight at any moment lie together. */
     const u64 hi = total, step = (u64)splits * WARPS;

@@ -34,13 +34,15 @@
  * The batch kernel (batch_copy.cu) cuts every piece into tiles: tile k of a
  * piece is up to P2PT_BATCH_TILE bytes of its 16-byte aligned destination
  * body, one warp's work (32 lanes x P2PT_BATCH_TILE / 512 vectors of 16
- * bytes, every load in flight before the first store). Tile 0 also moves
+ * bytes, every load in flight before the first store). The tile size and
+ * the CTAs per SM were chosen among the variants of
+ * bench/experiments/batch_variants.cu (bench/RESULTS.md). Tile 0 also moves
  * the unaligned destination head bytes (< 16) and the last tile the tail;
  * a piece too small for a body is one tile of head bytes. The same macros
  * size a batch on the host (src/batch_plan.c) and in the kernel.
  */
 #ifndef P2PT_BATCH_TILE /* bench/experiments/batch_variants.cu tries others */
-#define P2PT_BATCH_TILE 4096u
+#define P2PT_BATCH_TILE 8192u
 #endif
 #define P2PT_BATCH_HEAD(dst, bytes)                                             \
     ((((16ull - ((dst) & 15ull)) & 15ull) < (bytes)) ? ((16ull - ((dst) & 15ull)) & 15ull) \
@@ -56,10 +58,10 @@
  * thread when a CTA reads its block of P2PT_BATCH_BLOCK descriptors. */
 #define P2PT_BATCH_THREADS 256
 #define P2PT_BATCH_BLOCK 256
-/* CTAs per SM the batch kernel is sized for (its launch bounds: 1024
- * threads, at most 64 registers each). */
+/* CTAs per SM the batch kernel is sized for (its launch bounds: 512
+ * threads, at most 128 registers each: a lane holds a whole tile's share). */
 #ifndef P2PT_BATCH_CTAS_PER_SM
-#define P2PT_BATCH_CTAS_PER_SM 4
+#define P2PT_BATCH_CTAS_PER_SM 2
 #endif
 #define P2PT_BATCH_SMALL 128      /* descriptors inline in p2pt_batch_copy_s */
 #define P2PT_BATCH_LARGE 1344     /* in p2pt_batch_copy_l: 32 KiB of parameters */

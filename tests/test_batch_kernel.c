@@ -93,8 +93,10 @@ Test(batch_kernel, every_alignment_pair_around_every_tile_edge)
 {
     gt_require_gpus(1);
     gt_use_device(0);
-    static const uint64_t sizes[] = {1,    15,   16,   17,   31,   33,   255,  513,
-                                     4095, 4096, 4097, 4111, 4112, 8191, 8209, 3 * 4096 + 5};
+    enum { T = P2PT_BATCH_TILE };
+    static const uint64_t sizes[] = {1,     15,    16,     17,        31,        33,
+                                     255,   513,   T - 1,  T,         T + 1,     T + 15,
+                                     T + 16, T + 17, 2 * T - 1, 2 * T + 17, 3 * T + 5};
     size_t total = 0;
     for (size_t k = 0; k < P2PT_ARRAY_LEN(sizes); k++)
         total += 256 * (sizes[k] + 48);

@@ -41,15 +41,11 @@ case "$what" in
     # name|nvcc flags; one binary per variant (the kernel is included as is).
     variants=('default|'
               'ld-plain|-DBATCH_LD_PLAIN'
-              'ld-nc|-DBATCH_LD_NC'
               'st-plain|-DBATCH_ST_PLAIN'
-              'both-plain|-DBATCH_LD_PLAIN -DBATCH_ST_PLAIN'
-              'tile-2K|-DP2PT_BATCH_TILE=2048u'
-              'ctas-3|-DP2PT_BATCH_CTAS_PER_SM=3'
-              'tile-8K-ctas-2|-DP2PT_BATCH_TILE=8192u -DP2PT_BATCH_CTAS_PER_SM=2'
-              'interleaved|-DBATCH_SPLIT_INTERLEAVED'
-              'interleaved-ctas-3|-DBATCH_SPLIT_INTERLEAVED -DP2PT_BATCH_CTAS_PER_SM=3'
-              'interleaved-tile-8K-ctas-2|-DBATCH_SPLIT_INTERLEAVED -DP2PT_BATCH_TILE=8192u -DP2PT_BATCH_CTAS_PER_SM=2')
+              'tile-4K-ctas-4|-DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=4'
+              'ranges|-DBATCH_SPLIT_RANGES'
+              'ranges-tile-4K-ctas-4|-DBATCH_SPLIT_RANGES -DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=4'
+              'ctas-3-tile-4K|-DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=3')
     log=${OUT:+$OUT/batch.log}
     log=${log:-/tmp/p2pt-batch-variants.log}
     : >"$log"
