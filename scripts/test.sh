@@ -13,7 +13,8 @@
 #   4. valgrind memcheck: the CPU tests of the plain build
 #   5. install: with prefix /usr under DESTDIR (multiarch libdir), a cc
 #      consumer through pkg-config, shared and static; relocated to another
-#      prefix, a find_package and a pkg-config CMake consumer
+#      prefix, CMake consumers through find_package (p2pt::p2pt and
+#      p2pt::p2pt_static) and pkg_check_modules
 #   6. Python: pip install . into a fresh venv, then pytest tests/python
 #   7. plain suite: every test of the plain build, with a count of the
 #      skipped ones by reason; the last line printed is Criterion's
@@ -209,7 +210,7 @@ PKG_CONFIG_PATH="$BUILD/install-test/$libdir/pkgconfig" cmake -S tests/install_c
   -B "$BUILD/install-consumer" -DCMAKE_PREFIX_PATH="$BUILD/install-test" >/dev/null
 cmake --build "$BUILD/install-consumer" >/dev/null
 unset PKG_CONFIG_PATH
-for c in consumer_cmake consumer_pkgconfig; do
+for c in consumer_cmake consumer_cmake_static consumer_pkgconfig; do
   LD_LIBRARY_PATH="$BUILD/install-test/$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     "$BUILD/install-consumer/$c"
 done

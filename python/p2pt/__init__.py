@@ -15,14 +15,14 @@ The library is the one shipped in this package, else P2PT_LIBRARY (a path),
 else libp2pt.so.0 / libp2pt.so on the loader's path.
 """
 from ._handle import (BATCH_SKIPPED_OVER_MAX, BATCH_SKIPPED_OVERLAP, BATCH_SKIPPED_TOO_LARGE,
-                      BATCH_SKIPPED_WINDOW, BatchStatus, Choice, Handle, Link, Topology,
+                      BATCH_SKIPPED_WINDOW, BatchStatus, Choice, Handle, Link, Topology, Window,
                       descs_array, read_batch_status, workspace_bytes)
 from ._lib import Error, Status, last_error, library_path, load, plugin_table, status_string
 from ._structs import TOPOLOGY_MAX_DEVICES, CopyDesc
 from ._version import __version__
 
 __all__ = [
-    "Error", "Status", "Handle", "Choice", "Link", "Topology", "BatchStatus", "CopyDesc",
+    "Error", "Status", "Handle", "Window", "Choice", "Link", "Topology", "BatchStatus", "CopyDesc",
     "load", "library_path", "plugin_table", "last_error", "status_string", "workspace_bytes",
     "descs_array", "read_batch_status", "TOPOLOGY_MAX_DEVICES", "BATCH_SKIPPED_WINDOW",
     "BATCH_SKIPPED_OVER_MAX", "BATCH_SKIPPED_OVERLAP", "BATCH_SKIPPED_TOO_LARGE", "__version__",

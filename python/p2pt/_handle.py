@@ -5,6 +5,7 @@ None is the legacy default stream). Every failure raises p2pt.Error.
 """
 import collections
 import ctypes
+import weakref
 
 from . import _structs as S
 from ._lib import check, load
@@ -55,6 +56,42 @@ def read_batch_status(raw):
     return BatchStatus(st.count, st.copied, st.skipped, st.first_bad, st.reasons)
 
 
+class _Live:
+    """The handle's pointer, shared with window finalizers, which must not
+    keep the Handle itself alive; 0 once the handle is finalized."""
+
+    def __init__(self):
+        self.ptr = 0
+
+
+def _unregister(live, table, key):
+    table.pop(key, None)
+    if live.ptr:
+        device, base = key
+        load().p2pt_window_unregister(live.ptr, device, base)
+
+
+class Window:
+    """A window registered through Handle.window: unregistered by release(),
+    when its owner is collected, or when the handle closes, whichever comes
+    first (so it never outlives the memory its owner holds)."""
+
+    def __init__(self, finalizer, device, base, nbytes):
+        self._finalizer = finalizer
+        self.device, self.base, self.nbytes = device, base, nbytes
+
+    @property
+    def registered(self):
+        return self._finalizer.alive
+
+    def release(self):
+        self._finalizer()
+
+    def __repr__(self):
+        state = "registered" if self.registered else "released"
+        return f"<p2pt.Window device {self.device} [{self.base:#x}, +{self.nbytes}) {state}>"
+
+
 class Handle:
     """One p2pt handle (p2pt_init). Thread-safe: one serves any number of
     threads. `transport`: "ce", "tma" or "auto" (else P2P_TRANSPORT decides);
@@ -62,12 +99,15 @@ class Handle:
 
     def __init__(self, transport=None, options=None):
         self._lib = load()
-        self._finalizers = []
+        self._live = _Live()
+        self._windows = {}  # (device, base) -> Window
+        self._prepared = set()
         args = S.InitArgs(ctypes.sizeof(S.InitArgs), None,
                           transport.encode() if transport else None,
                           options.encode() if options else None)
         self._h = ctypes.c_void_p()
         check(self._lib.p2pt_init(ctypes.byref(args), ctypes.byref(self._h)))
+        self._live.ptr = self._h.value
 
     @property
     def pointer(self):
@@ -75,14 +115,14 @@ class Handle:
         return self._h.value or 0
 
     def close(self):
-        """p2pt_finalize; first releases every window registered through
-        p2pt.torch on this handle. Safe to call twice."""
-        for f in reversed(self._finalizers):
-            f()
-        self._finalizers.clear()
+        """Unregister every Window of this handle, then p2pt_finalize. Safe
+        to call twice."""
+        for w in list(self._windows.values()):
+            w.release()
         if self._h:
             self._lib.p2pt_finalize(self._h)
             self._h = ctypes.c_void_p()
+        self._live.ptr = 0
 
     def __del__(self):
         try:
@@ -96,13 +136,27 @@ class Handle:
     def __exit__(self, *exc):
         self.close()
 
-    def _on_close(self, finalizer):
-        """Call `finalizer` before the handle is finalized (weakref.finalize
-        objects are safe to call twice)."""
-        self._finalizers.append(finalizer)
+    def window(self, device, base, nbytes, owner):
+        """Register [base, base + nbytes) for device batches on `device` for
+        as long as `owner` (any object that holds the memory, e.g. a tensor)
+        lives; see Window. A base already registered through this call with
+        at least nbytes returns the same Window."""
+        key = (device, base)
+        w = self._windows.get(key)
+        if w is not None and w.registered and w.nbytes >= nbytes:
+            return w
+        if w is not None:
+            w.release()
+        self.window_register(device, base, nbytes)
+        w = Window(weakref.finalize(owner, _unregister, self._live, self._windows, key),
+                   device, base, nbytes)
+        w._finalizer.atexit = False
+        self._windows[key] = w
+        return w
 
     def prepare(self, device):
         check(self._lib.p2pt_prepare(self._h, device))
+        self._prepared.add(device)
 
     def copy(self, dst, src, nbytes, stream=None):
         check(self._lib.p2pt_copy_async(self._h, dst, src, nbytes, stream or None))
