@@ -56,6 +56,16 @@ def read_batch_status(raw):
     return BatchStatus(st.count, st.copied, st.skipped, st.first_bad, st.reasons)
 
 
+# Live handles by pointer: how an operation that carries only the pointer
+# (p2pt.torch's, registered with torch.library) finds its Handle.
+_by_pointer = weakref.WeakValueDictionary()
+
+
+def lookup(pointer):
+    """The live Handle whose p2pt_handle * is `pointer`, else None."""
+    return _by_pointer.get(pointer)
+
+
 class _Live:
     """The handle's pointer, shared with window finalizers, which must not
     keep the Handle itself alive; 0 once the handle is finalized."""
@@ -108,11 +118,12 @@ class Handle:
         self._h = ctypes.c_void_p()
         check(self._lib.p2pt_init(ctypes.byref(args), ctypes.byref(self._h)))
         self._live.ptr = self._h.value
+        _by_pointer[self._live.ptr] = self
 
     @property
     def pointer(self):
         """The p2pt_handle * as an integer (0 once closed)."""
-        return self._h.value or 0
+        return self._live.ptr
 
     def close(self):
         """Unregister every Window of this handle, then p2pt_finalize. Safe
@@ -120,6 +131,7 @@ class Handle:
         for w in list(self._windows.values()):
             w.release()
         if self._h:
+            _by_pointer.pop(self._live.ptr, None)
             self._lib.p2pt_finalize(self._h)
             self._h = ctypes.c_void_p()
         self._live.ptr = 0

@@ -33,7 +33,6 @@ __all__ = ["handle", "prepare", "copy_", "copy_batch_", "copy_rows_", "copy_batc
            "row_descriptors", "register_window", "batch_status", "Error"]
 
 _lock = threading.Lock()
-_handles = {}  # id(Handle) -> Handle, the operations' int handle argument
 _default = None
 
 
@@ -46,7 +45,6 @@ def handle(transport=None, options=None):
             if transport is None and options is None and "P2P_TRANSPORT" not in os.environ:
                 options = "P2P_TRANSPORT=auto"
             _default = _handle.Handle(transport=transport, options=options)
-            _handles[id(_default)] = _default
         elif transport is not None or options is not None:
             p = _default.properties()
             if transport is not None and p["transport"] != transport.lower():
@@ -56,16 +54,21 @@ def handle(transport=None, options=None):
 
 
 def _hid(h):
+    """The operations' int argument for handle `h` (None: the default): its
+    pointer. Plain attribute reads, so that torch.compile traces through."""
     if h is None:
-        h = handle()
-    with _lock:
-        _handles.setdefault(id(h), h)
-    return id(h)
+        h = _default
+        if h is None:
+            if torch.compiler.is_compiling():
+                raise RuntimeError("p2pt.torch: create the default handle before compiling "
+                                   "(call p2pt.torch.handle() once), or pass handle=")
+            h = handle()
+    return h.pointer
 
 
 def _get(hid):
-    h = _handles.get(hid)
-    if h is None or not h.pointer:
+    h = _handle.lookup(hid)
+    if h is None:
         raise ValueError("p2pt.torch: the handle of this operation is closed")
     return h
 
@@ -121,10 +124,10 @@ def _windows(h, device, *tensors):
 
 
 def _row_bytes(t, what):
-    if not t.is_cuda or not t.is_contiguous() or t.dim() < 1:
-        raise ValueError(f"p2pt.torch: {what} must be a contiguous CUDA tensor of rows "
-                         f"(got {'a CPU' if not t.is_cuda else 'a non-contiguous'} tensor of "
-                         f"shape {tuple(t.shape)})")
+    if not t.is_contiguous() or t.dim() < 1:
+        raise ValueError(f"p2pt.torch: {what} must be a contiguous tensor of rows (got a "
+                         f"{'non-contiguous' if t.dim() else '0-d'} tensor of shape "
+                         f"{tuple(t.shape)})")
     return t[0].numel() * t.element_size() if t.shape[0] else 0
 
 
@@ -132,7 +135,7 @@ def row_descriptors(dst, dst_index, src, src_index=None):
     """The (n, 3) int64 tensor of p2pt_copy_desc records that copies row
     src_index[i] of src to row dst_index[i] of dst (None: 0..n-1), built on
     the GPU with no host sync. An index past the tensor's rows, or below 0,
-    gives a descriptor outside the tensor, which a device batch skips."""
+    gives a descriptor of NULL addresses, which a device batch skips."""
     rb = _row_bytes(dst, "dst")
     if _row_bytes(src, "src") != rb:
         raise ValueError(f"p2pt.torch: dst rows are {rb} bytes, src rows "
@@ -147,13 +150,13 @@ def row_descriptors(dst, dst_index, src, src_index=None):
     if di.numel() != si.numel():
         raise ValueError(f"p2pt.torch: dst_index has {di.numel()} rows, src_index "
                          f"{si.numel()}: they must match")
-    # A negative index would wrap to the end in torch; here it must stay
-    # outside the tensor, so it is pushed past the last row.
-    di = torch.where(di < 0, dst.shape[0], di)
-    si = torch.where(si < 0, src.shape[0], si)
+    # An index outside the tensor (negative ones included: no wrapping) gets
+    # NULL addresses, which no window holds, so the batch skips it even
+    # where a window covers the memory around a view.
+    ok = (di >= 0) & (di < dst.shape[0]) & (si >= 0) & (si < src.shape[0])
     descs = torch.empty(n, 3, dtype=torch.int64, device=ref.device)
-    descs[:, 0] = dst.data_ptr() + di * rb
-    descs[:, 1] = src.data_ptr() + si * rb
+    descs[:, 0] = torch.where(ok, dst.data_ptr() + di * rb, 0)
+    descs[:, 1] = torch.where(ok, src.data_ptr() + si * rb, 0)
     descs[:, 2] = rb
     return descs
 
@@ -214,6 +217,9 @@ def _copy_rows_op(dst: torch.Tensor, dst_index: Optional[torch.Tensor], src: tor
                   src_index: Optional[torch.Tensor], count: Optional[torch.Tensor],
                   hid: int) -> torch.Tensor:
     h = _get(hid)
+    if not dst.is_cuda or not src.is_cuda:
+        raise ValueError(f"p2pt.torch.copy_rows_: dst ({dst.device}) and src ({src.device}) "
+                         f"must be CUDA tensors")
     device = _device()
     _ready(h, device)
     descs = row_descriptors(dst, dst_index, src, src_index)

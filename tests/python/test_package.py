@@ -98,3 +98,10 @@ def test_a_missing_library_names_every_path_tried(tmp_path):
     r = run_python("import p2pt\ntry:\n    p2pt.load()\nexcept OSError as e:\n    print(e)\n",
                    P2PT_LIBRARY=str(tmp_path / "libnothing.so"), LD_LIBRARY_PATH="")
     assert "libnothing.so" in r.stdout and "P2PT_LIBRARY" in r.stdout, r.stdout + r.stderr
+
+
+def test_the_ctypes_layer_imports_no_third_party_module():
+    r = run_python("import sys, p2pt\n"
+                   "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]", r.stdout
