@@ -19,6 +19,7 @@ when the tensor is collected or the handle closes (register_window pins one
 explicitly). Run an operation once per device (or call prepare) before
 capturing a graph: the first use compiles and loads the kernel.
 """
+import math
 import os
 import threading
 from contextlib import nullcontext
@@ -128,7 +129,7 @@ def _row_bytes(t, what):
         raise ValueError(f"p2pt.torch: {what} must be a contiguous tensor of rows (got a "
                          f"{'non-contiguous' if t.dim() else '0-d'} tensor of shape "
                          f"{tuple(t.shape)})")
-    return t[0].numel() * t.element_size() if t.shape[0] else 0
+    return math.prod(t.shape[1:]) * t.element_size()
 
 
 def row_descriptors(dst, dst_index, src, src_index=None):
