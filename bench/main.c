@@ -306,11 +306,14 @@ int main(int argc, char **argv)
         return bench_cold_child(argc, argv);
     bench_parse_args(argc, argv);
 
-    /* The environment is checked before the driver is looked for, so a bad
-     * P2P_TRANSPORT_* value is named on any machine, GPU or not. */
-    struct p2pt_config env;
-    if (p2pt__config_read(&env, NULL, NULL) != P2PT_SUCCESS) {
-        fprintf(stderr, "p2pt-bench: %s\n", p2pt__last_error_text());
+    /* p2pt_init checks the environment and auto's table before it looks for
+     * the driver, so a bad P2P_TRANSPORT_* value or table is named on any
+     * machine, GPU or not; only a missing driver goes on to the line below. */
+    p2pt_handle *probe = NULL;
+    p2pt_status init_st = p2pt_init(NULL, &probe);
+    p2pt_finalize(probe);
+    if (init_st != P2PT_SUCCESS && init_st != P2PT_NO_DRIVER) {
+        fprintf(stderr, "p2pt-bench: %s\n", p2pt_last_error(NULL));
         return 2;
     }
 

@@ -1,7 +1,8 @@
-"""MoE dispatch with p2pt: the routing is computed on the GPU, the copy
-descriptors are built on the GPU with torch ops, and one device-descriptor
-batch moves every token row to its expert's slot: no device-to-host sync,
-so the whole step is captured in a CUDA graph and replayed on new tokens.
+"""MoE dispatch with p2pt.torch: the routing is computed on the GPU, and
+p2pt.torch.copy_rows_ moves every token row to its expert's slot as one
+device-descriptor batch, its descriptors built on the GPU from the index
+tensors: no device-to-host sync, so the whole step is captured in a CUDA
+graph and replayed on new tokens.
 
 Each step: a gate picks the top-k experts of every token; a token row goes
 to the next free slot of each chosen expert (rows past an expert's capacity
@@ -12,14 +13,14 @@ over NVLink by the same kernel.
 
 Every replay is checked byte for byte against torch's own dispatch
 (index_copy_ of the same rows into a second buffer). Three graphs are
-captured: the routing (shared), the p2pt dispatch (descriptors + one
-device batch) and the torch dispatch (gather + index_copy_); the two
+captured: the routing (shared), the p2pt dispatch (one copy_rows_ per
+receive buffer) and the torch dispatch (gather + index_copy_); the two
 dispatches are timed apart from the routing (CUDA events, median of
 replays), and the whole step with each.
 
     python3 examples/moe_dispatch.py                # defaults: 4096 tokens, 7168 bf16
     python3 examples/moe_dispatch.py --peer         # half the experts on GPU 1
-Needs PyTorch with CUDA, a Hopper GPU, and libp2pt (P2PT_LIBRARY or a build/).
+Needs PyTorch with CUDA, a Hopper GPU, and p2pt (pip install ., or P2PT_LIBRARY).
 Exit status: 0 when every replay matched, 1 otherwise, 2 when it cannot run.
 """
 import argparse
@@ -34,7 +35,7 @@ try:
 except ImportError:
     print("moe_dispatch: PyTorch is not installed", file=sys.stderr)
     sys.exit(2)
-import p2pt  # noqa: E402
+import p2pt.torch as pt  # noqa: E402
 
 
 def parse():
@@ -52,70 +53,50 @@ def parse():
 class Dispatch:
     """Static buffers and the captured step."""
 
-    def __init__(self, a, h):
+    def __init__(self, a):
         dev = torch.device("cuda", 0)
-        self.a, self.h = a, h
-        self.row_bytes = a.hidden * 2
+        self.a = a
         self.cap = int(a.capacity * a.tokens * a.topk / a.experts + 0.5)
         self.pairs = a.tokens * a.topk
         self.x = torch.empty(a.tokens, a.hidden, dtype=torch.bfloat16, device=dev)
         self.gate = torch.randn(a.hidden, a.experts, dtype=torch.bfloat16, device=dev) / a.hidden ** 0.5
-        local = a.experts // 2 if a.peer else a.experts
-        self.local = local
         # Receive buffers: experts [0, local) on GPU 0, the rest on GPU 1.
-        self.recv = [torch.zeros(local * self.cap, a.hidden, dtype=torch.bfloat16, device=dev)]
+        self.local = a.experts // 2 if a.peer else a.experts
+        self.recv = [torch.zeros(self.local * self.cap, a.hidden, dtype=torch.bfloat16, device=dev)]
         if a.peer:
-            d1 = torch.device("cuda", 1)
-            n1 = (a.experts - local) * self.cap
-            self.recv.append(torch.zeros(n1, a.hidden, dtype=torch.bfloat16, device=d1))
+            n1 = (a.experts - self.local) * self.cap
+            self.recv.append(torch.zeros(n1, a.hidden, dtype=torch.bfloat16, device="cuda:1"))
         # torch's dispatch, the reference: every expert's slots on GPU 0, plus
         # one row where dropped pairs land (no boolean indexing, which would
         # need the host to know the count and so could not be captured).
         self.trash = a.experts * self.cap
         self.ref = torch.zeros(self.trash + 1, a.hidden, dtype=torch.bfloat16, device=dev)
-        self.descs = torch.zeros(self.pairs, 3, dtype=torch.int64, device=dev)
-        self.count = torch.zeros(1, dtype=torch.int32, device=dev)
-        self.ws = torch.zeros(h.workspace_bytes(self.pairs), dtype=torch.uint8, device=dev)
-        h.window_register(0, self.x.data_ptr(), self.x.numel() * 2)
-        for r in self.recv:
-            h.window_register(0, r.data_ptr(), r.numel() * 2)
 
-    def route(self, stream=None):
+    def route(self):
         """Top-k experts per token and each (token, k) pair's slot, on the GPU,
         into static tensors both dispatches read."""
-        self.expert, self.token, self.pos, kept = self._route()
-        self.kept = kept.reshape(1)
-
-    def _route(self):
         a = self.a
         scores = self.x @ self.gate
-        expert = scores.topk(a.topk, dim=1).indices.reshape(-1)  # [pairs], token-major
-        token = torch.arange(a.tokens, device=expert.device).repeat_interleave(a.topk)
-        onehot = torch.nn.functional.one_hot(expert, a.experts).to(torch.int32)
-        pos = (onehot.cumsum(0) - 1).gather(1, expert[:, None]).squeeze(1)  # slot within expert
-        keep = pos < self.cap
-        # Kept pairs first, in order; count = how many (read by the kernel).
-        order = torch.argsort((~keep).to(torch.int8), stable=True)
-        return expert[order], token[order], pos[order], keep.sum().to(torch.int32)
+        self.expert = scores.topk(a.topk, dim=1).indices.reshape(-1)  # [pairs], token-major
+        self.token = torch.arange(a.tokens, device=self.expert.device).repeat_interleave(a.topk)
+        onehot = torch.nn.functional.one_hot(self.expert, a.experts).to(torch.int32)
+        self.pos = (onehot.cumsum(0) - 1).gather(1, self.expert[:, None]).squeeze(1)  # slot in expert
+        self.keep = self.pos < self.cap
 
-    def step_p2pt(self, stream):
-        expert, token, pos = self.expert, self.token, self.pos
-        local = expert < self.local
-        row = torch.where(local, expert * self.cap + pos, (expert - self.local) * self.cap + pos)
-        base = torch.where(local, torch.full_like(row, self.recv[0].data_ptr()),
-                           torch.full_like(row, self.recv[-1].data_ptr()))
-        self.descs[:, 0] = base + row * self.row_bytes
-        self.descs[:, 1] = self.x.data_ptr() + token * self.row_bytes
-        self.descs[:, 2] = self.row_bytes
-        self.count.copy_(self.kept)
-        self.h.copy_batch_device(self.descs.data_ptr(), self.count.data_ptr(), self.pairs,
-                                 self.ws.data_ptr(), stream.cuda_stream)
+    def step_p2pt(self):
+        """Each receive buffer takes the kept pairs of its experts: those
+        first (a stable sort), their count read by the kernel."""
+        self.status = []
+        for recv, lo in zip(self.recv, (0, self.local)):
+            mine = self.keep & (self.expert >= lo) & (self.expert < lo + recv.shape[0] // self.cap)
+            order = torch.argsort((~mine).to(torch.int8), stable=True)
+            row = (self.expert - lo) * self.cap + self.pos
+            self.status.append(pt.copy_rows_(recv, row[order], self.x, self.token[order],
+                                             count=mine.sum().to(torch.int32).reshape(1)))
 
     def step_torch(self):
-        expert, token, pos = self.expert, self.token, self.pos
-        keep = torch.arange(self.pairs, device=expert.device) < self.kept
-        row = torch.where(keep, expert * self.cap + pos, torch.full_like(expert, self.trash))
-        self.ref.index_copy_(0, row, self.x[token])
+        row = torch.where(self.keep, self.expert * self.cap + self.pos, self.trash)
+        self.ref.index_copy_(0, row, self.x[self.token])
 
     def mismatches(self):
         """Rows of the p2pt buffers that differ from torch's."""
@@ -123,11 +104,7 @@ class Dispatch:
         parts = [(self.recv[0], self.ref[:n0])]
         if self.a.peer:
             parts.append((self.recv[1].to(self.ref.device), self.ref[n0:self.trash]))
-        bad = []
-        for mine, ref in parts:
-            diff = (mine.view(torch.int16) != ref.view(torch.int16)).any(1).nonzero()
-            bad.append(diff.numel())
-        return sum(bad)
+        return sum((m.view(torch.int16) != r.view(torch.int16)).any(1).sum().item() for m, r in parts)
 
 
 def capture(fn):
@@ -135,11 +112,11 @@ def capture(fn):
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
         for _ in range(2):
-            fn(s)  # warm-up outside the graph (allocations, lazy init)
+            fn()  # warm-up outside the graph (allocations, kernel compile)
     torch.cuda.current_stream().wait_stream(s)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        fn(torch.cuda.current_stream())
+        fn()
     return g
 
 
@@ -165,14 +142,13 @@ def main():
         return 2
     torch.cuda.set_device(0)
     torch.zeros(1, device="cuda")  # make the primary context current
-    h = p2pt.Handle(transport="tma")
-    h.prepare(0)
+    h = pt.handle(transport="tma")
     if a.peer:
         h.peer_enable(0, 1)
-    d = Dispatch(a, h)
-    g_route = capture(lambda s: d.route())
-    g_p2pt = capture(lambda s: d.step_p2pt(s))
-    g_torch = capture(lambda s: d.step_torch())
+    d = Dispatch(a)
+    g_route = capture(d.route)
+    g_p2pt = capture(d.step_p2pt)
+    g_torch = capture(d.step_torch)
     bad = 0
     for r in range(a.replays):
         d.x.normal_()  # new tokens, so a new routing
@@ -182,19 +158,19 @@ def main():
         g_p2pt.replay()
         g_torch.replay()
         torch.cuda.synchronize()
-        st = torch.zeros(8, dtype=torch.int32)
-        st.copy_(d.ws[:32].view(torch.int32))
+        st = [pt.batch_status(s) for s in d.status]
         rows = d.mismatches()
         if rows:
             print(f"replay {r}: {rows} rows differ from torch's dispatch")
             bad += 1
-        if st[2].item() != 0:
-            print(f"replay {r}: {st[2].item()} descriptors skipped (reasons {st[4].item()})")
+        if any(s.skipped for s in st):
+            print(f"replay {r}: descriptors skipped: {st}")
             bad += 1
     t_route, t_p2pt, t_torch = timed(g_route, 50), timed(g_p2pt, 50), timed(g_torch, 50)
-    moved = int(st[1].item()) * d.row_bytes
+    copied = sum(s.copied for s in st)
+    moved = copied * a.hidden * 2
     print(f"moe_dispatch: {a.tokens} tokens x {a.hidden} bf16, top-{a.topk} of {a.experts} experts"
-          f"{' (half on GPU 1)' if a.peer else ''}, capacity {d.cap}: {st[1].item()} rows, "
+          f"{' (half on GPU 1)' if a.peer else ''}, capacity {d.cap}: {copied} rows, "
           f"{moved / 2**20:.1f} MiB per step")
     print(f"moe_dispatch: dispatch with p2pt {t_p2pt:.1f} us, with index_copy_ {t_torch:.1f} us "
           f"(ratio {t_p2pt / t_torch:.3f}); routing {t_route:.1f} us, so a whole step "
@@ -203,7 +179,6 @@ def main():
     p = h.properties()
     print(f"moe_dispatch: p2pt counters: {p['device_batches']} device batches, "
           f"{p['batch_launches']} batch launches")
-    h.close()
     return 0 if bad == 0 else 1
 
 

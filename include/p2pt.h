@@ -34,7 +34,7 @@ extern "C" {
 /* The one place the version is written: CMakeLists.txt reads these three
  * lines for the soname, p2pt.pc and the CMake package. */
 #define P2PT_VERSION_MAJOR 0
-#define P2PT_VERSION_MINOR 1
+#define P2PT_VERSION_MINOR 2
 #define P2PT_VERSION_PATCH 0
 #define P2PT_VERSION_STR_(x) #x
 #define P2PT_VERSION_XSTR_(x) P2PT_VERSION_STR_(x)

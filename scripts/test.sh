@@ -1,35 +1,45 @@
 #!/usr/bin/env bash
 # Build p2pt and run its checks, installing what they need on a fresh
 # Debian/Ubuntu machine (as root: cmake, gcc, binutils, pkg-config,
-# libcriterion-dev, clang, valgrind). This is what CI runs. Phases, in order:
+# libcriterion-dev, clang, valgrind, python3, python3-venv). This is what CI
+# runs. Phases, in order:
 #
-#   1. ASan + UBSan build (build-asan/), CPU tests under the sanitizers
+#   1. ASan + UBSan build (build-asan/), CPU tests under the sanitizers, with
+#      a count of the skipped ones by reason
 #   2. libFuzzer (build-fuzz/, clang): config parsing, chunk planning, batch planning
 #      and auto-table parsing, 20 s each
 #   3. plain build (build/): Release (-O3, plus -g for valgrind), -Werror,
 #      library, tests, example and benchmark
 #   4. valgrind memcheck: the CPU tests of the plain build
-#   5. install: a find_package and a pkg-config consumer build and run
-#   6. plain suite: every test of the plain build, with a count of the
+#   5. install: with prefix /usr under DESTDIR (multiarch libdir), a cc
+#      consumer through pkg-config, shared and static; relocated to another
+#      prefix, CMake consumers through find_package (p2pt::p2pt and
+#      p2pt::p2pt_static) and pkg_check_modules
+#   6. Python: pip install . into a fresh venv, then pytest tests/python
+#   7. plain suite: every test of the plain build, with a count of the
 #      skipped ones by reason; the last line printed is Criterion's
 #      "Synthesis:" line and the exit status is the suite's
 #
-# On a 2-core CPU machine (no GPU) the whole script takes about 5.5 minutes once
-# the packages are installed (5 min 38 s through .ci/run on a fresh clone at
-# 6074504, with four fuzzers; 4 min 32 s at 6845140 with three); before the batch-plan fuzzer: 3 min 56 s and 4 min 22 s from empty
-# build directories, of which 1 took 23 s, 2 46 s, 3 7-8 s, 4 2.5-3 min (the
-# chunk-plan random test dominates under valgrind), 5 under a second and 6
-# about 6 s. On a machine without a GPU the GPU tests skip with their reason;
-# on a GPU machine they run for real.
+# On a 2-core CPU machine (no GPU) shared with other builds the whole script
+# took about 10 minutes once the packages were installed (README, Tests). On a machine without a GPU the GPU tests
+# skip with their reason; on a GPU machine they run for real.
 #
 #   scripts/test.sh                             all phases
+#   scripts/test.sh --help                      this text
 #   P2PT_TEST_SANITIZE=0 scripts/test.sh        skip phase 1
 #   P2PT_TEST_FUZZ_SECONDS=0 scripts/test.sh    skip phase 2 (or N seconds each)
 #   P2PT_TEST_VALGRIND=0 scripts/test.sh        skip phase 4
+#   P2PT_TEST_PYTHON=0 scripts/test.sh          skip phase 6 (1: fail when pip
+#                                               or pytest cannot be had)
 #   P2PT_BUILD_ROOT=/tmp/x scripts/test.sh      build directories under /tmp/x
 #                                               instead of the source tree
 #   extra arguments go to the Criterion binary (e.g. --filter 'config/*')
 set -euo pipefail
+case "${1:-}" in
+  -h | --help)
+    sed -n '2,/^set -euo pipefail/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
+    exit 0 ;;
+esac
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 mkdir -p "${P2PT_BUILD_ROOT:-.}"
@@ -43,6 +53,13 @@ command -v cmake >/dev/null || need_pkgs+=(cmake)
 command -v cc >/dev/null || need_pkgs+=(gcc)
 command -v nm >/dev/null || need_pkgs+=(binutils)
 command -v pkg-config >/dev/null || need_pkgs+=(pkg-config)
+if [ "${P2PT_TEST_PYTHON:-auto}" != 0 ]; then
+  command -v python3 >/dev/null || need_pkgs+=(python3)
+  # Debian keeps venv's pip (ensurepip) in its own package.
+  if command -v dpkg >/dev/null && ! dpkg -s python3-venv >/dev/null 2>&1; then
+    need_pkgs+=(python3-venv)
+  fi
+fi
 fuzz_seconds=${P2PT_TEST_FUZZ_SECONDS:-20}
 use_valgrind=${P2PT_TEST_VALGRIND:-1}
 if [ "$use_valgrind" != 0 ] && ! command -v valgrind >/dev/null; then need_pkgs+=(valgrind); fi
@@ -72,12 +89,61 @@ if [ -d "$ROOT/.gpudeps/include/criterion" ]; then
 fi
 jobs=$(nproc 2>/dev/null || echo 2)
 
+# A suite runs with --verbose into a log, so that every skipped test
+# and its reason is known; what is streamed is what needs reading (failures,
+# crashes, the tests' own output), not the RUN/PASS/SKIP lines.
+# run_suite LOG COMMAND...: the suite, its skips by reason, its Synthesis
+# line; returns its exit status.
+run_suite() {
+  local log=$1 rc synthesis
+  shift
+  set +e
+  "$@" --verbose 2>&1 | tee "$log" |
+    grep --line-buffered -vE '^\[(RUN |PASS|SKIP)\] |^\[====\] (Running [0-9]+ tests? from |Synthesis:)|^\[----\] Criterion v'
+  rc=${PIPESTATUS[0]}
+  set -e
+  # "[SKIP] suite::test: reason": count by reason, naming the suites.
+  awk '
+    /^\[(RUN |SKIP)\] / {
+      line = substr($0, 8)
+      i = index(line, ": ")
+      name = i ? substr(line, 1, i - 1) : line
+      if (!(name in seen)) { seen[name] = 1; tests++ }
+    }
+    /^\[SKIP\] / {
+      why = i ? substr(line, i + 2) : "no reason given"
+      if (why == "Test is disabled") why = "Test is disabled (left out by --filter, or .disabled)"
+      suite = name; sub(/::.*/, "", suite)
+      n[why]++; skipped++
+      if (index(" " suites[why] " ", " " suite " ") == 0)
+        suites[why] = suites[why] (suites[why] == "" ? "" : " ") suite
+    }
+    END {
+      if (skipped == 0) { print "test.sh: no test skipped"; exit }
+      printf "test.sh: %d of %d tests skipped, by reason (and their suites):\n", skipped, tests
+      fflush()
+      for (w in n) printf "  %3d  %s  [%s]\n", n[w], w, suites[w] | "sort -rn"
+      close("sort -rn")
+    }' "$log"
+  synthesis=$(grep -E '^\[====\] Synthesis:' "$log" | tail -1 || true)
+  if [ -n "$synthesis" ]; then
+    echo "$synthesis"
+  else
+    echo "test.sh: the suite printed no Synthesis line (exit status $rc; log: $log)"
+  fi
+  return "$rc"
+}
+
 if [ "${P2PT_TEST_SANITIZE:-1}" != 0 ]; then
   echo "== ASan + UBSan build: CPU tests (GPU tests skip under the sanitizers)"
   cmake -S . -B "$ASAN_DIR" -DP2PT_SANITIZE=ON -DP2PT_BUILD_BENCH=OFF "${cmake_args[@]}" >/dev/null
   cmake --build "$ASAN_DIR" -j"$jobs" >/dev/null
+  set +e
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 P2PT_TEST_NO_GPU=1 \
-    "$ASAN_DIR/p2pt-tests" --jobs "$jobs" "$@"
+    run_suite "$ASAN_DIR/suite.log" "$ASAN_DIR/p2pt-tests" --jobs "$jobs" "$@"
+  rc=$?
+  set -e
+  [ $rc = 0 ] || exit $rc
 fi
 
 if [ "$fuzz_seconds" != 0 ]; then
@@ -101,7 +167,7 @@ fi
 # and changes no warning.
 echo "== plain build: Release, -Werror"
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS_RELEASE="-O3 -DNDEBUG -g" \
-  "${cmake_args[@]}" >/dev/null
+  -DCMAKE_INSTALL_PREFIX=/usr "${cmake_args[@]}" >/dev/null
 cmake --build "$BUILD" -j"$jobs" >/dev/null
 
 if [ "$use_valgrind" != 0 ]; then
@@ -121,54 +187,79 @@ if [ "$use_valgrind" != 0 ]; then
   grep -E "Synthesis" "$BUILD/valgrind.log" | sed 's/^/valgrind: /'
 fi
 
-echo "== install: a find_package and a pkg-config consumer build and run"
-rm -rf "$BUILD/install-test" "$BUILD/install-consumer"
+echo "== install: pkg-config and find_package consumers build and run"
+# As a distribution packages it: prefix /usr (so a multiarch libdir on
+# Debian) under DESTDIR; pkg-config is pointed at the staged tree.
+libdir=$(sed -n 's/^CMAKE_INSTALL_LIBDIR:PATH=//p' "$BUILD/CMakeCache.txt")
+stage=$BUILD/install-destdir
+rm -rf "$stage" "$BUILD/install-test" "$BUILD/install-consumer"
+DESTDIR=$stage cmake --install "$BUILD" >/dev/null
+test -f "$stage/usr/share/doc/p2pt/LICENSE" || { echo "test.sh: LICENSE not installed" >&2; exit 1; }
+export PKG_CONFIG_PATH="$stage/usr/$libdir/pkgconfig"
+pc_libdir=$(pkg-config --variable=libdir p2pt)
+cc -o "$BUILD/consumer_cc_shared" tests/install_consumer/main.c -DCONSUMER='"cc $(pkg-config --cflags --libs p2pt)"' \
+  $(pkg-config --cflags --libs p2pt)
+# Static: the archive, then what Libs.private says it needs.
+cc -o "$BUILD/consumer_cc_static" tests/install_consumer/main.c -DCONSUMER='"cc libp2pt.a $(pkg-config --static --libs p2pt)"' \
+  $(pkg-config --cflags p2pt) "$pc_libdir/libp2pt.a" $(pkg-config --static --libs p2pt | sed 's/-lp2pt\b//')
+LD_LIBRARY_PATH="$pc_libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$BUILD/consumer_cc_shared"
+"$BUILD/consumer_cc_static"
+# Relocated: the same files installed to another prefix.
 cmake --install "$BUILD" --prefix "$BUILD/install-test" >/dev/null
-PKG_CONFIG_PATH="$BUILD/install-test/lib/pkgconfig" cmake -S tests/install_consumer \
+PKG_CONFIG_PATH="$BUILD/install-test/$libdir/pkgconfig" cmake -S tests/install_consumer \
   -B "$BUILD/install-consumer" -DCMAKE_PREFIX_PATH="$BUILD/install-test" >/dev/null
 cmake --build "$BUILD/install-consumer" >/dev/null
-for c in consumer_cmake consumer_pkgconfig; do
-  LD_LIBRARY_PATH="$BUILD/install-test/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+unset PKG_CONFIG_PATH
+for c in consumer_cmake consumer_cmake_static consumer_pkgconfig; do
+  LD_LIBRARY_PATH="$BUILD/install-test/$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     "$BUILD/install-consumer/$c"
 done
 
-# The plain suite runs with --verbose into a log, so that every skipped test
-# and its reason is known; what is streamed is what needs reading (failures,
-# crashes, the tests' own output), not the RUN/PASS/SKIP lines.
-echo "== plain suite"
-log=$BUILD/suite.log
-set +e
-"$BUILD/p2pt-tests" --jobs "$jobs" --verbose "$@" 2>&1 | tee "$log" |
-  grep --line-buffered -vE '^\[(RUN |PASS|SKIP)\] |^\[====\] (Running [0-9]+ tests? from |Synthesis:)|^\[----\] Criterion v'
-rc=${PIPESTATUS[0]}
-set -e
-# "[SKIP] suite::test: reason": count by reason, naming the suites.
-awk '
-  /^\[(RUN |SKIP)\] / {
-    line = substr($0, 8)
-    i = index(line, ": ")
-    name = i ? substr(line, 1, i - 1) : line
-    if (!(name in seen)) { seen[name] = 1; tests++ }
-  }
-  /^\[SKIP\] / {
-    why = i ? substr(line, i + 2) : "no reason given"
-    if (why == "Test is disabled") why = "Test is disabled (left out by --filter, or .disabled)"
-    suite = name; sub(/::.*/, "", suite)
-    n[why]++; skipped++
-    if (index(" " suites[why] " ", " " suite " ") == 0)
-      suites[why] = suites[why] (suites[why] == "" ? "" : " ") suite
-  }
-  END {
-    if (skipped == 0) { print "test.sh: no test skipped"; exit }
-    printf "test.sh: %d of %d tests skipped, by reason (and their suites):\n", skipped, tests
-    fflush()
-    for (w in n) printf "  %3d  %s  [%s]\n", n[w], w, suites[w] | "sort -rn"
-    close("sort -rn")
-  }' "$log"
-synthesis=$(grep -E '^\[====\] Synthesis:' "$log" | tail -1 || true)
-if [ -n "$synthesis" ]; then
-  echo "$synthesis"
-else
-  echo "test.sh: the suite printed no Synthesis line (exit status $rc; log: $log)"
+# The Python package, installed the way a user installs it (pip install . into
+# a fresh venv; scikit-build-core comes from the package index), then the
+# pytest suite against that installation: import, version, struct layouts
+# against p2pt-struct-layout, errors with no driver; the PyTorch tests run
+# where torch and a GPU are (the venv sees the system's packages).
+# P2PT_TEST_PYTHON=1 (CI) makes a missing index or pytest an error; the
+# default skips the phase then, saying why; 0 skips it.
+python_mode=${P2PT_TEST_PYTHON:-auto}
+if [ "$python_mode" != 0 ]; then
+  echo "== Python package: pip install . into a fresh venv, then pytest tests/python"
+  PYDIR=$BUILD_ROOT/build-python
+  rm -rf "$PYDIR" && mkdir -p "$PYDIR"
+  why=""
+  if ! python3 -m venv --system-site-packages "$PYDIR/venv" >"$PYDIR/venv.log" 2>&1; then
+    why="python3 -m venv failed ($PYDIR/venv.log)"
+  elif ! "$PYDIR/venv/bin/python" -m pip install -q pytest >"$PYDIR/pip.log" 2>&1 &&
+      ! "$PYDIR/venv/bin/python" -c 'import pytest' 2>/dev/null; then
+    why="no pytest: pip could not install it ($PYDIR/pip.log)"
+  elif ! "$PYDIR/venv/bin/python" -m pip install -q "$ROOT" >>"$PYDIR/pip.log" 2>&1; then
+    why="pip install . failed ($PYDIR/pip.log)"
+  fi
+  if [ -n "$why" ]; then
+    if [ "$python_mode" = 1 ]; then
+      tail -30 "$PYDIR/pip.log" "$PYDIR/venv.log" 2>/dev/null || true
+      echo "test.sh: Python phase: $why" >&2
+      exit 1
+    fi
+    echo "test.sh: Python phase skipped: $why"
+  else
+    "$PYDIR/venv/bin/python" -c 'import p2pt; print("pip install .: p2pt", p2pt.__version__, "from", p2pt.library_path())'
+    set +e
+    (cd "$PYDIR" && P2PT_TEST_INSTALLED=1 P2PT_LAYOUT_PROBE="$BUILD/p2pt-struct-layout" \
+      "$PYDIR/venv/bin/python" -m pytest -q -rs -p no:cacheprovider "$ROOT/tests/python" \
+      >"$PYDIR/pytest.log" 2>&1)
+    prc=$?
+    set -e
+    # pytest's last line is its summary ("12 passed, 1 skipped in 0.2s").
+    if [ $prc != 0 ]; then cat "$PYDIR/pytest.log"; else grep -E '^SKIPPED' "$PYDIR/pytest.log" || true; fi
+    echo "pytest: $(tail -1 "$PYDIR/pytest.log")"
+    if [ $prc != 0 ]; then
+      echo "test.sh: pytest exited $prc ($PYDIR/pytest.log; 5 means it collected no test)" >&2
+      exit 1
+    fi
+  fi
 fi
-exit "$rc"
+
+echo "== plain suite"
+run_suite "$BUILD/suite.log" "$BUILD/p2pt-tests" --jobs "$jobs" "$@"

@@ -36,6 +36,7 @@ p2pt_status p2pt_init(const p2pt_init_args *args, p2pt_handle **out)
      * any driver is needed. */
     P2PT_TRY(p2pt__config_read(&cfg, a.options, a.transport));
     P2PT_TRY(p2pt__handle_new(&cfg, a.logger, &h));
+    p2pt__config_warn_unknown_env(&h->log);
     P2PT_TRY(p2pt__cuda_load(cfg.cuda_library));
     P2PT_CU(p2pt__cu.cuDriverGetVersion(&h->driver_version));
     P2PT_INFO(&h->log,

@@ -34,7 +34,8 @@
 #define DEFAULT_STREAM_MIN (8u << 20)
 #define DEFAULT_CUDA_LIBRARY "libcuda.so.1"
 
-/* A non-negative decimal integer with an optional binary K, M or G suffix.
+/* A non-negative decimal integer with an optional binary K, M, G or T suffix
+ * (every suffix a message prints is one a value may carry).
  * Rejects signs, junk, empty strings and overflow. Shared with p2pt-bench. */
 bool p2pt__parse_size(const char *s, unsigned long long *out)
 {
@@ -50,6 +51,7 @@ bool p2pt__parse_size(const char *s, unsigned long long *out)
     case 'K': case 'k': mul = 1ull << 10; end++; break;
     case 'M': case 'm': mul = 1ull << 20; end++; break;
     case 'G': case 'g': mul = 1ull << 30; end++; break;
+    case 'T': case 't': mul = 1ull << 40; end++; break;
     default: break;
     }
     if (*end != '\0' || v > ~0ull / mul)
@@ -89,7 +91,7 @@ static p2pt_status read_log_level(struct p2pt_config *cfg, const char *var, cons
         }
     }
     unsigned long long n;
-    if (p2pt__parse_size(v, &n) && n <= P2PT_LOG_TRACE && strpbrk(v, "KkMmGg") == NULL) {
+    if (p2pt__parse_size(v, &n) && n <= P2PT_LOG_TRACE && strpbrk(v, "KkMmGgTt") == NULL) {
         cfg->log_level = (int)n;
         return P2PT_SUCCESS;
     }
@@ -151,6 +153,65 @@ static const char *const known_vars[] = {
     "P2P_NVRTC_LIBRARY",     "P2P_TRANSPORT_CACHE_DIR", "P2P_TRANSPORT_AUTO_TABLE",
     "P2P_TRANSPORT_STREAM_MIN",
 };
+
+/* Edit distance of a and b, capped (names are short). */
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), row[64];
+    if (la >= P2PT_ARRAY_LEN(row) || lb >= P2PT_ARRAY_LEN(row))
+        return (size_t)-1;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+extern char **environ;
+
+/* A misspelt variable would otherwise change nothing and say nothing: warn
+ * about every P2P_TRANSPORT* name p2pt does not read, and every other P2P_*
+ * name that is close to one it does, naming the closest. */
+void p2pt__config_warn_unknown_env(const struct p2pt_logger *log)
+{
+    for (char **e = environ; e != NULL && *e != NULL; e++) {
+        const char *eq = strchr(*e, '=');
+        char name[64];
+        if (strncmp(*e, "P2P_", 4) != 0 || eq == NULL || (size_t)(eq - *e) >= sizeof(name))
+            continue;
+        memcpy(name, *e, (size_t)(eq - *e));
+        name[eq - *e] = '\0';
+        const char *closest = NULL;
+        size_t best = (size_t)-1;
+        bool known = false, prefix = false;
+        for (size_t i = 0; i < P2PT_ARRAY_LEN(known_vars) && !known; i++) {
+            /* A name cut short (P2P_TRANSPORT_CHUNK) is nearest its whole. */
+            bool cut = strncmp(name, known_vars[i], strlen(name)) == 0;
+            size_t d = edit_distance(name, known_vars[i]);
+            known = d == 0;
+            prefix = prefix || cut;
+            d = cut && d > 1 ? 1 : d;
+            if (d < best) {
+                best = d;
+                closest = known_vars[i];
+            }
+        }
+        if (!known && (strncmp(name, "P2P_TRANSPORT", 13) == 0 || prefix || best <= 3))
+            P2PT_WARN(log, "%s is set but p2pt reads no such variable (did you mean %s? "
+                      "env.md lists them all)", name, closest);
+    }
+}
 
 #define MAX_OPTIONS 32
 #define OPTIONS_MAX_LEN 4096
@@ -239,7 +300,8 @@ p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *options_text,
     p2pt_status st = P2PT_SUCCESS;
     unsigned long long n = 0;
     const char *v;
-    char var[96];
+    char var[96], chunk_from[96] = "P2P_TRANSPORT_CHUNK_BYTES (default)",
+                  stages_from[96] = "P2P_TRANSPORT_STAGES (default)";
     struct options *opts = malloc(sizeof(*opts));
 
     if (opts == NULL)
@@ -281,12 +343,14 @@ p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *options_text,
             goto out;
         }
         cfg->chunk_bytes = (size_t)n;
+        snprintf(chunk_from, sizeof(chunk_from), "%s", var);
     }
     P2PT_TRY(setting(opts, "P2P_TRANSPORT_STAGES", var, &v));
     if (v != NULL) {
         P2PT_TRY(read_uint(var, v, P2PT_STAGES_MIN, P2PT_STAGES_MAX,
                            "an integer from 1 to 16", &n));
         cfg->stages = (int)n;
+        snprintf(stages_from, sizeof(stages_from), "%s", var);
     }
     P2PT_TRY(setting(opts, "P2P_TRANSPORT_MAX_CTAS", var, &v));
     if (v != NULL) {
@@ -347,10 +411,11 @@ p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *options_text,
      * device's own limit is checked again when the kernel is prepared. */
     if (p2pt__config_smem_bytes(cfg) > P2PT_CHUNK_MAX) {
         st = p2pt__fail(P2PT_INVALID_ARGUMENT,
-                        "P2P_TRANSPORT_CHUNK_BYTES=%zu x P2P_TRANSPORT_STAGES=%d = "
+                        "%s=%zu x %s=%d = "
                         "%zu bytes of shared memory per CTA, over the limit of %u "
                         "bytes (227K); lower one of them",
-                        cfg->chunk_bytes, cfg->stages, p2pt__config_smem_bytes(cfg),
+                        chunk_from, cfg->chunk_bytes, stages_from, cfg->stages,
+                        p2pt__config_smem_bytes(cfg),
                         P2PT_CHUNK_MAX);
         goto out;
     }

@@ -47,7 +47,10 @@ struct p2pt_config {
  */
 P2PT_INTERNAL p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *options,
                                             const char *transport_override);
-/* Decimal with an optional binary K/M/G suffix; false on junk or overflow. */
+/* WARN, through `log`, about every P2P_* variable of the environment that
+ * looks like one of p2pt's but is not (a misspelling), naming the closest. */
+P2PT_INTERNAL void p2pt__config_warn_unknown_env(const struct p2pt_logger *log);
+/* Decimal with an optional binary K/M/G/T suffix; false on junk or overflow. */
 P2PT_INTERNAL bool p2pt__parse_size(const char *s, unsigned long long *out);
 /* Shared memory one CTA's ring needs for this configuration. */
 P2PT_INTERNAL size_t p2pt__config_smem_bytes(const struct p2pt_config *cfg);

@@ -92,10 +92,14 @@ static p2pt_status load_locked(const char *path)
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (lib == NULL) {
         const char *why = dlerror();
-        return p2pt__fail(P2PT_NO_DRIVER,
-                          "cannot load the CUDA driver library %s: %s (is the "
-                          "NVIDIA driver installed? P2P_CUDA_LIBRARY names another path)",
-                          path, why ? why : "unknown dlopen error");
+        /* The default name: the driver is missing; another: the setting is. */
+        bool named = strcmp(path, "libcuda.so.1") != 0;
+        return p2pt__fail(P2PT_NO_DRIVER, "cannot load the CUDA driver library %s: %s (%s)",
+                          path, why ? why : "unknown dlopen error",
+                          named ? "P2P_CUDA_LIBRARY names this path; point it at the "
+                                  "driver's libcuda.so.1, or unset it for the default"
+                                : "is the NVIDIA driver installed? P2P_CUDA_LIBRARY can "
+                                  "name another path");
     }
     PFN_cuGetProcAddress_v12000 gpa =
         (PFN_cuGetProcAddress_v12000)dlsym(lib, "cuGetProcAddress_v2");

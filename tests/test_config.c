@@ -140,6 +140,22 @@ Test(config, a_ring_over_227k_names_both_values_and_the_limit)
     cr_assert(strstr(msg, "65536") && strstr(msg, "=4") && strstr(msg, "232448"), "%s", msg);
 }
 
+Test(config, a_ring_over_227k_says_which_values_came_from_the_options_string)
+{
+    setenv("P2P_TRANSPORT_STAGES", "4", 1);
+    cr_assert_eq(p2pt__config_read(&cfg, "P2P_TRANSPORT_CHUNK_BYTES=64K", NULL),
+                 P2PT_INVALID_ARGUMENT);
+    const char *msg = p2pt__last_error_text();
+    cr_assert(strstr(msg, "p2pt_init_args.options P2P_TRANSPORT_CHUNK_BYTES=65536") &&
+                  strstr(msg, " P2P_TRANSPORT_STAGES=4"),
+              "%s", msg);
+    unsetenv("P2P_TRANSPORT_STAGES");
+    cr_assert_eq(p2pt__config_read(&cfg, "P2P_TRANSPORT_CHUNK_BYTES=64K", NULL),
+                 P2PT_INVALID_ARGUMENT);
+    msg = p2pt__last_error_text();
+    cr_assert(strstr(msg, "P2P_TRANSPORT_STAGES (default)=4"), "%s", msg);
+}
+
 Test(config, a_ring_of_exactly_227k_fits_and_16_bytes_more_does_not)
 {
     setenv("P2P_TRANSPORT_STAGES", "2", 1);
@@ -423,7 +439,11 @@ Test(config, stream_min_takes_sizes_and_zero_and_rejects_junk)
     cr_assert_eq(p2pt__config_read(&cfg, NULL, NULL), P2PT_SUCCESS);
     cr_assert_eq(cfg.stream_min, 8u << 20, "default: 8 MiB");
     expect_rejected("P2P_TRANSPORT_STREAM_MIN", "lots", "from 0 (never)");
-    expect_rejected("P2P_TRANSPORT_STREAM_MIN", "2T", NULL);
+    /* Sizes take the suffix the message prints: 1T is the limit itself. */
+    cr_assert_eq(read_with("P2P_TRANSPORT_STREAM_MIN", "1T"), P2PT_SUCCESS, "%s",
+                 p2pt__last_error_text());
+    cr_assert_eq(cfg.stream_min, 1ull << 40);
+    expect_rejected("P2P_TRANSPORT_STREAM_MIN", "2T", "to 1T bytes");
 }
 
 Test(config, auto_table_path_is_read_and_its_length_checked)

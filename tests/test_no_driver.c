@@ -25,6 +25,10 @@ Test(no_driver, missing_library_is_status_7_naming_it)
     cr_assert_null(h);
     cr_assert(strstr(p2pt_last_error(NULL), "/nonexistent/libcuda.so.1") != NULL, "%s",
               p2pt_last_error(NULL));
+    /* The hint is about the setting that named the path, not the driver. */
+    cr_assert(strstr(p2pt_last_error(NULL), "P2P_CUDA_LIBRARY names this path") != NULL &&
+                  strstr(p2pt_last_error(NULL), "is the NVIDIA driver installed") == NULL,
+              "%s", p2pt_last_error(NULL));
     /* A second init gives the same answer (the outcome is kept). */
     cr_assert_eq(p2pt_init(NULL, &h), P2PT_NO_DRIVER);
     cr_assert(strstr(p2pt_last_error(NULL), "/nonexistent/libcuda.so.1") != NULL);
@@ -52,6 +56,9 @@ Test(no_driver, default_library_missing_is_status_7_naming_libcuda)
     p2pt_handle *h = NULL;
     cr_assert_eq(p2pt_init(NULL, &h), P2PT_NO_DRIVER);
     cr_assert(strstr(p2pt_last_error(NULL), "libcuda.so.1") != NULL, "%s", p2pt_last_error(NULL));
+    cr_assert(strstr(p2pt_last_error(NULL), "is the NVIDIA driver installed? P2P_CUDA_LIBRARY "
+                                            "can name another path") != NULL,
+              "%s", p2pt_last_error(NULL));
 }
 
 Test(no_driver, a_library_that_is_not_a_driver_is_status_7_saying_so)

@@ -1,5 +1,5 @@
 /*
- * The ctypes module (python/p2pt.py) and the PyTorch MoE example: the
+ * The ctypes package (python/p2pt/) and the PyTorch MoE example: the
  * module loads libp2pt.so and turns a failed init into p2pt.Error with
  * p2pt's status and text (any machine with python3); on a GPU machine with
  * PyTorch, examples/moe_dispatch.py routes, dispatches through one
@@ -45,7 +45,7 @@ Test(python, the_module_raises_p2pt_errors_with_status_and_text)
              "except p2pt.Error as e:\n    print('status', e.status, e.text)\n"
              "try:\n    p2pt.Handle(transport='bogus')\n"
              "except p2pt.Error as e:\n    print('status', e.status, e.text)\n"
-             "print('workspace', p2pt.Handle.workspace_bytes(None, 10))\" 2>&1",
+             "print('workspace', p2pt.workspace_bytes(10))\" 2>&1",
              P2PT_SO_PATH, P2PT_SOURCE_DIR);
     cr_assert_eq(run(cmd, out, sizeof(out)), 0, "%s", out);
     cr_assert(strstr(out, "status 7 ") != NULL && strstr(out, "/nonexistent/libcuda.so.1") != NULL,

@@ -1,0 +1,236 @@
+"""p2pt.Handle: one p2pt handle and every call of the C API on it.
+
+Pointers and streams are plain integers (a CUstream or cudaStream_t; 0 or
+None is the legacy default stream). Every failure raises p2pt.Error.
+"""
+import collections
+import ctypes
+import weakref
+
+from . import _structs as S
+from ._lib import check, load
+
+Choice = collections.namedtuple("Choice", "transport path device reason")
+Link = collections.namedtuple("Link", "can_access perf_rank native_atomics")
+Topology = collections.namedtuple("Topology", "device_count island_count island link")
+BatchStatus = collections.namedtuple("BatchStatus", "count copied skipped first_bad reasons")
+
+BATCH_SKIPPED_WINDOW = 1
+BATCH_SKIPPED_OVER_MAX = 2
+BATCH_SKIPPED_OVERLAP = 4
+BATCH_SKIPPED_TOO_LARGE = 8
+
+
+def _text(b):
+    return None if b is None else b.decode(errors="replace")
+
+
+def descs_array(descs):
+    """A ctypes array of CopyDesc from: such an array; a buffer of 24-byte
+    records (bytes, a NumPy int64 array of shape (n, 3)); or a sequence of
+    (dst, src, bytes) integer triples."""
+    if isinstance(descs, ctypes.Array) and descs._type_ is S.CopyDesc:
+        return descs
+    try:
+        view = memoryview(descs)
+    except TypeError:
+        view = None
+    if view is not None:
+        if view.nbytes % ctypes.sizeof(S.CopyDesc):
+            raise ValueError(f"a descriptor buffer of {view.nbytes} bytes is not a whole number "
+                             f"of {ctypes.sizeof(S.CopyDesc)}-byte p2pt_copy_desc records")
+        n = view.nbytes // ctypes.sizeof(S.CopyDesc)
+        return (S.CopyDesc * n).from_buffer_copy(view.cast("B"))
+    descs = list(descs)
+    return (S.CopyDesc * len(descs))(*[S.CopyDesc(d, s, n) for d, s, n in descs])
+
+
+def workspace_bytes(max_count):
+    """GPU bytes a device batch of up to max_count descriptors needs."""
+    return load().p2pt_batch_workspace_bytes(max_count)
+
+
+def read_batch_status(raw):
+    """BatchStatus from the first 32 bytes of a workspace copied to the host."""
+    st = S.BatchStatus.from_buffer_copy(bytes(raw)[:ctypes.sizeof(S.BatchStatus)])
+    return BatchStatus(st.count, st.copied, st.skipped, st.first_bad, st.reasons)
+
+
+# Live handles by pointer: how an operation that carries only the pointer
+# (p2pt.torch's, registered with torch.library) finds its Handle.
+_by_pointer = weakref.WeakValueDictionary()
+
+
+def lookup(pointer):
+    """The live Handle whose p2pt_handle * is `pointer`, else None."""
+    return _by_pointer.get(pointer)
+
+
+class _Live:
+    """The handle's pointer, shared with window finalizers, which must not
+    keep the Handle itself alive; 0 once the handle is finalized."""
+
+    def __init__(self):
+        self.ptr = 0
+
+
+def _unregister(live, table, key):
+    table.pop(key, None)
+    if live.ptr:
+        device, base = key
+        load().p2pt_window_unregister(live.ptr, device, base)
+
+
+class Window:
+    """A window registered through Handle.window: unregistered by release(),
+    when its owner is collected, or when the handle closes, whichever comes
+    first (so it never outlives the memory its owner holds)."""
+
+    def __init__(self, finalizer, device, base, nbytes):
+        self._finalizer = finalizer
+        self.device, self.base, self.nbytes = device, base, nbytes
+
+    @property
+    def registered(self):
+        return self._finalizer.alive
+
+    def release(self):
+        self._finalizer()
+
+    def __repr__(self):
+        state = "registered" if self.registered else "released"
+        return f"<p2pt.Window device {self.device} [{self.base:#x}, +{self.nbytes}) {state}>"
+
+
+class Handle:
+    """One p2pt handle (p2pt_init). Thread-safe: one serves any number of
+    threads. `transport`: "ce", "tma" or "auto" (else P2P_TRANSPORT decides);
+    `options`: "NAME=VALUE ..." items of env.md, overriding the environment."""
+
+    def __init__(self, transport=None, options=None):
+        self._lib = load()
+        self._live = _Live()
+        self._windows = {}  # (device, base) -> Window
+        self._prepared = set()
+        args = S.InitArgs(ctypes.sizeof(S.InitArgs), None,
+                          transport.encode() if transport else None,
+                          options.encode() if options else None)
+        self._h = ctypes.c_void_p()
+        check(self._lib.p2pt_init(ctypes.byref(args), ctypes.byref(self._h)))
+        self._live.ptr = self._h.value
+        _by_pointer[self._live.ptr] = self
+
+    @property
+    def pointer(self):
+        """The p2pt_handle * as an integer (0 once closed)."""
+        return self._live.ptr
+
+    def close(self):
+        """Unregister every Window of this handle, then p2pt_finalize. Safe
+        to call twice."""
+        for w in list(self._windows.values()):
+            w.release()
+        if self._h:
+            _by_pointer.pop(self._live.ptr, None)
+            self._lib.p2pt_finalize(self._h)
+            self._h = ctypes.c_void_p()
+        self._live.ptr = 0
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def window(self, device, base, nbytes, owner):
+        """Register [base, base + nbytes) for device batches on `device` for
+        as long as `owner` (any object that holds the memory, e.g. a tensor)
+        lives; see Window. A base already registered through this call with
+        at least nbytes returns the same Window."""
+        key = (device, base)
+        w = self._windows.get(key)
+        if w is not None and w.registered and w.nbytes >= nbytes:
+            return w
+        if w is not None:
+            w.release()
+        self.window_register(device, base, nbytes)
+        w = Window(weakref.finalize(owner, _unregister, self._live, self._windows, key),
+                   device, base, nbytes)
+        w._finalizer.atexit = False
+        self._windows[key] = w
+        return w
+
+    def prepare(self, device):
+        check(self._lib.p2pt_prepare(self._h, device))
+        self._prepared.add(device)
+
+    def copy(self, dst, src, nbytes, stream=None):
+        check(self._lib.p2pt_copy_async(self._h, dst, src, nbytes, stream or None))
+
+    def copy_batch(self, descs, stream=None):
+        """descs: see descs_array (triples, a buffer of records, a CopyDesc array)."""
+        arr = descs_array(descs)
+        check(self._lib.p2pt_copy_batch_async(self._h, arr, len(arr), stream or None))
+
+    workspace_bytes = staticmethod(workspace_bytes)
+
+    def copy_batch_device(self, descs, count, max_count, workspace, stream=None):
+        """descs, count, workspace: GPU addresses (descs: max_count records of
+        three 64-bit words; count: one uint32; workspace:
+        workspace_bytes(max_count) bytes, 16-byte aligned)."""
+        check(self._lib.p2pt_copy_batch_device_async(self._h, descs, count, max_count, workspace,
+                                                     stream or None))
+
+    def window_register(self, device, base, nbytes):
+        check(self._lib.p2pt_window_register(self._h, device, base, nbytes))
+
+    def window_unregister(self, device, base):
+        check(self._lib.p2pt_window_unregister(self._h, device, base))
+
+    def _choice(self, c):
+        return Choice(_text(c.transport), _text(c.path), c.device, _text(c.reason))
+
+    def explain_copy(self, dst, src, nbytes, stream=None):
+        """Which engine the copy would go to, and why; enqueues nothing."""
+        c = S.Choice(size=ctypes.sizeof(S.Choice))
+        check(self._lib.p2pt_explain_copy(self._h, dst, src, nbytes, stream or None,
+                                          ctypes.byref(c)))
+        return self._choice(c)
+
+    def explain_batch(self, descs, stream=None):
+        arr = descs_array(descs)
+        c = S.Choice(size=ctypes.sizeof(S.Choice))
+        check(self._lib.p2pt_explain_batch(self._h, arr, len(arr), stream or None,
+                                           ctypes.byref(c)))
+        return self._choice(c)
+
+    def peer_enable(self, dev_a, dev_b):
+        check(self._lib.p2pt_peer_enable(self._h, dev_a, dev_b))
+
+    def topology(self):
+        t = S.Topology(size=ctypes.sizeof(S.Topology))
+        check(self._lib.p2pt_topology(self._h, ctypes.byref(t)))
+        n = t.device_count
+        links = [[Link(t.link[a][b].can_access, t.link[a][b].perf_rank,
+                       t.link[a][b].native_atomics) for b in range(n)] for a in range(n)]
+        return Topology(n, t.island_count, list(t.island[:n]), links)
+
+    def properties(self):
+        """Every field of p2pt_properties but `size`, strings decoded."""
+        p = S.Properties(size=ctypes.sizeof(S.Properties))
+        check(self._lib.p2pt_get_properties(self._h, ctypes.byref(p)))
+        out = {}
+        for name, _ in S.Properties._fields_:
+            if name != "size":
+                v = getattr(p, name)
+                out[name] = _text(v) if isinstance(v, bytes) else v
+        return out
+
+    def last_error(self):
+        return (self._lib.p2pt_last_error(self._h) or b"").decode(errors="replace")

@@ -1,0 +1,127 @@
+"""Finding and loading libp2pt.so, the C signatures, and p2pt.Error.
+
+The library is searched in this order: the one shipped inside this package
+(a `pip install`), the path in P2PT_LIBRARY, then libp2pt.so.0 and
+libp2pt.so on the loader's path.
+"""
+import ctypes
+import enum
+import os
+import threading
+
+from . import _structs as S
+
+_lib = None
+_lib_path = None
+_lock = threading.Lock()
+
+
+class Status(enum.IntEnum):
+    """p2pt_status (P2PT_STATUS_MAP in p2pt.h)."""
+    SUCCESS = 0
+    CUDA_ERROR = 1
+    SYSTEM_ERROR = 2
+    INTERNAL_ERROR = 3
+    INVALID_ARGUMENT = 4
+    INVALID_USAGE = 5
+    NOT_SUPPORTED = 6
+    NO_DRIVER = 7
+    COMPILE_ERROR = 8
+
+
+class Error(RuntimeError):
+    """A failed p2pt call: `status` (int), `status_name` ("NO_DRIVER") and
+    `text`, p2pt's own explanation (the bad value, the CUDA error name)."""
+
+    def __init__(self, status, text):
+        try:
+            name = Status(status).name
+        except ValueError:
+            name = "UNKNOWN"
+        super().__init__(f"p2pt status {status} ({name}): {text}")
+        self.status = int(status)
+        self.status_name = name
+        self.text = text
+
+
+def candidates():
+    """Where load() looks, in order."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    shipped = os.path.join(here, "libp2pt.so")
+    if os.path.exists(shipped):
+        yield shipped
+    env = os.environ.get("P2PT_LIBRARY")
+    if env:
+        yield env
+    yield "libp2pt.so.0"
+    yield "libp2pt.so"
+
+
+_P, _I, _U32, _SZ = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_size_t
+_DESCS = ctypes.POINTER(S.CopyDesc)
+_SIGNATURES = {
+    "p2pt_init": (_I, [ctypes.POINTER(S.InitArgs), ctypes.POINTER(_P)]),
+    "p2pt_finalize": (_I, [_P]),
+    "p2pt_get_properties": (_I, [_P, ctypes.POINTER(S.Properties)]),
+    "p2pt_prepare": (_I, [_P, _I]),
+    "p2pt_copy_async": (_I, [_P, _P, _P, _SZ, _P]),
+    "p2pt_copy_batch_async": (_I, [_P, _DESCS, _SZ, _P]),
+    "p2pt_window_register": (_I, [_P, _I, _P, _SZ]),
+    "p2pt_window_unregister": (_I, [_P, _I, _P]),
+    "p2pt_batch_workspace_bytes": (_SZ, [_U32]),
+    "p2pt_copy_batch_device_async": (_I, [_P, _P, _P, _U32, _P, _P]),
+    "p2pt_explain_copy": (_I, [_P, _P, _P, _SZ, _P, ctypes.POINTER(S.Choice)]),
+    "p2pt_explain_batch": (_I, [_P, _DESCS, _SZ, _P, ctypes.POINTER(S.Choice)]),
+    "p2pt_status_string": (ctypes.c_char_p, [_I]),
+    "p2pt_last_error": (ctypes.c_char_p, [_P]),
+    "p2pt_peer_enable": (_I, [_P, _I, _I]),
+    "p2pt_topology": (_I, [_P, ctypes.POINTER(S.Topology)]),
+}
+
+
+def load():
+    """The library, loaded once; OSError naming every path tried."""
+    global _lib, _lib_path
+    with _lock:
+        if _lib is not None:
+            return _lib
+        tried = []
+        for path in candidates():
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError as e:
+                tried.append(f"{path} ({e})")
+                continue
+            for name, (res, args) in _SIGNATURES.items():
+                fn = getattr(lib, name)
+                fn.restype, fn.argtypes = res, args
+            _lib, _lib_path = lib, path
+            return lib
+        raise OSError("cannot load libp2pt: install the package with pip, or set "
+                      "P2PT_LIBRARY to the path of libp2pt.so. Tried: " + "; ".join(tried))
+
+
+def library_path():
+    """The path (or name) the library was loaded from."""
+    load()
+    return _lib_path
+
+
+def plugin_table():
+    """The exported p2pt_plugin_v1 table (readable with no driver)."""
+    return S.PluginV1.in_dll(load(), "p2pt_plugin_v1")
+
+
+def last_error():
+    """The calling thread's last p2pt error text ("" when none)."""
+    return (load().p2pt_last_error(None) or b"").decode(errors="replace")
+
+
+def status_string(status):
+    """p2pt's text for a status code."""
+    return load().p2pt_status_string(int(status)).decode()
+
+
+def check(status):
+    if status != 0:
+        raise Error(status, last_error())

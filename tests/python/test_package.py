@@ -1,0 +1,107 @@
+"""The package on any machine, GPU or not: it imports, finds its library,
+reports the header's version with no driver, and turns failures into
+p2pt.Error with the status, its name and p2pt's text."""
+import os
+import re
+import subprocess
+import sys
+
+import p2pt
+import pytest
+
+
+def header_version(root):
+    text = open(os.path.join(root, "include", "p2pt.h")).read()
+    return ".".join(re.search(rf"^#define P2PT_VERSION_{p} +(\d+)", text, re.M).group(1)
+                    for p in ("MAJOR", "MINOR", "PATCH"))
+
+
+def run_python(code, **env):
+    """`code` in a fresh interpreter (the driver is loaded once per process)."""
+    full = dict(os.environ, **env)
+    full["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_version_is_the_headers_and_the_librarys(root):
+    assert p2pt.__version__ == header_version(root)
+    table = p2pt.plugin_table()
+    assert table.version.decode() == p2pt.__version__
+    assert table.abi_version == 1 and table.name == b"p2pt"
+
+
+def test_installed_package_loads_the_library_it_ships():
+    if os.environ.get("P2PT_TEST_INSTALLED") != "1":
+        pytest.skip("the package under test is a source tree (P2PT_TEST_INSTALLED=1 checks "
+                    "an installed one)")
+    here = os.path.dirname(os.path.abspath(p2pt.__file__))
+    assert p2pt.library_path() == os.path.join(here, "libp2pt.so")
+    from p2pt import _build_version  # written by the build, not read from a source tree
+    assert _build_version.version == p2pt.__version__
+
+
+def test_no_driver_is_status_7_naming_the_library():
+    r = run_python("import p2pt\ntry:\n    p2pt.Handle(transport='tma')\n"
+                   "except p2pt.Error as e:\n    print(e.status, e.status_name, e.text)\n",
+                   P2P_CUDA_LIBRARY="/nonexistent/libcuda.so.1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("7 NO_DRIVER "), r.stdout
+    assert "/nonexistent/libcuda.so.1" in r.stdout
+
+
+def test_bad_transport_is_status_4_naming_the_value():
+    with pytest.raises(p2pt.Error) as e:
+        p2pt.Handle(transport="bogus")
+    assert (e.value.status, e.value.status_name) == (4, "INVALID_ARGUMENT")
+    assert "bogus" in e.value.text and "bogus" in str(e.value)
+    assert "bogus" in p2pt.last_error()
+
+
+def test_bad_option_is_status_4_naming_the_item():
+    with pytest.raises(p2pt.Error) as e:
+        p2pt.Handle(options="P2P_TRANSPORT_STAGES=0")
+    assert e.value.status == p2pt.Status.INVALID_ARGUMENT
+    assert "P2P_TRANSPORT_STAGES" in e.value.text
+
+
+def test_status_strings_come_from_the_library():
+    assert p2pt.status_string(p2pt.Status.NO_DRIVER) == "no usable CUDA driver"
+    assert p2pt.status_string(999) == "unknown status"
+    assert p2pt.Error(999, "x").status_name == "UNKNOWN"
+
+
+def test_workspace_bytes_needs_no_driver():
+    assert p2pt.workspace_bytes(10) == 304
+    assert p2pt.Handle.workspace_bytes(10) == 304
+
+
+def test_descriptors_from_triples_buffers_and_arrays():
+    a = p2pt.descs_array([(16, 32, 48), (64, 80, 96)])
+    assert [(d.dst, d.src, d.bytes) for d in a] == [(16, 32, 48), (64, 80, 96)]
+    b = p2pt.descs_array(bytes(a))
+    assert [(d.dst, d.src, d.bytes) for d in b] == [(16, 32, 48), (64, 80, 96)]
+    assert p2pt.descs_array(a) is a
+    with pytest.raises(ValueError, match="24-byte"):
+        p2pt.descs_array(b"\0" * 25)
+
+
+def test_batch_status_reads_a_workspace_prefix():
+    raw = (5).to_bytes(4, "little") + (4).to_bytes(4, "little") + (1).to_bytes(4, "little") + \
+        (3).to_bytes(4, "little") + (p2pt.BATCH_SKIPPED_WINDOW).to_bytes(4, "little") + bytes(12)
+    assert p2pt.read_batch_status(raw) == p2pt.BatchStatus(5, 4, 1, 3, 1)
+
+
+def test_a_missing_library_names_every_path_tried(tmp_path):
+    if os.environ.get("P2PT_TEST_INSTALLED") == "1":
+        pytest.skip("an installed package always finds the library it ships")
+    r = run_python("import p2pt\ntry:\n    p2pt.load()\nexcept OSError as e:\n    print(e)\n",
+                   P2PT_LIBRARY=str(tmp_path / "libnothing.so"), LD_LIBRARY_PATH="")
+    assert "libnothing.so" in r.stdout and "P2PT_LIBRARY" in r.stdout, r.stdout + r.stderr
+
+
+def test_the_ctypes_layer_imports_no_third_party_module():
+    r = run_python("import sys, p2pt\n"
+                   "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]", r.stdout

@@ -1,0 +1,64 @@
+"""p2pt.torch's operations are registered with torch.library under the
+p2pt namespace, with the mutated tensors marked in their schemas (what lets
+torch.compile keep them in its graph), and their fake implementations give
+the right shapes without a GPU. Skips without PyTorch."""
+import pytest
+
+torch = pytest.importorskip("torch")
+import p2pt.torch as pt  # noqa: E402,F401  (registers the operations)
+
+
+@pytest.mark.parametrize("op, mutated", [("copy_", "Tensor(a0!) dst"),
+                                         ("copy_batch_", "Tensor(a0!)[] dsts"),
+                                         ("copy_rows_", "Tensor(a0!) dst"),
+                                         ("copy_batch_device_", None)])
+def test_operations_are_registered_with_their_mutations(op, mutated):
+    schema = str(getattr(torch.ops.p2pt, op).default._schema)
+    assert schema.startswith(f"p2pt::{op}("), schema
+    if mutated:
+        assert mutated in schema, schema
+
+
+def test_fake_row_copy_returns_the_status_record_shape():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        dst = torch.empty(8, 4)
+        st = torch.ops.p2pt.copy_rows_(dst, torch.arange(8), torch.empty(8, 4), None, None, 0)
+    assert st.shape == (8,) and st.dtype == torch.int32
+
+
+class _Closed:
+    """A handle whose pointer no live Handle has: the operation, once traced,
+    refuses it at run time."""
+    pointer = 1
+
+
+def test_compile_traces_every_operation_without_a_graph_break():
+    def step(dst, src, di):
+        st = pt.copy_rows_(dst, di, src * 1, None, handle=_Closed())
+        pt.copy_(dst, src, handle=_Closed())
+        pt.copy_batch_([dst], [src], handle=_Closed())
+        return dst.sum() + st.sum()
+
+    compiled = torch.compile(step, fullgraph=True, backend="eager")
+    # fullgraph: a graph break would raise torch._dynamo's Unsupported while
+    # tracing; reaching the operation's own check means the trace held.
+    with pytest.raises(ValueError, match="handle of this operation is closed"):
+        compiled(torch.zeros(8, 4), torch.ones(8, 4), torch.arange(8))
+
+
+def test_row_descriptors_are_addresses_of_the_chosen_rows():
+    dst, src = torch.zeros(10, 3, dtype=torch.float32), torch.zeros(6, 3, dtype=torch.float32)
+    d = pt.row_descriptors(dst, torch.tensor([9, 0, -1]), src, torch.tensor([5, 2, 1]))
+    rb = 12
+    assert d.tolist() == [[dst.data_ptr() + 9 * rb, src.data_ptr() + 5 * rb, rb],
+                          [dst.data_ptr(), src.data_ptr() + 2 * rb, rb],
+                          # -1 does not wrap: NULL addresses, which a batch skips
+                          [0, 0, rb]]
+    d = pt.row_descriptors(dst, None, src, torch.tensor([3, 4, 6]))
+    assert d[:, 0].tolist() == [dst.data_ptr(), dst.data_ptr() + rb, 0], "src row 6 is past the end"
+
+
+def test_row_descriptors_refuse_rows_of_different_sizes():
+    with pytest.raises(ValueError, match="12 bytes, src rows 16"):
+        pt.row_descriptors(torch.zeros(4, 3), torch.arange(2), torch.zeros(4, 4))

@@ -1,0 +1,81 @@
+"""Window lifetime, on any machine (the C calls recorded by a stand-in
+library): a window is unregistered exactly once, when its owner is
+collected, when release() is called, or when the handle closes, whichever
+comes first; never after the handle is finalized; and a base registered
+again while live is shared, not registered twice."""
+import gc
+
+import p2pt
+from p2pt import _handle
+
+
+class FakeLib:
+    def __init__(self):
+        self.calls = []
+
+    def p2pt_window_register(self, h, device, base, nbytes):
+        self.calls.append(("register", device, base, nbytes))
+        return 0
+
+    def p2pt_window_unregister(self, h, device, base):
+        self.calls.append(("unregister", device, base))
+        return 0
+
+    def p2pt_finalize(self, h):
+        self.calls.append(("finalize",))
+        return 0
+
+
+class Owner:
+    """Stands for a tensor: anything weakly referenceable."""
+
+
+def fake_handle(monkeypatch):
+    lib = FakeLib()
+    monkeypatch.setattr(_handle, "load", lambda: lib)
+    h = p2pt.Handle.__new__(p2pt.Handle)
+    h._lib, h._live, h._windows, h._prepared = lib, _handle._Live(), {}, set()
+    h._h = _handle.ctypes.c_void_p(0x1000)
+    h._live.ptr = 0x1000
+    return h, lib
+
+
+def test_a_window_goes_when_its_owner_goes(monkeypatch):
+    h, lib = fake_handle(monkeypatch)
+    owner = Owner()
+    w = h.window(0, 0x2000, 256, owner)
+    assert w.registered and lib.calls == [("register", 0, 0x2000, 256)]
+    del owner
+    gc.collect()
+    assert not w.registered
+    assert lib.calls[-1] == ("unregister", 0, 0x2000)
+    w.release()  # a second release does nothing
+    assert lib.calls.count(("unregister", 0, 0x2000)) == 1
+
+
+def test_windows_go_before_the_handle_and_never_after(monkeypatch):
+    h, lib = fake_handle(monkeypatch)
+    owner = Owner()
+    w = h.window(1, 0x3000, 64, owner)
+    h.close()
+    assert lib.calls[-2:] == [("unregister", 1, 0x3000), ("finalize",)]
+    assert not w.registered
+    del owner
+    gc.collect()
+    assert lib.calls[-1] == ("finalize",), "nothing reaches a finalized handle"
+
+
+def test_a_live_base_is_shared_and_a_larger_one_replaces_it(monkeypatch):
+    h, lib = fake_handle(monkeypatch)
+    a, b = Owner(), Owner()
+    w1 = h.window(0, 0x4000, 128, a)
+    assert h.window(0, 0x4000, 64, b) is w1
+    w2 = h.window(0, 0x4000, 512, b)
+    assert w2 is not w1 and not w1.registered and w2.registered
+    assert lib.calls == [("register", 0, 0x4000, 128), ("unregister", 0, 0x4000),
+                         ("register", 0, 0x4000, 512)]
+    del a
+    gc.collect()
+    assert w2.registered, "the first owner's death does not release its successor"
+    w2.release()
+    assert lib.calls[-1] == ("unregister", 0, 0x4000)
