@@ -3,7 +3,9 @@
 # Debian/Ubuntu machine (as root: cmake, gcc, binutils, pkg-config,
 # libcriterion-dev, clang, valgrind). This is what CI runs. Phases, in order:
 #
-#   1. ASan + UBSan build (build-asan/), CPU tests under the sanitizers
+#   1. ASan + UBSan build (build-asan/), CPU tests under the sanitizers, then
+#      the fault-injection loop (tests/fault/): the whole API over a fake
+#      driver and NVRTC failing each call in turn, and a damaged cubin cache
 #   2. libFuzzer (build-fuzz/, clang): config parsing, chunk planning, batch planning
 #      and auto-table parsing, 20 s each
 #   3. plain build (build/): Release (-O3, plus -g for valgrind), -Werror,
@@ -78,6 +80,10 @@ if [ "${P2PT_TEST_SANITIZE:-1}" != 0 ]; then
   cmake --build "$ASAN_DIR" -j"$jobs" >/dev/null
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 P2PT_TEST_NO_GPU=1 \
     "$ASAN_DIR/p2pt-tests" --jobs "$jobs" "$@"
+  echo "== fault injection: every driver, NVRTC and cubin-cache failure point, under the sanitizers"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 "$ASAN_DIR/p2pt-fault-loop" \
+    "$ASAN_DIR/p2pt-fault-workload" "$ASAN_DIR/libp2pt_fake_cuda.so" \
+    "$ASAN_DIR/libp2pt_fake_nvrtc.so" "$jobs"
 fi
 
 if [ "$fuzz_seconds" != 0 ]; then
