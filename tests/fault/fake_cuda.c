@@ -119,7 +119,8 @@ EXPORT CUresult CUDAAPI cuInit(unsigned int flags)
 static CUresult fake_cuDriverGetVersion(int *v)
 {
     FAULT("cuDriverGetVersion");
-    *v = 13000;
+    const char *as = getenv("P2PT_FAKE_DRIVER_VERSION");
+    *v = as != NULL ? atoi(as) : 13000;
     return CUDA_SUCCESS;
 }
 
@@ -816,7 +817,13 @@ EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int 
     if (symbol == NULL || pfn == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     *pfn = NULL;
-    if (strcmp(symbol, "cuMemcpyBatchAsync") == 0 && version < 13000) {
+    /* P2PT_FAKE_DRIVER_VERSION=12080: a CUDA 12.8 driver, which has only the
+     * older batched copy. */
+    const char *as = getenv("P2PT_FAKE_DRIVER_VERSION");
+    int driver = as != NULL ? atoi(as) : 13000;
+    if (strcmp(symbol, "cuMemcpyBatchAsync") == 0 && version >= 13000 && driver < 13000) {
+        *pfn = NULL;
+    } else if (strcmp(symbol, "cuMemcpyBatchAsync") == 0 && version < 13000) {
         *pfn = (void *)fake_cuMemcpyBatchAsync_v12080;
     } else {
         for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)

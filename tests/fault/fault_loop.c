@@ -56,7 +56,20 @@ enum cache_setup {
     CACHE_WRONG_ARCH, /* seeded, each cubin built for sm_80 */
 };
 
+/* Runs of the workload that reach entries the default one does not: an
+ * older driver (only CUDA 12.8's batched copy) with plain launches. */
+static const struct variant {
+    const char *name;
+    const char *env[2][2];
+} variants[] = {
+    {"default", {{NULL, NULL}}},
+    {"CUDA 12.8 driver, P2P_TRANSPORT_PDL=0",
+     {{"P2PT_FAKE_DRIVER_VERSION", "12080"}, {"P2P_TRANSPORT_PDL", "0"}}},
+};
+#define N_VARIANTS ((int)(sizeof(variants) / sizeof(variants[0])))
+
 struct point {
+    int variant;
     char label[160];
     char fault[160];     /* P2PT_FAULT */
     char entry[64];      /* what the failing call's text must name */
@@ -68,13 +81,14 @@ struct point {
     double started;
     int wstatus;
     bool timed_out;
+    bool done;
     char dir[512];
 };
 
 static const char *workload, *fake_cuda, *fake_nvrtc, *root;
 static struct point points[MAX_POINTS];
 static int n_points;
-static struct run baseline;
+static struct run baselines[N_VARIANTS];
 
 static double now(void)
 {
@@ -177,7 +191,10 @@ static void start(struct point *p)
     setenv("P2PT_FAULT", p->fault, 1);
     if (p->nvrtc_output != NULL)
         setenv("P2PT_FAKE_NVRTC_OUTPUT", p->nvrtc_output, 1);
-    if (p == &points[0]) {
+    for (int i = 0; i < 2; i++)
+        if (variants[p->variant].env[i][0] != NULL)
+            setenv(variants[p->variant].env[i][0], variants[p->variant].env[i][1], 1);
+    if (strcmp(p->label, "census") == 0) {
         char census[600];
         snprintf(census, sizeof(census), "%s/census", p->dir);
         setenv("P2PT_FAULT_CENSUS", census, 1);
@@ -193,6 +210,10 @@ static void wait_all(int from, int to, int jobs)
     int next = from, running = 0;
     while (next < to || running > 0) {
         while (running < jobs && next < to) {
+            if (points[next].done) {
+                next++;
+                continue;
+            }
             start(&points[next++]);
             running++;
         }
@@ -203,6 +224,7 @@ static void wait_all(int from, int to, int jobs)
                 if (points[i].pid == pid) {
                     points[i].wstatus = ws;
                     points[i].pid = 0;
+                    points[i].done = true;
                 }
             running--;
             continue;
@@ -300,7 +322,8 @@ static void check(struct point *p)
         return;
     }
     static struct run r;
-    if (!parse_run(out, &r) || !r.ended || r.n != baseline.n) {
+    const struct run *bl = &baselines[p->variant];
+    if (!parse_run(out, &r) || !r.ended || r.n != bl->n) {
         crashes++;
         fail(p, "the workload did not report every call%s%s", "", "");
         return;
@@ -308,10 +331,10 @@ static void check(struct point *p)
     /* The pass of a call: "ce", "again-tma", ...; finalize is the last. */
     int first = -1;
     for (int i = 0; i < r.n && first < 0; i++)
-        if (r.c[i].status != baseline.c[i].status)
+        if (r.c[i].status != bl->c[i].status)
             first = i;
     for (int i = 0; i < r.n; i++) {
-        const struct call *c = &r.c[i], *base = &baseline.c[i];
+        const struct call *c = &r.c[i], *base = &bl->c[i];
         if (strcmp(c->step, base->step) != 0) {
             fail(p, "call %s out of order (baseline: %s)", c->step, base->step);
             return;
@@ -347,6 +370,8 @@ static void check(struct point *p)
         check_cache_replaced(p);
 }
 
+static int adding_variant;
+
 static void add(const char *label, const char *fault, const char *entry, bool kept,
                 enum cache_setup cache)
 {
@@ -354,6 +379,7 @@ static void add(const char *label, const char *fault, const char *entry, bool ke
         return;
     struct point *p = &points[n_points++];
     memset(p, 0, sizeof(*p));
+    p->variant = adding_variant;
     snprintf(p->label, sizeof(p->label), "%s", label);
     snprintf(p->fault, sizeof(p->fault), "%s", fault);
     snprintf(p->entry, sizeof(p->entry), "%s", entry);
@@ -437,35 +463,61 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    /* The census: also the baseline and the seed of the cache scenarios. */
-    add("census", "", "", false, CACHE_FRESH);
-    wait_all(0, 1, 1);
-    char path[700];
-    snprintf(path, sizeof(path), "%s/stdout", points[0].dir);
-    if (!parse_run(path, &baseline) || !baseline.ended || points[0].wstatus != 0) {
-        printf("fault-injection: the census run failed (log: %s)\n", points[0].dir);
-        sh("cat '%s/stderr' | head -40%s", points[0].dir, "");
-        return 1;
-    }
-    for (int i = 0; i < baseline.n; i++)
-        if (baseline.c[i].status != 0 && baseline.c[i].text[0] == '\0')
-            printf("census: %s failed with no text\n", baseline.c[i].step);
-    sh("cd '%s/..' && mkdir -p seed && cp -r '%s/cache' seed/", points[0].dir, points[0].dir);
-    snprintf(path, sizeof(path), "%s/census", points[0].dir);
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        printf("fault-injection: no census (log: %s)\n", points[0].dir);
-        return 1;
-    }
-    char lib[32], entry[64];
-    unsigned long calls;
+    /* The censuses, one per variant: also the baselines, and the first
+     * one's cache is the seed of the cache scenarios. An entry a variant
+     * reaches is tried in the first variant that reaches it. */
+    char seen[4096] = " ";
     int entries = 0;
-    while (fscanf(f, "%31s %63s %lu", lib, entry, &calls) == 3) {
-        entries++;
-        add_entry_points(lib, entry, calls);
+    for (int v = 0; v < N_VARIANTS; v++) {
+        adding_variant = v;
+        add("census", "", "", false, CACHE_FRESH);
+        points[n_points - 1].variant = v;
+        wait_all(n_points - 1, n_points, 1);
+        struct point *c = &points[n_points - 1];
+        char path[700];
+        snprintf(path, sizeof(path), "%s/stdout", c->dir);
+        if (!parse_run(path, &baselines[v]) || !baselines[v].ended || c->wstatus != 0) {
+            printf("fault-injection: the census run (%s) failed (log: %s)\n", variants[v].name,
+                   c->dir);
+            sh("head -40 '%s/stderr'%s", c->dir, "");
+            return 1;
+        }
+        for (int i = 0; i < baselines[v].n; i++)
+            if (baselines[v].c[i].status != 0 && baselines[v].c[i].text[0] == '\0')
+                printf("census: %s failed with no text\n", baselines[v].c[i].step);
+        if (v == 0)
+            sh("cd '%s/..' && mkdir -p seed && cp -r '%s/cache' seed/", c->dir, c->dir);
+        snprintf(path, sizeof(path), "%s/census", c->dir);
+        FILE *f = fopen(path, "r");
+        if (f == NULL) {
+            printf("fault-injection: no census (log: %s)\n", c->dir);
+            return 1;
+        }
+        char lib[32], entry[64], key[80];
+        unsigned long calls;
+        while (fscanf(f, "%31s %63s %lu", lib, entry, &calls) == 3) {
+            snprintf(key, sizeof(key), " %s ", entry);
+            if (strstr(seen, key) != NULL || strlen(seen) + strlen(key) >= sizeof(seen))
+                continue;
+            strcat(seen, entry);
+            strcat(seen, " ");
+            entries++;
+            add_entry_points(lib, entry, calls);
+        }
+        fclose(f);
     }
-    fclose(f);
-    int first_cache = n_points;
+    adding_variant = 0;
+    /* Entries only a failure path calls, failing there too. */
+    add("cuModuleGetFunction fails, then the cleanup's cuModuleUnload",
+        "cuModuleGetFunction:1:2,cuModuleUnload:1:2", "cuModuleGetFunction", false, CACHE_FRESH);
+    add("cuModuleGetFunction fails at its last call, then cuModuleUnload",
+        "cuModuleGetFunction:14:2,cuModuleUnload:1:2", "cuModuleGetFunction", false, CACHE_FRESH);
+    add("cuMemcpyAsync fails with an unknown code, then cuGetErrorName",
+        "cuMemcpyAsync:1:999,cuGetErrorName:1:2", "cuMemcpyAsync", false, CACHE_FRESH);
+    add("cuModuleLoadData fails, then cuGetErrorString",
+        "cuModuleLoadData:1:2,cuGetErrorString:1:2", "cuModuleLoadData", false, CACHE_FRESH);
+    add("cuLaunchKernelEx fails, then cuGetErrorString at its second call",
+        "cuLaunchKernelEx:3:700,cuGetErrorString:2:2", "cuLaunchKernelEx", false, CACHE_FRESH);
     add("cache seeded (read back, NVRTC never opened)", "", "", false, CACHE_SEEDED);
     add("cache directory read-only", "", "", false, CACHE_READ_ONLY);
     add("cache directory unreadable", "", "", false, CACHE_UNREADABLE);
@@ -480,18 +532,17 @@ int main(int argc, char **argv)
     points[n_points - 1].nvrtc_output = "garbage";
     add("no NVRTC", "", "/nonexistent/libnvrtc.so", true, CACHE_FRESH);
     points[n_points - 1].no_nvrtc = true;
-    (void)first_cache;
-
     double t0 = now();
-    wait_all(1, n_points, jobs);
-    for (int i = 1; i < n_points; i++)
-        check(&points[i]);
+    wait_all(0, n_points, jobs);
+    for (int i = 0; i < n_points; i++)
+        if (strcmp(points[i].label, "census") != 0)
+            check(&points[i]);
     printf("fault-injection: %d driver and NVRTC entries in the census, %d calls per run, "
            "%.0f s\n",
-           entries, baseline.n, now() - t0);
+           entries, baselines[0].n, now() - t0);
     printf("fault-injection: %d points, %d crashes, %d hangs, %d leaks, %d sanitizer reports, "
            "%d failed checks\n",
-           n_points - 1, crashes, hangs, leaks, sanitizer_reports, failures);
+           n_points - N_VARIANTS, crashes, hangs, leaks, sanitizer_reports, failures);
     if (failures == 0 && getenv("P2PT_FAULT_KEEP") == NULL)
         sh("chmod -R u+rwx '%s' && rm -rf '%s'", root, root);
     return failures == 0 ? 0 : 1;
