@@ -20,11 +20,18 @@
 #define N_DEV 2
 #define STACK_MAX 16
 
+/* A kernel named p2pt_test_fault "faults" when launched: from then on every
+ * entry but the error-name ones returns CUDA_ERROR_ILLEGAL_ADDRESS, as a
+ * real context does after an out-of-bounds write (a sticky error). */
+static _Atomic int sticky;
+
 #define FAULT(name)                                                            \
     do {                                                                       \
         int fault_code_ = fault_hit(name);                                     \
         if (fault_code_ != 0)                                                  \
             return (CUresult)fault_code_;                                      \
+        if (sticky != 0 && strncmp(name, "cuGetError", 10) != 0)               \
+            return (CUresult)sticky;                                           \
     } while (0)
 
 struct fake_ctx {
@@ -630,6 +637,8 @@ static CUresult fake_cuModuleLoadData(CUmodule *m, const void *image)
     READY();
     if (current() == NULL)
         return CUDA_ERROR_INVALID_CONTEXT;
+    if (image != NULL && strncmp(image, ".version", 8) == 0)
+        goto accepted; /* PTX text */
     if (image == NULL || memcmp(image, "\177ELF", 4) != 0)
         return CUDA_ERROR_INVALID_IMAGE;
     /* The fake NVRTC's images: the architecture in e_flags, and an empty
@@ -644,6 +653,7 @@ static CUresult fake_cuModuleLoadData(CUmodule *m, const void *image)
     for (int i = 64; machine == 190 && arch != 0 && i < 128; i++)
         if (b[i] != 0)
             return CUDA_ERROR_INVALID_IMAGE;
+accepted:;
     struct fake_module *fm = calloc(1, sizeof(*fm));
     if (fm == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -710,9 +720,11 @@ static CUresult fake_cuLaunchKernel(CUfunction fn, unsigned gx, unsigned gy, uns
                                     CUstream s, void **params, void **extra)
 {
     FAULT("cuLaunchKernel");
-    (void)s, (void)smem, (void)extra;
-    if (fn == NULL || params == NULL || gx * gy * gz == 0 || bx * by * bz == 0)
+    (void)s, (void)smem, (void)extra, (void)params;
+    if (fn == NULL || gx * gy * gz == 0 || bx * by * bz == 0)
         return CUDA_ERROR_INVALID_VALUE;
+    if (strcmp(((struct fake_function *)fn)->name, "p2pt_test_fault") == 0)
+        sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
     return CUDA_SUCCESS;
 }
 
@@ -752,6 +764,28 @@ static CUresult fake_cuEventSynchronize(CUevent e)
 {
     FAULT("cuEventSynchronize");
     return e != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult fake_cuEventElapsedTime(float *ms, CUevent a, CUevent b)
+{
+    FAULT("cuEventElapsedTime");
+    *ms = 0.001f;
+    return a != NULL && b != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult fake_cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags)
+{
+    FAULT("cuStreamWaitEvent");
+    (void)s, (void)flags;
+    return e != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult fake_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes,
+                                       CUstream s)
+{
+    FAULT("cuMemcpyHtoDAsync");
+    (void)s;
+    return copy(dst, (CUdeviceptr)(uintptr_t)src, bytes);
 }
 
 #define ENTRY(name) {#name, (void *)fake_##name}
@@ -806,6 +840,9 @@ static const struct {
     ENTRY(cuEventDestroy),
     ENTRY(cuEventRecord),
     ENTRY(cuEventSynchronize),
+    ENTRY(cuEventElapsedTime),
+    ENTRY(cuStreamWaitEvent),
+    ENTRY(cuMemcpyHtoDAsync),
 };
 #undef ENTRY
 
