@@ -84,6 +84,11 @@ if [ "${P2PT_TEST_SANITIZE:-1}" != 0 ]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 "$ASAN_DIR/p2pt-fault-loop" \
     "$ASAN_DIR/p2pt-fault-workload" "$ASAN_DIR/libp2pt_fake_cuda.so" \
     "$ASAN_DIR/libp2pt_fake_nvrtc.so" "$jobs"
+  echo "== the same loop through the GPU shim (libp2pt_fault_cuda.so), here over the fake driver"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 P2PT_FAULT_SKIP=cuda \
+    P2PT_FAULT_REAL_CUDA="$ASAN_DIR/libp2pt_fake_cuda.so" "$ASAN_DIR/p2pt-fault-loop" \
+    "$ASAN_DIR/p2pt-fault-workload" "$ASAN_DIR/libp2pt_fault_cuda.so" \
+    "$ASAN_DIR/libp2pt_fake_nvrtc.so" "$jobs"
   echo "== sticky errors over the fake driver (a kernel that faults poisons its context)"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 P2P_CUDA_LIBRARY="$ASAN_DIR/libp2pt_fake_cuda.so" \
     P2P_NVRTC_LIBRARY="$ASAN_DIR/libp2pt_fake_nvrtc.so" "$ASAN_DIR/p2pt-tests" \

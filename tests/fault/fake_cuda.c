@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define FAULT_LIBRARY "cuda"
 #include "fault_plan.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -77,7 +78,7 @@ EXPORT void p2pt_fault_pause(int on) { fault_paused = on; }
 
 __attribute__((destructor)) static void fake_cuda_exit(void)
 {
-    fault_census("cuda");
+    fault_census();
     pthread_mutex_lock(&lock);
     while (allocs != NULL) {
         struct fake_alloc *a = allocs;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define FAULT_LIBRARY "nvrtc"
 #include "fault_plan.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -30,7 +31,7 @@ struct fake_program {
     int failed;
 };
 
-__attribute__((destructor)) static void fake_nvrtc_exit(void) { fault_census("nvrtc"); }
+__attribute__((destructor)) static void fake_nvrtc_exit(void) { fault_census(); }
 
 EXPORT nvrtcResult nvrtcVersion(int *major, int *minor)
 {

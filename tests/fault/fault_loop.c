@@ -13,7 +13,12 @@
  * by design, say why); and sanitizers must report nothing. Prints one line
  * per failure and a summary; exits 1 on any failure.
  *
- *   p2pt-fault-loop WORKLOAD FAKE_CUDA FAKE_NVRTC [jobs]
+ *   p2pt-fault-loop WORKLOAD CUDA_LIBRARY NVRTC_LIBRARY [jobs]
+ *
+ * CUDA_LIBRARY is the fake driver (libp2pt_fake_cuda.so) or, on a GPU, the
+ * shim over the real one (libp2pt_fault_cuda.so, with P2PT_FAULT_GPU=1;
+ * tests/fault/run-gpu.sh). P2PT_FAULT_DIR=dir keeps the runs' logs there,
+ * P2PT_FAULT_KEEP=1 keeps them after a clean pass.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -524,12 +529,17 @@ int main(int argc, char **argv)
     add("cache directory is a file", "", "", false, CACHE_IS_FILE);
     add("cache on a full disk", "", "", false, CACHE_FULL_DISK);
     add("cache holds truncated cubins", "", "", false, CACHE_TRUNCATED);
-    add("cache holds corrupted cubins", "", "", false, CACHE_CORRUPTED);
-    add("cache holds wrong-architecture cubins", "", "", false, CACHE_WRONG_ARCH);
-    add("cache holds corrupted cubins, the recompile fails", "nvrtcCompileProgram:1:6",
-        "NVRTC", true, CACHE_CORRUPTED);
-    add("NVRTC hands out garbage", "", "cuModuleLoadData", true, CACHE_FRESH);
-    points[n_points - 1].nvrtc_output = "garbage";
+    /* Damage only the fake driver is sure to see, and the fake NVRTC's
+     * faults: not with the real driver and NVRTC (P2PT_FAULT_GPU=1). */
+    const char *gpu = getenv("P2PT_FAULT_GPU");
+    if (gpu == NULL || strcmp(gpu, "1") != 0) {
+        add("cache holds corrupted cubins", "", "", false, CACHE_CORRUPTED);
+        add("cache holds wrong-architecture cubins", "", "", false, CACHE_WRONG_ARCH);
+        add("cache holds corrupted cubins, the recompile fails", "nvrtcCompileProgram:1:6",
+            "NVRTC", true, CACHE_CORRUPTED);
+        add("NVRTC hands out garbage", "", "cuModuleLoadData", true, CACHE_FRESH);
+        points[n_points - 1].nvrtc_output = "garbage";
+    }
     add("no NVRTC", "", "/nonexistent/libnvrtc.so", true, CACHE_FRESH);
     points[n_points - 1].no_nvrtc = true;
     double t0 = now();

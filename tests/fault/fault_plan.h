@@ -7,6 +7,9 @@
  * at exit, so a first run lists what a workload calls and how often. A
  * thread may pause the schedule around calls of its own (the workload's
  * buffers and streams), so that only the library's calls count.
+ * Each library names itself (FAULT_LIBRARY, defined before this header);
+ * one named in P2PT_FAULT_SKIP (a comma-separated list) neither fails nor
+ * counts: the fake driver when it stands behind the GPU shim in a CPU run.
  */
 #ifndef P2PT_FAULT_PLAN_H
 #define P2PT_FAULT_PLAN_H
@@ -35,10 +38,20 @@ static struct {
 static int fault_n_rules = -1;
 static _Thread_local int fault_paused;
 
+static int fault_skipped(void)
+{
+    const char *skip = getenv("P2PT_FAULT_SKIP");
+    size_t n = strlen(FAULT_LIBRARY);
+    for (const char *at = skip; at != NULL && *at != '\0'; at = strchr(at, ',') ? strchr(at, ',') + 1 : NULL)
+        if (strncmp(at, FAULT_LIBRARY, n) == 0 && (at[n] == ',' || at[n] == '\0'))
+            return 1;
+    return 0;
+}
+
 static void fault_parse_locked(void)
 {
     fault_n_rules = 0;
-    const char *spec = getenv("P2PT_FAULT");
+    const char *spec = fault_skipped() ? NULL : getenv("P2PT_FAULT");
     while (spec != NULL && *spec != '\0' && fault_n_rules < FAULT_MAX_RULES) {
         char name[64];
         unsigned long nth = 0;
@@ -81,17 +94,17 @@ static int fault_hit(const char *name)
     return code;
 }
 
-static void fault_census(const char *library)
+static void fault_census(void)
 {
     const char *path = getenv("P2PT_FAULT_CENSUS");
-    if (path == NULL || path[0] == '\0')
+    if (path == NULL || path[0] == '\0' || fault_skipped())
         return;
     FILE *f = fopen(path, "a");
     if (f == NULL)
         return;
     pthread_mutex_lock(&fault_lock);
     for (int i = 0; i < fault_n_counts; i++)
-        fprintf(f, "%s %s %lu\n", library, fault_counts[i].name, fault_counts[i].calls);
+        fprintf(f, "%s %s %lu\n", FAULT_LIBRARY, fault_counts[i].name, fault_counts[i].calls);
     pthread_mutex_unlock(&fault_lock);
     fclose(f);
 }
