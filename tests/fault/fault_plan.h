@@ -42,9 +42,13 @@ static int fault_skipped(void)
 {
     const char *skip = getenv("P2PT_FAULT_SKIP");
     size_t n = strlen(FAULT_LIBRARY);
-    for (const char *at = skip; at != NULL && *at != '\0'; at = strchr(at, ',') ? strchr(at, ',') + 1 : NULL)
-        if (strncmp(at, FAULT_LIBRARY, n) == 0 && (at[n] == ',' || at[n] == '\0'))
+    while (skip != NULL && *skip != '\0') {
+        if (strncmp(skip, FAULT_LIBRARY, n) == 0 && (skip[n] == ',' || skip[n] == '\0'))
             return 1;
+        skip = strchr(skip, ',');
+        if (skip != NULL)
+            skip++;
+    }
     return 0;
 }
 
