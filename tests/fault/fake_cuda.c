@@ -61,6 +61,7 @@ struct fake_function {
 
 struct fake_stream {
     CUcontext ctx;
+    int capturing;
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -390,8 +391,62 @@ static CUresult fake_cuStreamGetCtx(CUstream s, CUcontext *c)
 static CUresult fake_cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *cs)
 {
     FAULT("cuStreamIsCapturing");
+    int on = (uintptr_t)s > 2 && ((struct fake_stream *)s)->capturing;
+    *cs = on ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+}
+
+/* Capture only marks the stream: the work enqueued meanwhile runs at once
+ * (copies are memcpy), and a graph is a token that launches nothing. */
+static CUresult fake_cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode)
+{
+    FAULT("cuStreamBeginCapture");
+    (void)mode;
+    if ((uintptr_t)s <= 2 || ((struct fake_stream *)s)->capturing)
+        return CUDA_ERROR_ILLEGAL_STATE;
+    ((struct fake_stream *)s)->capturing = 1;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuStreamEndCapture(CUstream s, CUgraph *g)
+{
+    FAULT("cuStreamEndCapture");
+    if ((uintptr_t)s <= 2 || !((struct fake_stream *)s)->capturing)
+        return CUDA_ERROR_ILLEGAL_STATE;
+    ((struct fake_stream *)s)->capturing = 0;
+    *g = (CUgraph)calloc(1, 16);
+    return *g != NULL ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static CUresult fake_cuGraphInstantiateWithFlags(CUgraphExec *e, CUgraph g,
+                                                 unsigned long long flags)
+{
+    FAULT("cuGraphInstantiateWithFlags");
+    (void)flags;
+    if (g == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *e = (CUgraphExec)calloc(1, 16);
+    return *e != NULL ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static CUresult fake_cuGraphLaunch(CUgraphExec e, CUstream s)
+{
+    FAULT("cuGraphLaunch");
     (void)s;
-    *cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    return e != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult fake_cuGraphExecDestroy(CUgraphExec e)
+{
+    FAULT("cuGraphExecDestroy");
+    free(e);
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuGraphDestroy(CUgraph g)
+{
+    FAULT("cuGraphDestroy");
+    free(g);
     return CUDA_SUCCESS;
 }
 
@@ -819,6 +874,12 @@ static const struct {
     ENTRY(cuStreamSynchronize),
     ENTRY(cuStreamGetCtx),
     ENTRY(cuStreamIsCapturing),
+    ENTRY(cuStreamBeginCapture),
+    ENTRY(cuStreamEndCapture),
+    ENTRY(cuGraphInstantiateWithFlags),
+    ENTRY(cuGraphLaunch),
+    ENTRY(cuGraphExecDestroy),
+    ENTRY(cuGraphDestroy),
     ENTRY(cuMemAlloc),
     ENTRY(cuMemFree),
     ENTRY(cuMemAllocHost),

@@ -59,6 +59,8 @@ enum cache_setup {
     CACHE_TRUNCATED,  /* seeded, each cubin cut to half */
     CACHE_CORRUPTED,  /* seeded, bytes inside each cubin changed */
     CACHE_WRONG_ARCH, /* seeded, each cubin built for sm_80 */
+    CACHE_DIR_AS_CUBIN,  /* a directory where each cubin should be */
+    CACHE_LINK_AS_CUBIN, /* a symbolic link where each cubin should be */
 };
 
 /* Runs of the workload that reach entries the default one does not: an
@@ -155,6 +157,14 @@ static void setup_cache(struct point *p, char *cache, size_t len)
             close(fd);
         break;
     }
+    case CACHE_DIR_AS_CUBIN:
+    case CACHE_LINK_AS_CUBIN:
+        mkdir(cache, 0700);
+        sh(p->cache == CACHE_DIR_AS_CUBIN
+               ? "for f in '%s'/seed/cache/*.cubin; do mkdir \"%s/$(basename \"$f\")\"; done"
+               : "for f in '%s'/seed/cache/*.cubin; do ln -s \"$f\" \"%s/$(basename \"$f\")\"; done",
+           root, cache);
+        break;
     case CACHE_SEEDED:
     case CACHE_TRUNCATED:
     case CACHE_CORRUPTED:
@@ -290,7 +300,9 @@ static bool same_pass(const char *a, const char *b)
 /* Whether the init of the handle that `step` uses failed in `r`. */
 static bool init_failed(const struct run *r, const char *step)
 {
-    const char *t = strncmp(step, "again-", 6) == 0 ? step + 6 : step;
+    const char *t = strncmp(step, "again-", 6) == 0     ? step + 6
+                    : strncmp(step, "capture-", 8) == 0 ? step + 8
+                                                        : step;
     size_t n = pass_len(t);
     for (int i = 0; i < r->n; i++)
         if (strncmp(r->c[i].step, t, n) == 0 && strcmp(r->c[i].step + n, "/init") == 0)
@@ -369,6 +381,10 @@ static void check(struct point *p)
             continue;
         fail(p, "after the fault cleared %s still fails: %s", c->step, c->text);
     }
+    char cmd[1200];
+    snprintf(cmd, sizeof(cmd), "ls -a '%s/cache' 2>/dev/null | grep -q '\\.tmp\\.'", p->dir);
+    if (system(cmd) == 0)
+        fail(p, "a temporary cubin was left in %s/cache%s", p->dir, "");
     if ((p->cache == CACHE_TRUNCATED || p->cache == CACHE_CORRUPTED ||
          p->cache == CACHE_WRONG_ARCH) &&
         p->fault[0] == '\0')
@@ -528,6 +544,8 @@ int main(int argc, char **argv)
     add("cache directory unreadable", "", "", false, CACHE_UNREADABLE);
     add("cache directory is a file", "", "", false, CACHE_IS_FILE);
     add("cache on a full disk", "", "", false, CACHE_FULL_DISK);
+    add("cache holds directories in place of cubins", "", "", false, CACHE_DIR_AS_CUBIN);
+    add("cache holds symbolic links in place of cubins", "", "", false, CACHE_LINK_AS_CUBIN);
     add("cache holds truncated cubins", "", "", false, CACHE_TRUNCATED);
     /* Damage only the fake driver is sure to see, and the fake NVRTC's
      * faults: not with the real driver and NVRTC (P2PT_FAULT_GPU=1). */
@@ -542,6 +560,9 @@ int main(int argc, char **argv)
     }
     add("no NVRTC", "", "/nonexistent/libnvrtc.so", true, CACHE_FRESH);
     points[n_points - 1].no_nvrtc = true;
+    if (geteuid() == 0)
+        printf("fault-injection: running as root, whom a read-only or unreadable cache "
+               "directory does not stop: those two points run, but do not deny access\n");
     double t0 = now();
     wait_all(0, n_points, jobs);
     for (int i = 0; i < n_points; i++)

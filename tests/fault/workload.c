@@ -4,7 +4,8 @@
  * enable, prepare, single copies on the local, push, pull and host paths,
  * host and device batches, windows, explain, finalize; then the same steps
  * again on the same handles, which must work once an injected fault has
- * cleared. Every call prints one line:
+ * cleared; then copies and batches captured into a CUDA graph, and on a
+ * fresh handle a capture before prepare. Every call prints one line:
  *
  *   CALL <step> <status> <context-kept 0|1> <last error, newlines as " | ">
  *
@@ -166,6 +167,37 @@ static void unlimit_files(void)
     setrlimit(RLIMIT_FSIZE, &rl);
 }
 
+static PFN_cuStreamBeginCapture_v10010 begin_capture;
+static PFN_cuStreamEndCapture_v10000 end_capture;
+static PFN_cuGraphInstantiateWithFlags_v11040 instantiate;
+static PFN_cuGraphLaunch_v10000 graph_launch;
+static PFN_cuGraphExecDestroy_v10000 exec_destroy;
+static PFN_cuGraphDestroy_v10000 graph_destroy;
+
+/* A copy and a batch captured into a graph on `s`, which is replayed. */
+static int capture_steps(p2pt_handle *h, const char *tag, struct bufs *b, CUstream s)
+{
+    char step[96];
+    CUgraph g = NULL;
+    CUgraphExec ge = NULL;
+    p2pt_copy_desc one = {b->d0b, b->d0a, 4096};
+    paused(1);
+    SETUP(begin_capture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    paused(0);
+    snprintf(step, sizeof(step), "capture-%s/copy", tag);
+    CALL(step, p2pt_copy_async(h, b->d0b, b->d0a, 4096, s));
+    snprintf(step, sizeof(step), "capture-%s/batch", tag);
+    CALL(step, p2pt_copy_batch_async(h, &one, 1, s));
+    paused(1);
+    SETUP(end_capture(s, &g));
+    SETUP(instantiate(&ge, g, 0));
+    SETUP(graph_launch(ge, s));
+    SETUP(exec_destroy(ge));
+    SETUP(graph_destroy(g));
+    paused(0);
+    return 0;
+}
+
 int main(void)
 {
     limit_files();
@@ -199,8 +231,20 @@ int main(void)
     GET(cuMemAllocHost, 3020);
     GET(cuMemFreeHost, 2000);
     GET(cuMemcpyHtoD, 3020);
+    GET(cuStreamBeginCapture, 10010);
+    GET(cuStreamEndCapture, 10000);
+    GET(cuGraphInstantiateWithFlags, 11040);
+    GET(cuGraphLaunch, 10000);
+    GET(cuGraphExecDestroy, 10000);
+    GET(cuGraphDestroy, 10000);
 #undef GET
     get_current = cuCtxGetCurrent_;
+    begin_capture = cuStreamBeginCapture_;
+    end_capture = cuStreamEndCapture_;
+    instantiate = cuGraphInstantiateWithFlags_;
+    graph_launch = cuGraphLaunch_;
+    exec_destroy = cuGraphExecDestroy_;
+    graph_destroy = cuGraphDestroy_;
     CUdevice dev0, dev1;
     CUcontext ctx1;
     struct bufs b;
@@ -234,6 +278,19 @@ int main(void)
     SETUP(cuStreamCreate_(&s, 0));
     paused(0);
 
+    /* Before anything is prepared, a TMA copy under capture is refused
+     * (status 5) and the capture stays valid. */
+    p2pt_handle *early = NULL;
+    p2pt_init_args early_args;
+    memset(&early_args, 0, sizeof(early_args));
+    early_args.size = sizeof(early_args);
+    early_args.logger = quiet_logger;
+    early_args.transport = "tma";
+    CALL("capture-unprepared/init", p2pt_init(&early_args, &early));
+    if (capture_steps(early, "unprepared", &b, s) != 0)
+        return 2;
+    CALL("capture-unprepared/finalize", p2pt_finalize(early));
+
     static const char *const transports[] = {"ce", "tma", "auto"};
     p2pt_handle *h[3] = {NULL, NULL, NULL};
     for (int t = 0; t < 3; t++) {
@@ -253,6 +310,10 @@ int main(void)
         snprintf(tag, sizeof(tag), "again-%s", transports[t]);
         steps_on(h[t], tag, &b, s);
     }
+    /* Graph capture, after prepare: the copies are captured. */
+    for (int t = 0; t < 3; t++)
+        if (capture_steps(h[t], transports[t], &b, s) != 0)
+            return 2;
     for (int t = 0; t < 3; t++) {
         char step[64];
         snprintf(step, sizeof(step), "%s/finalize", transports[t]);
