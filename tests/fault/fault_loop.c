@@ -160,10 +160,11 @@ static void setup_cache(struct point *p, char *cache, size_t len)
     case CACHE_DIR_AS_CUBIN:
     case CACHE_LINK_AS_CUBIN:
         mkdir(cache, 0700);
-        sh(p->cache == CACHE_DIR_AS_CUBIN
-               ? "for f in '%s'/seed/cache/*.cubin; do mkdir \"%s/$(basename \"$f\")\"; done"
-               : "for f in '%s'/seed/cache/*.cubin; do ln -s \"$f\" \"%s/$(basename \"$f\")\"; done",
-           root, cache);
+        if (p->cache == CACHE_DIR_AS_CUBIN)
+            sh("for f in '%s'/seed/cache/*.cubin; do mkdir \"%s/${f##*/}\"; done", root, cache);
+        else
+            sh("for f in '%s'/seed/cache/*.cubin; do ln -s \"$f\" \"%s/${f##*/}\"; done", root,
+               cache);
         break;
     case CACHE_SEEDED:
     case CACHE_TRUNCATED:
@@ -317,7 +318,9 @@ static void check(struct point *p)
     snprintf(err, sizeof(err), "%s/stderr", p->dir);
     if (p->timed_out) {
         hangs++;
-        fail(p, "no exit within %s seconds%s", TIMEOUT_S == 60 ? "60" : "?", "");
+        char secs[16];
+        snprintf(secs, sizeof(secs), "%d", TIMEOUT_S);
+        fail(p, "no exit within %s seconds%s", secs, "");
         return;
     }
     if (file_has(err, "LeakSanitizer")) {
@@ -539,6 +542,12 @@ int main(int argc, char **argv)
         "cuModuleLoadData:1:2,cuGetErrorString:1:2", "cuModuleLoadData", false, CACHE_FRESH);
     add("cuLaunchKernelEx fails, then cuGetErrorString at its second call",
         "cuLaunchKernelEx:3:700,cuGetErrorString:2:2", "cuLaunchKernelEx", false, CACHE_FRESH);
+    add("a compile error, then nvrtcGetProgramLogSize",
+        "nvrtcCompileProgram:1:6,nvrtcGetProgramLogSize:1:1", "NVRTC could not compile", true,
+        CACHE_FRESH);
+    add("a compile error, then nvrtcGetProgramLog",
+        "nvrtcCompileProgram:2:6,nvrtcGetProgramLog:1:1", "NVRTC could not compile", true,
+        CACHE_FRESH);
     add("cache seeded (read back, NVRTC never opened)", "", "", false, CACHE_SEEDED);
     add("cache directory read-only", "", "", false, CACHE_READ_ONLY);
     add("cache directory unreadable", "", "", false, CACHE_UNREADABLE);
