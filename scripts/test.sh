@@ -5,7 +5,9 @@
 # runs. Phases, in order:
 #
 #   1. ASan + UBSan build (build-asan/), CPU tests under the sanitizers, with
-#      a count of the skipped ones by reason
+#      a count of the skipped ones by reason, then the fault-injection loop
+#      (tests/fault/): the whole API over a fake driver and NVRTC failing each
+#      call in turn, and a damaged cubin cache
 #   2. libFuzzer (build-fuzz/, clang): config parsing, chunk planning, batch planning
 #      and auto-table parsing, 20 s each
 #   3. plain build (build/): Release (-O3, plus -g for valgrind), -Werror,
@@ -144,6 +146,19 @@ if [ "${P2PT_TEST_SANITIZE:-1}" != 0 ]; then
   rc=$?
   set -e
   [ $rc = 0 ] || exit $rc
+  echo "== fault injection: every driver, NVRTC and cubin-cache failure point, under the sanitizers"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 "$ASAN_DIR/p2pt-fault-loop" \
+    "$ASAN_DIR/p2pt-fault-workload" "$ASAN_DIR/libp2pt_fake_cuda.so" \
+    "$ASAN_DIR/libp2pt_fake_nvrtc.so" "$jobs"
+  echo "== the same loop through the GPU shim (libp2pt_fault_cuda.so), here over the fake driver"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 P2PT_FAULT_SKIP=cuda \
+    P2PT_FAULT_REAL_CUDA="$ASAN_DIR/libp2pt_fake_cuda.so" "$ASAN_DIR/p2pt-fault-loop" \
+    "$ASAN_DIR/p2pt-fault-workload" "$ASAN_DIR/libp2pt_fault_cuda.so" \
+    "$ASAN_DIR/libp2pt_fake_nvrtc.so" "$jobs"
+  echo "== sticky errors over the fake driver (a kernel that faults poisons its context)"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 P2P_CUDA_LIBRARY="$ASAN_DIR/libp2pt_fake_cuda.so" \
+    P2P_NVRTC_LIBRARY="$ASAN_DIR/libp2pt_fake_nvrtc.so" "$ASAN_DIR/p2pt-tests" \
+    --filter 'sticky_error/*'
 fi
 
 if [ "$fuzz_seconds" != 0 ]; then

@@ -133,6 +133,14 @@ static p2pt_status load_locked(const char *path)
                               "first in the library path",
                               path);
         }
+        if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_FOUND && entries[i].required) {
+            /* The lookup itself failed: the driver may well have the entry. */
+            dlclose(lib);
+            return p2pt__fail(P2PT_NO_DRIVER,
+                              "cuGetProcAddress_v2(\"%s\", ABI %d) in %s failed: %s (%d)",
+                              entries[i].name, entries[i].version, path,
+                              p2pt__cuda_error_name(r), (int)r);
+        }
         if ((r != CUDA_SUCCESS || fn == NULL) && entries[i].required) {
             dlclose(lib);
             return p2pt__fail(P2PT_NO_DRIVER,
@@ -179,8 +187,19 @@ p2pt_status p2pt__cuda_fail(CUresult r, const char *call, const char *file, int 
         p2pt__cu.cuGetErrorString(r, &desc) != CUDA_SUCCESS || desc == NULL)
         desc = "no description";
     const char *base = strrchr(file, '/');
-    return p2pt__fail(P2PT_CUDA_ERROR, "%s failed: %s (%d: %s) at %s:%d", call,
-                      p2pt__cuda_error_name(r), (int)r, desc, base ? base + 1 : file, line);
+    /* Errors a faulting kernel leaves in its context (any kernel of the
+     * process, not only p2pt's): every later call there fails too. */
+    bool sticky = r == CUDA_ERROR_ILLEGAL_ADDRESS || r == CUDA_ERROR_LAUNCH_FAILED ||
+                  r == CUDA_ERROR_ILLEGAL_INSTRUCTION || r == CUDA_ERROR_MISALIGNED_ADDRESS ||
+                  r == CUDA_ERROR_HARDWARE_STACK_ERROR || r == CUDA_ERROR_INVALID_ADDRESS_SPACE ||
+                  r == CUDA_ERROR_INVALID_PC || r == CUDA_ERROR_ASSERT ||
+                  r == CUDA_ERROR_ECC_UNCORRECTABLE;
+    return p2pt__fail(P2PT_CUDA_ERROR, "%s failed: %s (%d: %s) at %s:%d%s", call,
+                      p2pt__cuda_error_name(r), (int)r, desc, base ? base + 1 : file, line,
+                      sticky ? "; the CUDA context is unusable from now on (a kernel faulted "
+                               "in it; the error is sticky: every later call in this "
+                               "context fails, the process must create a new one or restart)"
+                             : "");
 }
 
 p2pt_status p2pt__cuda_load(const char *path)

@@ -97,6 +97,17 @@ P2PT_INTERNAL p2pt_status p2pt__cuda_fail(CUresult r, const char *call, const ch
         }                                                                      \
     } while (0)
 
+/* P2PT_CU for a result already in hand: `call` is the text of the driver
+ * call that returned it, so the message names the entry that failed. */
+#define P2PT_CU_RESULT(result, call)                                           \
+    do {                                                                       \
+        CUresult cu_r_ = (result);                                             \
+        if (cu_r_ != CUDA_SUCCESS) {                                           \
+            st = p2pt__cuda_fail(cu_r_, call, __FILE__, __LINE__);             \
+            goto out;                                                          \
+        }                                                                      \
+    } while (0)
+
 /* ----------------------------------------------------------------- context.c */
 
 /* P2PT_INVALID_ARGUMENT naming `what` and `device` unless the driver sees

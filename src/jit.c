@@ -46,6 +46,8 @@ struct cubin_slot {
     const struct p2pt_kernel *kernel;
     int arch;
     p2pt_status status; /* a failed compile is remembered, not retried */
+    bool retry; /* ...unless it failed for a passing reason (NVRTC out of
+                   memory), not the source: then the next use compiles again */
     char *error;
     void *cubin;
     size_t size;
@@ -128,7 +130,7 @@ static void options_id(const char *const *defines, char *out, size_t len)
  * output buffer is malloc'd; every NVRTC object is released on every path. */
 static p2pt_status compile(const char *source, const char *file, const char *const *defines,
                            const char *target, bool want_ptx, const char *nvrtc_path, void **out,
-                           size_t *out_size)
+                           size_t *out_size, bool *source_error)
 {
     p2pt_status st = P2PT_SUCCESS;
     nvrtcProgram prog = NULL;
@@ -139,6 +141,7 @@ static p2pt_status compile(const char *source, const char *file, const char *con
     int n_opts = 0;
 
     *out = NULL;
+    *source_error = false;
     P2PT_TRY(p2pt__nvrtc_load(nvrtc_path));
     snprintf(arch_opt, sizeof(arch_opt), "--gpu-architecture=%s", target);
     opts[n_opts++] = arch_opt;
@@ -167,6 +170,7 @@ static p2pt_status compile(const char *source, const char *file, const char *con
             log_size > 1 && (log = malloc(log_size)) != NULL &&
             p2pt__nv.nvrtcGetProgramLog(prog, log) == NVRTC_SUCCESS)
             log_excerpt(log, excerpt, sizeof(excerpt));
+        *source_error = cr == NVRTC_ERROR_COMPILATION;
         st = p2pt__fail(P2PT_COMPILE_ERROR, "NVRTC could not compile %s for %s: %s; log:\n%s",
                         what, target, p2pt__nv.nvrtcGetErrorString(cr), excerpt);
         goto out;
@@ -202,8 +206,10 @@ p2pt_status p2pt__jit_compile(const char *source, const char *const *defines, in
                               const char *nvrtc_path, void **cubin, size_t *cubin_size)
 {
     char target[16];
+    bool source_error;
     snprintf(target, sizeof(target), "sm_%d", arch);
-    return compile(source, NULL, defines, target, false, nvrtc_path, cubin, cubin_size);
+    return compile(source, NULL, defines, target, false, nvrtc_path, cubin, cubin_size,
+                   &source_error);
 }
 
 p2pt_status p2pt__jit_compile_ptx(const char *source, const char *const *defines, int arch,
@@ -211,8 +217,10 @@ p2pt_status p2pt__jit_compile_ptx(const char *source, const char *const *defines
 {
     char target[16];
     size_t size;
+    bool source_error;
     snprintf(target, sizeof(target), "compute_%d", arch);
-    return compile(source, NULL, defines, target, true, nvrtc_path, (void **)ptx, &size);
+    return compile(source, NULL, defines, target, true, nvrtc_path, (void **)ptx, &size,
+                   &source_error);
 }
 
 /* Compile into `slot` with NVRTC and save the cubin to the cache. A cache
@@ -230,8 +238,10 @@ static void compile_slot(struct cubin_slot *slot, const struct p2pt_config *cfg,
     const struct p2pt_kernel *k = slot->kernel;
     char target[16];
     snprintf(target, sizeof(target), "sm_%d", slot->arch);
+    bool source_error = false;
     slot->status = compile(k->source, k->file, k->defines, target, false, cfg->nvrtc_library,
-                           &slot->cubin, &slot->size);
+                           &slot->cubin, &slot->size, &source_error);
+    slot->retry = slot->status != P2PT_SUCCESS && !source_error;
     if (slot->status != P2PT_SUCCESS) {
         slot->error = strdup(p2pt__last_error_text());
         return;
@@ -256,6 +266,8 @@ static p2pt_status cubin_locked(const struct p2pt_kernel *k, int arch,
     for (size_t i = 0; i < n_cubins; i++) {
         if (cubins[i].kernel == k && cubins[i].arch == arch) {
             *out = &cubins[i];
+            if (cubins[i].status != P2PT_SUCCESS && cubins[i].retry)
+                compile_slot(&cubins[i], cfg, jn);
             if (cubins[i].status != P2PT_SUCCESS)
                 return p2pt__fail(cubins[i].status, "%s", cubins[i].error);
             return P2PT_SUCCESS;
@@ -306,13 +318,9 @@ static p2pt_status cubin_locked(const struct p2pt_kernel *k, int arch,
     return P2PT_SUCCESS;
 }
 
-static int attr(CUdevice dev, CUdevice_attribute a)
-{
-    int v = 0;
-    if (p2pt__cu.cuDeviceGetAttribute(&v, a, dev) != CUDA_SUCCESS)
-        return -1;
-    return v;
-}
+/* A failed query fails the load, naming the entry: a made-up value would
+ * read as a wrong compute capability or size the grid wrongly. */
+#define ATTR(v, a) P2PT_CU(p2pt__cu.cuDeviceGetAttribute(&(v), a, dev))
 
 /* Load kernel `k` into `ctx` (made current by the caller). */
 static p2pt_status load_module_locked(CUcontext ctx, unsigned long long id,
@@ -325,8 +333,9 @@ static p2pt_status load_module_locked(CUcontext ctx, unsigned long long id,
     struct cubin_slot *slot = NULL;
 
     P2PT_CU(p2pt__cu.cuCtxGetDevice(&dev));
-    int major = attr(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
-    int minor = attr(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+    int major = 0, minor = 0, optin = 0, sm_count = 0, smem_per_sm = 0;
+    ATTR(major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+    ATTR(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
     if (major * 10 + minor < k->min_cc) {
         st = p2pt__fail(P2PT_NOT_SUPPORTED,
                         "the %s kernel (TMA) needs compute capability %d.%d, device %d is "
@@ -349,12 +358,14 @@ static p2pt_status load_module_locked(CUcontext ctx, unsigned long long id,
         }
         lr = p2pt__cu.cuModuleLoadData(&mod, slot->cubin);
     }
-    P2PT_CU(lr);
+    P2PT_CU_RESULT(lr, "p2pt__cu.cuModuleLoadData(&mod, slot->cubin)");
     if (slot->from_disk && !slot->hit_counted) {
         slot->hit_counted = true;
         atomic_fetch_add(&cache_hits, 1);
     }
-    int optin = attr(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+    ATTR(optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+    ATTR(sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    ATTR(smem_per_sm, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
     for (int e = 0; e < P2PT_KERNEL_MAX_ENTRIES && k->entries[e] != NULL; e++) {
         P2PT_CU(p2pt__cu.cuModuleGetFunction(&m->fn[e], mod, k->entries[e]));
         /* Raise the dynamic limit to all the device allows once; each launch
@@ -370,9 +381,9 @@ static p2pt_status load_module_locked(CUcontext ctx, unsigned long long id,
     m->kernel = k;
     m->device = dev;
     m->ordinal = (int)dev;
-    m->sm_count = attr(dev, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    m->sm_count = sm_count;
     m->smem_per_block_optin = optin - STATIC_SMEM_RESERVE;
-    m->smem_per_sm = attr(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
+    m->smem_per_sm = smem_per_sm;
     m->module = mod;
     mod = NULL;
     atomic_fetch_add(&module_loads, 1);

@@ -29,7 +29,7 @@ static p2pt_status enable_one_way(CUdevice from, CUdevice to)
     P2PT_CU(p2pt__cu.cuCtxSetCurrent(from_ctx));
     CUresult r = p2pt__cu.cuCtxEnablePeerAccess(to_ctx, 0);
     if (r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
-        P2PT_CU(r);
+        P2PT_CU_RESULT(r, "p2pt__cu.cuCtxEnablePeerAccess(to_ctx, 0)");
 out:
     return st;
 }

@@ -71,7 +71,8 @@ p2pt_status p2pt__locate(const void *p, int stream_dev, struct p2pt_side *side)
         if (r == CUDA_ERROR_INVALID_VALUE)
             reachable = false;
         else
-            P2PT_CU(r);
+            P2PT_CU_RESULT(r, "p2pt__cu.cuPointerGetAttribute(&through, "
+                                      "CU_POINTER_ATTRIBUTE_DEVICE_POINTER, dp)");
     }
     if (reachable)
         goto out;

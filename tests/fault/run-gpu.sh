@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The fault-injection loop on a GPU machine: the same workload and schedule
+# as in CI (tests/fault/fault_loop.c), but the library under p2pt is the shim
+# libp2pt_fault_cuda.so over the real driver, and NVRTC is the real one, so
+# every failure path runs against real contexts, modules and launches.
+# Needs two GPUs (the workload copies between devices 0 and 1); skips, with
+# the reason and exit status 0, where there are fewer or no driver.
+#
+#   tests/fault/run-gpu.sh [build-dir]     (default build-fault-gpu/)
+#
+# Record the summary line in tests/GPU_RUNS.md with the commit it ran at.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build-fault-gpu}
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake_args=(-DP2PT_BUILD_TESTS=ON -DP2PT_BUILD_BENCH=OFF)
+if [ -d .gpudeps/include/criterion ]; then
+  cmake_args+=(-DCRITERION_ROOT="$PWD/.gpudeps")
+  export LD_LIBRARY_PATH="$PWD/.gpudeps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+cmake -S . -B "$build" "${cmake_args[@]}" >/dev/null
+cmake --build "$build" -j"$jobs" --target p2pt-fault-loop >/dev/null
+build=$(cd "$build" && pwd)
+
+real=${P2PT_FAULT_REAL_CUDA:-libcuda.so.1}
+nvrtc=${P2P_NVRTC_LIBRARY:-}
+if [ -z "$nvrtc" ]; then
+  for c in /usr/local/cuda/lib64/libnvrtc.so.13 /usr/local/cuda/lib64/libnvrtc.so.12; do
+    [ -e "$c" ] && nvrtc=$c && break
+  done
+fi
+# A plain run of the workload on the real driver first: it is the check
+# that there is a driver and two GPUs, and its output says why not.
+if ! out=$(P2P_CUDA_LIBRARY="$real" P2P_NVRTC_LIBRARY="$nvrtc" P2P_TRANSPORT_CACHE_DIR=off \
+    "$build/p2pt-fault-workload" 2>&1 >/dev/null); then
+  echo "run-gpu.sh: skipped: the workload cannot run on this machine's driver: ${out:-no reason given}"
+  exit 0
+fi
+P2PT_FAULT_GPU=1 P2PT_FAULT_REAL_CUDA="$real" "$build/p2pt-fault-loop" \
+  "$build/p2pt-fault-workload" "$build/libp2pt_fault_cuda.so" "${nvrtc:-libnvrtc.so.13}" "$jobs"

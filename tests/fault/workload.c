@@ -1,0 +1,338 @@
+/*
+ * One pass over every public entry point of p2pt, for the fault-injection
+ * loop (fault_loop.c): init with each transport, properties, topology, peer
+ * enable, prepare, single copies on the local, push, pull and host paths,
+ * host and device batches, windows, explain, finalize; then the same steps
+ * again on the same handles, which must work once an injected fault has
+ * cleared; then copies and batches captured into a CUDA graph, and on a
+ * fresh handle a capture before prepare. Every call prints one line:
+ *
+ *   CALL <step> <status> <context-kept 0|1> <last error, newlines as " | ">
+ *
+ * and the pass ends with "END". The buffers, streams and contexts it needs
+ * it makes itself through the driver that P2P_CUDA_LIBRARY names (the fake
+ * driver on a CPU, the fault shim or libcuda.so.1 on a GPU), with the fault
+ * schedule paused, so only p2pt's own driver calls are counted and failed.
+ */
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <signal.h>
+
+#include "p2pt.h"
+
+#define BIG (1u << 20)
+
+static void (*pause_faults)(int);
+static PFN_cuCtxGetCurrent_v4000 get_current;
+static CUcontext ctx0;
+static int steps;
+static int buffered; /* output held in memory while files are size-limited */
+
+static void paused(int on)
+{
+    if (pause_faults != NULL)
+        pause_faults(on);
+}
+
+static void report(const char *step, p2pt_status st, CUcontext before)
+{
+    CUcontext after = NULL;
+    paused(1);
+    get_current(&after);
+    paused(0);
+    char text[2048];
+    snprintf(text, sizeof(text), "%s", p2pt_last_error(NULL));
+    for (char *c = text; *c != '\0'; c++)
+        if (*c == '\n')
+            *c = '|';
+    printf("CALL %s %d %d %s\n", step, (int)st, after == before, st == P2PT_SUCCESS ? "" : text);
+    if (!buffered)
+        fflush(stdout);
+    steps++;
+}
+
+#define CALL(step, expr)                                                       \
+    do {                                                                       \
+        CUcontext before_ = NULL;                                              \
+        paused(1);                                                             \
+        get_current(&before_);                                                 \
+        paused(0);                                                             \
+        p2pt_status st_ = (expr);                                              \
+        report(step, st_, before_);                                            \
+    } while (0)
+
+static void quiet_logger(p2pt_log_level level, unsigned long flags, const char *file, int line,
+                         const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    (void)level, (void)flags, (void)file, (void)line;
+}
+
+#define SETUP(call)                                                            \
+    do {                                                                       \
+        CUresult r_ = (call);                                                  \
+        if (r_ != CUDA_SUCCESS) {                                              \
+            fprintf(stderr, "workload: %s failed: %d\n", #call, (int)r_);      \
+            return 2;                                                          \
+        }                                                                      \
+    } while (0)
+
+struct bufs {
+    char *d0a, *d0b, *d1, *pinned, *pageable;
+    p2pt_copy_desc *ddescs;
+    uint32_t *dcount;
+    void *ws;
+};
+
+/* Everything the steps use, on one handle: `tag` names the transport and the
+ * pass in each step's name. */
+static void steps_on(p2pt_handle *h, const char *tag, struct bufs *b, CUstream s)
+{
+    char name[96];
+#define STEP(what) (snprintf(name, sizeof(name), "%s/%s", tag, what), name)
+    p2pt_properties props;
+    memset(&props, 0, sizeof(props));
+    props.size = sizeof(props);
+    CALL(STEP("properties"), p2pt_get_properties(h, &props));
+    p2pt_topology_t *topo = calloc(1, sizeof(*topo));
+    if (topo != NULL) {
+        topo->size = sizeof(*topo);
+        CALL(STEP("topology"), p2pt_topology(h, topo));
+        free(topo);
+    }
+    CALL(STEP("peer_enable"), p2pt_peer_enable(h, 0, 1));
+    CALL(STEP("prepare0"), p2pt_prepare(h, 0));
+    CALL(STEP("prepare1"), p2pt_prepare(h, 1));
+    CALL(STEP("copy_local"), p2pt_copy_async(h, b->d0b, b->d0a, 4096, s));
+    CALL(STEP("copy_local_big"), p2pt_copy_async(h, b->d0b, b->d0a, BIG, s));
+    CALL(STEP("copy_local_misaligned"), p2pt_copy_async(h, b->d0b + 1, b->d0a, 8192, s));
+    CALL(STEP("copy_push"), p2pt_copy_async(h, b->d1, b->d0a, 65536, s));
+    CALL(STEP("copy_pull"), p2pt_copy_async(h, b->d0b, b->d1, 65536, s));
+    CALL(STEP("copy_pinned"), p2pt_copy_async(h, b->d0b, b->pinned, 4096, s));
+    CALL(STEP("copy_pageable"), p2pt_copy_async(h, b->d0b, b->pageable, 4096, s));
+    CALL(STEP("copy_legacy_stream"), p2pt_copy_async(h, b->d0b, b->d0a, 4096, NULL));
+    p2pt_copy_desc descs[3] = {{b->d0b, b->d0a, 4096},
+                               {b->d1 + 8192, b->d0a + 8192, 4096},
+                               {b->d0b + 65536, b->d1 + 65536, 1000}};
+    CALL(STEP("batch"), p2pt_copy_batch_async(h, descs, 3, s));
+    p2pt_choice choice;
+    memset(&choice, 0, sizeof(choice));
+    choice.size = sizeof(choice);
+    CALL(STEP("explain_copy"), p2pt_explain_copy(h, b->d1, b->d0a, 65536, s, &choice));
+    CALL(STEP("explain_batch"), p2pt_explain_batch(h, descs, 3, s, &choice));
+    CALL(STEP("window_d0a"), p2pt_window_register(h, 0, b->d0a, BIG));
+    CALL(STEP("window_d0b"), p2pt_window_register(h, 0, b->d0b, BIG));
+    CALL(STEP("batch_in_windows"), p2pt_copy_batch_async(h, descs, 1, s));
+    CALL(STEP("batch_device"),
+         p2pt_copy_batch_device_async(h, b->ddescs, b->dcount, 4, b->ws, s));
+    CALL(STEP("unwindow_d0a"), p2pt_window_unregister(h, 0, b->d0a));
+    CALL(STEP("unwindow_d0b"), p2pt_window_unregister(h, 0, b->d0b));
+#undef STEP
+}
+
+/* P2PT_WORKLOAD_FSIZE=<bytes>: a full disk for the cubin cache. Files may
+ * not grow past that many bytes (the signal is ignored, so writes fail with
+ * EFBIG as on a full disk) until the pass is over; this program's output
+ * waits in memory meanwhile. */
+static void limit_files(void)
+{
+    const char *fsize = getenv("P2PT_WORKLOAD_FSIZE");
+    if (fsize == NULL)
+        return;
+    static char out[1 << 20];
+    setvbuf(stdout, out, _IOFBF, sizeof(out));
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit rl;
+    getrlimit(RLIMIT_FSIZE, &rl);
+    rl.rlim_cur = (rlim_t)strtoull(fsize, NULL, 10);
+    setrlimit(RLIMIT_FSIZE, &rl);
+    buffered = 1;
+}
+
+static void unlimit_files(void)
+{
+    struct rlimit rl;
+    getrlimit(RLIMIT_FSIZE, &rl);
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_FSIZE, &rl);
+}
+
+static PFN_cuStreamBeginCapture_v10010 begin_capture;
+static PFN_cuStreamEndCapture_v10000 end_capture;
+static PFN_cuGraphInstantiateWithFlags_v11040 instantiate;
+static PFN_cuGraphLaunch_v10000 graph_launch;
+static PFN_cuGraphExecDestroy_v10000 exec_destroy;
+static PFN_cuGraphDestroy_v10000 graph_destroy;
+
+/* A copy and a batch captured into a graph on `s`, which is replayed. */
+static int capture_steps(p2pt_handle *h, const char *tag, struct bufs *b, CUstream s)
+{
+    char step[96];
+    CUgraph g = NULL;
+    CUgraphExec ge = NULL;
+    p2pt_copy_desc one = {b->d0b, b->d0a, 4096};
+    paused(1);
+    SETUP(begin_capture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    paused(0);
+    snprintf(step, sizeof(step), "capture-%s/copy", tag);
+    CALL(step, p2pt_copy_async(h, b->d0b, b->d0a, 4096, s));
+    snprintf(step, sizeof(step), "capture-%s/batch", tag);
+    CALL(step, p2pt_copy_batch_async(h, &one, 1, s));
+    paused(1);
+    SETUP(end_capture(s, &g));
+    SETUP(instantiate(&ge, g, 0));
+    SETUP(graph_launch(ge, s));
+    SETUP(exec_destroy(ge));
+    SETUP(graph_destroy(g));
+    paused(0);
+    return 0;
+}
+
+int main(void)
+{
+    limit_files();
+    const char *path = getenv("P2P_CUDA_LIBRARY");
+    void *lib = dlopen(path != NULL ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        fprintf(stderr, "workload: %s\n", dlerror());
+        return 2;
+    }
+    pause_faults = (void (*)(int))dlsym(lib, "p2pt_fault_pause");
+    PFN_cuGetProcAddress_v12000 gpa =
+        (PFN_cuGetProcAddress_v12000)dlsym(lib, "cuGetProcAddress_v2");
+    if (gpa == NULL) {
+        fprintf(stderr, "workload: %s has no cuGetProcAddress_v2\n", path);
+        return 2;
+    }
+#define GET(fn, ver)                                                           \
+    PFN_##fn##_v##ver fn##_;                                                   \
+    SETUP(gpa(#fn, (void **)&fn##_, ver, CU_GET_PROC_ADDRESS_DEFAULT, NULL))
+    paused(1);
+    GET(cuInit, 2000);
+    GET(cuDeviceGet, 2000);
+    GET(cuDevicePrimaryCtxRetain, 7000);
+    GET(cuCtxSetCurrent, 4000);
+    GET(cuCtxGetCurrent, 4000);
+    GET(cuStreamCreate, 2000);
+    GET(cuStreamSynchronize, 2000);
+    GET(cuStreamDestroy, 4000);
+    GET(cuMemAlloc, 3020);
+    GET(cuMemFree, 3020);
+    GET(cuMemAllocHost, 3020);
+    GET(cuMemFreeHost, 2000);
+    GET(cuMemcpyHtoD, 3020);
+    GET(cuStreamBeginCapture, 10010);
+    GET(cuStreamEndCapture, 10000);
+    GET(cuGraphInstantiateWithFlags, 11040);
+    GET(cuGraphLaunch, 10000);
+    GET(cuGraphExecDestroy, 10000);
+    GET(cuGraphDestroy, 10000);
+#undef GET
+    get_current = cuCtxGetCurrent_;
+    begin_capture = cuStreamBeginCapture_;
+    end_capture = cuStreamEndCapture_;
+    instantiate = cuGraphInstantiateWithFlags_;
+    graph_launch = cuGraphLaunch_;
+    exec_destroy = cuGraphExecDestroy_;
+    graph_destroy = cuGraphDestroy_;
+    CUdevice dev0, dev1;
+    CUcontext ctx1;
+    struct bufs b;
+    CUdeviceptr p;
+    CUstream s;
+    SETUP(cuInit_(0));
+    SETUP(cuDeviceGet_(&dev0, 0));
+    SETUP(cuDeviceGet_(&dev1, 1));
+    SETUP(cuDevicePrimaryCtxRetain_(&ctx0, dev0));
+    SETUP(cuDevicePrimaryCtxRetain_(&ctx1, dev1));
+    SETUP(cuCtxSetCurrent_(ctx1));
+    SETUP(cuMemAlloc_(&p, BIG));
+    b.d1 = (char *)(uintptr_t)p;
+    SETUP(cuCtxSetCurrent_(ctx0));
+    SETUP(cuMemAlloc_(&p, BIG));
+    b.d0a = (char *)(uintptr_t)p;
+    SETUP(cuMemAlloc_(&p, BIG + 64));
+    b.d0b = (char *)(uintptr_t)p;
+    SETUP(cuMemAlloc_(&p, 4 * sizeof(p2pt_copy_desc)));
+    b.ddescs = (p2pt_copy_desc *)(uintptr_t)p;
+    SETUP(cuMemAlloc_(&p, 16));
+    b.dcount = (uint32_t *)(uintptr_t)p;
+    SETUP(cuMemAlloc_(&p, p2pt_batch_workspace_bytes(4)));
+    b.ws = (void *)(uintptr_t)p;
+    SETUP(cuMemAllocHost_((void **)&b.pinned, 4096));
+    b.pageable = calloc(1, 4096);
+    p2pt_copy_desc hd[2] = {{b.d0b, b.d0a, 4096}, {b.d0b + 8192, b.d0a + 8192, 100}};
+    uint32_t n = 2;
+    SETUP(cuMemcpyHtoD_((CUdeviceptr)(uintptr_t)b.ddescs, hd, sizeof(hd)));
+    SETUP(cuMemcpyHtoD_((CUdeviceptr)(uintptr_t)b.dcount, &n, sizeof(n)));
+    SETUP(cuStreamCreate_(&s, 0));
+    paused(0);
+
+    /* Before anything is prepared, a TMA copy under capture is refused
+     * (status 5) and the capture stays valid. */
+    p2pt_handle *early = NULL;
+    p2pt_init_args early_args;
+    memset(&early_args, 0, sizeof(early_args));
+    early_args.size = sizeof(early_args);
+    early_args.logger = quiet_logger;
+    early_args.transport = "tma";
+    CALL("capture-unprepared/init", p2pt_init(&early_args, &early));
+    if (capture_steps(early, "unprepared", &b, s) != 0)
+        return 2;
+    CALL("capture-unprepared/finalize", p2pt_finalize(early));
+
+    static const char *const transports[] = {"ce", "tma", "auto"};
+    p2pt_handle *h[3] = {NULL, NULL, NULL};
+    for (int t = 0; t < 3; t++) {
+        p2pt_init_args args;
+        memset(&args, 0, sizeof(args));
+        args.size = sizeof(args);
+        args.logger = quiet_logger;
+        args.transport = transports[t];
+        char step[64];
+        snprintf(step, sizeof(step), "%s/init", transports[t]);
+        CALL(step, p2pt_init(&args, &h[t]));
+        steps_on(h[t], transports[t], &b, s);
+    }
+    /* The fault was one-shot: the same handles again. */
+    for (int t = 0; t < 3; t++) {
+        char tag[64];
+        snprintf(tag, sizeof(tag), "again-%s", transports[t]);
+        steps_on(h[t], tag, &b, s);
+    }
+    /* Graph capture, after prepare: the copies are captured. */
+    for (int t = 0; t < 3; t++)
+        if (capture_steps(h[t], transports[t], &b, s) != 0)
+            return 2;
+    for (int t = 0; t < 3; t++) {
+        char step[64];
+        snprintf(step, sizeof(step), "%s/finalize", transports[t]);
+        CALL(step, p2pt_finalize(h[t]));
+        CALL(step, p2pt_finalize(h[t]));
+    }
+
+    paused(1);
+    SETUP(cuStreamSynchronize_(s));
+    SETUP(cuStreamDestroy_(s));
+    SETUP(cuMemFree_((CUdeviceptr)(uintptr_t)b.ws));
+    SETUP(cuMemFree_((CUdeviceptr)(uintptr_t)b.dcount));
+    SETUP(cuMemFree_((CUdeviceptr)(uintptr_t)b.ddescs));
+    SETUP(cuMemFree_((CUdeviceptr)(uintptr_t)b.d0b));
+    SETUP(cuMemFree_((CUdeviceptr)(uintptr_t)b.d0a));
+    SETUP(cuMemFree_((CUdeviceptr)(uintptr_t)b.d1));
+    SETUP(cuMemFreeHost_(b.pinned));
+    free(b.pageable);
+    unlimit_files();
+    printf("END %d\n", steps);
+    return 0;
+}
