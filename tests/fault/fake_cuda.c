@@ -816,6 +816,12 @@ static CUresult fake_cuEventRecord(CUevent e, CUstream s)
     return e != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
+static CUresult fake_cuEventQuery(CUevent e)
+{
+    FAULT("cuEventQuery");
+    return e != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
 static CUresult fake_cuEventSynchronize(CUevent e)
 {
     FAULT("cuEventSynchronize");
@@ -901,6 +907,7 @@ static const struct {
     ENTRY(cuEventCreate),
     ENTRY(cuEventDestroy),
     ENTRY(cuEventRecord),
+    ENTRY(cuEventQuery),
     ENTRY(cuEventSynchronize),
     ENTRY(cuEventElapsedTime),
     ENTRY(cuStreamWaitEvent),

@@ -88,7 +88,17 @@ __attribute__((destructor)) static void fault_cuda_exit(void) { fault_census(); 
     X(cuMemcpyBatchAsync_v12080, cuMemcpyBatchAsync, 12080,                                     \
       (CUdeviceptr * d, CUdeviceptr * s, size_t * n, size_t count, CUmemcpyAttributes * a,      \
        size_t * ai, size_t na, size_t * fail, CUstream st),                                     \
-      (d, s, n, count, a, ai, na, fail, st))
+      (d, s, n, count, a, ai, na, fail, st))                                                    \
+    X(cuMemAllocHost, cuMemAllocHost, 3020, (void **p, size_t n), (p, n))                       \
+    X(cuMemFreeHost, cuMemFreeHost, 2000, (void *p), (p))                                       \
+    X(cuMemAlloc, cuMemAlloc, 3020, (CUdeviceptr * p, size_t n), (p, n))                        \
+    X(cuMemFree, cuMemFree, 3020, (CUdeviceptr p), (p))                                         \
+    X(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync, 3020,                                               \
+      (CUdeviceptr d, const void *s, size_t n, CUstream st), (d, s, n, st))                     \
+    X(cuEventCreate, cuEventCreate, 2000, (CUevent * e, unsigned f), (e, f))                    \
+    X(cuEventRecord, cuEventRecord, 2000, (CUevent e, CUstream s), (e, s))                      \
+    X(cuEventQuery, cuEventQuery, 2000, (CUevent e), (e))                                       \
+    X(cuEventSynchronize, cuEventSynchronize, 2000, (CUevent e), (e))
 
 #define DEFINE_WRAPPER(label, name, ver, params, args)                         \
     static PFN_##name##_v##ver real_##label;                                   \

@@ -133,6 +133,12 @@ static void steps_on(p2pt_handle *h, const char *tag, struct bufs *b, CUstream s
     CALL(STEP("window_d0a"), p2pt_window_register(h, 0, b->d0a, BIG));
     CALL(STEP("window_d0b"), p2pt_window_register(h, 0, b->d0b, BIG));
     CALL(STEP("batch_in_windows"), p2pt_copy_batch_async(h, descs, 1, s));
+    /* More pieces than the kernel parameters carry in one small launch: tma
+     * stages them through its ring (pinned memory, a copy, events). */
+    static p2pt_copy_desc many[200];
+    for (int i = 0; i < 200; i++)
+        many[i] = (p2pt_copy_desc){b->d0b + 128 * i, b->d0a + 128 * i, 64};
+    CALL(STEP("batch_ring"), p2pt_copy_batch_async(h, many, 200, s));
     CALL(STEP("batch_device"),
          p2pt_copy_batch_device_async(h, b->ddescs, b->dcount, 4, b->ws, s));
     CALL(STEP("unwindow_d0a"), p2pt_window_unregister(h, 0, b->d0a));
