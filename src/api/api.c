@@ -1,13 +1,17 @@
 /*
  * The public entry points (p2pt.h): handle life cycle, properties, prepare,
- * copy. The plugin table (plugin.c) points at these. A copy reads top to
- * bottom: check the handle and arguments, resolve every fact once, route,
- * validate against the chosen transport, hand it over.
+ * copy, windows. The plugin table (plugin.c) points at these. A copy is an
+ * operation: the entry point checks the handle and hands it to the
+ * pipeline (operation.c).
  */
 #include <string.h>
 
+#include "auto.h"
 #include "handle.h"
 #include "jit.h"
+#include "operation.h"
+#include "policy.h"
+#include "router.h"
 
 p2pt_status p2pt_init(const p2pt_init_args *args, p2pt_handle **out)
 {
@@ -90,7 +94,8 @@ p2pt_status p2pt_get_properties(const p2pt_handle *h, p2pt_properties *props)
     p.tma_launches = atomic_load(&h->stats.tma_launches);
     p.stream_launches = atomic_load(&h->stats.stream_launches);
     p.ce_copies = atomic_load(&h->stats.ce_copies);
-    p.ce_fallbacks = atomic_load(&h->stats.ce_fallbacks);
+    for (int e = 0; e < P2PT_MAX_TRANSPORTS; e++)
+        p.ce_fallbacks += atomic_load(&h->stats.engine_fallbacks[e]);
     p.compilations = p2pt__jit_compilations();
     p.module_loads = p2pt__jit_module_loads();
     p.cubin_cache_hits = p2pt__jit_cache_hits();
@@ -119,9 +124,7 @@ p2pt_status p2pt_prepare(p2pt_handle *h, int device)
     p2pt_status st = p2pt__check_handle(h, "p2pt_prepare");
     if (st != P2PT_SUCCESS)
         return st;
-    if (h->transport == NULL)
-        return p2pt__auto_prepare(h, device);
-    return h->transport->prepare(h, device);
+    return h->policy->prepare(h, device);
 }
 
 p2pt_status p2pt_copy_async(p2pt_handle *h, void *dst, const void *src, size_t bytes,
@@ -132,28 +135,29 @@ p2pt_status p2pt_copy_async(p2pt_handle *h, void *dst, const void *src, size_t b
         return st;
     if (bytes == 0)
         return P2PT_SUCCESS;
-    struct p2pt_request r;
-    memset(&r, 0, sizeof(r));
-    r.dst = dst;
-    r.src = src;
-    r.bytes = bytes;
-    r.stream = (CUstream)stream;
-    st = p2pt__check_args(dst, src, bytes);
+    struct p2pt_op op;
+    op.kind = P2PT_OP_COPY;
+    op.fn = "p2pt_copy_async";
+    memset(&op.copy, 0, sizeof(op.copy));
+    op.copy.dst = dst;
+    op.copy.src = src;
+    op.copy.bytes = bytes;
+    op.copy.stream = (CUstream)stream;
+    return p2pt__op_run(h, &op, NULL);
+}
+
+p2pt_status p2pt_window_register(p2pt_handle *h, int device, const void *base, size_t bytes)
+{
+    p2pt_status st = p2pt__check_handle(h, "p2pt_window_register");
     if (st != P2PT_SUCCESS)
-        goto rejected;
-    P2PT_TRY(p2pt__resolve(&r));
-    const struct p2pt_transport *t = NULL;
-    P2PT_TRY(p2pt__route(h, &r, &t, NULL, 0));
-    if (h->cfg.validate && (st = p2pt__refuse(&r, (t->caps & P2PT_CAP_STAGED) != 0)) != 0)
-        goto rejected;
-    P2PT_TRY(t->copy(h, &r));
-    atomic_fetch_add_explicit(&h->stats.copies, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&h->stats.bytes, bytes, memory_order_relaxed);
-    atomic_fetch_add_explicit(&h->stats.engine_bytes[p2pt__transport_index(t)], bytes,
-                              memory_order_relaxed);
-out:
-    return st;
-rejected:
-    atomic_fetch_add_explicit(&h->stats.rejected, 1, memory_order_relaxed);
-    return st;
+        return st;
+    return p2pt__window_add(&h->windows, device, base, bytes);
+}
+
+p2pt_status p2pt_window_unregister(p2pt_handle *h, int device, const void *base)
+{
+    p2pt_status st = p2pt__check_handle(h, "p2pt_window_unregister");
+    if (st != P2PT_SUCCESS)
+        return st;
+    return p2pt__window_remove(&h->windows, device, base);
 }

@@ -1,13 +1,14 @@
 /*
- * p2pt_explain_copy and p2pt_explain_batch: what the copy path would do
- * with a request, and why, without doing it. They run the same checks and
- * the same resolution as the entry points (api.c, batch.c) and ask the
- * router for its reason in words; they enqueue nothing and count nothing.
+ * p2pt_explain_copy and p2pt_explain_batch: what the real call would do
+ * with a request, and why, without doing it: the dry run of the same
+ * operation pipeline (operation.c), so they decide as the real call does,
+ * refusals included; they enqueue nothing and count nothing.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "handle.h"
+#include "operation.h"
 
 static p2pt_status check_choice(const char *fn, const p2pt_choice *c)
 {
@@ -38,35 +39,21 @@ p2pt_status p2pt_explain_copy(p2pt_handle *h, const void *dst, const void *src, 
     static const char fn[] = "p2pt_explain_copy";
     p2pt_status st = p2pt__check_handle(h, fn);
     p2pt_choice c;
-    struct p2pt_request r;
+    struct p2pt_op op;
 
     if (st != P2PT_SUCCESS || (st = check_choice(fn, choice)) != P2PT_SUCCESS)
         return st;
     memset(&c, 0, sizeof(c));
     c.device = -1;
-    if (bytes == 0) {
-        c.transport = "none";
-        c.path = "other";
-        snprintf(c.reason, sizeof(c.reason), "0 bytes: nothing is enqueued");
+    memset(&op, 0, sizeof(op));
+    op.kind = P2PT_OP_COPY;
+    op.fn = fn;
+    op.copy.dst = (void *)(uintptr_t)dst;
+    op.copy.src = src;
+    op.copy.bytes = bytes;
+    op.copy.stream = (CUstream)stream;
+    if ((st = p2pt__op_run(h, &op, &c)) == P2PT_SUCCESS)
         give(choice, &c);
-        return P2PT_SUCCESS;
-    }
-    memset(&r, 0, sizeof(r));
-    r.dst = (void *)(uintptr_t)dst;
-    r.src = src;
-    r.bytes = bytes;
-    r.stream = (CUstream)stream;
-    P2PT_TRY(p2pt__check_args(r.dst, src, bytes));
-    P2PT_TRY(p2pt__resolve(&r));
-    const struct p2pt_transport *t = NULL;
-    P2PT_TRY(p2pt__route(h, &r, &t, c.reason, sizeof(c.reason)));
-    if (h->cfg.validate)
-        P2PT_TRY(p2pt__refuse(&r, (t->caps & P2PT_CAP_STAGED) != 0));
-    c.transport = t->name;
-    c.path = p2pt__path_name(r.path);
-    c.device = r.device;
-    give(choice, &c);
-out:
     return st;
 }
 
@@ -76,28 +63,19 @@ p2pt_status p2pt_explain_batch(p2pt_handle *h, const p2pt_copy_desc *descs, size
     static const char fn[] = "p2pt_explain_batch";
     p2pt_status st = p2pt__check_handle(h, fn);
     p2pt_choice c;
-    struct p2pt_batch b;
-    bool pushed = false;
+    struct p2pt_op op;
 
     if (st != P2PT_SUCCESS || (st = check_choice(fn, choice)) != P2PT_SUCCESS)
         return st;
     memset(&c, 0, sizeof(c));
     c.device = -1;
-    c.path = "batch";
-    P2PT_TRY(p2pt__batch_check(fn, descs, count, stream, &b));
-    if (b.pieces == 0) {
-        c.transport = "none";
-        snprintf(c.reason, sizeof(c.reason), "no piece has bytes: nothing is enqueued");
+    memset(&op, 0, sizeof(op));
+    op.kind = P2PT_OP_BATCH;
+    op.fn = fn;
+    op.descs = descs;
+    op.count = count;
+    op.stream = stream;
+    if ((st = p2pt__op_run(h, &op, &c)) == P2PT_SUCCESS)
         give(choice, &c);
-        goto out;
-    }
-    P2PT_TRY(p2pt__stream_enter(b.stream, &b.ctx, &b.device, &pushed));
-    const struct p2pt_transport *t = NULL;
-    P2PT_TRY(p2pt__route_batch(h, &b, &t, c.reason, sizeof(c.reason)));
-    c.transport = t->name;
-    c.device = b.device;
-    give(choice, &c);
-out:
-    p2pt__ctx_leave(pushed);
     return st;
 }

@@ -4,6 +4,7 @@
  */
 #include <string.h>
 
+#include "driver.h"
 #include "handle.h"
 
 /* Give `from`'s primary context access to `to`'s. Caller restores the

@@ -1,5 +1,5 @@
 /*
- * The `auto` transport: not an engine of its own but a choice, per copy and
+ * The `auto` policy: not an engine of its own but a choice, per copy and
  * per batch, between the registered ones, from a crossover table
  * (auto_table.h) for the stream's GPU architecture. Read top to bottom:
  * loading the tables at init (a file, or the built-in ones), checking them
@@ -15,8 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auto.h"
 #include "auto_table.h"
 #include "handle.h"
+#include "policy.h"
+#include "router.h"
 
 _Static_assert(P2PT_AUTO_LOCAL == (int)P2PT_PATH_LOCAL && P2PT_AUTO_PUSH == (int)P2PT_PATH_PUSH &&
                    P2PT_AUTO_PULL == (int)P2PT_PATH_PULL,
@@ -84,12 +87,16 @@ p2pt_status p2pt__auto_load(const struct p2pt_config *cfg, struct p2pt_auto **ou
         P2PT_TRY(check_engines(&a->file));
         a->has_file = true;
     }
-    /* ce for everything: the copy engine is the registry's first entry. */
+    /* Everything to the engine that runs any request. */
+    uint32_t fallback = (uint32_t)p2pt__transport_index(p2pt__fallback_engine());
     snprintf(a->none.source, sizeof(a->none.source),
-             "no table for this architecture: everything to %s", a->engines[0]);
-    for (int p = 0; p < P2PT_AUTO_PATHS; p++)
+             "no table for this architecture: everything to %s", a->engines[fallback]);
+    for (int p = 0; p < P2PT_AUTO_PATHS; p++) {
         a->none.copy[p].n = 1;
+        a->none.copy[p].band[0].engine = fallback;
+    }
     a->none.batch.n = 1;
+    a->none.batch.band[0].engine = fallback;
     *out = a;
     a = NULL;
 out:
@@ -200,22 +207,22 @@ static void band_text(const struct p2pt_auto *a, const char *list, const struct 
              p2pt__auto_size_text(l->band[b].from, from), to, a->engines[l->band[b].engine]);
 }
 
-p2pt_status p2pt__auto_copy(struct p2pt_handle *h, const struct p2pt_request *r,
-                            const struct p2pt_transport **t, char *why, size_t len)
+/* The table's engine for a resolved copy; the router applies its can_copy
+ * and the fallback. */
+static p2pt_status auto_copy(struct p2pt_handle *h, const struct p2pt_request *r,
+                             const struct p2pt_transport **t, char *why, size_t len)
 {
     p2pt_status st = P2PT_SUCCESS;
     const struct p2pt_auto *a = h->autos;
-    const struct p2pt_transport *ce = p2pt__transport_at(0);
     const struct p2pt_auto_table *tab = NULL;
-    const char *no = NULL;
     char band[160] = "", size[24];
 
     if (r->path == P2PT_PATH_OTHER) {
-        *t = ce;
+        *t = p2pt__fallback_engine();
         if (why)
             snprintf(why, len, "auto: host memory, or neither side on the stream's device "
                                "(path other): %s, which stages what the GPU cannot map",
-                     ce->name);
+                     (*t)->name);
         return P2PT_SUCCESS;
     }
     P2PT_TRY(device_table(h, r->device, &tab));
@@ -224,36 +231,29 @@ p2pt_status p2pt__auto_copy(struct p2pt_handle *h, const struct p2pt_request *r,
     uint32_t e = p2pt__auto_pick(l, r->bytes);
     const struct p2pt_auto_list *g = &tab->graph[r->path];
     if (g->n != 0 && p2pt__auto_pick(g, r->bytes) != e) {
-        CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-        P2PT_CU(p2pt__cu.cuStreamIsCapturing(r->stream, &cs));
-        if (cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+        bool capturing = false;
+        P2PT_TRY(p2pt__stream_capturing(r->stream, &capturing));
+        if (capturing) {
             l = g;
             list = "graph";
             e = p2pt__auto_pick(l, r->bytes);
         }
     }
     *t = p2pt__transport_at((int)e);
-    if (!(*t)->can_copy(h, r, &no))
-        *t = ce;
     if (why) {
         char name[16];
         snprintf(name, sizeof(name), "%s %s", list, p2pt__path_name(r->path));
         band_text(a, name, l, r->bytes, band, sizeof(band));
-        if (no != NULL)
-            snprintf(why, len, "auto: %s copy of %s bytes; table %s: %s; but %s cannot (%s): %s",
-                     p2pt__path_name(r->path), p2pt__auto_size_text(r->bytes, size), tab->source,
-                     band, a->engines[e], no, (*t)->name);
-        else
-            snprintf(why, len, "auto: %s copy of %s bytes%s; table %s: %s",
-                     p2pt__path_name(r->path), p2pt__auto_size_text(r->bytes, size),
-                     l == g ? " into a graph being captured" : "", tab->source, band);
+        snprintf(why, len, "auto: %s copy of %s bytes%s; table %s: %s",
+                 p2pt__path_name(r->path), p2pt__auto_size_text(r->bytes, size),
+                 l == g ? " into a graph being captured" : "", tab->source, band);
     }
 out:
     return st;
 }
 
-p2pt_status p2pt__auto_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
-                             const struct p2pt_transport **t, char *why, size_t len)
+static p2pt_status auto_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
+                              const struct p2pt_transport **t, char *why, size_t len)
 {
     p2pt_status st = P2PT_SUCCESS;
     const struct p2pt_auto_table *tab = NULL;
@@ -271,7 +271,25 @@ out:
     return st;
 }
 
-p2pt_status p2pt__auto_prepare(struct p2pt_handle *h, int device)
+/* The first engine that reads descriptors from GPU memory: a device batch's
+ * pieces are unknown on the host, so no table applies. */
+static p2pt_status auto_device_batch(struct p2pt_handle *h, const struct p2pt_transport **t,
+                                     char *why, size_t len)
+{
+    (void)h;
+    *t = p2pt__engine_with(P2PT_CAP_DEVICE_BATCH);
+    if (*t == NULL)
+        return p2pt__fail(P2PT_NOT_SUPPORTED,
+                          "p2pt_copy_batch_device_async: no registered transport reads "
+                          "descriptors from GPU memory");
+    if (why)
+        snprintf(why, len, "auto: a device batch: %s, the first engine that reads "
+                           "descriptors from GPU memory",
+                 (*t)->name);
+    return P2PT_SUCCESS;
+}
+
+static p2pt_status auto_prepare(struct p2pt_handle *h, int device)
 {
     p2pt_status st = P2PT_SUCCESS;
     const struct p2pt_auto_table *tab = NULL;
@@ -285,3 +303,11 @@ p2pt_status p2pt__auto_prepare(struct p2pt_handle *h, int device)
 out:
     return st;
 }
+
+const struct p2pt_policy p2pt__policy_auto = {
+    .name = P2PT_AUTO_NAME,
+    .route_copy = auto_copy,
+    .route_batch = auto_batch,
+    .route_device_batch = auto_device_batch,
+    .prepare = auto_prepare,
+};

@@ -1,14 +1,13 @@
 /*
- * Batches as they travel from the entry points (batch.c) to a transport,
- * and the registered windows (windows.c).
+ * Batches as they travel from the entry points (api/batch.c) through the
+ * operation pipeline (operation.c) to an engine.
  */
 #ifndef P2PT_BATCH_H
 #define P2PT_BATCH_H
 
 #include "p2pt_kernel_abi.h"
 #include "request.h"
-
-struct p2pt_handle;
+#include "windows.h"
 
 /* A host-descriptor batch, checked and resolved once. */
 struct p2pt_batch {
@@ -19,15 +18,6 @@ struct p2pt_batch {
     CUstream stream;
     CUcontext ctx;
     int device; /* the stream's device */
-};
-
-/* Windows registered for one device: an immutable snapshot, sorted by base.
- * Registering makes a new snapshot; old ones stay allocated until the
- * handle is finalized, so a reader never needs a lock. */
-struct p2pt_window_set {
-    int n;
-    struct p2pt_batch_window w[P2PT_BATCH_MAX_WINDOWS];
-    struct p2pt_window_set *retired; /* the snapshot this one replaced */
 };
 
 /* A device-descriptor batch. */
@@ -42,23 +32,7 @@ struct p2pt_device_batch {
     const struct p2pt_window_set *windows; /* for `device`; NULL: none */
 };
 
-/* Check every piece of a host batch (`fn` names the entry point in
- * messages: NULL descs, size_t overflow, each piece's arguments) and fill
- * *b's descs, count, stream, pieces and bytes. */
-P2PT_INTERNAL p2pt_status p2pt__batch_check(const char *fn, const p2pt_copy_desc *descs,
-                                            size_t count, void *stream, struct p2pt_batch *b);
-
 /* Most descriptors one device batch may declare (max_count). */
 #define P2PT_DEVICE_BATCH_MAX (1u << 24)
-
-/* The windows registered for `device` (NULL when none). Lock-free. */
-P2PT_INTERNAL const struct p2pt_window_set *p2pt__windows(const struct p2pt_handle *h,
-                                                          int device);
-/* Is [a, a + n) inside one window of `ws`? `*hint` remembers the last hit
- * (start with -1): batches tend to stay in one window. */
-P2PT_INTERNAL bool p2pt__window_holds(const struct p2pt_window_set *ws, uint64_t a, uint64_t n,
-                                      int *hint);
-/* Free every window snapshot of `h` (at finalize). */
-P2PT_INTERNAL void p2pt__windows_free(struct p2pt_handle *h);
 
 #endif /* P2PT_BATCH_H */

@@ -11,7 +11,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auto.h"
 #include "handle.h"
+#include "policy.h"
+#include "router.h"
+
+/* Each engine's fini hook on what its init made, then the rest of `h`. */
+static void free_parts(struct p2pt_handle *h)
+{
+    for (int i = 0; p2pt__transport_at(i) != NULL; i++)
+        if (p2pt__transport_at(i)->fini != NULL && h->engine_state[i] != NULL)
+            p2pt__transport_at(i)->fini(h->engine_state[i]);
+    p2pt__windows_free(&h->windows);
+    p2pt__auto_free(h->autos);
+    free(h);
+}
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct p2pt_handle *_Atomic live[P2PT_MAX_HANDLES];
@@ -25,17 +39,23 @@ p2pt_status p2pt__handle_new(const struct p2pt_config *cfg, p2pt_logger_t logger
     if (h == NULL)
         return p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory for a p2pt handle");
     h->cfg = *cfg;
-    pthread_mutex_init(&h->windows_lock, NULL);
+    p2pt__windows_init(&h->windows);
     h->log.fn = logger;
     h->log.level = cfg->log_level;
     h->transport = p2pt__transport_find(cfg->transport);
-    if (h->transport == NULL && strcmp(cfg->transport, P2PT_AUTO_NAME) != 0)
+    if (h->transport != NULL)
+        h->policy = &p2pt__policy_fixed;
+    else if (strcmp(cfg->transport, P2PT_AUTO_NAME) == 0)
+        h->policy = &p2pt__policy_auto;
+    else
         st = p2pt__fail(P2PT_INTERNAL_ERROR, "transport \"%s\" vanished", cfg->transport);
-    else if (h->transport == NULL)
+    if (st == P2PT_SUCCESS && h->policy == &p2pt__policy_auto)
         st = p2pt__auto_load(cfg, &h->autos);
+    for (int i = 0; st == P2PT_SUCCESS && p2pt__transport_at(i) != NULL; i++)
+        if (p2pt__transport_at(i)->init != NULL)
+            st = p2pt__transport_at(i)->init(h, &h->engine_state[i]);
     if (st != P2PT_SUCCESS) {
-        pthread_mutex_destroy(&h->windows_lock);
-        free(h);
+        free_parts(h);
         return st;
     }
     pthread_mutex_lock(&registry_lock);
@@ -55,9 +75,7 @@ p2pt_status p2pt__handle_new(const struct p2pt_config *cfg, p2pt_logger_t logger
     }
     pthread_mutex_unlock(&registry_lock);
     if (st != P2PT_SUCCESS) {
-        p2pt__auto_free(h->autos);
-        pthread_mutex_destroy(&h->windows_lock);
-        free(h);
+        free_parts(h);
         return st;
     }
     *out = h;
@@ -79,12 +97,8 @@ bool p2pt__handle_free(struct p2pt_handle *h)
         n--;
     atomic_store(&high, n);
     pthread_mutex_unlock(&registry_lock);
-    if (found) {
-        p2pt__windows_free(h);
-        p2pt__auto_free(h->autos);
-        pthread_mutex_destroy(&h->windows_lock);
-        free(h);
-    }
+    if (found)
+        free_parts(h);
     return found;
 }
 

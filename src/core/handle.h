@@ -1,43 +1,45 @@
 /*
- * The handle: a configuration, a logger, the chosen transport and the
- * counters (handle.c keeps the registry of live handles; api.c the entry
- * points).
+ * The handle: a configuration, a logger, the routing policy (and the
+ * fixed engine, when there is one), each engine's private state and the
+ * counters. handle.c keeps the registry of live handles; api.c the entry
+ * points.
  */
 #ifndef P2PT_HANDLE_H
 #define P2PT_HANDLE_H
 
 #include "config.h"
-#include "transport.h"
+#include "engine_limits.h"
+#include "windows.h"
+
+struct p2pt_policy;
+struct p2pt_transport;
+struct p2pt_auto;
 
 struct p2pt_stats {
-    _Atomic uint64_t copies, bytes, tma_launches, stream_launches, ce_copies, ce_fallbacks,
-        rejected;
+    _Atomic uint64_t copies, bytes, tma_launches, stream_launches, ce_copies, rejected;
     _Atomic uint64_t batches, batch_pieces, device_batches, batch_launches;
     /* Per engine, by registry index: single copies' bytes, batches (host and
-     * device). */
-    _Atomic uint64_t engine_bytes[P2PT_MAX_TRANSPORTS], engine_batches[P2PT_MAX_TRANSPORTS];
+     * device), and copies that engine was chosen for but could not run
+     * (they went to the fallback engine). */
+    _Atomic uint64_t engine_bytes[P2PT_MAX_TRANSPORTS], engine_batches[P2PT_MAX_TRANSPORTS],
+        engine_fallbacks[P2PT_MAX_TRANSPORTS];
 };
 
-#define P2PT_MAX_DEVICES 64
 /* Live handles a process may hold at once (p2pt_init refuses more). */
 #define P2PT_MAX_HANDLES 256
 
 struct p2pt_handle {
     struct p2pt_config cfg;
     struct p2pt_logger log;
-    const struct p2pt_transport *transport; /* NULL: auto */
+    const struct p2pt_policy *policy;       /* auto, or a fixed engine */
+    const struct p2pt_transport *transport; /* the fixed engine; NULL under auto */
     struct p2pt_auto *autos;                /* auto's tables; NULL for a fixed transport */
     int driver_version;
     struct p2pt_stats stats;
-    /* one bit per (stream device, remote device) pair already warned */
-    _Atomic uint64_t warned_pairs[P2PT_MAX_DEVICES];
     _Atomic int fallback_logged;
-    /* Per device: the CTAs one TMA launch may use under this handle's
-     * configuration, worked out once (prepare or first copy); 0 = not yet. */
-    _Atomic uint32_t tma_grid[P2PT_MAX_DEVICES];
-    /* Registered windows per device (windows.c); writers hold the lock. */
-    pthread_mutex_t windows_lock;
-    struct p2pt_window_set *_Atomic windows[P2PT_MAX_DEVICES];
+    /* Per engine, by registry index: what its init hook allocated. */
+    void *engine_state[P2PT_MAX_TRANSPORTS];
+    struct p2pt_windows windows;
 };
 
 /*

@@ -1,6 +1,6 @@
 /*
  * One copy request and everything p2pt needs to know about it, found once
- * (resolve.c) before the router picks a transport. No later step looks any
+ * (resolve.c) before the router picks an engine. No later step looks any
  * of it up again.
  */
 #ifndef P2PT_REQUEST_H
@@ -41,9 +41,6 @@ struct p2pt_request {
     enum p2pt_path path;
 };
 
-/* NULL, wrap-around, overlap: refused before anything else, no CUDA call.
- * bytes == 0 is accepted whatever the pointers. */
-P2PT_INTERNAL p2pt_status p2pt__check_args(void *dst, const void *src, size_t bytes);
 /* Make the stream's context current (pushed when it was not: undo with
  * p2pt__ctx_leave(*pushed)) and find its device's ordinal. Status 5 when
  * the stream has no context. */
@@ -64,14 +61,13 @@ P2PT_INTERNAL const char *p2pt__path_name(enum p2pt_path path);
 P2PT_INTERNAL void p2pt__classify(struct p2pt_request *r);
 /* Fill everything after `stream` from the driver: the stream's context and
  * device, both sides' devices and reachability, co-alignment, the path. The
- * same lookups whatever P2P_TRANSPORT_VALIDATE says. */
+ * same lookups whatever P2P_TRANSPORT_VALIDATE says. Enters the stream's
+ * context and leaves it again. */
 P2PT_INTERNAL p2pt_status p2pt__resolve(struct p2pt_request *r);
-/*
- * Validation (P2P_TRANSPORT_VALIDATE=1): refuse a request whose facts the
- * transport that will run it cannot cope with, with status 4 and the
- * remedy. `staged_ok`: that transport lets the driver stage memory the
- * stream's device cannot map (the copy engine does; a kernel would fault).
- */
-P2PT_INTERNAL p2pt_status p2pt__refuse(const struct p2pt_request *r, bool staged_ok);
+/* The same with the stream's context already current and r->ctx and
+ * r->device filled (the operation pipeline holds it). */
+P2PT_INTERNAL p2pt_status p2pt__resolve_sides(struct p2pt_request *r);
+/* Is `stream` capturing into a graph? */
+P2PT_INTERNAL p2pt_status p2pt__stream_capturing(CUstream stream, bool *capturing);
 
 #endif /* P2PT_REQUEST_H */

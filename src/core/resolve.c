@@ -3,37 +3,13 @@
  * picks a transport: the stream's context and device, where both addresses
  * live and whether the stream's device can reach them, co-alignment, the
  * path. The lookups are the same whatever P2P_TRANSPORT_VALIDATE says;
- * validation (p2pt__refuse) only decides whether a failed fact is refused
+ * validation (validate.c) only decides whether a failed fact is refused
  * with a remedy or trusted.
  */
 #include <stdio.h>
 
-#include "request.h"
 #include "p2pt_kernel_abi.h"
-
-p2pt_status p2pt__check_args(void *dst, const void *src, size_t bytes)
-{
-    uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
-
-    if (bytes == 0)
-        return P2PT_SUCCESS;
-    if (dst == NULL || src == NULL)
-        return p2pt__fail(P2PT_INVALID_ARGUMENT,
-                          "copy of %zu bytes with dst=%p and src=%p: both must be "
-                          "non-NULL when bytes > 0",
-                          bytes, dst, src);
-    if (bytes > UINTPTR_MAX - d || bytes > UINTPTR_MAX - s)
-        return p2pt__fail(P2PT_INVALID_ARGUMENT,
-                          "copy of %zu bytes from src=%p to dst=%p wraps around the "
-                          "end of the address space",
-                          bytes, src, dst);
-    if (d < s + bytes && s < d + bytes)
-        return p2pt__fail(P2PT_INVALID_ARGUMENT,
-                          "overlapping ranges: dst [%p, %p) and src [%p, %p) share "
-                          "bytes; p2pt copies like memcpy, not memmove",
-                          dst, (void *)(d + bytes), src, (void *)(s + bytes));
-    return P2PT_SUCCESS;
-}
+#include "request.h"
 
 /*
  * Where `p` lives, as the current context (the stream's) sees it. Unlike
@@ -134,17 +110,35 @@ const char *p2pt__path_name(enum p2pt_path path)
     return (unsigned)path < P2PT_ARRAY_LEN(names) ? names[path] : "?";
 }
 
+p2pt_status p2pt__resolve_sides(struct p2pt_request *r)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    P2PT_TRY(p2pt__locate(r->dst, r->device, &r->dst_side));
+    P2PT_TRY(p2pt__locate(r->src, r->device, &r->src_side));
+    p2pt__classify(r);
+out:
+    return st;
+}
+
 p2pt_status p2pt__resolve(struct p2pt_request *r)
 {
     p2pt_status st = P2PT_SUCCESS;
     bool pushed = false;
 
     P2PT_TRY(p2pt__stream_enter(r->stream, &r->ctx, &r->device, &pushed));
-    P2PT_TRY(p2pt__locate(r->dst, r->device, &r->dst_side));
-    P2PT_TRY(p2pt__locate(r->src, r->device, &r->src_side));
-    p2pt__classify(r);
+    P2PT_TRY(p2pt__resolve_sides(r));
 out:
     p2pt__ctx_leave(pushed);
+    return st;
+}
+
+p2pt_status p2pt__stream_capturing(CUstream stream, bool *capturing)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    P2PT_CU(p2pt__cu.cuStreamIsCapturing(stream, &cs));
+    *capturing = cs != CU_STREAM_CAPTURE_STATUS_NONE;
+out:
     return st;
 }
 
@@ -177,41 +171,3 @@ out:
     return st;
 }
 
-static p2pt_status refuse_side(const struct p2pt_request *r, const struct p2pt_side *s,
-                               const char *name, const void *p, bool staged_ok)
-{
-    switch (s->reach) {
-    case P2PT_REACH_MAPPED:
-        return P2PT_SUCCESS;
-    case P2PT_REACH_UNMAPPED_POOL:
-        return p2pt__fail(P2PT_INVALID_ARGUMENT,
-                          "%s %p is memory-pool memory of device %d that device %d, "
-                          "where the stream runs, has no access to: grant it with "
-                          "cuMemPoolSetAccess",
-                          name, p, s->device, r->device);
-    case P2PT_REACH_NOT_CUDA:
-        if (staged_ok)
-            return P2PT_SUCCESS;
-        return p2pt__fail(P2PT_INVALID_ARGUMENT,
-                          "%s %p is not memory CUDA knows (pageable host memory?): the "
-                          "TMA transport needs device memory or pinned, mapped host memory",
-                          name, p);
-    case P2PT_REACH_UNMAPPED:
-        if (staged_ok)
-            return P2PT_SUCCESS;
-        return p2pt__fail(P2PT_INVALID_ARGUMENT,
-                          "%s %p (device %d) is not mapped for device %d, where the "
-                          "stream runs: enable access first (cuCtxEnablePeerAccess, "
-                          "cuMemSetAccess or cuMemPoolSetAccess), or use P2P_TRANSPORT=ce",
-                          name, p, s->device, r->device);
-    }
-    return p2pt__fail(P2PT_INTERNAL_ERROR, "unknown reach %d", (int)s->reach);
-}
-
-p2pt_status p2pt__refuse(const struct p2pt_request *r, bool staged_ok)
-{
-    p2pt_status st = refuse_side(r, &r->dst_side, "dst", r->dst, staged_ok);
-    if (st == P2PT_SUCCESS)
-        st = refuse_side(r, &r->src_side, "src", r->src, staged_ok);
-    return st;
-}

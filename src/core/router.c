@@ -1,22 +1,33 @@
 /*
- * The registry of transports (curl's available_backends[] pattern) and the
- * router that picks one for each request. Adding a transport is its own
+ * The registry of engines (curl's available_backends[] pattern) and the
+ * router that picks one for each operation. Adding an engine is its own
  * file (with the descriptor of its kernel), its kernel in kernels/, and one
- * line in `transports`. `auto` (route_auto.c) chooses among them per
- * request.
+ * line in `transports`. The handle's policy (policy_fixed.c, or auto in
+ * route_auto.c) chooses; the router applies the engine's can_copy and the
+ * fallback, the same for every policy.
  */
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include "handle.h"
+#include "policy.h"
+#include "router.h"
 
-/* NULL-terminated. The first is the fallback: it must run any request. */
+/* NULL-terminated, in the order auto's tables number them. One engine
+ * has P2PT_CAP_FALLBACK: it runs any request. */
 static const struct p2pt_transport *const transports[] = {
     &p2pt__transport_ce,
     &p2pt__transport_tma,
     NULL,
 };
+_Static_assert(P2PT_ARRAY_LEN(transports) - 1 <= P2PT_MAX_TRANSPORTS,
+               "more engines than P2PT_MAX_TRANSPORTS: raise it in engine_limits.h");
+
+void *p2pt__engine_state(const struct p2pt_handle *h, const struct p2pt_transport *t)
+{
+    return h->engine_state[p2pt__transport_index(t)];
+}
 
 const struct p2pt_transport *p2pt__transport_find(const char *name)
 {
@@ -34,29 +45,6 @@ int p2pt__kernel_count(const struct p2pt_transport *t)
     while (n < (int)P2PT_ARRAY_LEN(t->kernels) && t->kernels[n] != NULL)
         n++;
     return n;
-}
-
-const char *p2pt__transport_canonical(const char *name)
-{
-    if (name != NULL && strcasecmp(name, P2PT_AUTO_NAME) == 0)
-        return P2PT_AUTO_NAME;
-    const struct p2pt_transport *t = p2pt__transport_find(name);
-    return t ? t->name : NULL;
-}
-
-const char *p2pt__transport_names(char *buf, size_t len)
-{
-    size_t used = 0;
-    buf[0] = '\0';
-    for (size_t i = 0; transports[i] != NULL && used < len; i++) {
-        int w = snprintf(buf + used, len - used, "%s%s", i ? ", " : "", transports[i]->name);
-        if (w < 0)
-            break;
-        used += (size_t)w;
-    }
-    if (used < len)
-        snprintf(buf + used, len - used, ", %s", P2PT_AUTO_NAME);
-    return buf;
 }
 
 const struct p2pt_transport *p2pt__transport_at(int i)
@@ -84,44 +72,71 @@ int p2pt__transport_index(const struct p2pt_transport *t)
 
 const char *p2pt__handle_transport_name(const struct p2pt_handle *h)
 {
-    return h->transport != NULL ? h->transport->name : P2PT_AUTO_NAME;
+    return h->policy->name != NULL ? h->policy->name : h->transport->name;
+}
+
+const struct p2pt_transport *p2pt__fallback_engine(void)
+{
+    return p2pt__engine_with(P2PT_CAP_FALLBACK);
+}
+
+const struct p2pt_transport *p2pt__engine_with(unsigned caps)
+{
+    for (size_t i = 0; transports[i] != NULL; i++)
+        if ((transports[i]->caps & caps) == caps)
+            return transports[i];
+    return NULL;
+}
+
+p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *options,
+                              const char *transport_override)
+{
+    const char *names[P2PT_MAX_TRANSPORTS + 1];
+    int n = p2pt__engine_names(names, P2PT_MAX_TRANSPORTS);
+    names[n++] = P2PT_AUTO_NAME;
+    return p2pt__config_parse(cfg, options, transport_override, names, n);
 }
 
 p2pt_status p2pt__route(struct p2pt_handle *h, const struct p2pt_request *r,
                         const struct p2pt_transport **t, char *why, size_t len)
 {
+    p2pt_status st = P2PT_SUCCESS;
+    const struct p2pt_transport *want = NULL;
     const char *no = NULL;
-    if (h->transport == NULL)
-        return p2pt__auto_copy(h, r, t, why, len);
-    if (h->transport->can_copy(h, r, &no)) {
-        *t = h->transport;
-        if (why)
-            snprintf(why, len, "P2P_TRANSPORT=%s: every copy it can run", h->transport->name);
+
+    P2PT_TRY(h->policy->route_copy(h, r, &want, why, len));
+    if (want->can_copy(h, r, &no)) {
+        *t = want;
         return P2PT_SUCCESS;
     }
-    const struct p2pt_transport *fallback = transports[0];
+    const struct p2pt_transport *fallback = p2pt__fallback_engine();
     *t = fallback;
     if (why) {
-        snprintf(why, len, "P2P_TRANSPORT=%s, which cannot copy this (%s): %s",
-                 h->transport->name, no, fallback->name);
+        size_t used = strlen(why);
+        if (used < len)
+            snprintf(why + used, len - used, "; but %s cannot (%s): %s", want->name, no,
+                     fallback->name);
         return P2PT_SUCCESS;
     }
-    atomic_fetch_add_explicit(&h->stats.ce_fallbacks, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->stats.engine_fallbacks[p2pt__transport_index(want)], 1,
+                              memory_order_relaxed);
     if (atomic_exchange(&h->fallback_logged, 1) == 0)
         P2PT_INFO(&h->log,
                   "%s cannot copy %zu bytes from %p to %p (%s); such copies go to %s "
                   "(logged once, counted in ce_fallbacks)",
-                  h->transport->name, r->bytes, r->src, r->dst, no, fallback->name);
-    return P2PT_SUCCESS;
+                  want->name, r->bytes, r->src, r->dst, no, fallback->name);
+out:
+    return st;
 }
 
 p2pt_status p2pt__route_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
                               const struct p2pt_transport **t, char *why, size_t len)
 {
-    if (h->transport == NULL)
-        return p2pt__auto_batch(h, b, t, why, len);
-    *t = h->transport;
-    if (why)
-        snprintf(why, len, "P2P_TRANSPORT=%s: every batch", h->transport->name);
-    return P2PT_SUCCESS;
+    return h->policy->route_batch(h, b, t, why, len);
+}
+
+p2pt_status p2pt__route_device_batch(struct p2pt_handle *h, const struct p2pt_transport **t,
+                                     char *why, size_t len)
+{
+    return h->policy->route_device_batch(h, t, why, len);
 }

@@ -12,13 +12,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "handle.h"
+#include "request.h"
+#include "windows.h"
 
-const struct p2pt_window_set *p2pt__windows(const struct p2pt_handle *h, int device)
+void p2pt__windows_init(struct p2pt_windows *w)
+{
+    pthread_mutex_init(&w->lock, NULL);
+    for (int d = 0; d < P2PT_MAX_DEVICES; d++)
+        atomic_init(&w->set[d], NULL);
+}
+
+const struct p2pt_window_set *p2pt__windows(const struct p2pt_windows *w, int device)
 {
     if (device < 0 || device >= P2PT_MAX_DEVICES)
         return NULL;
-    return atomic_load_explicit(&((struct p2pt_handle *)h)->windows[device], memory_order_acquire);
+    return atomic_load_explicit(&((struct p2pt_windows *)w)->set[device], memory_order_acquire);
 }
 
 bool p2pt__window_holds(const struct p2pt_window_set *ws, uint64_t a, uint64_t n, int *hint)
@@ -46,17 +54,18 @@ bool p2pt__window_holds(const struct p2pt_window_set *ws, uint64_t a, uint64_t n
     return false;
 }
 
-void p2pt__windows_free(struct p2pt_handle *h)
+void p2pt__windows_free(struct p2pt_windows *w)
 {
     for (int d = 0; d < P2PT_MAX_DEVICES; d++) {
-        struct p2pt_window_set *ws = atomic_load(&h->windows[d]);
+        struct p2pt_window_set *ws = atomic_load(&w->set[d]);
         while (ws != NULL) {
             struct p2pt_window_set *older = ws->retired;
             free(ws);
             ws = older;
         }
-        atomic_store(&h->windows[d], NULL);
+        atomic_store(&w->set[d], NULL);
     }
+    pthread_mutex_destroy(&w->lock);
 }
 
 /* [base, base + bytes) must be memory `device` reaches, inside one
@@ -75,19 +84,18 @@ out:
 }
 
 /* Swap in `next` for `device` (caller holds the lock). */
-static void publish(struct p2pt_handle *h, int device, struct p2pt_window_set *next)
+static void publish(struct p2pt_windows *w, int device, struct p2pt_window_set *next)
 {
-    next->retired = atomic_load(&h->windows[device]);
-    atomic_store_explicit(&h->windows[device], next, memory_order_release);
+    next->retired = atomic_load(&w->set[device]);
+    atomic_store_explicit(&w->set[device], next, memory_order_release);
 }
 
-p2pt_status p2pt_window_register(p2pt_handle *h, int device, const void *base, size_t bytes)
+p2pt_status p2pt__window_add(struct p2pt_windows *w, int device, const void *base, size_t bytes)
 {
     p2pt_status st = P2PT_SUCCESS;
     struct p2pt_window_set *next = NULL;
     bool locked = false;
 
-    P2PT_TRY(p2pt__check_handle(h, "p2pt_window_register"));
     P2PT_TRY(p2pt__check_device(device, "device"));
     if (device >= P2PT_MAX_DEVICES) {
         st = p2pt__fail(P2PT_NOT_SUPPORTED, "p2pt_window_register: device %d; p2pt keeps "
@@ -103,9 +111,9 @@ p2pt_status p2pt_window_register(p2pt_handle *h, int device, const void *base, s
         goto out;
     }
     P2PT_TRY(check_window(device, base, bytes));
-    pthread_mutex_lock(&h->windows_lock);
+    pthread_mutex_lock(&w->lock);
     locked = true;
-    const struct p2pt_window_set *cur = atomic_load(&h->windows[device]);
+    const struct p2pt_window_set *cur = atomic_load(&w->set[device]);
     int n = cur ? cur->n : 0;
     for (int i = 0; i < n; i++) {
         if (cur->w[i].base == (uint64_t)(uintptr_t)base) {
@@ -139,30 +147,29 @@ p2pt_status p2pt_window_register(p2pt_handle *h, int device, const void *base, s
     if (j == n)
         next->w[j++] = (struct p2pt_batch_window){b, b + bytes};
     next->n = j;
-    publish(h, device, next);
+    publish(w, device, next);
     next = NULL;
 out:
     if (locked)
-        pthread_mutex_unlock(&h->windows_lock);
+        pthread_mutex_unlock(&w->lock);
     free(next);
     return st;
 }
 
-p2pt_status p2pt_window_unregister(p2pt_handle *h, int device, const void *base)
+p2pt_status p2pt__window_remove(struct p2pt_windows *w, int device, const void *base)
 {
     p2pt_status st = P2PT_SUCCESS;
     struct p2pt_window_set *next = NULL;
     bool locked = false;
 
-    P2PT_TRY(p2pt__check_handle(h, "p2pt_window_unregister"));
     if (device < 0 || device >= P2PT_MAX_DEVICES) {
         st = p2pt__fail(P2PT_INVALID_ARGUMENT,
                         "p2pt_window_unregister: device %d has no windows", device);
         goto out;
     }
-    pthread_mutex_lock(&h->windows_lock);
+    pthread_mutex_lock(&w->lock);
     locked = true;
-    const struct p2pt_window_set *cur = atomic_load(&h->windows[device]);
+    const struct p2pt_window_set *cur = atomic_load(&w->set[device]);
     int n = cur ? cur->n : 0, at = -1;
     for (int i = 0; i < n && at < 0; i++)
         if (cur->w[i].base == (uint64_t)(uintptr_t)base)
@@ -182,11 +189,11 @@ p2pt_status p2pt_window_unregister(p2pt_handle *h, int device, const void *base)
         if (i != at)
             next->w[j++] = cur->w[i];
     next->n = n - 1;
-    publish(h, device, next);
+    publish(w, device, next);
     next = NULL;
 out:
     if (locked)
-        pthread_mutex_unlock(&h->windows_lock);
+        pthread_mutex_unlock(&w->lock);
     free(next);
     return st;
 }

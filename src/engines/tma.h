@@ -5,8 +5,8 @@
 #ifndef P2PT_TMA_H
 #define P2PT_TMA_H
 
-#include "handle.h"
-#include "jit.h"
+#include "launch.h"
+#include "transport.h"
 
 /* The TMA transport's kernels and their entry points, in entries order. */
 P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_tma_copy;    /* kernels/tma_copy.cu */
@@ -22,22 +22,11 @@ enum {
     P2PT_BATCH_ENTRY_DEVICE
 };
 
-/* CTAs of `smem` bytes of dynamic shared memory each one launch may use on
- * the module's device: one or two per SM as that memory allows, capped by
- * P2P_TRANSPORT_MAX_CTAS. */
-P2PT_INTERNAL unsigned p2pt__tma_ctas(const struct p2pt_handle *h, const struct p2pt_module *m,
-                                      size_t smem);
 /* The CTAs one copy launch may use on the module's device under this
  * handle's configuration, kept per (handle, device) (status 4 when the ring
  * does not fit its shared memory). */
 P2PT_INTERNAL p2pt_status p2pt__tma_grid(struct p2pt_handle *h, const struct p2pt_module *m,
                                          uint32_t *grid);
-/* Launch `fn` on `stream`, with programmatic dependent launch when the
- * handle asks for it and the driver has cuLaunchKernelEx. */
-P2PT_INTERNAL p2pt_status p2pt__tma_launch(const struct p2pt_handle *h, CUfunction fn,
-                                           unsigned grid, unsigned block, unsigned smem,
-                                           CUstream stream, void **params);
-
 P2PT_INTERNAL p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, const struct p2pt_batch *b);
 P2PT_INTERNAL p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h,
                                                       const struct p2pt_device_batch *b);

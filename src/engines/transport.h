@@ -1,13 +1,15 @@
 /*
- * Transports and the router (router.c). A transport describes itself: its
- * name, what it can do, whether it can run one request and why not, and its
- * steps. Adding one is its own file, its kernel, and one registry line.
+ * Engines (transports). An engine describes itself: its name, what it can
+ * do, whether it can run one request and why not, its private state and its
+ * steps. Adding one is its own file, its kernel, and one registry line
+ * (router.c).
  */
 #ifndef P2PT_TRANSPORT_H
 #define P2PT_TRANSPORT_H
 
 #include "batch.h"
 #include "config.h"
+#include "engine_limits.h"
 
 struct p2pt_handle;
 struct p2pt_kernel;
@@ -22,6 +24,8 @@ struct p2pt_kernel;
 #define P2PT_CAP_CAPTURE (1u << 4) /* capturable into a CUDA graph (after prepare) */
 #define P2PT_CAP_BATCH (1u << 5)   /* a host batch in one operation (copy_batch) */
 #define P2PT_CAP_DEVICE_BATCH (1u << 6) /* descriptors read from GPU memory */
+#define P2PT_CAP_FALLBACK (1u << 7) /* runs any request: where a copy goes when
+                                       the chosen engine's can_copy says no */
 
 struct p2pt_transport {
     const char *name;
@@ -31,6 +35,10 @@ struct p2pt_transport {
      * Pure: no driver call, no side effect. */
     bool (*can_copy)(const struct p2pt_handle *h, const struct p2pt_request *r,
                      const char **why);
+    /* Per-handle private state, made at p2pt_init (NULL hook: none) and
+     * freed at p2pt_finalize. */
+    p2pt_status (*init)(const struct p2pt_handle *h, void **state);
+    void (*fini)(void *state);
     /* One-time work for `device` in the current/primary context. May JIT;
      * never called during stream capture. */
     p2pt_status (*prepare)(struct p2pt_handle *h, int device);
@@ -49,54 +57,9 @@ struct p2pt_transport {
 P2PT_INTERNAL extern const struct p2pt_transport p2pt__transport_ce;
 P2PT_INTERNAL extern const struct p2pt_transport p2pt__transport_tma;
 
-/* Registered transports, at most; the copy engine is the first. */
-#define P2PT_MAX_TRANSPORTS 4
-
 /* How many kernels transport `t` compiles. */
 P2PT_INTERNAL int p2pt__kernel_count(const struct p2pt_transport *t);
-/* Case-insensitive lookup in the registry; NULL when unknown. */
-P2PT_INTERNAL const struct p2pt_transport *p2pt__transport_find(const char *name);
-/* The registry's i-th transport (0: the copy engine), NULL past the end. */
-P2PT_INTERNAL const struct p2pt_transport *p2pt__transport_at(int i);
-/* The registry's names in order, at most `max` of them; returns how many
- * (an engine's index in a crossover table is its registry position). */
-P2PT_INTERNAL int p2pt__engine_names(const char **names, int max);
-/* Its position in the registry (the index of per-engine counters). */
-P2PT_INTERNAL int p2pt__transport_index(const struct p2pt_transport *t);
-/* The handle's transport name: a registered one, or "auto". */
-P2PT_INTERNAL const char *p2pt__handle_transport_name(const struct p2pt_handle *h);
-
-/*
- * The transport that runs `r` for handle `h` (*t): with a fixed transport,
- * the handle's own when its can_copy says yes, else the copy engine
- * (counted in ce_fallbacks, logged once per handle with the reason); with
- * auto, the table's choice (route_auto.c). When `why` is not NULL it gets
- * the reason in words (p2pt_explain_copy); the copy path passes NULL.
- */
-P2PT_INTERNAL p2pt_status p2pt__route(struct p2pt_handle *h, const struct p2pt_request *r,
-                                      const struct p2pt_transport **t, char *why, size_t len);
-/* The same for a host batch (b->pieces > 0, stream resolved). */
-P2PT_INTERNAL p2pt_status p2pt__route_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
-                                            const struct p2pt_transport **t, char *why,
-                                            size_t len);
-
-/* ---- auto (route_auto.c) ---- */
-struct p2pt_auto;
-/* The built-in tables and, when cfg names one, the table file, parsed and
- * checked against the registry (CUDA-free: p2pt_init calls it before it
- * loads the driver, so a bad file is reported on any machine). */
-P2PT_INTERNAL p2pt_status p2pt__auto_load(const struct p2pt_config *cfg, struct p2pt_auto **out);
-P2PT_INTERNAL void p2pt__auto_free(struct p2pt_auto *a);
-/* After the driver is loaded: a table file must match the architecture of
- * a visible GPU; logs the tables in use (INFO). */
-P2PT_INTERNAL p2pt_status p2pt__auto_check_machine(struct p2pt_handle *h);
-P2PT_INTERNAL p2pt_status p2pt__auto_copy(struct p2pt_handle *h, const struct p2pt_request *r,
-                                          const struct p2pt_transport **t, char *why,
-                                          size_t len);
-P2PT_INTERNAL p2pt_status p2pt__auto_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
-                                           const struct p2pt_transport **t, char *why,
-                                           size_t len);
-/* prepare() of every engine the device's table may choose. */
-P2PT_INTERNAL p2pt_status p2pt__auto_prepare(struct p2pt_handle *h, int device);
+/* Engine `t`'s private state in handle `h` (what its init hook made). */
+P2PT_INTERNAL void *p2pt__engine_state(const struct p2pt_handle *h, const struct p2pt_transport *t);
 
 #endif /* P2PT_TRANSPORT_H */

@@ -2,12 +2,33 @@
  * The copy-engine transport: cuMemcpyAsync on the caller's stream. The driver
  * picks the engine and the path (NVLink peer write, or a host-staged copy
  * when the two devices cannot reach each other). It runs any request, so it
- * is also the router's fallback.
+ * is also the router's fallback (P2PT_CAP_FALLBACK).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "handle.h"
+#include "transport.h"
+
+/* Per handle: one bit per (stream device, remote device) pair already
+ * warned about a staged copy. */
+struct ce_state {
+    _Atomic uint64_t warned_pairs[P2PT_MAX_DEVICES];
+};
+
+static p2pt_status ce_init(const struct p2pt_handle *h, void **state)
+{
+    (void)h;
+    *state = calloc(1, sizeof(struct ce_state));
+    if (*state == NULL)
+        return p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory for a p2pt handle");
+    return P2PT_SUCCESS;
+}
+
+static void ce_fini(void *state)
+{
+    free(state);
+}
 
 static bool ce_can_copy(const struct p2pt_handle *h, const struct p2pt_request *r,
                         const char **why)
@@ -36,8 +57,9 @@ static void warn_staged(struct p2pt_handle *h, const struct p2pt_request *r,
     if (s->reach != P2PT_REACH_UNMAPPED || r->device < 0 || r->device >= P2PT_MAX_DEVICES ||
         s->device < 0 || s->device >= P2PT_MAX_DEVICES)
         return;
+    struct ce_state *cs = p2pt__engine_state(h, &p2pt__transport_ce);
     uint64_t bit = 1ull << s->device;
-    if (atomic_fetch_or(&h->warned_pairs[r->device], bit) & bit)
+    if (atomic_fetch_or(&cs->warned_pairs[r->device], bit) & bit)
         return;
     P2PT_WARN(&h->log,
               "copy between device %d (stream) and device %d (address %p) is not "
@@ -131,8 +153,10 @@ out:
 const struct p2pt_transport p2pt__transport_ce = {
     .name = "ce",
     .caps = P2PT_CAP_LOCAL | P2PT_CAP_PEER | P2PT_CAP_STAGED | P2PT_CAP_ANY_ALIGN |
-            P2PT_CAP_CAPTURE | P2PT_CAP_BATCH,
+            P2PT_CAP_CAPTURE | P2PT_CAP_BATCH | P2PT_CAP_FALLBACK,
     .min_cc = 0,
+    .init = ce_init,
+    .fini = ce_fini,
     .can_copy = ce_can_copy,
     .prepare = ce_prepare,
     .copy = ce_copy,

@@ -6,6 +6,7 @@
  * plan it once from the resolved request, launch. Batches are in
  * transport_tma_batch.c.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "chunk_plan.h"
@@ -29,15 +30,32 @@ const struct p2pt_kernel p2pt__kernel_stream_copy = {
     .defines = {NULL},
 };
 
-/* Never more than two CTAs per SM: one elected thread per CTA keeps its
- * whole ring in flight, so more CTAs only split the same shared memory. */
-#define MAX_CTAS_PER_SM 2
-#define PER_CTA_SMEM_OVERHEAD 1024 /* driver-reserved shared memory per CTA */
 /* The smallest chunk a copy is split into to reach more SMs: below a few KiB
  * the bulk copies' fixed cost outweighs the parallelism. */
 #define MIN_SPLIT_CHUNK 4096u
 /* Bytes per CTA of the streaming kernel: a 16-byte unit per thread. */
 #define STREAM_CTA_BYTES (16u * P2PT_STREAM_THREADS)
+
+/* Per handle: per device, the CTAs one copy launch may use under the
+ * handle's configuration, worked out once (prepare or first copy); 0 = not
+ * yet. */
+struct tma_state {
+    _Atomic uint32_t grid[P2PT_MAX_DEVICES];
+};
+
+static p2pt_status tma_init(const struct p2pt_handle *h, void **state)
+{
+    (void)h;
+    *state = calloc(1, sizeof(struct tma_state));
+    if (*state == NULL)
+        return p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory for a p2pt handle");
+    return P2PT_SUCCESS;
+}
+
+static void tma_fini(void *state)
+{
+    free(state);
+}
 
 static bool tma_can_copy(const struct p2pt_handle *h, const struct p2pt_request *r,
                          const char **why)
@@ -52,29 +70,17 @@ static bool tma_can_copy(const struct p2pt_handle *h, const struct p2pt_request 
     return true;
 }
 
-unsigned p2pt__tma_ctas(const struct p2pt_handle *h, const struct p2pt_module *m, size_t smem)
-{
-    uint64_t per_sm = (uint64_t)m->smem_per_sm / (smem + PER_CTA_SMEM_OVERHEAD);
-    if (per_sm > MAX_CTAS_PER_SM)
-        per_sm = MAX_CTAS_PER_SM;
-    if (per_sm == 0)
-        per_sm = 1;
-    uint64_t g = per_sm * (uint64_t)m->sm_count;
-    if (h->cfg.max_ctas > 0 && (uint64_t)h->cfg.max_ctas < g)
-        g = (uint64_t)h->cfg.max_ctas;
-    return (unsigned)g;
-}
-
 /*
  * The CTAs one launch may use on the module's device under this handle's
  * configuration, worked out once per (handle, device) and kept in the
- * handle: the ring must fit the device's shared memory (status 4 naming
- * both otherwise), then p2pt__tma_ctas for that ring.
+ * engine's state for the handle: the ring must fit the device's shared memory (status 4 naming
+ * both otherwise), then p2pt__kernel_ctas for that ring.
  */
 p2pt_status p2pt__tma_grid(struct p2pt_handle *h, const struct p2pt_module *m, uint32_t *grid)
 {
+    struct tma_state *ts = p2pt__engine_state(h, &p2pt__transport_tma);
     if (m->ordinal >= 0 && m->ordinal < P2PT_MAX_DEVICES &&
-        (*grid = atomic_load_explicit(&h->tma_grid[m->ordinal], memory_order_relaxed)) != 0)
+        (*grid = atomic_load_explicit(&ts->grid[m->ordinal], memory_order_relaxed)) != 0)
         return P2PT_SUCCESS;
     size_t need = p2pt__config_smem_bytes(&h->cfg);
     if (need > (size_t)m->smem_per_block_optin)
@@ -84,9 +90,9 @@ p2pt_status p2pt__tma_grid(struct p2pt_handle *h, const struct p2pt_module *m, u
                           "%d",
                           h->cfg.chunk_bytes, h->cfg.stages, need, m->ordinal,
                           m->smem_per_block_optin);
-    *grid = p2pt__tma_ctas(h, m, need);
+    *grid = p2pt__kernel_ctas(h, m, need);
     if (m->ordinal >= 0 && m->ordinal < P2PT_MAX_DEVICES)
-        atomic_store_explicit(&h->tma_grid[m->ordinal], *grid, memory_order_relaxed);
+        atomic_store_explicit(&ts->grid[m->ordinal], *grid, memory_order_relaxed);
     return P2PT_SUCCESS;
 }
 
@@ -134,39 +140,6 @@ static size_t chunk_for(const struct p2pt_handle *h, const struct p2pt_request *
     return share < chunk ? share : chunk;
 }
 
-/* One launch, with programmatic dependent launch when asked for and the
- * driver has cuLaunchKernelEx (kernels/tma_copy.cu says what the kernel does
- * with it): a copy right behind another one in the stream launches while
- * the first drains. Measured in bench/RESULTS.md (back-to-back small
- * copies). */
-p2pt_status p2pt__tma_launch(const struct p2pt_handle *h, CUfunction fn, unsigned grid,
-                             unsigned block, unsigned smem, CUstream stream, void **params)
-{
-    p2pt_status st = P2PT_SUCCESS;
-    if (h->cfg.pdl && p2pt__cu.cuLaunchKernelEx != NULL) {
-        CUlaunchAttribute pdl;
-        memset(&pdl, 0, sizeof(pdl));
-        pdl.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-        pdl.value.programmaticStreamSerializationAllowed = 1;
-        CUlaunchConfig lc;
-        memset(&lc, 0, sizeof(lc));
-        lc.gridDimX = grid;
-        lc.gridDimY = lc.gridDimZ = 1;
-        lc.blockDimX = block;
-        lc.blockDimY = lc.blockDimZ = 1;
-        lc.sharedMemBytes = smem;
-        lc.hStream = stream;
-        lc.attrs = &pdl;
-        lc.numAttrs = 1;
-        P2PT_CU(p2pt__cu.cuLaunchKernelEx(&lc, fn, params, NULL));
-    } else {
-        P2PT_CU(p2pt__cu.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, smem, stream, params,
-                                        NULL));
-    }
-out:
-    return st;
-}
-
 /*
  * Whether a copy takes kernels/stream_copy.cu: a local copy from
  * P2P_TRANSPORT_STREAM_MIN on. Copies over NVLink were not measured with
@@ -198,7 +171,7 @@ static p2pt_status stream_copy(struct p2pt_handle *h, const struct p2pt_request 
     const char *s = r->src;
     unsigned long long head = plan.head, body = plan.body, tail = plan.tail;
     void *params[] = {&d, &s, &head, &body, &tail};
-    P2PT_TRY(p2pt__tma_launch(h, m->fn[P2PT_STREAM_ENTRY_COPY], ctas == 0 ? 1u : (unsigned)ctas,
+    P2PT_TRY(p2pt__kernel_launch(h, m->fn[P2PT_STREAM_ENTRY_COPY], ctas == 0 ? 1u : (unsigned)ctas,
                               P2PT_STREAM_THREADS, 0, stream, params));
     atomic_fetch_add_explicit(&h->stats.tma_launches, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->stats.stream_launches, 1, memory_order_relaxed);
@@ -233,7 +206,7 @@ static p2pt_status tma_copy(struct p2pt_handle *h, const struct p2pt_request *r)
     /* The ring is sized for this copy's chunk, which may be smaller than
      * the configured one. */
     unsigned smem = plan.chunks ? (unsigned)(plan.chunk * (size_t)stages) : 0;
-    P2PT_TRY(p2pt__tma_launch(h, m->fn[P2PT_TMA_ENTRY_COPY], grid, P2PT_TMA_THREADS, smem,
+    P2PT_TRY(p2pt__kernel_launch(h, m->fn[P2PT_TMA_ENTRY_COPY], grid, P2PT_TMA_THREADS, smem,
                               stream, params));
     atomic_fetch_add_explicit(&h->stats.tma_launches, 1, memory_order_relaxed);
 out:
@@ -245,6 +218,8 @@ const struct p2pt_transport p2pt__transport_tma = {
     .caps = P2PT_CAP_LOCAL | P2PT_CAP_PEER | P2PT_CAP_CAPTURE | P2PT_CAP_BATCH |
             P2PT_CAP_DEVICE_BATCH,
     .min_cc = 90,
+    .init = tma_init,
+    .fini = tma_fini,
     .can_copy = tma_can_copy,
     .prepare = tma_prepare,
     .copy = tma_copy,

@@ -78,7 +78,7 @@ static p2pt_status shape_for(const struct p2pt_handle *h, const struct p2pt_modu
     sh->stages = (unsigned)(stages < 1 ? 1 : stages > P2PT_BATCH_MAX_STAGES
                                                  ? P2PT_BATCH_MAX_STAGES
                                                  : stages);
-    sh->grid = p2pt__tma_ctas(h, m, (size_t)sh->stages * sh->unit + sh->entries);
+    sh->grid = p2pt__kernel_ctas(h, m, (size_t)sh->stages * sh->unit + sh->entries);
     return P2PT_SUCCESS;
 }
 
@@ -130,7 +130,7 @@ p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, const struct p2pt_batch 
         head->total_units = total;
         unsigned grid = total < sh.grid ? total : sh.grid;
         void *params[] = {param};
-        P2PT_TRY(p2pt__tma_launch(h, fn, grid, P2PT_BATCH_THREADS, smem_of(&sh), stream, params));
+        P2PT_TRY(p2pt__kernel_launch(h, fn, grid, P2PT_BATCH_THREADS, smem_of(&sh), stream, params));
         atomic_fetch_add_explicit(&h->stats.batch_launches, 1, memory_order_relaxed);
     }
 out:
@@ -161,15 +161,15 @@ p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h, const struct p2pt
     void *dev_params[] = {&dev};
     if (one) {
         /* Every CTA the device allows: the work is unknown until it runs. */
-        P2PT_TRY(p2pt__tma_launch(h, m->fn[P2PT_BATCH_ENTRY_DEVICE_ONE], sh.grid,
+        P2PT_TRY(p2pt__kernel_launch(h, m->fn[P2PT_BATCH_ENTRY_DEVICE_ONE], sh.grid,
                                   P2PT_BATCH_THREADS, smem_of(&sh), stream, dev_params));
         atomic_fetch_add_explicit(&h->stats.batch_launches, 1, memory_order_relaxed);
         goto out;
     }
-    P2PT_TRY(p2pt__tma_launch(h, m->fn[P2PT_BATCH_ENTRY_PLAN], 1, P2PT_BATCH_PLAN_THREADS, 0,
+    P2PT_TRY(p2pt__kernel_launch(h, m->fn[P2PT_BATCH_ENTRY_PLAN], 1, P2PT_BATCH_PLAN_THREADS, 0,
                               stream, dev_params));
     void *copy_params[] = {&dev.head};
-    P2PT_TRY(p2pt__tma_launch(h, m->fn[P2PT_BATCH_ENTRY_DEVICE], sh.grid, P2PT_BATCH_THREADS,
+    P2PT_TRY(p2pt__kernel_launch(h, m->fn[P2PT_BATCH_ENTRY_DEVICE], sh.grid, P2PT_BATCH_THREADS,
                               smem_of(&sh), stream, copy_params));
     atomic_fetch_add_explicit(&h->stats.batch_launches, 2, memory_order_relaxed);
 out:

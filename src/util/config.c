@@ -58,18 +58,32 @@ bool p2pt__parse_size(const char *s, unsigned long long *out)
     return true;
 }
 
+/* The names a transport setting may take, as the caller knows them. */
+struct known_names {
+    const char *const *names;
+    int n;
+};
+
 static p2pt_status read_transport(struct p2pt_config *cfg, const char *value,
-                                  const char *source)
+                                  const char *source, const struct known_names *known)
 {
-    char names[64];
-    const char *name = p2pt__transport_canonical(value);
-    if (name == NULL)
-        return p2pt__fail(P2PT_INVALID_ARGUMENT,
-                          "%s=\"%s\" is not a transport p2pt knows; accepted "
-                          "(any case): %s",
-                          source, value, p2pt__transport_names(names, sizeof(names)));
-    snprintf(cfg->transport, sizeof(cfg->transport), "%s", name);
-    return P2PT_SUCCESS;
+    char names[128];
+    size_t used = 0;
+    names[0] = '\0';
+    for (int i = 0; i < known->n; i++) {
+        if (strcasecmp(value, known->names[i]) == 0) {
+            snprintf(cfg->transport, sizeof(cfg->transport), "%s", known->names[i]);
+            return P2PT_SUCCESS;
+        }
+        int w = snprintf(names + used, sizeof(names) - used, "%s%s", i ? ", " : "",
+                         known->names[i]);
+        if (w > 0 && (size_t)w < sizeof(names) - used)
+            used += (size_t)w;
+    }
+    return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                      "%s=\"%s\" is not a transport p2pt knows; accepted "
+                      "(any case): %s",
+                      source, value, names);
 }
 
 static p2pt_status read_log_level(struct p2pt_config *cfg, const char *var, const char *v)
@@ -233,9 +247,11 @@ static p2pt_status setting(const struct options *o, const char *name, char label
     return P2PT_SUCCESS;
 }
 
-p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *options_text,
-                              const char *transport_override)
+p2pt_status p2pt__config_parse(struct p2pt_config *cfg, const char *options_text,
+                               const char *transport_override, const char *const *transports,
+                               int n_transports)
 {
+    const struct known_names known = {transports, n_transports};
     p2pt_status st = P2PT_SUCCESS;
     unsigned long long n = 0;
     const char *v;
@@ -261,11 +277,11 @@ p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *options_text,
     if (v != NULL)
         P2PT_TRY(read_log_level(cfg, var, v));
     if (transport_override != NULL) {
-        P2PT_TRY(read_transport(cfg, transport_override, "p2pt_init_args.transport"));
+        P2PT_TRY(read_transport(cfg, transport_override, "p2pt_init_args.transport", &known));
     } else {
         P2PT_TRY(setting(opts, "P2P_TRANSPORT", var, &v));
         if (v != NULL)
-            P2PT_TRY(read_transport(cfg, v, var));
+            P2PT_TRY(read_transport(cfg, v, var, &known));
     }
     P2PT_TRY(setting(opts, "P2P_TRANSPORT_CHUNK_BYTES", var, &v));
     if (v != NULL) {

@@ -41,22 +41,18 @@ struct p2pt_config {
  * Defaults, then the environment, then `options` (p2pt_init_args.options:
  * "NAME=VALUE" items separated by spaces or commas, NAME one of the
  * variables; NULL for none), then `transport_override`
- * (p2pt_init_args.transport). Fails with P2PT_INVALID_ARGUMENT naming where
+ * (p2pt_init_args.transport), one of `transports` in any case (the
+ * router's p2pt__config_read passes the registry's names and "auto", so this
+ * module knows no engine). Fails with P2PT_INVALID_ARGUMENT naming where
  * the value came from, the value and what is accepted. Touches no CUDA
  * library.
  */
-P2PT_INTERNAL p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *options,
-                                            const char *transport_override);
+P2PT_INTERNAL p2pt_status p2pt__config_parse(struct p2pt_config *cfg, const char *options,
+                                             const char *transport_override,
+                                             const char *const *transports, int n_transports);
 /* Decimal with an optional binary K/M/G suffix; false on junk or overflow. */
 P2PT_INTERNAL bool p2pt__parse_size(const char *s, unsigned long long *out);
 /* Shared memory one CTA's ring needs for this configuration. */
 P2PT_INTERNAL size_t p2pt__config_smem_bytes(const struct p2pt_config *cfg);
-
-/* The registry's canonical name for transport `name` (any case; "auto" is
- * one), NULL when none is registered under it; and "ce, tma, ..., auto" for
- * messages. Defined by
- * the router (router.c): only names cross into this CUDA-free module. */
-P2PT_INTERNAL const char *p2pt__transport_canonical(const char *name);
-P2PT_INTERNAL const char *p2pt__transport_names(char *buf, size_t len);
 
 #endif /* P2PT_CONFIG_H */
