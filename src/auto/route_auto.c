@@ -17,6 +17,7 @@
 
 #include "auto.h"
 #include "auto_table.h"
+#include "driver.h"
 #include "handle.h"
 #include "policy.h"
 #include "router.h"

@@ -51,7 +51,7 @@ static p2pt_status check(struct p2pt_op *op, bool *nothing)
 }
 
 /* Step 2: the stream's context entered (*pushed: undo with
- * p2pt__ctx_leave), then the kind's own facts. */
+ * p2pt__stream_leave), then the kind's own facts. */
 static p2pt_status resolve(struct p2pt_handle *h, struct p2pt_op *op, bool *pushed)
 {
     p2pt_status st = P2PT_SUCCESS;
@@ -224,10 +224,10 @@ p2pt_status p2pt__op_run(struct p2pt_handle *h, struct p2pt_op *op, p2pt_choice 
     else
         st = dispatch(h, op, t);
 out:
-    p2pt__ctx_leave(pushed);
+    p2pt__stream_leave(pushed);
     return st;
 rejected:
-    p2pt__ctx_leave(pushed);
+    p2pt__stream_leave(pushed);
     if (dry == NULL)
         relaxed_add(&h->stats.rejected, 1);
     return st;

@@ -6,7 +6,13 @@
 #ifndef P2PT_REQUEST_H
 #define P2PT_REQUEST_H
 
-#include "driver.h"
+#include "common.h"
+
+/* The driver's handle types as cuda.h declares them (C11 allows the same
+ * typedef twice), so modules that only carry a stream or a context do not
+ * compile cuda.h. */
+typedef struct CUstream_st *CUstream;
+typedef struct CUctx_st *CUcontext;
 
 /* Where the bytes go, seen from the stream's device. */
 enum p2pt_path {
@@ -46,6 +52,8 @@ struct p2pt_request {
  * the stream has no context. */
 P2PT_INTERNAL p2pt_status p2pt__stream_enter(CUstream stream, CUcontext *ctx, int *device,
                                              bool *pushed);
+/* Undo p2pt__stream_enter (pop the context it pushed, if any). */
+P2PT_INTERNAL void p2pt__stream_leave(bool pushed);
 /* Where `p` lives and whether device `stream_dev` reaches it, as the
  * current context (the stream's, made current by the caller) sees it. */
 P2PT_INTERNAL p2pt_status p2pt__locate(const void *p, int stream_dev, struct p2pt_side *side);

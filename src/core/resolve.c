@@ -8,6 +8,7 @@
  */
 #include <stdio.h>
 
+#include "driver.h"
 #include "p2pt_kernel_abi.h"
 #include "request.h"
 
@@ -88,6 +89,11 @@ p2pt_status p2pt__stream_enter(CUstream stream, CUcontext *ctx, int *device, boo
     *device = (int)dev;
 out:
     return st;
+}
+
+void p2pt__stream_leave(bool pushed)
+{
+    p2pt__ctx_leave(pushed);
 }
 
 void p2pt__classify(struct p2pt_request *r)

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "driver.h"
 #include "args.h"
 #include "batch.h"
 #include "handle.h"

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "driver.h"
 #include "request.h"
 #include "windows.h"
 

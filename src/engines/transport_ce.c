@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "driver.h"
 #include "handle.h"
 #include "transport.h"
 

@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "driver.h"
+#include "kernel_sources.h" /* generated: every file of kernels/, embedded */
 
 #define P2PT_KERNEL_MAX_ENTRIES 6
 
@@ -27,19 +28,6 @@ struct p2pt_kernel {
     int min_cc;                       /* major * 10 + minor */
     const char *defines[4];           /* "-DNAME=VALUE" options, NULL-ended */
 };
-
-/* The embedded sources (generated at build time from every file of
- * kernels/: p2pt__<file name without extension>_source). */
-P2PT_INTERNAL extern const char p2pt__tma_copy_source[];
-P2PT_INTERNAL extern const size_t p2pt__tma_copy_source_len;
-P2PT_INTERNAL extern const char p2pt__stream_copy_source[];
-P2PT_INTERNAL extern const size_t p2pt__stream_copy_source_len;
-P2PT_INTERNAL extern const char p2pt__batch_copy_source[];
-P2PT_INTERNAL extern const size_t p2pt__batch_copy_source_len;
-P2PT_INTERNAL extern const char p2pt__p2pt_kernel_abi_source[];
-P2PT_INTERNAL extern const size_t p2pt__p2pt_kernel_abi_source_len;
-P2PT_INTERNAL extern const char p2pt__tma_ptx_source[];
-P2PT_INTERNAL extern const size_t p2pt__tma_ptx_source_len;
 
 /* A kernel loaded in one CUDA context, with the device facts its launches
  * are sized from. */
