@@ -5,11 +5,10 @@
  * Two caches, one mutex:
  *  - cubins, one per kernel and GPU architecture. NVRTC runs once per
  *    process, kernel and architecture: thirty-two threads making their first
- *    TMA copy together
- *    produce one compilation (the counter proves it in tests). pthread_once
- *    cannot take the architecture as an argument, so the once-ness is a
- *    mutex-guarded slot per architecture; the NVRTC library itself is opened
- *    once by nvrtc_loader.c.
+ *    TMA copy together produce one compilation (the counter proves it in
+ *    tests). Each slot has its own pthread_once_t; the kernel and
+ *    architecture reach the once routine through a thread-local. The NVRTC
+ *    library itself is opened once by nvrtc_loader.c.
  *  - modules, one per CUDA context, keyed by the context handle *and* its
  *    unique id (cuCtxGetId): a context destroyed and replaced by a new one at
  *    the same address gets the module loaded again, never a stale handle.
@@ -18,8 +17,9 @@
  * there. A cached cubin the driver refuses is compiled again and replaced.
  * Entries are never freed while the process lives, so a thread-local
  * pointer to the last one used is a lock-free fast path for copies.
- * Compiling under the mutex is deliberate: it happens once, and it is what
- * makes concurrent first copies wait for the one compile instead of racing.
+ * The one compile (or cache read) per (kernel, architecture) runs under
+ * that slot's pthread_once, inside the mutex: concurrent first copies wait
+ * for the one compile instead of racing.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -52,6 +52,7 @@ struct cubin_slot {
     bool from_disk; /* read from the cubin cache, not compiled here */
     bool hit_counted; /* cache_hits counts a slot once, when the driver took it */
     char cache_name[96];
+    pthread_once_t once; /* the cache read or compile, once per slot */
 };
 
 struct module_node {
@@ -247,28 +248,13 @@ static void compile_slot(struct cubin_slot *slot, const struct p2pt_config *cfg,
              slot->arch, why);
 }
 
-/* The cubin of kernel `k` for `arch`: from this process, else from the
- * cubin cache, else compiled. Caller holds jit_lock. */
-static p2pt_status cubin_locked(const struct p2pt_kernel *k, int arch,
-                                const struct p2pt_config *cfg, struct jit_notes *jn,
-                                struct cubin_slot **out)
+/* A new slot's cubin: from the cubin cache, else compiled. Sets
+ * slot->status (and slot->error on failure). */
+static void fill_slot(struct cubin_slot *slot, const struct p2pt_config *cfg,
+                      struct jit_notes *jn)
 {
-    for (size_t i = 0; i < n_cubins; i++) {
-        if (cubins[i].kernel == k && cubins[i].arch == arch) {
-            *out = &cubins[i];
-            if (cubins[i].status != P2PT_SUCCESS)
-                return p2pt__fail(cubins[i].status, "%s", cubins[i].error);
-            return P2PT_SUCCESS;
-        }
-    }
-    if (n_cubins == MAX_SLOTS)
-        return p2pt__fail(P2PT_INTERNAL_ERROR,
-                          "more than %d (kernel, GPU architecture) pairs in one process",
-                          MAX_SLOTS);
-    struct cubin_slot *slot = &cubins[n_cubins++];
+    const struct p2pt_kernel *k = slot->kernel;
     char why[P2PT_PATH_MAX + 256], opts[256];
-    slot->kernel = k;
-    slot->arch = arch;
     /* Everything NVRTC reads shapes the cubin: the kernel, the headers and
      * the options. */
     size_t len = strlen(k->source);
@@ -276,15 +262,16 @@ static p2pt_status cubin_locked(const struct p2pt_kernel *k, int arch,
         len += strlen(header_texts[i]);
     char *all = malloc(len + 1);
     if (all == NULL) {
-        n_cubins--;
-        return p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory");
+        slot->status = p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory");
+        slot->error = strdup(p2pt__last_error_text());
+        return;
     }
     strcpy(all, k->source);
     for (int i = 0; i < N_HEADERS; i++)
         strcat(all, header_texts[i]);
     options_id(k->defines, opts, sizeof(opts));
     p2pt__cubin_cache_name(slot->cache_name, sizeof(slot->cache_name), k->name, all, opts,
-                           arch);
+                           slot->arch);
     free(all);
     enum p2pt_cache_result r = p2pt__cubin_cache_read(cfg->cache_dir, slot->cache_name,
                                                       &slot->cubin, &slot->size, why,
@@ -293,13 +280,55 @@ static p2pt_status cubin_locked(const struct p2pt_kernel *k, int arch,
         slot->status = P2PT_SUCCESS;
         slot->from_disk = true;
         note(jn, P2PT_LOG_INFO, "%s: sm_%d cubin read from the cubin cache, %s", k->name,
-             arch, why);
+             slot->arch, why);
     } else {
         if (r == P2PT_CACHE_UNUSABLE)
             note(jn, P2PT_LOG_WARN, "%s: cubin cache skipped (%s); compiling with NVRTC",
                  k->name, why);
         compile_slot(slot, cfg, jn);
     }
+}
+
+/* pthread_once takes no argument: fill_slot's comes through this thread's
+ * slot_arg, set just before the call (the routine runs on the calling
+ * thread). */
+static _Thread_local struct {
+    struct cubin_slot *slot;
+    const struct p2pt_config *cfg;
+    struct jit_notes *jn;
+} slot_arg;
+
+static void fill_slot_once(void)
+{
+    fill_slot(slot_arg.slot, slot_arg.cfg, slot_arg.jn);
+}
+
+/* The cubin of kernel `k` for `arch`: from this process, else (once per
+ * slot, under its pthread_once) from the cubin cache or compiled. Caller
+ * holds jit_lock. */
+static p2pt_status cubin_locked(const struct p2pt_kernel *k, int arch,
+                                const struct p2pt_config *cfg, struct jit_notes *jn,
+                                struct cubin_slot **out)
+{
+    static const pthread_once_t once_init = PTHREAD_ONCE_INIT;
+    struct cubin_slot *slot = NULL;
+    for (size_t i = 0; i < n_cubins && slot == NULL; i++)
+        if (cubins[i].kernel == k && cubins[i].arch == arch)
+            slot = &cubins[i];
+    if (slot == NULL) {
+        if (n_cubins == MAX_SLOTS)
+            return p2pt__fail(P2PT_INTERNAL_ERROR,
+                              "more than %d (kernel, GPU architecture) pairs in one process",
+                              MAX_SLOTS);
+        slot = &cubins[n_cubins++];
+        slot->kernel = k;
+        slot->arch = arch;
+        slot->once = once_init;
+    }
+    slot_arg.slot = slot;
+    slot_arg.cfg = cfg;
+    slot_arg.jn = jn;
+    pthread_once(&slot->once, fill_slot_once);
     *out = slot;
     if (slot->status != P2PT_SUCCESS)
         return p2pt__fail(slot->status, "%s", slot->error ? slot->error : "compile failed");

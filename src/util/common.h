@@ -40,15 +40,14 @@ P2PT_INTERNAL const char *p2pt__last_error_text(void);
 /*
  * A step done once per process whose outcome every later caller gets again,
  * status and last-error text (the driver and NVRTC loads): the first caller
- * runs `fn(arg)` under the mutex, the others wait for it.
+ * runs `fn(arg)` under pthread_once, the others wait for it.
  */
 struct p2pt_once {
-    pthread_mutex_t lock;
-    _Atomic int done; /* 1 once status and text are final */
+    pthread_once_t once;
     p2pt_status status;
     char text[2048];
 };
-#define P2PT_ONCE_INIT {PTHREAD_MUTEX_INITIALIZER, 0, P2PT_SUCCESS, ""}
+#define P2PT_ONCE_INIT {PTHREAD_ONCE_INIT, P2PT_SUCCESS, ""}
 P2PT_INTERNAL p2pt_status p2pt__once(struct p2pt_once *o, p2pt_status (*fn)(const char *),
                                      const char *arg);
 

@@ -48,18 +48,32 @@ p2pt_status p2pt__fail(p2pt_status st, const char *fmt, ...)
     return st;
 }
 
+/* pthread_once's routine takes no argument: p2pt__once passes its own
+ * through this thread-local (the routine runs on the calling thread). */
+struct once_call {
+    struct p2pt_once *o;
+    p2pt_status (*fn)(const char *);
+    const char *arg;
+};
+static _Thread_local struct once_call once_arg;
+
+static void run_once(void)
+{
+    struct p2pt_once *o = once_arg.o;
+    o->status = once_arg.fn(once_arg.arg);
+    snprintf(o->text, sizeof(o->text), "%s",
+             o->status == P2PT_SUCCESS ? "" : p2pt__last_error_text());
+}
+
 p2pt_status p2pt__once(struct p2pt_once *o, p2pt_status (*fn)(const char *), const char *arg)
 {
-    if (!atomic_load_explicit(&o->done, memory_order_acquire)) {
-        pthread_mutex_lock(&o->lock);
-        if (!atomic_load_explicit(&o->done, memory_order_relaxed)) {
-            o->status = fn(arg);
-            snprintf(o->text, sizeof(o->text), "%s",
-                     o->status == P2PT_SUCCESS ? "" : p2pt__last_error_text());
-            atomic_store_explicit(&o->done, 1, memory_order_release);
-        }
-        pthread_mutex_unlock(&o->lock);
-    }
+    /* Saved and restored: a once routine may itself call p2pt__once. */
+    struct once_call saved = once_arg;
+    once_arg.o = o;
+    once_arg.fn = fn;
+    once_arg.arg = arg;
+    pthread_once(&o->once, run_once);
+    once_arg = saved;
     if (o->status != P2PT_SUCCESS)
         return p2pt__fail(o->status, "%s", o->text);
     return P2PT_SUCCESS;
