@@ -15,13 +15,15 @@
 #include "handle.h"
 #include "policy.h"
 #include "router.h"
+#include "transport.h"
 
 /* Each engine's fini hook on what its init made, then the rest of `h`. */
 static void free_parts(struct p2pt_handle *h)
 {
-    for (int i = 0; p2pt__transport_at(i) != NULL; i++)
-        if (p2pt__transport_at(i)->fini != NULL && h->engine_state[i] != NULL)
-            p2pt__transport_at(i)->fini(h->engine_state[i]);
+    for (int i = 0; i < P2PT_MAX_TRANSPORTS; i++)
+        if (h->engine_state[i].engine != NULL && h->engine_state[i].engine->fini != NULL &&
+            h->engine_state[i].state != NULL)
+            h->engine_state[i].engine->fini(h->engine_state[i].state);
     p2pt__windows_free(&h->windows);
     p2pt__auto_free(h->autos);
     free(h);
@@ -51,9 +53,13 @@ p2pt_status p2pt__handle_new(const struct p2pt_config *cfg, p2pt_logger_t logger
         st = p2pt__fail(P2PT_INTERNAL_ERROR, "transport \"%s\" vanished", cfg->transport);
     if (st == P2PT_SUCCESS && h->policy == &p2pt__policy_auto)
         st = p2pt__auto_load(cfg, &h->autos);
-    for (int i = 0; st == P2PT_SUCCESS && p2pt__transport_at(i) != NULL; i++)
-        if (p2pt__transport_at(i)->init != NULL)
-            st = p2pt__transport_at(i)->init(h, &h->engine_state[i]);
+    for (int i = 0; st == P2PT_SUCCESS && p2pt__transport_at(i) != NULL; i++) {
+        const struct p2pt_transport *e = p2pt__transport_at(i);
+        if (e->init != NULL) {
+            st = e->init(h, &h->engine_state[i].state);
+            h->engine_state[i].engine = e;
+        }
+    }
     if (st != P2PT_SUCCESS) {
         free_parts(h);
         return st;
@@ -100,6 +106,14 @@ bool p2pt__handle_free(struct p2pt_handle *h)
     if (found)
         free_parts(h);
     return found;
+}
+
+void *p2pt__engine_state(const struct p2pt_handle *h, const struct p2pt_transport *t)
+{
+    for (int i = 0; i < P2PT_MAX_TRANSPORTS; i++)
+        if (h->engine_state[i].engine == t)
+            return h->engine_state[i].state;
+    return NULL;
 }
 
 p2pt_status p2pt__check_handle(const p2pt_handle *h, const char *fn)

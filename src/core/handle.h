@@ -37,8 +37,11 @@ struct p2pt_handle {
     int driver_version;
     struct p2pt_stats stats;
     _Atomic int fallback_logged;
-    /* Per engine, by registry index: what its init hook allocated. */
-    void *engine_state[P2PT_MAX_TRANSPORTS];
+    /* Per engine: what its init hook made (p2pt__engine_state). */
+    struct {
+        const struct p2pt_transport *engine;
+        void *state;
+    } engine_state[P2PT_MAX_TRANSPORTS];
     struct p2pt_windows windows;
 };
 
@@ -59,5 +62,9 @@ P2PT_INTERNAL bool p2pt__handle_free(struct p2pt_handle *h);
  * names the caller in the message.
  */
 P2PT_INTERNAL p2pt_status p2pt__check_handle(const p2pt_handle *h, const char *fn);
+/* Engine `t`'s private state in handle `h` (what its init hook made; NULL
+ * for an engine without one). */
+P2PT_INTERNAL void *p2pt__engine_state(const struct p2pt_handle *h,
+                                       const struct p2pt_transport *t);
 
 #endif /* P2PT_HANDLE_H */

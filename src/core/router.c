@@ -24,10 +24,6 @@ static const struct p2pt_transport *const transports[] = {
 _Static_assert(P2PT_ARRAY_LEN(transports) - 1 <= P2PT_MAX_TRANSPORTS,
                "more engines than P2PT_MAX_TRANSPORTS: raise it in engine_limits.h");
 
-void *p2pt__engine_state(const struct p2pt_handle *h, const struct p2pt_transport *t)
-{
-    return h->engine_state[p2pt__transport_index(t)];
-}
 
 const struct p2pt_transport *p2pt__transport_find(const char *name)
 {
@@ -37,14 +33,6 @@ const struct p2pt_transport *p2pt__transport_find(const char *name)
         if (strcasecmp(name, transports[i]->name) == 0)
             return transports[i];
     return NULL;
-}
-
-int p2pt__kernel_count(const struct p2pt_transport *t)
-{
-    int n = 0;
-    while (n < (int)P2PT_ARRAY_LEN(t->kernels) && t->kernels[n] != NULL)
-        n++;
-    return n;
 }
 
 const struct p2pt_transport *p2pt__transport_at(int i)

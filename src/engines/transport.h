@@ -58,8 +58,12 @@ P2PT_INTERNAL extern const struct p2pt_transport p2pt__transport_ce;
 P2PT_INTERNAL extern const struct p2pt_transport p2pt__transport_tma;
 
 /* How many kernels transport `t` compiles. */
-P2PT_INTERNAL int p2pt__kernel_count(const struct p2pt_transport *t);
-/* Engine `t`'s private state in handle `h` (what its init hook made). */
-P2PT_INTERNAL void *p2pt__engine_state(const struct p2pt_handle *h, const struct p2pt_transport *t);
+static inline int p2pt__kernel_count(const struct p2pt_transport *t)
+{
+    int n = 0;
+    while (n < (int)P2PT_ARRAY_LEN(t->kernels) && t->kernels[n] != NULL)
+        n++;
+    return n;
+}
 
 #endif /* P2PT_TRANSPORT_H */
