@@ -305,8 +305,21 @@ out:
     return st;
 }
 
+static p2pt_status auto_init(struct p2pt_handle *h)
+{
+    return p2pt__auto_load(&h->cfg, &h->autos);
+}
+
+static void auto_fini(struct p2pt_handle *h)
+{
+    p2pt__auto_free(h->autos);
+    h->autos = NULL;
+}
+
 const struct p2pt_policy p2pt__policy_auto = {
     .name = P2PT_AUTO_NAME,
+    .init = auto_init,
+    .fini = auto_fini,
     .route_copy = auto_copy,
     .route_batch = auto_batch,
     .route_device_batch = auto_device_batch,

@@ -25,7 +25,8 @@ static void free_parts(struct p2pt_handle *h)
             h->engine_state[i].state != NULL)
             h->engine_state[i].engine->fini(h->engine_state[i].state);
     p2pt__windows_free(&h->windows);
-    p2pt__auto_free(h->autos);
+    if (h->policy != NULL && h->policy->fini != NULL)
+        h->policy->fini(h);
     free(h);
 }
 
@@ -51,8 +52,8 @@ p2pt_status p2pt__handle_new(const struct p2pt_config *cfg, p2pt_logger_t logger
         h->policy = &p2pt__policy_auto;
     else
         st = p2pt__fail(P2PT_INTERNAL_ERROR, "transport \"%s\" vanished", cfg->transport);
-    if (st == P2PT_SUCCESS && h->policy == &p2pt__policy_auto)
-        st = p2pt__auto_load(cfg, &h->autos);
+    if (st == P2PT_SUCCESS && h->policy->init != NULL)
+        st = h->policy->init(h);
     for (int i = 0; st == P2PT_SUCCESS && p2pt__transport_at(i) != NULL; i++) {
         const struct p2pt_transport *e = p2pt__transport_at(i);
         if (e->init != NULL) {

@@ -16,6 +16,10 @@ struct p2pt_transport;
 
 struct p2pt_policy {
     const char *name; /* NULL: the fixed engine's own name */
+    /* The policy's per-handle state, made before the driver is loaded
+     * (CUDA-free) and freed at finalize; NULL hooks: none. */
+    p2pt_status (*init)(struct p2pt_handle *h);
+    void (*fini)(struct p2pt_handle *h);
     /* The engine the policy wants for a resolved copy. */
     p2pt_status (*route_copy)(struct p2pt_handle *h, const struct p2pt_request *r,
                               const struct p2pt_transport **t, char *why, size_t len);
