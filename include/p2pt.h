@@ -131,8 +131,10 @@ typedef struct p2pt_properties {
     uint64_t bytes;         /* payload bytes of those requests */
     uint64_t tma_launches;  /* TMA kernel launches (one per TMA copy) */
     uint64_t ce_copies;     /* copies sent to cuMemcpyAsync */
-    uint64_t ce_fallbacks;  /* TMA requests sent to the copy engine because
-                               dst and src differ modulo 16 */
+    uint64_t ce_fallbacks;  /* copies sent to the copy engine because the
+                               engine chosen for them (by a fixed transport
+                               or by auto) cannot run them, e.g. tma with
+                               dst and src differing modulo 16 */
     uint64_t compilations;  /* NVRTC compilations in this process (global) */
     uint64_t module_loads;  /* module loads into contexts in this process (global) */
     uint64_t rejected;      /* copies refused by validation (status 4) */
