@@ -14,13 +14,10 @@
 #      skipped ones by reason; the last line printed is Criterion's
 #      "Synthesis:" line and the exit status is the suite's
 #
-# On a 2-core CPU machine (no GPU) the whole script takes about 5.5 minutes once
-# the packages are installed (5 min 38 s through .ci/run on a fresh clone at
-# 6074504, with four fuzzers; 4 min 32 s at 6845140 with three); before the batch-plan fuzzer: 3 min 56 s and 4 min 22 s from empty
-# build directories, of which 1 took 23 s, 2 46 s, 3 7-8 s, 4 2.5-3 min (the
-# chunk-plan random test dominates under valgrind), 5 under a second and 6
-# about 6 s. On a machine without a GPU the GPU tests skip with their reason;
-# on a GPU machine they run for real.
+# On a 2-core CPU machine (no GPU) the whole script takes a few minutes once
+# the packages are installed, most of it in phase 4 (the chunk-plan random
+# test dominates under valgrind) and phase 2. On a machine without a GPU the
+# GPU tests skip with their reason; on a GPU machine they run for real.
 #
 #   scripts/test.sh                             all phases
 #   P2PT_TEST_SANITIZE=0 scripts/test.sh        skip phase 1

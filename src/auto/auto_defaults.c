@@ -1,7 +1,7 @@
 /*
  * The built-in crossover tables of `auto` (auto_table.h gives the format),
- * one per architecture and, where they differ, per GPU. Each says which run
- * of bench/RESULTS.md its numbers come from; a machine that differs is
+ * one per architecture and, where they differ, per GPU. Each says which
+ * section of bench/results/auto.md its bands come from; a machine that differs is
  * measured with `p2pt-bench --mode calibrate` and its table loaded with
  * P2P_TRANSPORT_AUTO_TABLE. A CPU test parses every one of them.
  */
@@ -11,14 +11,13 @@
 
 /*
  * sm_90. Local copies and batches from `p2pt-bench --mode calibrate`
- * (bench/RESULTS.md, "auto" and "TMA local copies at the copy engine's
- * speed"), with the streaming kernel for local copies of 8 MiB and more: on
- * one H100 and on one H200 tma is as fast or faster at every size (4K-1G)
- * and for every batch measured. The two GPUs keep a table each, measured
- * apart, although they now read alike. Push and pull come from the H200
- * pair's table and latency runs at df42810, the one two-GPU machine
- * measured: push ce at every size (tma 0.50-0.94); pull tma 1.05-2.1x up to
- * 16M, ce from 64M.
+ * (bench/results/auto.md, "P2P_TRANSPORT=auto"; the streaming kernel of
+ * bench/results/copies.md takes local copies from P2P_TRANSPORT_STREAM_MIN):
+ * on one H100 and on one H200 tma was as fast or faster at every size and
+ * for every batch measured. The two GPUs keep a table each, measured apart,
+ * although they read alike. Push and pull come from the one two-GPU machine
+ * measured (bench/results/copies.md, its first section): push to ce at every
+ * size, pull to tma up to the crossover the table names, then ce.
  */
 static const char sm90_h100[] = "p2pt-auto 1\n"
                                 "arch sm_90\n"

@@ -4,7 +4,7 @@
  * graph, and a batch (by mean piece size). Parsed from text: a file that
  * `p2pt-bench --mode calibrate` wrote (P2P_TRANSPORT_AUTO_TABLE), or one of
  * the built-in tables (auto_defaults.c), whose numbers come from runs
- * recorded in bench/RESULTS.md. CUDA-free: the router (router.c) maps
+ * recorded in bench/results/auto.md. CUDA-free: the router (router.c) maps
  * engine indices to transports and paths to requests.
  *
  * The text, one item per line, `#` to the end of a line is a comment:

@@ -27,7 +27,7 @@ unsigned p2pt__kernel_ctas(const struct p2pt_handle *h, const struct p2pt_module
 /* One launch, with programmatic dependent launch when asked for and the
  * driver has cuLaunchKernelEx (kernels/tma_copy.cu says what the kernel does
  * with it): a copy right behind another one in the stream launches while
- * the first drains. Measured in bench/RESULTS.md (back-to-back small
+ * the first drains. Measured in bench/results/latency.md (back-to-back small
  * copies). */
 p2pt_status p2pt__kernel_launch(const struct p2pt_handle *h, CUfunction fn, unsigned grid,
                              unsigned block, unsigned smem, CUstream stream, void **params)

@@ -123,8 +123,8 @@ out:
  * makes each CTA move its one chunk serially (a 64 KiB copy is two CTAs of
  * one 48 KiB chunk each), so such a copy is cut finer, down to
  * MIN_SPLIT_CHUNK, until every CTA has a share. Copies over NVLink keep full
- * chunks: fewer and larger bulk copies were faster there at 1-2 MiB
- * (bench/RESULTS.md, split experiment).
+ * chunks: fewer and larger bulk copies were faster there
+ * (bench/results/experiments.md, split experiment).
  */
 static size_t chunk_for(const struct p2pt_handle *h, const struct p2pt_request *r,
                         uint64_t grid)

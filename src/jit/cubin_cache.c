@@ -1,7 +1,7 @@
 /*
  * The on-disk cubin cache (P2P_TRANSPORT_CACHE_DIR). A cold process's first
  * TMA copy is mostly NVRTC: opening its ~60 MB of libraries, then compiling
- * (bench/RESULTS.md, cold first copy). A cubin that an earlier process
+ * (bench/results/latency.md, cold first copy). A cubin that an earlier process
  * compiled for the same kernel source, compile options, p2pt version and GPU
  * architecture is read back instead, and NVRTC is never opened.
  *

@@ -14,23 +14,21 @@
 #include "config.h"
 
 /*
- * Defaults, from the sweep in bench/RESULTS.md (1 GiB, H200 pair and H100):
- * with one CTA per SM, every chunk from 16 to 96 KiB and ring depth 2 or 4
- * lands within 3 % of the best, local and push, so the chunk stays at the
- * 48 KiB the design names and the ring at 4 stages (192 KiB, the deepest that
- * fits at 48 KiB; it also loses least when CTAs are capped: 48K x 4 at 32
- * CTAs reaches 355 GB/s push vs 346 with 2 stages). max_ctas stays 0 (one
- * CTA per SM, or two when the ring fits twice): every cap tried (16, 32, 64)
- * lost bandwidth, locally up to 60 %.
+ * Defaults, from the chunk x stages x CTA-cap sweep
+ * (bench/results/copies.md): chunk and ring depth barely matter at one CTA
+ * per SM, so the chunk stays at the 48 KiB the design names and the ring at
+ * the deepest that fits it (4 stages), which also loses least when CTAs are
+ * capped. max_ctas stays 0 (one CTA per SM, or two when the ring fits
+ * twice): every cap tried lost bandwidth.
  */
 #define DEFAULT_CHUNK_BYTES (48u * 1024u)
 #define DEFAULT_STAGES 4
 #define DEFAULT_MAX_CTAS 0
 #define DEFAULT_LOG_LEVEL P2PT_LOG_WARN
 #define DEFAULT_L2_EVICT_FIRST 0
-/* Local TMA copies from this size on take the streaming kernel: from 8 MiB
- * it moved local copies faster than the bulk-copy ring on H100 and H200,
- * below that neither won everywhere (bench/RESULTS.md). */
+/* Local TMA copies from this size on take the streaming kernel: from here
+ * up it beat the bulk-copy ring on every GPU measured, below it neither won
+ * everywhere (bench/results/copies.md, "the driver's shape"). */
 #define DEFAULT_STREAM_MIN (8u << 20)
 #define DEFAULT_CUDA_LIBRARY "libcuda.so.1"
 
