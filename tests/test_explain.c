@@ -342,3 +342,31 @@ Test(router, exactly_one_engine_is_the_fallback_and_it_runs_any_request)
     const char *no = NULL;
     cr_assert(f->can_copy(NULL, &r, &no), "%s", no ? no : "");
 }
+
+Test(router, properties_list_every_engine_with_its_counters)
+{
+    p2pt_handle *h = cpu_handle("auto", NULL);
+    int tma = p2pt__transport_index(&p2pt__transport_tma);
+    int ce = p2pt__transport_index(&p2pt__transport_ce);
+    atomic_store(&h->stats.engine_bytes[tma], 5);
+    atomic_store(&h->stats.engine_batches[ce], 2);
+    atomic_store(&h->stats.engine_fallbacks[tma], 3);
+    p2pt_properties p;
+    memset(&p, 0, sizeof(p));
+    p.size = sizeof(p);
+    cr_assert_eq(p2pt_get_properties(h, &p), P2PT_SUCCESS);
+    int n = 0;
+    while (p2pt__transport_at(n) != NULL) {
+        cr_assert_str_eq(p.engine_name[n], p2pt__transport_at(n)->name);
+        n++;
+    }
+    for (int e = n; e < P2PT_PROPERTIES_ENGINES; e++)
+        cr_assert_null(p.engine_name[e]);
+    cr_assert_eq(p.tma_bytes, 5);
+    cr_assert_eq(p.engine_bytes[tma], 5);
+    cr_assert_eq(p.ce_batches, 2);
+    cr_assert_eq(p.engine_batches[ce], 2);
+    cr_assert_eq(p.engine_fallbacks[tma], 3);
+    cr_assert_eq(p.ce_fallbacks, 3, "the sum over engines");
+    p2pt_finalize(h);
+}

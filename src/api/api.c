@@ -65,6 +65,9 @@ p2pt_status p2pt_finalize(p2pt_handle *h)
     return P2PT_SUCCESS;
 }
 
+_Static_assert(P2PT_MAX_TRANSPORTS <= P2PT_PROPERTIES_ENGINES,
+               "p2pt_properties has a slot per registered engine");
+
 p2pt_status p2pt_get_properties(const p2pt_handle *h, p2pt_properties *props)
 {
     p2pt_status st = p2pt__check_handle(h, "p2pt_get_properties");
@@ -114,6 +117,12 @@ p2pt_status p2pt_get_properties(const p2pt_handle *h, p2pt_properties *props)
     p.tma_bytes = atomic_load(&h->stats.engine_bytes[tma]);
     p.ce_batches = atomic_load(&h->stats.engine_batches[ce]);
     p.tma_batches = atomic_load(&h->stats.engine_batches[tma]);
+    for (int e = 0; e < P2PT_MAX_TRANSPORTS && p2pt__transport_at(e) != NULL; e++) {
+        p.engine_name[e] = p2pt__transport_at(e)->name;
+        p.engine_bytes[e] = atomic_load(&h->stats.engine_bytes[e]);
+        p.engine_batches[e] = atomic_load(&h->stats.engine_batches[e]);
+        p.engine_fallbacks[e] = atomic_load(&h->stats.engine_fallbacks[e]);
+    }
     /* Fill only what the caller's struct has room for. */
     memcpy(props, &p, p.size);
     return P2PT_SUCCESS;

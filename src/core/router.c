@@ -1,8 +1,8 @@
 /*
  * The registry of engines (curl's available_backends[] pattern) and the
  * router that picks one for each operation. Adding an engine is its own
- * file (with the descriptor of its kernel), its kernel in kernels/, and one
- * line in `transports`. The handle's policy (policy_fixed.c, or auto in
+ * file (with the descriptor of its kernel), its kernel in kernels/, and its
+ * name in P2PT_ENGINES. The handle's policy (policy_fixed.c, or auto in
  * route_auto.c) chooses; the router applies the engine's can_copy and the
  * fallback, the same for every policy.
  */
@@ -14,13 +14,17 @@
 #include "policy.h"
 #include "router.h"
 
-/* NULL-terminated, in the order auto's tables number them. One engine
- * has P2PT_CAP_FALLBACK: it runs any request. */
-static const struct p2pt_transport *const transports[] = {
-    &p2pt__transport_ce,
-    &p2pt__transport_tma,
-    NULL,
-};
+/* The registered engines, in the order auto's tables number them: each is
+ * p2pt__transport_<name>, defined in its own file. One engine has
+ * P2PT_CAP_FALLBACK: it runs any request. */
+#define P2PT_ENGINES(X) X(ce) X(tma)
+
+#define P2PT_ENGINE_EXTERN(n) P2PT_INTERNAL extern const struct p2pt_transport p2pt__transport_##n;
+#define P2PT_ENGINE_ENTRY(n) &p2pt__transport_##n,
+P2PT_ENGINES(P2PT_ENGINE_EXTERN)
+
+/* NULL-terminated. */
+static const struct p2pt_transport *const transports[] = {P2PT_ENGINES(P2PT_ENGINE_ENTRY) NULL};
 _Static_assert(P2PT_ARRAY_LEN(transports) - 1 <= P2PT_MAX_TRANSPORTS,
                "more engines than P2PT_MAX_TRANSPORTS: raise it in engine_limits.h");
 

@@ -54,6 +54,8 @@ struct p2pt_transport {
     const struct p2pt_kernel *kernels[4];
 };
 
+/* The engines the tests and the benchmark name directly (the registry,
+ * router.c, declares every engine it lists). */
 P2PT_INTERNAL extern const struct p2pt_transport p2pt__transport_ce;
 P2PT_INTERNAL extern const struct p2pt_transport p2pt__transport_tma;
 
