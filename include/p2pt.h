@@ -117,6 +117,9 @@ typedef struct p2pt_init_args {
  * `size` and leaves the rest untouched. Counters are totals since p2pt_init,
  * updated atomically; they count requests, not completions.
  */
+/* Engines p2pt_properties has per-engine slots for. */
+#define P2PT_PROPERTIES_ENGINES 4
+
 typedef struct p2pt_properties {
     size_t size;
     const char *transport;  /* "ce", "tma" or "auto"; static storage */
@@ -131,8 +134,10 @@ typedef struct p2pt_properties {
     uint64_t bytes;         /* payload bytes of those requests */
     uint64_t tma_launches;  /* TMA kernel launches (one per TMA copy) */
     uint64_t ce_copies;     /* copies sent to cuMemcpyAsync */
-    uint64_t ce_fallbacks;  /* TMA requests sent to the copy engine because
-                               dst and src differ modulo 16 */
+    uint64_t ce_fallbacks;  /* copies sent to the copy engine because the
+                               engine chosen for them (by a fixed transport
+                               or by auto) cannot run them, e.g. tma with
+                               dst and src differing modulo 16 */
     uint64_t compilations;  /* NVRTC compilations in this process (global) */
     uint64_t module_loads;  /* module loads into contexts in this process (global) */
     uint64_t rejected;      /* copies refused by validation (status 4) */
@@ -165,6 +170,16 @@ typedef struct p2pt_properties {
     uint64_t stream_launches;  /* of tma_launches, those of the streaming
                                   kernel: local copies of
                                   P2P_TRANSPORT_STREAM_MIN bytes and more */
+    /* Every registered engine's counters, by registration order: its name
+     * (NULL past the last engine; static storage), the payload bytes of the
+     * single copies it ran, the host and device batches it ran, and the
+     * copies it was chosen for but could not run (sent to the copy engine;
+     * their sum is ce_fallbacks). ce_bytes and the other named fields are
+     * the same numbers for ce and tma. */
+    const char *engine_name[P2PT_PROPERTIES_ENGINES];
+    uint64_t engine_bytes[P2PT_PROPERTIES_ENGINES];
+    uint64_t engine_batches[P2PT_PROPERTIES_ENGINES];
+    uint64_t engine_fallbacks[P2PT_PROPERTIES_ENGINES];
 } p2pt_properties;
 
 typedef struct p2pt_handle p2pt_handle;

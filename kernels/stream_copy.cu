@@ -8,16 +8,16 @@
  * and stores them, with the streaming cache operator. CTA 0 also moves the
  * unaligned head bytes (< 16) and the last CTA the tail bytes.
  *
- * Why not the bulk-copy ring of tma_copy.cu: at 64 MiB and more every
- * pattern of large per-CTA runs (persistent rings, a CTA per 128 KiB run,
- * 1 to 3 CTAs per SM) moved the bytes 2-4 % slower than cuMemcpyAsync on an
- * H200, at the same DRAM bytes per payload byte. ncu, reading the driver's
- * own same-device copy through a range, counts 65,536 CTAs of 8 warps per
- * 256 MiB: this grid. Thousands of tiny CTAs in launch order keep the
- * bytes in flight within a window of a few MiB that sweeps the buffers
- * from start to end, and the block scheduler refills every SM the moment a
- * CTA ends; this shape matched the driver's copy where the runs did not
- * (bench/RESULTS.md, "TMA local copies at the copy engine's speed").
+ * Why not the bulk-copy ring of tma_copy.cu: for large local copies every
+ * pattern of large per-CTA runs (persistent rings, a CTA per large run, one
+ * to three CTAs per SM) stayed slower than cuMemcpyAsync at the same DRAM
+ * traffic, and the driver's own same-device copy, read with ncu, is this
+ * grid: a tiny CTA per 4 KiB. Thousands of tiny CTAs in launch order keep
+ * the bytes in flight within a window that sweeps the buffers from start to
+ * end, and the block scheduler refills every SM the moment a CTA ends; this
+ * shape matched the driver's copy where the runs did not
+ * (bench/results/copies.md, "TMA local copies at the copy engine's speed"
+ * and "the driver's shape").
  *
  * Programmatic dependent launch as in tma_copy.cu: every CTA lets the
  * stream's next grid launch at once, and touches no global memory before

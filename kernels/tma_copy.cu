@@ -1,12 +1,12 @@
 /*
  * p2pt TMA copy kernel: global -> shared -> global with cp.async.bulk.
  *
- * Compiled at run time by NVRTC (src/jit.c), so it includes nothing but
+ * Compiled at run time by NVRTC (src/jit/jit.c), so it includes nothing but
  * p2pt_kernel_abi.h (the constants it shares with the host) and
  * tma_ptx.cuh (the PTX helpers), both handed to NVRTC in memory: plain CUDA
  * C++ and inline PTX. One launch moves a whole copy, whatever its size:
  *
- *   - the host plans the copy (src/chunk_plan.c): an unaligned head (< 16
+ *   - the host plans the copy (src/plans/chunk_plan.c): an unaligned head (< 16
  *     bytes), a 16-byte aligned body cut into `chunk`-byte chunks (the last
  *     one shorter), and a tail (< 16 bytes);
  *   - a persistent grid: CTA b takes chunks b, b + G, b + 2G, ... so that
@@ -20,7 +20,7 @@
  *     stores of earlier ones;
  *   - head and tail bytes are moved by plain loads and stores of CTA 0 and of
  *     the last CTA, in the same launch;
- *   - programmatic dependent launch: src/transport_tma.c launches with
+ *   - programmatic dependent launch: src/engines/transport_tma.c launches with
  *     CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION (unless
  *     P2P_TRANSPORT_PDL=0). Every CTA lets the stream's next grid launch at
  *     once (launch_dependents), so back-to-back copies do not pay the launch
@@ -44,7 +44,7 @@ p2pt_tma_copy(char *dst, const char *src, u64 head, u64 body, u64 tail, u64 chun
     extern __shared__ __align__(128) unsigned char ring[];
     __shared__ __align__(8) u64 bars[P2PT_MAX_STAGES];
     /* This CTA's chunks: n of them, local chunk k being global chunk
-     * first + k * step (src/chunk_plan.c's p2pt__chunk_at for that index). */
+     * first + k * step (src/plans/chunk_plan.c's p2pt__chunk_at for that index). */
     const u64 step = gridDim.x;
     const u64 first = blockIdx.x;
     const u64 n = first >= chunks ? 0 : (chunks - first + step - 1) / step;

@@ -22,9 +22,10 @@
 #      skipped ones by reason; the last line printed is Criterion's
 #      "Synthesis:" line and the exit status is the suite's
 #
-# On a 2-core CPU machine (no GPU) shared with other builds the whole script
-# took about 10 minutes once the packages were installed (README, Tests). On a machine without a GPU the GPU tests
-# skip with their reason; on a GPU machine they run for real.
+# On a 2-core CPU machine (no GPU) the whole script takes several minutes once
+# the packages are installed (README, Tests, gives one measured run), most of
+# it in the valgrind phase. On a machine without a GPU the GPU tests skip with
+# their reason; on a GPU machine they run for real.
 #
 #   scripts/test.sh                             all phases
 #   scripts/test.sh --help                      this text

@@ -3,22 +3,23 @@
  * sqliteInt.h pattern). Library sources include only the headers of the
  * modules they use; frameworks never see any of them.
  *
- *   common.h        status text, load-once, logger          (CUDA-free)
- *   config.h        environment and init options            (CUDA-free)
- *   chunk_plan.h    how a copy is cut up                     (CUDA-free)
- *   batch_plan.h    how a host batch becomes launches        (CUDA-free)
- *   cubin_cache.h   cubins on disk                           (CUDA-free)
- *   driver.h        the driver's entry points, contexts
- *   nvrtc_loader.h  NVRTC's entry points
- *   jit.h           kernels described to the JIT, modules
- *   request.h       one request, resolved; validation
- *   batch.h         batches and registered windows
- *   transport.h     transports and the router
- *   handle.h        handles and their registry
+ *   util/     common.h (status text, load-once, logger), config.h  (CUDA-free)
+ *   plans/    chunk_plan.h, batch_plan.h: how copies and batches are cut up
+ *                                                                  (CUDA-free)
+ *   jit/      cubin_cache.h (CUDA-free), nvrtc_loader.h, jit.h
+ *   cuda/     driver.h: the driver's entry points, contexts
+ *   core/     request.h (one request, resolved), batch.h, windows.h,
+ *             args.h, validate.h, policy.h, router.h (registry, routing),
+ *             operation.h (the pipeline), handle.h
+ *   auto/     auto.h (the auto policy), auto_table.h
+ *   engines/  transport.h (what an engine is), launch.h (kernel launches),
+ *             tma.h
  */
 #ifndef P2PT_INTERNAL_H
 #define P2PT_INTERNAL_H
 
+#include "args.h"
+#include "auto.h"
 #include "batch.h"
 #include "batch_plan.h"
 #include "chunk_plan.h"
@@ -28,9 +29,15 @@
 #include "driver.h"
 #include "handle.h"
 #include "jit.h"
+#include "launch.h"
 #include "nvrtc_loader.h"
+#include "operation.h"
+#include "policy.h"
 #include "request.h"
+#include "router.h"
 #include "tma.h"
 #include "transport.h"
+#include "validate.h"
+#include "windows.h"
 
 #endif /* P2PT_INTERNAL_H */

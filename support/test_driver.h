@@ -1,7 +1,7 @@
 /*
  * Driver entry points that only the tests and the benchmark call (buffers,
  * streams, events, graphs, pools, virtual memory, IPC), fetched from the
- * driver the library loaded. The library's own table (src/driver.h) holds
+ * driver the library loaded. The library's own table (src/cuda/driver.h) holds
  * only what it calls, so it never refuses a driver for lacking one of these.
  */
 #ifndef P2PT_TEST_DRIVER_H

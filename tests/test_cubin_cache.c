@@ -1,5 +1,5 @@
 /*
- * The on-disk cubin cache (src/cubin_cache.c, used by src/jit.c).
+ * The on-disk cubin cache (src/jit/cubin_cache.c, used by src/jit/jit.c).
  *
  * CPU tests: the file name, the completeness check, the atomic write and the
  * read, and every way a file or directory is refused. GPU tests, with two

@@ -1,6 +1,7 @@
 /*
  * Run-time compilation, on a CPU (NVRTC needs no GPU): the embedded kernel
- * is byte-for-byte kernels/tma_copy.cu; it compiles to an sm_90 cubin (ELF)
+ * is byte-for-byte kernels/tma_copy.cu, and the generated table holds every
+ * file of kernels/; it compiles to an sm_90 cubin (ELF)
  * and to PTX holding cp.async.bulk loads and stores and mbarrier waits; a
  * broken source gives status 8 with the NVRTC log; a missing NVRTC gives
  * status 8 naming what was tried. Everything is freed (ASan/valgrind runs).
@@ -42,6 +43,41 @@ Test(jit, embedded_source_is_the_kernel_file)
                  "the library embeds a stale copy of kernels/tma_copy.cu");
     cr_assert_eq(p2pt__tma_copy_source[len], '\0');
     free(file);
+}
+
+/* The generated table holds every file of kernels/, byte for byte, and
+ * every kernel a transport describes is one of its rows. */
+Test(jit, the_generated_source_table_is_every_file_of_kernels)
+{
+    static const char *const files[] = {"batch_copy.cu", "p2pt_kernel_abi.h", "stream_copy.cu",
+                                        "tma_copy.cu", "tma_ptx.cuh"};
+    int rows = 0;
+    while (p2pt__kernel_sources[rows].file != NULL)
+        rows++;
+    cr_assert_geq(rows, (int)(sizeof(files) / sizeof(files[0])));
+    for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
+        char path[512], name[64];
+        snprintf(path, sizeof(path), "%s/kernels/%s", P2PT_SOURCE_DIR, files[f]);
+        snprintf(name, sizeof(name), "kernels/%s", files[f]);
+        const struct p2pt_kernel_source *row = NULL;
+        for (int r = 0; r < rows && row == NULL; r++)
+            if (strcmp(p2pt__kernel_sources[r].file, name) == 0)
+                row = &p2pt__kernel_sources[r];
+        cr_assert_not_null(row, "no row for %s", name);
+        size_t len;
+        char *text = read_file(path, &len);
+        cr_assert_eq(*row->len, len, "%s", name);
+        cr_assert_eq(memcmp(text, row->text, len), 0, "%s is stale", name);
+        free(text);
+    }
+    for (int k = 0; k < p2pt__kernel_count(&p2pt__transport_tma); k++) {
+        const struct p2pt_kernel *kn = p2pt__transport_tma.kernels[k];
+        bool listed = false;
+        for (int r = 0; r < rows; r++)
+            listed = listed || (strcmp(p2pt__kernel_sources[r].file, kn->file) == 0 &&
+                                p2pt__kernel_sources[r].text == kn->source);
+        cr_assert(listed, "%s is not the table's text of its file", kn->file);
+    }
 }
 
 Test(jit, every_kernel_of_every_transport_compiles_for_sm90_with_its_entry_points)

@@ -1,0 +1,52 @@
+/*
+ * The batch entry points (p2pt.h): host descriptors and device
+ * descriptors. Each checks the handle and hands its batch to the operation
+ * pipeline (operation.c), the same steps as a single copy.
+ */
+#include <string.h>
+
+#include "handle.h"
+#include "operation.h"
+
+p2pt_status p2pt_copy_batch_async(p2pt_handle *h, const p2pt_copy_desc *descs, size_t count,
+                                  void *stream)
+{
+    p2pt_status st = p2pt__check_handle(h, "p2pt_copy_batch_async");
+    if (st != P2PT_SUCCESS)
+        return st;
+    if (count == 0)
+        return P2PT_SUCCESS;
+    struct p2pt_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = P2PT_OP_BATCH;
+    op.fn = "p2pt_copy_batch_async";
+    op.descs = descs;
+    op.count = count;
+    op.stream = stream;
+    return p2pt__op_run(h, &op, NULL);
+}
+
+size_t p2pt_batch_workspace_bytes(uint32_t max_count)
+{
+    (void)max_count; /* the kernel plans in shared memory: only the status record */
+    return sizeof(struct p2pt_batch_ws_head);
+}
+
+p2pt_status p2pt_copy_batch_device_async(p2pt_handle *h, const p2pt_copy_desc *descs,
+                                         const uint32_t *count, uint32_t max_count,
+                                         void *workspace, void *stream)
+{
+    p2pt_status st = p2pt__check_handle(h, "p2pt_copy_batch_device_async");
+    if (st != P2PT_SUCCESS)
+        return st;
+    struct p2pt_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = P2PT_OP_DEVICE_BATCH;
+    op.fn = "p2pt_copy_batch_device_async";
+    op.device.descs = descs;
+    op.device.count = count;
+    op.device.max_count = max_count;
+    op.device.workspace = workspace;
+    op.device.stream = (CUstream)stream;
+    return p2pt__op_run(h, &op, NULL);
+}

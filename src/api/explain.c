@@ -1,0 +1,81 @@
+/*
+ * p2pt_explain_copy and p2pt_explain_batch: what the real call would do
+ * with a request, and why, without doing it: the dry run of the same
+ * operation pipeline (operation.c), so they decide as the real call does,
+ * refusals included; they enqueue nothing and count nothing.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "handle.h"
+#include "operation.h"
+
+static p2pt_status check_choice(const char *fn, const p2pt_choice *c)
+{
+    if (c == NULL)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT, "%s: choice is NULL", fn);
+    if (c->size < offsetof(p2pt_choice, path))
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s: choice->size is %zu; set it to sizeof(p2pt_choice) (%zu in "
+                          "this build)",
+                          fn, c->size, sizeof(p2pt_choice));
+    return P2PT_SUCCESS;
+}
+
+/* Copy what fits in the caller's struct. */
+static void give(p2pt_choice *out, const p2pt_choice *c)
+{
+    size_t n = out->size < sizeof(*c) ? out->size : sizeof(*c);
+    size_t size = out->size;
+    memcpy(out, c, n);
+    out->size = size;
+    if (n == sizeof(*c))
+        out->reason[sizeof(out->reason) - 1] = '\0';
+}
+
+p2pt_status p2pt_explain_copy(p2pt_handle *h, const void *dst, const void *src, size_t bytes,
+                              void *stream, p2pt_choice *choice)
+{
+    static const char fn[] = "p2pt_explain_copy";
+    p2pt_status st = p2pt__check_handle(h, fn);
+    p2pt_choice c;
+    struct p2pt_op op;
+
+    if (st != P2PT_SUCCESS || (st = check_choice(fn, choice)) != P2PT_SUCCESS)
+        return st;
+    memset(&c, 0, sizeof(c));
+    c.device = -1;
+    memset(&op, 0, sizeof(op));
+    op.kind = P2PT_OP_COPY;
+    op.fn = fn;
+    op.copy.dst = (void *)(uintptr_t)dst;
+    op.copy.src = src;
+    op.copy.bytes = bytes;
+    op.copy.stream = (CUstream)stream;
+    if ((st = p2pt__op_run(h, &op, &c)) == P2PT_SUCCESS)
+        give(choice, &c);
+    return st;
+}
+
+p2pt_status p2pt_explain_batch(p2pt_handle *h, const p2pt_copy_desc *descs, size_t count,
+                               void *stream, p2pt_choice *choice)
+{
+    static const char fn[] = "p2pt_explain_batch";
+    p2pt_status st = p2pt__check_handle(h, fn);
+    p2pt_choice c;
+    struct p2pt_op op;
+
+    if (st != P2PT_SUCCESS || (st = check_choice(fn, choice)) != P2PT_SUCCESS)
+        return st;
+    memset(&c, 0, sizeof(c));
+    c.device = -1;
+    memset(&op, 0, sizeof(op));
+    op.kind = P2PT_OP_BATCH;
+    op.fn = fn;
+    op.descs = descs;
+    op.count = count;
+    op.stream = stream;
+    if ((st = p2pt__op_run(h, &op, &c)) == P2PT_SUCCESS)
+        give(choice, &c);
+    return st;
+}

@@ -1,0 +1,60 @@
+/*
+ * The built-in crossover tables of `auto` (auto_table.h gives the format),
+ * one per architecture and, where they differ, per GPU. Each says which
+ * section of bench/results/auto.md its bands come from; a machine that differs is
+ * measured with `p2pt-bench --mode calibrate` and its table loaded with
+ * P2P_TRANSPORT_AUTO_TABLE. A CPU test parses every one of them.
+ */
+#include <string.h>
+
+#include "auto_table.h"
+
+/*
+ * sm_90. Local copies and batches from `p2pt-bench --mode calibrate`
+ * (bench/results/auto.md, "P2P_TRANSPORT=auto"; the streaming kernel of
+ * bench/results/copies.md takes local copies from P2P_TRANSPORT_STREAM_MIN):
+ * on one H100 and on one H200 tma was as fast or faster at every size and
+ * for every batch measured. The two GPUs keep a table each, measured apart,
+ * although they read alike. Push and pull come from the one two-GPU machine
+ * measured (bench/results/copies.md, its first section): push to ce at every
+ * size, pull to tma up to the crossover the table names, then ce.
+ */
+static const char sm90_h100[] = "p2pt-auto 1\n"
+                                "arch sm_90\n"
+                                "device NVIDIA H100 80GB HBM3\n"
+                                "copy local 0 tma\n"
+                                "copy push 0 ce\n"
+                                "copy pull 0 tma\n"
+                                "copy pull 32M ce\n"
+                                "batch 0 tma\n";
+
+static const char sm90_h200[] = "p2pt-auto 1\n"
+                                "arch sm_90\n"
+                                "device NVIDIA H200\n"
+                                "copy local 0 tma\n"
+                                "copy push 0 ce\n"
+                                "copy pull 0 tma\n"
+                                "copy pull 32M ce\n"
+                                "batch 0 tma\n";
+
+/* The first entry of an architecture is its default (an sm_90 GPU that is
+ * neither gets the H100's table). */
+const struct p2pt_auto_builtin p2pt__auto_builtins[] = {
+    {90, NULL, sm90_h100},
+    {90, "H200", sm90_h200},
+    {0, NULL, NULL},
+};
+
+const struct p2pt_auto_builtin *p2pt__auto_builtin_for(int cc, const char *name)
+{
+    const struct p2pt_auto_builtin *first = NULL;
+    for (const struct p2pt_auto_builtin *b = p2pt__auto_builtins; b->text != NULL; b++) {
+        if (b->cc != cc)
+            continue;
+        if (b->device != NULL && strstr(name, b->device) != NULL)
+            return b;
+        if (first == NULL)
+            first = b;
+    }
+    return first;
+}

@@ -1,0 +1,327 @@
+/*
+ * The `auto` policy: not an engine of its own but a choice, per copy and
+ * per batch, between the registered ones, from a crossover table
+ * (auto_table.h) for the stream's GPU architecture. Read top to bottom:
+ * loading the tables at init (a file, or the built-in ones), checking them
+ * against the machine, the table of one device, then the two decisions,
+ * each able to say why in words (p2pt_explain_copy/_batch).
+ *
+ * The hot path is a per-device pointer load, a walk over at most 16 bands
+ * and the chosen transport's can_copy. The only driver call it may add is
+ * cuStreamIsCapturing, made only where the table's graph bands and copy
+ * bands disagree about this size.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "auto.h"
+#include "auto_table.h"
+#include "driver.h"
+#include "handle.h"
+#include "policy.h"
+#include "router.h"
+
+_Static_assert(P2PT_AUTO_LOCAL == (int)P2PT_PATH_LOCAL && P2PT_AUTO_PUSH == (int)P2PT_PATH_PUSH &&
+                   P2PT_AUTO_PULL == (int)P2PT_PATH_PULL,
+               "auto_table.h's paths follow enum p2pt_path");
+
+#define MAX_BUILTINS 8
+
+struct p2pt_auto {
+    const char *engines[P2PT_MAX_TRANSPORTS];
+    int n_engines;
+    bool has_file;
+    struct p2pt_auto_table file;
+    int n_builtin;
+    struct p2pt_auto_table builtin[MAX_BUILTINS]; /* p2pt__auto_builtins, parsed, in order */
+    struct p2pt_auto_table none;                  /* an architecture without a table: ce */
+    /* The table each device uses, found on its first request. */
+    const struct p2pt_auto_table *_Atomic dev[P2PT_MAX_DEVICES];
+};
+
+/* A table may name only engines that run on its architecture. */
+static p2pt_status check_engines(const struct p2pt_auto_table *t)
+{
+    const struct p2pt_auto_list *lists[2 * P2PT_AUTO_PATHS + 1];
+    int n = 0;
+    for (int p = 0; p < P2PT_AUTO_PATHS; p++) {
+        lists[n++] = &t->copy[p];
+        lists[n++] = &t->graph[p];
+    }
+    lists[n++] = &t->batch;
+    for (int i = 0; i < n; i++)
+        for (uint32_t b = 0; b < lists[i]->n; b++) {
+            const struct p2pt_transport *e = p2pt__transport_at((int)lists[i]->band[b].engine);
+            if (e->min_cc > t->cc)
+                return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                                  "%s: engine %s needs sm_%d or newer, and this table is "
+                                  "for sm_%d (its 'arch' line)",
+                                  t->source, e->name, e->min_cc, t->cc);
+        }
+    return P2PT_SUCCESS;
+}
+
+p2pt_status p2pt__auto_load(const struct p2pt_config *cfg, struct p2pt_auto **out)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    struct p2pt_auto *a = calloc(1, sizeof(*a));
+    if (a == NULL)
+        return p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory for the auto tables");
+    a->n_engines = p2pt__engine_names(a->engines, P2PT_MAX_TRANSPORTS);
+    for (int i = 0; p2pt__auto_builtins[i].text != NULL; i++) {
+        const struct p2pt_auto_builtin *b = &p2pt__auto_builtins[i];
+        char source[64];
+        if (i == MAX_BUILTINS) {
+            st = p2pt__fail(P2PT_INTERNAL_ERROR, "more than %d built-in auto tables; raise "
+                                                 "MAX_BUILTINS", MAX_BUILTINS);
+            goto out;
+        }
+        snprintf(source, sizeof(source), "built-in table %d (sm_%d%s%s)", i, b->cc,
+                 b->device ? ", " : "", b->device ? b->device : "");
+        P2PT_TRY(p2pt__auto_table_parse(b->text, strlen(b->text), source, a->engines,
+                                        a->n_engines, &a->builtin[i]));
+        a->n_builtin = i + 1;
+    }
+    if (cfg->auto_table[0] != '\0') {
+        P2PT_TRY(p2pt__auto_table_load(cfg->auto_table, a->engines, a->n_engines, &a->file));
+        P2PT_TRY(check_engines(&a->file));
+        a->has_file = true;
+    }
+    /* Everything to the engine that runs any request. */
+    uint32_t fallback = (uint32_t)p2pt__transport_index(p2pt__fallback_engine());
+    snprintf(a->none.source, sizeof(a->none.source),
+             "no table for this architecture: everything to %s", a->engines[fallback]);
+    for (int p = 0; p < P2PT_AUTO_PATHS; p++) {
+        a->none.copy[p].n = 1;
+        a->none.copy[p].band[0].engine = fallback;
+    }
+    a->none.batch.n = 1;
+    a->none.batch.band[0].engine = fallback;
+    *out = a;
+    a = NULL;
+out:
+    free(a);
+    return st;
+}
+
+void p2pt__auto_free(struct p2pt_auto *a)
+{
+    free(a);
+}
+
+/* The device's compute capability and name. */
+static p2pt_status device_facts(int ordinal, int *cc, char *name, int len)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    CUdevice dev;
+    int major = 0, minor = 0;
+    P2PT_CU(p2pt__cu.cuDeviceGet(&dev, ordinal));
+    P2PT_CU(p2pt__cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                          dev));
+    P2PT_CU(p2pt__cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                          dev));
+    P2PT_CU(p2pt__cu.cuDeviceGetName(name, len, dev));
+    *cc = major * 10 + minor;
+out:
+    return st;
+}
+
+p2pt_status p2pt__auto_check_machine(struct p2pt_handle *h)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    const struct p2pt_auto *a = h->autos;
+    char text[4096], name[96] = "", first[160] = "";
+    int count = 0;
+
+    if (a->has_file) {
+        P2PT_CU(p2pt__cu.cuDeviceGetCount(&count));
+        bool match = count == 0;
+        for (int d = 0; d < count && !match; d++) {
+            int cc = 0;
+            P2PT_TRY(device_facts(d, &cc, name, (int)sizeof(name)));
+            match = cc == a->file.cc;
+            if (d == 0)
+                snprintf(first, sizeof(first), "device 0 (%s) is sm_%d", name, cc);
+        }
+        if (!match) {
+            st = p2pt__fail(P2PT_INVALID_ARGUMENT,
+                            "P2P_TRANSPORT_AUTO_TABLE=%s: the table is for sm_%d (its 'arch' "
+                            "line), and none of the %d visible GPUs is: %s; measure this "
+                            "machine with p2pt-bench --mode calibrate",
+                            a->file.source, a->file.cc, count, first);
+            goto out;
+        }
+        p2pt__auto_table_format(&a->file, a->engines, text, sizeof(text));
+        P2PT_INFO(&h->log, "auto: crossover table %s%s%s for sm_%d GPUs:\n%s", a->file.source,
+                  a->file.device[0] ? ", measured on " : "", a->file.device, a->file.cc, text);
+    }
+    for (int i = 0; i < a->n_builtin; i++) {
+        if (a->has_file && a->builtin[i].cc == a->file.cc)
+            continue;
+        p2pt__auto_table_format(&a->builtin[i], a->engines, text, sizeof(text));
+        P2PT_INFO(&h->log, "auto: %s:\n%s", a->builtin[i].source, text);
+    }
+out:
+    return st;
+}
+
+/* The table device `ordinal` uses: the file's for its architecture, else the
+ * built-in one for its name, else its architecture's first, else `none`. */
+static p2pt_status device_table(struct p2pt_handle *h, int ordinal,
+                                const struct p2pt_auto_table **out)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    struct p2pt_auto *a = h->autos;
+    char name[96] = "";
+    int cc = 0;
+    bool cached = ordinal >= 0 && ordinal < P2PT_MAX_DEVICES;
+
+    if (cached && (*out = atomic_load_explicit(&a->dev[ordinal], memory_order_acquire)) != NULL)
+        return P2PT_SUCCESS;
+    P2PT_TRY(device_facts(ordinal, &cc, name, (int)sizeof(name)));
+    const struct p2pt_auto_builtin *b = p2pt__auto_builtin_for(cc, name);
+    const struct p2pt_auto_table *t = &a->none;
+    if (a->has_file && a->file.cc == cc)
+        t = &a->file;
+    else if (b != NULL)
+        t = &a->builtin[b - p2pt__auto_builtins];
+    P2PT_INFO(&h->log, "auto: device %d (%s, sm_%d) uses %s", ordinal, name, cc, t->source);
+    if (cached)
+        atomic_store_explicit(&a->dev[ordinal], t, memory_order_release);
+    *out = t;
+out:
+    return st;
+}
+
+/* "'copy local' from 256K: tma" for the band of `l` holding `bytes`. */
+static void band_text(const struct p2pt_auto *a, const char *list, const struct p2pt_auto_list *l,
+                      uint64_t bytes, char *buf, size_t len)
+{
+    char from[24], to[48] = "";
+    uint32_t b = p2pt__auto_band_of(l, bytes);
+    if (b + 1 < l->n) {
+        char next[24];
+        snprintf(to, sizeof(to), " to %s", p2pt__auto_size_text(l->band[b + 1].from, next));
+    }
+    snprintf(buf, len, "'%s' band from %s%s: %s", list,
+             p2pt__auto_size_text(l->band[b].from, from), to, a->engines[l->band[b].engine]);
+}
+
+/* The table's engine for a resolved copy; the router applies its can_copy
+ * and the fallback. */
+static p2pt_status auto_copy(struct p2pt_handle *h, const struct p2pt_request *r,
+                             const struct p2pt_transport **t, char *why, size_t len)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    const struct p2pt_auto *a = h->autos;
+    const struct p2pt_auto_table *tab = NULL;
+    char band[160] = "", size[24];
+
+    if (r->path == P2PT_PATH_OTHER) {
+        *t = p2pt__fallback_engine();
+        if (why)
+            snprintf(why, len, "auto: host memory, or neither side on the stream's device "
+                               "(path other): %s, which stages what the GPU cannot map",
+                     (*t)->name);
+        return P2PT_SUCCESS;
+    }
+    P2PT_TRY(device_table(h, r->device, &tab));
+    const struct p2pt_auto_list *l = &tab->copy[r->path];
+    const char *list = "copy";
+    uint32_t e = p2pt__auto_pick(l, r->bytes);
+    const struct p2pt_auto_list *g = &tab->graph[r->path];
+    if (g->n != 0 && p2pt__auto_pick(g, r->bytes) != e) {
+        bool capturing = false;
+        P2PT_TRY(p2pt__stream_capturing(r->stream, &capturing));
+        if (capturing) {
+            l = g;
+            list = "graph";
+            e = p2pt__auto_pick(l, r->bytes);
+        }
+    }
+    *t = p2pt__transport_at((int)e);
+    if (why) {
+        char name[16];
+        snprintf(name, sizeof(name), "%s %s", list, p2pt__path_name(r->path));
+        band_text(a, name, l, r->bytes, band, sizeof(band));
+        snprintf(why, len, "auto: %s copy of %s bytes%s; table %s: %s",
+                 p2pt__path_name(r->path), p2pt__auto_size_text(r->bytes, size),
+                 l == g ? " into a graph being captured" : "", tab->source, band);
+    }
+out:
+    return st;
+}
+
+static p2pt_status auto_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
+                              const struct p2pt_transport **t, char *why, size_t len)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    const struct p2pt_auto_table *tab = NULL;
+    char band[160], mean[24];
+
+    P2PT_TRY(device_table(h, b->device, &tab));
+    uint64_t m = b->pieces ? b->bytes / b->pieces : 0;
+    *t = p2pt__transport_at((int)p2pt__auto_pick(&tab->batch, m));
+    if (why) {
+        band_text(h->autos, "batch", &tab->batch, m, band, sizeof(band));
+        snprintf(why, len, "auto: batch of %zu pieces, mean %s bytes; table %s: %s", b->pieces,
+                 p2pt__auto_size_text(m, mean), tab->source, band);
+    }
+out:
+    return st;
+}
+
+/* The first engine that reads descriptors from GPU memory: a device batch's
+ * pieces are unknown on the host, so no table applies. */
+static p2pt_status auto_device_batch(struct p2pt_handle *h, const struct p2pt_transport **t,
+                                     char *why, size_t len)
+{
+    (void)h;
+    *t = p2pt__engine_with(P2PT_CAP_DEVICE_BATCH);
+    if (*t == NULL)
+        return p2pt__fail(P2PT_NOT_SUPPORTED,
+                          "p2pt_copy_batch_device_async: no registered transport reads "
+                          "descriptors from GPU memory");
+    if (why)
+        snprintf(why, len, "auto: a device batch: %s, the first engine that reads "
+                           "descriptors from GPU memory",
+                 (*t)->name);
+    return P2PT_SUCCESS;
+}
+
+static p2pt_status auto_prepare(struct p2pt_handle *h, int device)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    const struct p2pt_auto_table *tab = NULL;
+    P2PT_TRY(device_table(h, device, &tab));
+    /* Every engine the device's architecture runs (the `none` table's cc
+     * is 0: the copy engine alone): a table may send any size to either,
+     * and a graph needs each one's kernels loaded before capture. */
+    for (int i = 0; p2pt__transport_at(i) != NULL; i++)
+        if (p2pt__transport_at(i)->min_cc <= tab->cc)
+            P2PT_TRY(p2pt__transport_at(i)->prepare(h, device));
+out:
+    return st;
+}
+
+static p2pt_status auto_init(struct p2pt_handle *h)
+{
+    return p2pt__auto_load(&h->cfg, &h->autos);
+}
+
+static void auto_fini(struct p2pt_handle *h)
+{
+    p2pt__auto_free(h->autos);
+    h->autos = NULL;
+}
+
+const struct p2pt_policy p2pt__policy_auto = {
+    .name = P2PT_AUTO_NAME,
+    .init = auto_init,
+    .fini = auto_fini,
+    .route_copy = auto_copy,
+    .route_batch = auto_batch,
+    .route_device_batch = auto_device_batch,
+    .prepare = auto_prepare,
+};

@@ -1,0 +1,38 @@
+/*
+ * Batches as they travel from the entry points (api/batch.c) through the
+ * operation pipeline (operation.c) to an engine.
+ */
+#ifndef P2PT_BATCH_H
+#define P2PT_BATCH_H
+
+#include "p2pt_kernel_abi.h"
+#include "request.h"
+#include "windows.h"
+
+/* A host-descriptor batch, checked and resolved once. */
+struct p2pt_batch {
+    const p2pt_copy_desc *descs;
+    size_t count;
+    size_t pieces; /* those with bytes > 0 */
+    uint64_t bytes; /* their payload */
+    CUstream stream;
+    CUcontext ctx;
+    int device; /* the stream's device */
+};
+
+/* A device-descriptor batch. */
+struct p2pt_device_batch {
+    const p2pt_copy_desc *descs;
+    const uint32_t *count;
+    uint32_t max_count;
+    void *workspace;
+    CUstream stream;
+    CUcontext ctx;
+    int device;
+    const struct p2pt_window_set *windows; /* for `device`; NULL: none */
+};
+
+/* Most descriptors one device batch may declare (max_count). */
+#define P2PT_DEVICE_BATCH_MAX (1u << 24)
+
+#endif /* P2PT_BATCH_H */

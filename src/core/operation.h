@@ -1,0 +1,47 @@
+/*
+ * One operation, one pipeline (operation.c). A copy, a host batch and a
+ * device batch are one type; p2pt__op_run takes any of them through the
+ * same steps: argument checks (args.c), resolve (resolve.c: the stream's
+ * context entered once and held until the operation is done), route
+ * (router.c and the handle's policy), validate (validate.c), then dispatch
+ * to the engine and count, or, for a dry run (p2pt_explain_*), describe the
+ * choice instead. A dry run decides exactly as the real call, refusals
+ * included, and enqueues and counts nothing.
+ */
+#ifndef P2PT_OPERATION_H
+#define P2PT_OPERATION_H
+
+#include "batch.h"
+
+struct p2pt_handle;
+
+enum p2pt_op_kind {
+    P2PT_OP_COPY,         /* p2pt_copy_async */
+    P2PT_OP_BATCH,        /* p2pt_copy_batch_async */
+    P2PT_OP_DEVICE_BATCH, /* p2pt_copy_batch_device_async */
+};
+
+struct p2pt_op {
+    enum p2pt_op_kind kind;
+    const char *fn; /* the entry point, for messages */
+    /* The kind's own: the caller fills the arguments (copy: dst, src,
+     * bytes, stream; device batch: descs, count, max_count, workspace,
+     * stream); the pipeline fills the rest. */
+    struct p2pt_request copy;
+    struct p2pt_device_batch device;
+    /* A host batch's arguments; the pipeline fills `batch` from them. */
+    const p2pt_copy_desc *descs;
+    size_t count;
+    void *stream;
+    struct p2pt_batch batch;
+};
+
+/*
+ * Take `op` through the pipeline for handle `h` (already checked live).
+ * `dry` NULL: enqueue and count (a refusal counts in `rejected`). `dry` not
+ * NULL: fill *dry (transport, path, device, reason) instead of dispatching.
+ */
+P2PT_INTERNAL p2pt_status p2pt__op_run(struct p2pt_handle *h, struct p2pt_op *op,
+                                       p2pt_choice *dry);
+
+#endif /* P2PT_OPERATION_H */

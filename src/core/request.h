@@ -1,0 +1,81 @@
+/*
+ * One copy request and everything p2pt needs to know about it, found once
+ * (resolve.c) before the router picks an engine. No later step looks any
+ * of it up again.
+ */
+#ifndef P2PT_REQUEST_H
+#define P2PT_REQUEST_H
+
+#include "common.h"
+
+/* The driver's handle types as cuda.h declares them (C11 allows the same
+ * typedef twice), so modules that only carry a stream or a context do not
+ * compile cuda.h. */
+typedef struct CUstream_st *CUstream;
+typedef struct CUctx_st *CUcontext;
+
+/* Where the bytes go, seen from the stream's device. */
+enum p2pt_path {
+    P2PT_PATH_LOCAL, /* both sides on the stream's device */
+    P2PT_PATH_PUSH,  /* src local, dst on a peer */
+    P2PT_PATH_PULL,  /* dst local, src on a peer */
+    P2PT_PATH_OTHER, /* host memory, or both sides elsewhere */
+};
+
+/* Can the stream's device reach one side? */
+enum p2pt_reach {
+    P2PT_REACH_MAPPED,        /* device or pinned host memory mapped here */
+    P2PT_REACH_NOT_CUDA,      /* memory CUDA does not know (pageable host) */
+    P2PT_REACH_UNMAPPED,      /* another device's memory not mapped here */
+    P2PT_REACH_UNMAPPED_POOL, /* pool memory without an access grant here */
+};
+
+struct p2pt_side {
+    int device;            /* ordinal; -1 for host memory or unknown */
+    enum p2pt_reach reach;
+};
+
+struct p2pt_request {
+    void *dst;
+    const void *src;
+    size_t bytes;
+    CUstream stream;
+    CUcontext ctx;  /* the stream's context */
+    int device;     /* its device's ordinal */
+    struct p2pt_side dst_side, src_side;
+    bool coaligned; /* dst == src modulo 16 */
+    enum p2pt_path path;
+};
+
+/* Make the stream's context current (pushed when it was not: undo with
+ * p2pt__ctx_leave(*pushed)) and find its device's ordinal. Status 5 when
+ * the stream has no context. */
+P2PT_INTERNAL p2pt_status p2pt__stream_enter(CUstream stream, CUcontext *ctx, int *device,
+                                             bool *pushed);
+/* Undo p2pt__stream_enter (pop the context it pushed, if any). */
+P2PT_INTERNAL void p2pt__stream_leave(bool pushed);
+/* Where `p` lives and whether device `stream_dev` reaches it, as the
+ * current context (the stream's, made current by the caller) sees it. */
+P2PT_INTERNAL p2pt_status p2pt__locate(const void *p, int stream_dev, struct p2pt_side *side);
+/* [p, p + bytes) must be memory device `device` reaches (its context
+ * current) and lie inside one allocation: P2PT_INVALID_ARGUMENT naming
+ * `what` otherwise. For ranges a kernel will touch without per-copy checks
+ * (windows, a device batch's buffers). */
+P2PT_INTERNAL p2pt_status p2pt__check_range(const char *what, const void *p, size_t bytes,
+                                            int device);
+/* "local", "push", "pull" or "other". */
+P2PT_INTERNAL const char *p2pt__path_name(enum p2pt_path path);
+/* Fill r->coaligned and r->path from the sides. */
+P2PT_INTERNAL void p2pt__classify(struct p2pt_request *r);
+/* Fill everything after `stream` from the driver: the stream's context and
+ * device, both sides' devices and reachability, co-alignment, the path. The
+ * same lookups whatever P2P_TRANSPORT_VALIDATE says. Enters the stream's
+ * context and leaves it again. */
+P2PT_INTERNAL p2pt_status p2pt__resolve(struct p2pt_request *r);
+/* The same with the stream's context already current and r->ctx and
+ * r->device filled (the operation pipeline holds it). */
+P2PT_INTERNAL p2pt_status p2pt__resolve_sides(struct p2pt_request *r);
+/* Is `stream` capturing into a graph? */
+P2PT_INTERNAL p2pt_status p2pt__stream_capturing(CUstream stream, bool *capturing);
+
+#endif /* P2PT_REQUEST_H */

@@ -1,0 +1,180 @@
+/*
+ * Resolve: every fact about one copy request, found once, before the router
+ * picks a transport: the stream's context and device, where both addresses
+ * live and whether the stream's device can reach them, co-alignment, the
+ * path. The lookups are the same whatever P2P_TRANSPORT_VALIDATE says;
+ * validation (validate.c) only decides whether a failed fact is refused
+ * with a remedy or trusted.
+ */
+#include <stdio.h>
+
+#include "driver.h"
+#include "p2pt_kernel_abi.h"
+#include "request.h"
+
+/*
+ * Where `p` lives, as the current context (the stream's) sees it. Unlike
+ * cuPointerGetAttribute, cuPointerGetAttributes succeeds for addresses CUDA
+ * does not know and leaves the defaults: pageable host memory.
+ */
+p2pt_status p2pt__locate(const void *p, int stream_dev, struct p2pt_side *side)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    CUdeviceptr dp = (CUdeviceptr)(uintptr_t)p;
+    unsigned mem_type = 0;
+    int ordinal = -1;
+    unsigned long long access = CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE;
+    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                   CU_POINTER_ATTRIBUTE_ACCESS_FLAGS};
+    void *data[] = {&mem_type, &ordinal, &access};
+
+    P2PT_CU(p2pt__cu.cuPointerGetAttributes(3, attrs, data, dp));
+    side->device = mem_type == CU_MEMORYTYPE_DEVICE ? ordinal : -1;
+    side->reach = P2PT_REACH_MAPPED;
+    if (mem_type == 0) {
+        side->reach = P2PT_REACH_NOT_CUDA;
+        goto out;
+    }
+    bool reachable = access != CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE;
+    if (reachable && mem_type == CU_MEMORYTYPE_DEVICE && ordinal != stream_dev) {
+        /* ACCESS_FLAGS reads "read-write" for peer memory whether or not it
+         * is mapped here (seen on H200, driver 580, for cuMemAlloc and pool
+         * memory); asking for the pointer through which this context would
+         * reach it fails exactly when it cannot. */
+        void *through = NULL;
+        CUresult r = p2pt__cu.cuPointerGetAttribute(&through, CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+                                                    dp);
+        if (r == CUDA_ERROR_INVALID_VALUE)
+            reachable = false;
+        else
+            P2PT_CU_RESULT(r, "p2pt__cu.cuPointerGetAttribute(&through, "
+                                      "CU_POINTER_ATTRIBUTE_DEVICE_POINTER, dp)");
+    }
+    if (reachable)
+        goto out;
+    side->reach = P2PT_REACH_UNMAPPED;
+    /* The copy engine stages unmapped cuMemAlloc memory through the host,
+     * but refuses pool memory the stream's device has no access to
+     * (CUDA_ERROR_INVALID_VALUE, seen on H200). */
+    CUmemoryPool pool = NULL;
+    if (p2pt__cu.cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, dp) ==
+            CUDA_SUCCESS &&
+        pool != NULL)
+        side->reach = P2PT_REACH_UNMAPPED_POOL;
+out:
+    return st;
+}
+
+p2pt_status p2pt__stream_enter(CUstream stream, CUcontext *ctx, int *device, bool *pushed)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    CUcontext cur = NULL;
+    CUdevice dev = 0;
+
+    *pushed = false;
+    P2PT_CU(p2pt__cu.cuStreamGetCtx(stream, ctx));
+    if (*ctx == NULL) {
+        st = p2pt__fail(P2PT_INVALID_USAGE,
+                        "stream %p has no CUDA context (the default stream needs a "
+                        "current context on this thread)",
+                        (void *)stream);
+        goto out;
+    }
+    P2PT_CU(p2pt__cu.cuCtxGetCurrent(&cur));
+    if (cur != *ctx) {
+        P2PT_CU(p2pt__cu.cuCtxPushCurrent(*ctx));
+        *pushed = true;
+    }
+    P2PT_CU(p2pt__cu.cuCtxGetDevice(&dev));
+    *device = (int)dev;
+out:
+    return st;
+}
+
+void p2pt__stream_leave(bool pushed)
+{
+    p2pt__ctx_leave(pushed);
+}
+
+void p2pt__classify(struct p2pt_request *r)
+{
+    r->coaligned = (uintptr_t)r->dst % P2PT_ALIGN == (uintptr_t)r->src % P2PT_ALIGN;
+    bool dst_here = r->dst_side.device == r->device, src_here = r->src_side.device == r->device;
+    if (dst_here && src_here)
+        r->path = P2PT_PATH_LOCAL;
+    else if (src_here && r->dst_side.device >= 0)
+        r->path = P2PT_PATH_PUSH;
+    else if (dst_here && r->src_side.device >= 0)
+        r->path = P2PT_PATH_PULL;
+    else
+        r->path = P2PT_PATH_OTHER;
+}
+
+const char *p2pt__path_name(enum p2pt_path path)
+{
+    static const char *const names[] = {"local", "push", "pull", "other"};
+    return (unsigned)path < P2PT_ARRAY_LEN(names) ? names[path] : "?";
+}
+
+p2pt_status p2pt__resolve_sides(struct p2pt_request *r)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    P2PT_TRY(p2pt__locate(r->dst, r->device, &r->dst_side));
+    P2PT_TRY(p2pt__locate(r->src, r->device, &r->src_side));
+    p2pt__classify(r);
+out:
+    return st;
+}
+
+p2pt_status p2pt__resolve(struct p2pt_request *r)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    bool pushed = false;
+
+    P2PT_TRY(p2pt__stream_enter(r->stream, &r->ctx, &r->device, &pushed));
+    P2PT_TRY(p2pt__resolve_sides(r));
+out:
+    p2pt__ctx_leave(pushed);
+    return st;
+}
+
+p2pt_status p2pt__stream_capturing(CUstream stream, bool *capturing)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    P2PT_CU(p2pt__cu.cuStreamIsCapturing(stream, &cs));
+    *capturing = cs != CU_STREAM_CAPTURE_STATUS_NONE;
+out:
+    return st;
+}
+
+p2pt_status p2pt__check_range(const char *what, const void *p, size_t bytes, int device)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    struct p2pt_side side;
+    CUdeviceptr start = 0, dp = (CUdeviceptr)(uintptr_t)p;
+    size_t size = 0;
+
+    P2PT_TRY(p2pt__locate(p, device, &side));
+    if (side.reach != P2PT_REACH_MAPPED) {
+        st = p2pt__fail(P2PT_INVALID_ARGUMENT,
+                        "%s %p is %s for device %d: it must be device memory, peer memory "
+                        "mapped there (cuCtxEnablePeerAccess, cuMemSetAccess, "
+                        "cuMemPoolSetAccess) or pinned host memory",
+                        what, p,
+                        side.reach == P2PT_REACH_NOT_CUDA ? "not memory CUDA knows" : "not mapped",
+                        device);
+        goto out;
+    }
+    P2PT_CU(p2pt__cu.cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, dp));
+    P2PT_CU(p2pt__cu.cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, dp));
+    if (dp + bytes > start + size)
+        st = p2pt__fail(P2PT_INVALID_ARGUMENT,
+                        "%s [%p, +%zu) runs past the end of its allocation [%p, +%zu): it "
+                        "must lie inside one allocation",
+                        what, p, bytes, (void *)(uintptr_t)start, size);
+out:
+    return st;
+}
+

@@ -1,0 +1,134 @@
+/*
+ * The registry of engines (curl's available_backends[] pattern) and the
+ * router that picks one for each operation. Adding an engine is its own
+ * file (with the descriptor of its kernel), its kernel in kernels/, and its
+ * name in P2PT_ENGINES. The handle's policy (policy_fixed.c, or auto in
+ * route_auto.c) chooses; the router applies the engine's can_copy and the
+ * fallback, the same for every policy.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "handle.h"
+#include "policy.h"
+#include "router.h"
+
+/* The registered engines, in the order auto's tables number them: each is
+ * p2pt__transport_<name>, defined in its own file. One engine has
+ * P2PT_CAP_FALLBACK: it runs any request. */
+#define P2PT_ENGINES(X) X(ce) X(tma)
+
+#define P2PT_ENGINE_EXTERN(n) P2PT_INTERNAL extern const struct p2pt_transport p2pt__transport_##n;
+#define P2PT_ENGINE_ENTRY(n) &p2pt__transport_##n,
+P2PT_ENGINES(P2PT_ENGINE_EXTERN)
+
+/* NULL-terminated. */
+static const struct p2pt_transport *const transports[] = {P2PT_ENGINES(P2PT_ENGINE_ENTRY) NULL};
+_Static_assert(P2PT_ARRAY_LEN(transports) - 1 <= P2PT_MAX_TRANSPORTS,
+               "more engines than P2PT_MAX_TRANSPORTS: raise it in engine_limits.h");
+
+
+const struct p2pt_transport *p2pt__transport_find(const char *name)
+{
+    if (name == NULL)
+        return NULL;
+    for (size_t i = 0; transports[i] != NULL; i++)
+        if (strcasecmp(name, transports[i]->name) == 0)
+            return transports[i];
+    return NULL;
+}
+
+const struct p2pt_transport *p2pt__transport_at(int i)
+{
+    return i >= 0 && i < (int)P2PT_ARRAY_LEN(transports) ? transports[i] : NULL;
+}
+
+int p2pt__engine_names(const char **names, int max)
+{
+    int n = 0;
+    while (n < max && transports[n] != NULL) {
+        names[n] = transports[n]->name;
+        n++;
+    }
+    return n;
+}
+
+int p2pt__transport_index(const struct p2pt_transport *t)
+{
+    int i = 0;
+    while (transports[i] != NULL && transports[i] != t)
+        i++;
+    return i;
+}
+
+const char *p2pt__handle_transport_name(const struct p2pt_handle *h)
+{
+    return h->policy->name != NULL ? h->policy->name : h->transport->name;
+}
+
+const struct p2pt_transport *p2pt__fallback_engine(void)
+{
+    return p2pt__engine_with(P2PT_CAP_FALLBACK);
+}
+
+const struct p2pt_transport *p2pt__engine_with(unsigned caps)
+{
+    for (size_t i = 0; transports[i] != NULL; i++)
+        if ((transports[i]->caps & caps) == caps)
+            return transports[i];
+    return NULL;
+}
+
+p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *options,
+                              const char *transport_override)
+{
+    const char *names[P2PT_MAX_TRANSPORTS + 1];
+    int n = p2pt__engine_names(names, P2PT_MAX_TRANSPORTS);
+    names[n++] = P2PT_AUTO_NAME;
+    return p2pt__config_parse(cfg, options, transport_override, names, n);
+}
+
+p2pt_status p2pt__route(struct p2pt_handle *h, const struct p2pt_request *r,
+                        const struct p2pt_transport **t, char *why, size_t len)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    const struct p2pt_transport *want = NULL;
+    const char *no = NULL;
+
+    P2PT_TRY(h->policy->route_copy(h, r, &want, why, len));
+    if (want->can_copy(h, r, &no)) {
+        *t = want;
+        return P2PT_SUCCESS;
+    }
+    const struct p2pt_transport *fallback = p2pt__fallback_engine();
+    *t = fallback;
+    if (why) {
+        size_t used = strlen(why);
+        if (used < len)
+            snprintf(why + used, len - used, "; but %s cannot (%s): %s", want->name, no,
+                     fallback->name);
+        return P2PT_SUCCESS;
+    }
+    atomic_fetch_add_explicit(&h->stats.engine_fallbacks[p2pt__transport_index(want)], 1,
+                              memory_order_relaxed);
+    if (atomic_exchange(&h->fallback_logged, 1) == 0)
+        P2PT_INFO(&h->log,
+                  "%s cannot copy %zu bytes from %p to %p (%s); such copies go to %s "
+                  "(logged once, counted in ce_fallbacks)",
+                  want->name, r->bytes, r->src, r->dst, no, fallback->name);
+out:
+    return st;
+}
+
+p2pt_status p2pt__route_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
+                              const struct p2pt_transport **t, char *why, size_t len)
+{
+    return h->policy->route_batch(h, b, t, why, len);
+}
+
+p2pt_status p2pt__route_device_batch(struct p2pt_handle *h, const struct p2pt_transport **t,
+                                     char *why, size_t len)
+{
+    return h->policy->route_device_batch(h, t, why, len);
+}

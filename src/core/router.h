@@ -1,0 +1,53 @@
+/*
+ * The engine registry and the router (router.c): which engines exist, and
+ * which one runs an operation. The router asks the handle's policy
+ * (policy.h), then, for a copy, the engine's can_copy: a refusal sends the
+ * copy to the fallback engine, counted per engine and logged once per
+ * handle whatever the policy.
+ */
+#ifndef P2PT_ROUTER_H
+#define P2PT_ROUTER_H
+
+#include "config.h"
+#include "transport.h"
+
+struct p2pt_policy;
+
+/* Case-insensitive lookup in the registry; NULL when unknown. */
+P2PT_INTERNAL const struct p2pt_transport *p2pt__transport_find(const char *name);
+/* The registry's i-th engine, NULL past the end. */
+P2PT_INTERNAL const struct p2pt_transport *p2pt__transport_at(int i);
+/* The registry's names in order, at most `max` of them; returns how many
+ * (an engine's index in a crossover table is its registry position). */
+P2PT_INTERNAL int p2pt__engine_names(const char **names, int max);
+/* Its position in the registry (the index of per-engine counters). */
+P2PT_INTERNAL int p2pt__transport_index(const struct p2pt_transport *t);
+/* The engine that runs any request (P2PT_CAP_FALLBACK). */
+P2PT_INTERNAL const struct p2pt_transport *p2pt__fallback_engine(void);
+/* The first engine with every capability in `caps`; NULL when none. */
+P2PT_INTERNAL const struct p2pt_transport *p2pt__engine_with(unsigned caps);
+/* The handle's transport name: a registered one, or "auto". */
+P2PT_INTERNAL const char *p2pt__handle_transport_name(const struct p2pt_handle *h);
+/* p2pt__config_parse against the registry's names (plus "auto"). */
+P2PT_INTERNAL p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *options,
+                                            const char *transport_override);
+
+/*
+ * The engine that runs resolved copy `r` (*t): the policy's choice when its
+ * can_copy says yes, else the fallback engine (a real run counts it in
+ * engine_fallbacks and logs it once per handle with the reason). When `why`
+ * is not NULL (a dry run) it gets the reason in words and nothing is
+ * counted.
+ */
+P2PT_INTERNAL p2pt_status p2pt__route(struct p2pt_handle *h, const struct p2pt_request *r,
+                                      const struct p2pt_transport **t, char *why, size_t len);
+/* The same for a host batch (b->pieces > 0, stream resolved). */
+P2PT_INTERNAL p2pt_status p2pt__route_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
+                                            const struct p2pt_transport **t, char *why,
+                                            size_t len);
+/* The same for a device batch: status 6 when the policy has no engine. */
+P2PT_INTERNAL p2pt_status p2pt__route_device_batch(struct p2pt_handle *h,
+                                                   const struct p2pt_transport **t, char *why,
+                                                   size_t len);
+
+#endif /* P2PT_ROUTER_H */

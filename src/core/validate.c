@@ -1,0 +1,154 @@
+/*
+ * Validation: with P2P_TRANSPORT_VALIDATE=1, the resolved facts of an
+ * operation against what the engine the router chose can do. A refusal is
+ * status 4 with the remedy; the lookups behind the facts happened in
+ * resolve, whatever the setting, so only the verdict depends on it.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "driver.h"
+#include "args.h"
+#include "batch.h"
+#include "handle.h"
+#include "transport.h"
+#include "validate.h"
+
+static p2pt_status refuse_side(const struct p2pt_request *r, const struct p2pt_side *s,
+                               const char *name, const void *p, bool staged_ok)
+{
+    switch (s->reach) {
+    case P2PT_REACH_MAPPED:
+        return P2PT_SUCCESS;
+    case P2PT_REACH_UNMAPPED_POOL:
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s %p is memory-pool memory of device %d that device %d, "
+                          "where the stream runs, has no access to: grant it with "
+                          "cuMemPoolSetAccess",
+                          name, p, s->device, r->device);
+    case P2PT_REACH_NOT_CUDA:
+        if (staged_ok)
+            return P2PT_SUCCESS;
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s %p is not memory CUDA knows (pageable host memory?): the "
+                          "TMA transport needs device memory or pinned, mapped host memory",
+                          name, p);
+    case P2PT_REACH_UNMAPPED:
+        if (staged_ok)
+            return P2PT_SUCCESS;
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s %p (device %d) is not mapped for device %d, where the "
+                          "stream runs: enable access first (cuCtxEnablePeerAccess, "
+                          "cuMemSetAccess or cuMemPoolSetAccess), or use P2P_TRANSPORT=ce",
+                          name, p, s->device, r->device);
+    }
+    return p2pt__fail(P2PT_INTERNAL_ERROR, "unknown reach %d", (int)s->reach);
+}
+
+p2pt_status p2pt__refuse(const struct p2pt_request *r, bool staged_ok)
+{
+    p2pt_status st = refuse_side(r, &r->dst_side, "dst", r->dst, staged_ok);
+    if (st == P2PT_SUCCESS)
+        st = refuse_side(r, &r->src_side, "src", r->src, staged_ok);
+    return st;
+}
+
+/* With validation on: can the transport do every piece? Pieces inside
+ * windows registered for the stream's device are known to be mapped there;
+ * the others are located one by one (the stream's context is current). */
+static p2pt_status check_facts(const struct p2pt_handle *h, const struct p2pt_batch *b,
+                               bool staged_ok)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    const struct p2pt_window_set *ws = p2pt__windows(&h->windows, b->device);
+    int dst_hint = -1, src_hint = -1; /* destinations and sources sit in different windows */
+    for (size_t i = 0; i < b->count; i++) {
+        const p2pt_copy_desc *d = &b->descs[i];
+        if (d->bytes == 0)
+            continue;
+        if (p2pt__window_holds(ws, (uint64_t)(uintptr_t)d->dst, d->bytes, &dst_hint) &&
+            p2pt__window_holds(ws, (uint64_t)(uintptr_t)d->src, d->bytes, &src_hint))
+            continue;
+        struct p2pt_request r;
+        memset(&r, 0, sizeof(r));
+        r.dst = d->dst;
+        r.src = d->src;
+        r.bytes = d->bytes;
+        r.stream = b->stream;
+        r.ctx = b->ctx;
+        r.device = b->device;
+        if ((st = p2pt__locate(r.dst, r.device, &r.dst_side)) != P2PT_SUCCESS ||
+            (st = p2pt__locate(r.src, r.device, &r.src_side)) != P2PT_SUCCESS ||
+            (st = p2pt__refuse(&r, staged_ok)) != P2PT_SUCCESS)
+            return p2pt__piece_fail(st, i, b->count);
+    }
+    return st;
+}
+
+/* The last device batch whose buffers this thread checked: a framework
+ * replays the same few, so each is checked once, not per call. Addresses
+ * alone are not enough: memory freed and allocated again can come back at
+ * the same address with another size, so each buffer's allocation id
+ * (CU_POINTER_ATTRIBUTE_BUFFER_ID, unique over the process's lifetime) must
+ * match too. */
+struct checked_buffers {
+    CUcontext ctx;
+    const void *descs, *count, *workspace;
+    uint32_t max_count;
+    unsigned long long id[3];
+};
+static _Thread_local struct checked_buffers last_checked;
+
+/* p's allocation id; 0 where the driver knows no allocation (never equal to
+ * a remembered id, and the range check then says what is wrong). */
+static unsigned long long buffer_id(const void *p)
+{
+    unsigned long long id = 0;
+    if (p2pt__cu.cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+                                       (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS)
+        return 0;
+    return id;
+}
+
+p2pt_status p2pt__validate_copy(const struct p2pt_handle *h, const struct p2pt_request *r,
+                                const struct p2pt_transport *t)
+{
+    if (!h->cfg.validate)
+        return P2PT_SUCCESS;
+    return p2pt__refuse(r, (t->caps & P2PT_CAP_STAGED) != 0);
+}
+
+p2pt_status p2pt__validate_batch(const struct p2pt_handle *h, const struct p2pt_batch *b,
+                                 const struct p2pt_transport *t)
+{
+    if (!h->cfg.validate)
+        return P2PT_SUCCESS;
+    return check_facts(h, b, (t->caps & P2PT_CAP_STAGED) != 0);
+}
+
+p2pt_status p2pt__validate_device_batch(const struct p2pt_handle *h,
+                                        const struct p2pt_device_batch *b)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    if (!h->cfg.validate)
+        return P2PT_SUCCESS;
+    const unsigned long long id[3] = {buffer_id(b->descs), buffer_id(b->count),
+                                      buffer_id(b->workspace)};
+    bool same = last_checked.ctx == b->ctx && last_checked.descs == b->descs &&
+                last_checked.count == b->count && last_checked.workspace == b->workspace &&
+                last_checked.max_count == b->max_count;
+    for (int i = 0; i < 3; i++)
+        same = same && id[i] != 0 && id[i] == last_checked.id[i];
+    if (same)
+        return P2PT_SUCCESS;
+    P2PT_TRY(p2pt__check_range("p2pt_copy_batch_device_async: descs", b->descs,
+                               (size_t)b->max_count * sizeof(*b->descs), b->device));
+    P2PT_TRY(p2pt__check_range("p2pt_copy_batch_device_async: count", b->count,
+                               sizeof(*b->count), b->device));
+    P2PT_TRY(p2pt__check_range("p2pt_copy_batch_device_async: workspace", b->workspace,
+                               p2pt_batch_workspace_bytes(b->max_count), b->device));
+    last_checked = (struct checked_buffers){b->ctx, b->descs, b->count, b->workspace,
+                                            b->max_count, {id[0], id[1], id[2]}};
+out:
+    return st;
+}

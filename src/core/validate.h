@@ -1,0 +1,36 @@
+/*
+ * Validation (validate.c), the step after routing: with
+ * P2P_TRANSPORT_VALIDATE=1, refuse an operation whose resolved facts the
+ * chosen engine cannot cope with, with status 4 and the remedy. With
+ * validation off every function here returns success at once.
+ */
+#ifndef P2PT_VALIDATE_H
+#define P2PT_VALIDATE_H
+
+#include "batch.h"
+
+struct p2pt_handle;
+struct p2pt_transport;
+
+/* One request's sides against what engine `t` can reach. */
+P2PT_INTERNAL p2pt_status p2pt__validate_copy(const struct p2pt_handle *h,
+                                              const struct p2pt_request *r,
+                                              const struct p2pt_transport *t);
+/* Every piece of a host batch (the stream's context current): pieces inside
+ * registered windows by a range check, the others located one by one. */
+P2PT_INTERNAL p2pt_status p2pt__validate_batch(const struct p2pt_handle *h,
+                                               const struct p2pt_batch *b,
+                                               const struct p2pt_transport *t);
+/* A device batch's three buffers: memory of its device, inside one
+ * allocation each (remembered per thread, so a replayed batch is checked
+ * once). */
+P2PT_INTERNAL p2pt_status p2pt__validate_device_batch(const struct p2pt_handle *h,
+                                                      const struct p2pt_device_batch *b);
+/*
+ * Refuse a request whose facts an engine cannot cope with. `staged_ok`: the
+ * engine lets the driver stage memory the stream's device cannot map (the
+ * copy engine does; a kernel would fault).
+ */
+P2PT_INTERNAL p2pt_status p2pt__refuse(const struct p2pt_request *r, bool staged_ok);
+
+#endif /* P2PT_VALIDATE_H */

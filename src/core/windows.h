@@ -1,0 +1,45 @@
+/*
+ * Registered windows (windows.c): ranges a framework promises stay mapped on
+ * one device, so a batch's pieces inside them need no per-piece lookup.
+ * Readers take a snapshot without a lock; writers hold the set's lock.
+ */
+#ifndef P2PT_WINDOWS_H
+#define P2PT_WINDOWS_H
+
+#include "common.h"
+#include "p2pt_kernel_abi.h"
+
+#define P2PT_MAX_DEVICES 64
+
+/* Windows registered for one device: an immutable snapshot, sorted by base.
+ * Registering makes a new snapshot; old ones stay allocated until the
+ * handle is finalized, so a reader never needs a lock. */
+struct p2pt_window_set {
+    int n;
+    struct p2pt_batch_window w[P2PT_BATCH_MAX_WINDOWS];
+    struct p2pt_window_set *retired; /* the snapshot this one replaced */
+};
+
+/* One handle's windows, per device. */
+struct p2pt_windows {
+    pthread_mutex_t lock;
+    struct p2pt_window_set *_Atomic set[P2PT_MAX_DEVICES];
+};
+
+P2PT_INTERNAL void p2pt__windows_init(struct p2pt_windows *w);
+/* Free every snapshot (at finalize). */
+P2PT_INTERNAL void p2pt__windows_free(struct p2pt_windows *w);
+/* The windows registered for `device` (NULL when none). Lock-free. */
+P2PT_INTERNAL const struct p2pt_window_set *p2pt__windows(const struct p2pt_windows *w,
+                                                          int device);
+/* Is [a, a + n) inside one window of `ws`? `*hint` remembers the last hit
+ * (start with -1): batches tend to stay in one window. */
+P2PT_INTERNAL bool p2pt__window_holds(const struct p2pt_window_set *ws, uint64_t a, uint64_t n,
+                                      int *hint);
+/* p2pt_window_register / _unregister once the handle is known live. */
+P2PT_INTERNAL p2pt_status p2pt__window_add(struct p2pt_windows *w, int device, const void *base,
+                                           size_t bytes);
+P2PT_INTERNAL p2pt_status p2pt__window_remove(struct p2pt_windows *w, int device,
+                                              const void *base);
+
+#endif /* P2PT_WINDOWS_H */

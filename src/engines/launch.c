@@ -1,0 +1,58 @@
+/*
+ * What every kernel engine shares: the grid a launch may use on a device
+ * and the launch itself (with programmatic dependent launch when asked).
+ */
+#include <string.h>
+
+#include "launch.h"
+
+/* Never more than two CTAs per SM: one elected thread per CTA keeps its
+ * whole ring in flight, so more CTAs only split the same shared memory. */
+#define MAX_CTAS_PER_SM 2
+#define PER_CTA_SMEM_OVERHEAD 1024 /* driver-reserved shared memory per CTA */
+
+unsigned p2pt__kernel_ctas(const struct p2pt_handle *h, const struct p2pt_module *m, size_t smem)
+{
+    uint64_t per_sm = (uint64_t)m->smem_per_sm / (smem + PER_CTA_SMEM_OVERHEAD);
+    if (per_sm > MAX_CTAS_PER_SM)
+        per_sm = MAX_CTAS_PER_SM;
+    if (per_sm == 0)
+        per_sm = 1;
+    uint64_t g = per_sm * (uint64_t)m->sm_count;
+    if (h->cfg.max_ctas > 0 && (uint64_t)h->cfg.max_ctas < g)
+        g = (uint64_t)h->cfg.max_ctas;
+    return (unsigned)g;
+}
+
+/* One launch, with programmatic dependent launch when asked for and the
+ * driver has cuLaunchKernelEx (kernels/tma_copy.cu says what the kernel does
+ * with it): a copy right behind another one in the stream launches while
+ * the first drains. Measured in bench/results/latency.md (back-to-back small
+ * copies). */
+p2pt_status p2pt__kernel_launch(const struct p2pt_handle *h, CUfunction fn, unsigned grid,
+                             unsigned block, unsigned smem, CUstream stream, void **params)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    if (h->cfg.pdl && p2pt__cu.cuLaunchKernelEx != NULL) {
+        CUlaunchAttribute pdl;
+        memset(&pdl, 0, sizeof(pdl));
+        pdl.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        pdl.value.programmaticStreamSerializationAllowed = 1;
+        CUlaunchConfig lc;
+        memset(&lc, 0, sizeof(lc));
+        lc.gridDimX = grid;
+        lc.gridDimY = lc.gridDimZ = 1;
+        lc.blockDimX = block;
+        lc.blockDimY = lc.blockDimZ = 1;
+        lc.sharedMemBytes = smem;
+        lc.hStream = stream;
+        lc.attrs = &pdl;
+        lc.numAttrs = 1;
+        P2PT_CU(p2pt__cu.cuLaunchKernelEx(&lc, fn, params, NULL));
+    } else {
+        P2PT_CU(p2pt__cu.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, smem, stream, params,
+                                        NULL));
+    }
+out:
+    return st;
+}

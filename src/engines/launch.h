@@ -1,0 +1,22 @@
+/*
+ * What every kernel engine shares (launch.c): how many CTAs a launch may
+ * use on a device, and the launch itself.
+ */
+#ifndef P2PT_LAUNCH_H
+#define P2PT_LAUNCH_H
+
+#include "handle.h"
+#include "jit.h"
+
+/* CTAs of `smem` bytes of dynamic shared memory each one launch may use on
+ * the module's device: one or two per SM as that memory allows, capped by
+ * P2P_TRANSPORT_MAX_CTAS. */
+P2PT_INTERNAL unsigned p2pt__kernel_ctas(const struct p2pt_handle *h,
+                                         const struct p2pt_module *m, size_t smem);
+/* Launch `fn` on `stream`, with programmatic dependent launch when the
+ * handle asks for it and the driver has cuLaunchKernelEx. */
+P2PT_INTERNAL p2pt_status p2pt__kernel_launch(const struct p2pt_handle *h, CUfunction fn,
+                                              unsigned grid, unsigned block, unsigned smem,
+                                              CUstream stream, void **params);
+
+#endif /* P2PT_LAUNCH_H */

@@ -1,0 +1,39 @@
+/*
+ * What the TMA transport's two files share (transport_tma.c: single
+ * copies; transport_tma_batch.c: batches).
+ */
+#ifndef P2PT_TMA_H
+#define P2PT_TMA_H
+
+#include "launch.h"
+#include "transport.h"
+
+/* The TMA transport's kernels and their entry points, in entries order. */
+P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_tma_copy;    /* kernels/tma_copy.cu */
+P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_stream_copy; /* kernels/stream_copy.cu */
+P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_batch_copy;  /* kernels/batch_copy.cu */
+enum { P2PT_TMA_ENTRY_COPY };
+enum { P2PT_STREAM_ENTRY_COPY };
+enum {
+    P2PT_BATCH_ENTRY_SMALL,
+    P2PT_BATCH_ENTRY_LARGE,
+    P2PT_BATCH_ENTRY_DEVICE,
+    P2PT_BATCH_ENTRY_RING
+};
+
+/* The CTAs one copy launch may use on the module's device under this
+ * handle's configuration, kept per (handle, device) (status 4 when the ring
+ * does not fit its shared memory). */
+P2PT_INTERNAL p2pt_status p2pt__tma_grid(struct p2pt_handle *h, const struct p2pt_module *m,
+                                         uint32_t *grid);
+P2PT_INTERNAL p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, const struct p2pt_batch *b);
+/* A host batch through the context's staging ring (transport_tma_ring.c):
+ * one launch of up to `most` CTAs. *done false (status success): the ring
+ * cannot take it (capture, too large, no ring here); use the parameters. */
+P2PT_INTERNAL p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
+                                               const struct p2pt_module *m, unsigned most,
+                                               bool *done);
+P2PT_INTERNAL p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h,
+                                                      const struct p2pt_device_batch *b);
+
+#endif /* P2PT_TMA_H */

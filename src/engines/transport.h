@@ -1,0 +1,71 @@
+/*
+ * Engines (transports). An engine describes itself: its name, what it can
+ * do, whether it can run one request and why not, its private state and its
+ * steps. Adding one is its own file, its kernel, and one registry line
+ * (router.c).
+ */
+#ifndef P2PT_TRANSPORT_H
+#define P2PT_TRANSPORT_H
+
+#include "batch.h"
+#include "config.h"
+#include "engine_limits.h"
+
+struct p2pt_handle;
+struct p2pt_kernel;
+
+/* What a transport can do (p2pt_transport.caps). */
+#define P2PT_CAP_LOCAL (1u << 0)   /* both sides on the stream's device */
+#define P2PT_CAP_PEER (1u << 1)    /* push and pull through a peer mapping */
+#define P2PT_CAP_STAGED (1u << 2)  /* memory the stream's device cannot map
+                                      (pageable host, unmapped peer memory),
+                                      staged by the driver */
+#define P2PT_CAP_ANY_ALIGN (1u << 3) /* dst and src need not be co-aligned */
+#define P2PT_CAP_CAPTURE (1u << 4) /* capturable into a CUDA graph (after prepare) */
+#define P2PT_CAP_BATCH (1u << 5)   /* a host batch in one operation (copy_batch) */
+#define P2PT_CAP_DEVICE_BATCH (1u << 6) /* descriptors read from GPU memory */
+#define P2PT_CAP_FALLBACK (1u << 7) /* runs any request: where a copy goes when
+                                       the chosen engine's can_copy says no */
+
+struct p2pt_transport {
+    const char *name;
+    unsigned caps;
+    int min_cc; /* lowest compute capability (major * 10 + minor); 0 = any */
+    /* Can this transport run `r`? When not, *why says why (static text).
+     * Pure: no driver call, no side effect. */
+    bool (*can_copy)(const struct p2pt_handle *h, const struct p2pt_request *r,
+                     const char **why);
+    /* Per-handle private state, made at p2pt_init (NULL hook: none) and
+     * freed at p2pt_finalize. */
+    p2pt_status (*init)(const struct p2pt_handle *h, void **state);
+    void (*fini)(void *state);
+    /* One-time work for `device` in the current/primary context. May JIT;
+     * never called during stream capture. */
+    p2pt_status (*prepare)(struct p2pt_handle *h, int device);
+    /* Enqueue `r`, resolved, routed and validated. */
+    p2pt_status (*copy)(struct p2pt_handle *h, const struct p2pt_request *r);
+    /* Enqueue a host batch, every piece checked. NULL: the entry point
+     * loops over copy, one resolved request per piece. */
+    p2pt_status (*copy_batch)(struct p2pt_handle *h, const struct p2pt_batch *b);
+    /* Enqueue a device-descriptor batch. NULL: not supported (status 6). */
+    p2pt_status (*copy_batch_device)(struct p2pt_handle *h, const struct p2pt_device_batch *b);
+    /* The kernels it compiles at run time, NULL-ended (prepare loads them
+     * all; each is described beside the code that launches it). */
+    const struct p2pt_kernel *kernels[4];
+};
+
+/* The engines the tests and the benchmark name directly (the registry,
+ * router.c, declares every engine it lists). */
+P2PT_INTERNAL extern const struct p2pt_transport p2pt__transport_ce;
+P2PT_INTERNAL extern const struct p2pt_transport p2pt__transport_tma;
+
+/* How many kernels transport `t` compiles. */
+static inline int p2pt__kernel_count(const struct p2pt_transport *t)
+{
+    int n = 0;
+    while (n < (int)P2PT_ARRAY_LEN(t->kernels) && t->kernels[n] != NULL)
+        n++;
+    return n;
+}
+
+#endif /* P2PT_TRANSPORT_H */

@@ -1,0 +1,230 @@
+/*
+ * The TMA transport: one launch per copy, whatever the size: the bulk-copy
+ * ring of kernels/tma_copy.cu on a persistent grid, or for large local
+ * copies kernels/stream_copy.cu. Read top to bottom: what it can copy,
+ * prepare (compile, load, size the grid once per device), then the copy:
+ * plan it once from the resolved request, launch. Batches are in
+ * transport_tma_batch.c.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "chunk_plan.h"
+#include "tma.h"
+
+const struct p2pt_kernel p2pt__kernel_tma_copy = {
+    .name = "tma_copy",
+    .file = "kernels/tma_copy.cu",
+    .source = p2pt__tma_copy_source,
+    .entries = {"p2pt_tma_copy", NULL},
+    .min_cc = 90,
+    .defines = {NULL},
+    .dynamic_smem = true,
+};
+
+const struct p2pt_kernel p2pt__kernel_stream_copy = {
+    .name = "stream_copy",
+    .file = "kernels/stream_copy.cu",
+    .source = p2pt__stream_copy_source,
+    .entries = {"p2pt_stream_copy", NULL},
+    .min_cc = 90,
+    .defines = {NULL},
+};
+
+/* The smallest chunk a copy is split into to reach more SMs: below a few KiB
+ * the bulk copies' fixed cost outweighs the parallelism. */
+#define MIN_SPLIT_CHUNK 4096u
+/* Bytes per CTA of the streaming kernel: a 16-byte unit per thread. */
+#define STREAM_CTA_BYTES (16u * P2PT_STREAM_THREADS)
+
+/* Per handle: per device, the CTAs one copy launch may use under the
+ * handle's configuration, worked out once (prepare or first copy); 0 = not
+ * yet. */
+struct tma_state {
+    _Atomic uint32_t grid[P2PT_MAX_DEVICES];
+};
+
+static p2pt_status tma_init(const struct p2pt_handle *h, void **state)
+{
+    (void)h;
+    *state = calloc(1, sizeof(struct tma_state));
+    if (*state == NULL)
+        return p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory for a p2pt handle");
+    return P2PT_SUCCESS;
+}
+
+static void tma_fini(void *state)
+{
+    free(state);
+}
+
+static bool tma_can_copy(const struct p2pt_handle *h, const struct p2pt_request *r,
+                         const char **why)
+{
+    (void)h;
+    if (!r->coaligned) {
+        /* No shift aligns both sides for cp.async.bulk; the copy engine
+         * handles any alignment at full speed. */
+        *why = "dst and src differ modulo 16, so no bulk copy can align both";
+        return false;
+    }
+    return true;
+}
+
+/*
+ * The CTAs one launch may use on the module's device under this handle's
+ * configuration, worked out once per (handle, device) and kept in the
+ * engine's state for the handle: the ring must fit the device's shared memory (status 4 naming
+ * both otherwise), then p2pt__kernel_ctas for that ring.
+ */
+p2pt_status p2pt__tma_grid(struct p2pt_handle *h, const struct p2pt_module *m, uint32_t *grid)
+{
+    struct tma_state *ts = p2pt__engine_state(h, &p2pt__transport_tma);
+    if (m->ordinal >= 0 && m->ordinal < P2PT_MAX_DEVICES &&
+        (*grid = atomic_load_explicit(&ts->grid[m->ordinal], memory_order_relaxed)) != 0)
+        return P2PT_SUCCESS;
+    size_t need = p2pt__config_smem_bytes(&h->cfg);
+    if (need > (size_t)m->smem_per_block_optin)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "P2P_TRANSPORT_CHUNK_BYTES=%zu x P2P_TRANSPORT_STAGES=%d "
+                          "needs %zu bytes of shared memory per CTA; device %d allows "
+                          "%d",
+                          h->cfg.chunk_bytes, h->cfg.stages, need, m->ordinal,
+                          m->smem_per_block_optin);
+    *grid = p2pt__kernel_ctas(h, m, need);
+    if (m->ordinal >= 0 && m->ordinal < P2PT_MAX_DEVICES)
+        atomic_store_explicit(&ts->grid[m->ordinal], *grid, memory_order_relaxed);
+    return P2PT_SUCCESS;
+}
+
+/* Both kernels: a batch captured into a graph needs its module loaded
+ * before capture just as a single copy does. */
+static p2pt_status tma_prepare(struct p2pt_handle *h, int device)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    CUcontext ctx = NULL;
+    bool pushed = false;
+    const struct p2pt_module *m = NULL;
+    uint32_t grid;
+
+    P2PT_TRY(p2pt__ctx_enter(device, &ctx, &pushed));
+    for (int k = 0; k < p2pt__kernel_count(&p2pt__transport_tma); k++) {
+        P2PT_TRY(p2pt__jit_module(ctx, p2pt__transport_tma.kernels[k], &h->cfg, &h->log, NULL,
+                                  &m));
+        P2PT_TRY(p2pt__tma_grid(h, m, &grid));
+    }
+out:
+    p2pt__ctx_leave(pushed);
+    return st;
+}
+
+/*
+ * The chunk size for one copy. P2P_TRANSPORT_CHUNK_BYTES is the maximum: a
+ * local copy with fewer chunks than the grid has CTAs leaves SMs idle and
+ * makes each CTA move its one chunk serially (a 64 KiB copy is two CTAs of
+ * one 48 KiB chunk each), so such a copy is cut finer, down to
+ * MIN_SPLIT_CHUNK, until every CTA has a share. Copies over NVLink keep full
+ * chunks: fewer and larger bulk copies were faster there
+ * (bench/results/experiments.md, split experiment).
+ */
+static size_t chunk_for(const struct p2pt_handle *h, const struct p2pt_request *r,
+                        uint64_t grid)
+{
+    size_t chunk = h->cfg.chunk_bytes;
+    size_t body = r->bytes; /* an upper bound of the aligned body is enough */
+    if (r->path != P2PT_PATH_LOCAL || body / chunk >= grid)
+        return chunk;
+    size_t share = (size_t)((body + grid - 1) / grid);
+    share = (share + P2PT_ALIGN - 1) / P2PT_ALIGN * P2PT_ALIGN;
+    if (share < MIN_SPLIT_CHUNK)
+        share = MIN_SPLIT_CHUNK;
+    return share < chunk ? share : chunk;
+}
+
+/*
+ * Whether a copy takes kernels/stream_copy.cu: a local copy from
+ * P2P_TRANSPORT_STREAM_MIN on. Copies over NVLink were not measured with
+ * it; a CTA cap (P2P_TRANSPORT_MAX_CTAS) asks for the grid that honours it;
+ * and its grid, a CTA for every 4 KiB, must stay within CUDA's 2^31 - 1
+ * CTAs (8 TiB).
+ */
+static bool takes_stream_kernel(const struct p2pt_handle *h, const struct p2pt_request *r)
+{
+    return r->path == P2PT_PATH_LOCAL && h->cfg.stream_min != 0 &&
+           r->bytes >= h->cfg.stream_min && h->cfg.max_ctas == 0 &&
+           r->bytes <= (uint64_t)0x7fffffffu * STREAM_CTA_BYTES;
+}
+
+/* A large local copy: kernels/stream_copy.cu, a CTA for every 4 KiB of the
+ * body. */
+static p2pt_status stream_copy(struct p2pt_handle *h, const struct p2pt_request *r)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    struct p2pt_chunk_plan plan;
+    const struct p2pt_module *m = NULL;
+    CUstream stream = r->stream;
+
+    P2PT_TRY(p2pt__chunk_plan((uintptr_t)r->dst, (uintptr_t)r->src, r->bytes, STREAM_CTA_BYTES,
+                              &plan));
+    uint64_t ctas = (plan.body + STREAM_CTA_BYTES - 1) / STREAM_CTA_BYTES;
+    P2PT_TRY(p2pt__jit_module(r->ctx, &p2pt__kernel_stream_copy, &h->cfg, &h->log, &stream, &m));
+    char *d = r->dst;
+    const char *s = r->src;
+    unsigned long long head = plan.head, body = plan.body, tail = plan.tail;
+    void *params[] = {&d, &s, &head, &body, &tail};
+    P2PT_TRY(p2pt__kernel_launch(h, m->fn[P2PT_STREAM_ENTRY_COPY], ctas == 0 ? 1u : (unsigned)ctas,
+                              P2PT_STREAM_THREADS, 0, stream, params));
+    atomic_fetch_add_explicit(&h->stats.tma_launches, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->stats.stream_launches, 1, memory_order_relaxed);
+out:
+    return st;
+}
+
+static p2pt_status tma_copy(struct p2pt_handle *h, const struct p2pt_request *r)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    struct p2pt_chunk_plan plan;
+    const struct p2pt_module *m = NULL;
+    CUstream stream = r->stream;
+    uint32_t most;
+
+    if (takes_stream_kernel(h, r))
+        return stream_copy(h, r);
+    P2PT_TRY(p2pt__jit_module(r->ctx, &p2pt__kernel_tma_copy, &h->cfg, &h->log, &stream, &m));
+    P2PT_TRY(p2pt__tma_grid(h, m, &most));
+    P2PT_TRY(p2pt__chunk_plan((uintptr_t)r->dst, (uintptr_t)r->src, r->bytes,
+                              chunk_for(h, r, most), &plan));
+
+    char *d = r->dst;
+    const char *s = r->src;
+    unsigned long long head = plan.head, body = plan.body, tail = plan.tail;
+    unsigned long long chunks = plan.chunks;
+    unsigned chunk = (unsigned)plan.chunk, stages = (unsigned)h->cfg.stages;
+    unsigned flags = h->cfg.l2_evict_first ? P2PT_FLAG_EVICT_FIRST : 0u;
+    void *params[] = {&d, &s, &head, &body, &tail, &chunks, &chunk, &stages, &flags};
+    uint64_t ctas = plan.chunks < most ? plan.chunks : most;
+    unsigned grid = ctas == 0 ? 1u : (unsigned)ctas;
+    /* The ring is sized for this copy's chunk, which may be smaller than
+     * the configured one. */
+    unsigned smem = plan.chunks ? (unsigned)(plan.chunk * (size_t)stages) : 0;
+    P2PT_TRY(p2pt__kernel_launch(h, m->fn[P2PT_TMA_ENTRY_COPY], grid, P2PT_TMA_THREADS, smem,
+                              stream, params));
+    atomic_fetch_add_explicit(&h->stats.tma_launches, 1, memory_order_relaxed);
+out:
+    return st;
+}
+
+const struct p2pt_transport p2pt__transport_tma = {
+    .name = "tma",
+    .caps = P2PT_CAP_LOCAL | P2PT_CAP_PEER | P2PT_CAP_CAPTURE | P2PT_CAP_BATCH |
+            P2PT_CAP_DEVICE_BATCH,
+    .min_cc = 90,
+    .init = tma_init,
+    .fini = tma_fini,
+    .can_copy = tma_can_copy,
+    .prepare = tma_prepare,
+    .copy = tma_copy,
+    .copy_batch = p2pt__tma_copy_batch,
+    .copy_batch_device = p2pt__tma_copy_batch_device,
+    .kernels = {&p2pt__kernel_tma_copy, &p2pt__kernel_stream_copy, &p2pt__kernel_batch_copy, NULL},
+};

@@ -1,0 +1,125 @@
+/*
+ * TMA batches: kernels/batch_copy.cu, one kernel for host and device
+ * descriptors.
+ *
+ * Host descriptors: a batch of more than 128 pieces goes through the
+ * context's staging ring (transport_tma_ring.c): one copy of the
+ * descriptors to GPU memory and one launch. Smaller batches, batches
+ * captured into a graph, and contexts without a ring travel in the kernel's
+ * parameters: the plan (src/batch_plan.c) passes on up to 1344 non-empty
+ * pieces per launch (32 KiB of parameters), the small entry point taking 128
+ * when that is enough; a larger batch is as few launches as that allows,
+ * back to back on the stream (programmatic dependent launch overlaps each
+ * with the previous one's tail). The driver copies the parameters at
+ * launch, and graph capture into the graph, so the caller's array is free
+ * on return either way.
+ *
+ * Device descriptors: one launch; its CTAs read the count and the
+ * descriptors from GPU memory and check them against the windows, passed in
+ * the parameters. CTA 0 writes the status record into the workspace.
+ *
+ * The grid: P2PT_BATCH_CTAS_PER_SM CTAs of 8 warps per SM (the kernel's
+ * launch bounds), capped by P2P_TRANSPORT_MAX_CTAS, and for host batches by
+ * the launch's tile count (a warp per tile is all a small batch can use).
+ */
+#include <string.h>
+
+#include "batch_plan.h"
+#include "tma.h"
+
+const struct p2pt_kernel p2pt__kernel_batch_copy = {
+    .name = "batch_copy",
+    .file = "kernels/batch_copy.cu",
+    .source = p2pt__batch_copy_source,
+    .entries = {"p2pt_batch_copy_s", "p2pt_batch_copy_l", "p2pt_batch_copy_dev",
+                "p2pt_batch_copy_ring", NULL},
+    .min_cc = 90,
+    .defines = {NULL},
+};
+
+/* Per thread: launch parameters are built here (32 KiB is too much for a
+ * framework thread's stack); the driver copies them at launch. */
+static _Thread_local struct p2pt_batch_large large;
+static _Thread_local struct p2pt_batch_small small;
+static _Thread_local struct p2pt_batch_dev_params dev;
+
+/* The CTAs a batch launch may use on the module's device. */
+static unsigned batch_grid(const struct p2pt_handle *h, const struct p2pt_module *m)
+{
+    unsigned g = (unsigned)m->sm_count * P2PT_BATCH_CTAS_PER_SM;
+    if (h->cfg.max_ctas > 0 && (unsigned)h->cfg.max_ctas < g)
+        g = (unsigned)h->cfg.max_ctas;
+    return g == 0 ? 1 : g;
+}
+
+p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, const struct p2pt_batch *b)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    const struct p2pt_module *m = NULL;
+    struct p2pt_batch_cursor cur = {0};
+    CUstream stream = b->stream;
+
+    P2PT_TRY(p2pt__jit_module(b->ctx, &p2pt__kernel_batch_copy, &h->cfg, &h->log, &stream, &m));
+    const unsigned most = batch_grid(h, m);
+    if (b->pieces > P2PT_BATCH_SMALL) {
+        bool done = false;
+        P2PT_TRY(p2pt__tma_ring_batch(h, b, m, most, &done));
+        if (done)
+            goto out;
+    }
+    for (;;) {
+        uint64_t tiles = 0;
+        size_t n = p2pt__batch_fill(b->descs, b->count, &cur, large.desc, P2PT_BATCH_LARGE,
+                                    &tiles);
+        if (n == 0)
+            break;
+        void *param;
+        CUfunction fn;
+        if (n <= P2PT_BATCH_SMALL) {
+            memcpy(small.desc, large.desc, n * sizeof(large.desc[0]));
+            small.count = (unsigned)n;
+            small.flags = 0;
+            param = &small;
+            fn = m->fn[P2PT_BATCH_ENTRY_SMALL];
+        } else {
+            large.count = (unsigned)n;
+            large.flags = 0;
+            param = &large;
+            fn = m->fn[P2PT_BATCH_ENTRY_LARGE];
+        }
+        unsigned grid = tiles < most ? (unsigned)tiles : most;
+        void *params[] = {param};
+        P2PT_TRY(p2pt__kernel_launch(h, fn, grid, P2PT_BATCH_THREADS, 0, stream, params));
+        atomic_fetch_add_explicit(&h->stats.batch_launches, 1, memory_order_relaxed);
+    }
+out:
+    return st;
+}
+
+p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h, const struct p2pt_device_batch *b)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    const struct p2pt_module *m = NULL;
+    CUstream stream = b->stream;
+
+    P2PT_TRY(p2pt__jit_module(b->ctx, &p2pt__kernel_batch_copy, &h->cfg, &h->log, &stream, &m));
+    memset(&dev, 0, sizeof(dev));
+    dev.workspace = (unsigned long long)(uintptr_t)b->workspace;
+    dev.descs = (unsigned long long)(uintptr_t)b->descs;
+    dev.count = (unsigned long long)(uintptr_t)b->count;
+    dev.max_count = b->max_count;
+    if (b->windows != NULL) {
+        dev.n_windows = (unsigned)b->windows->n;
+        memcpy(dev.window, b->windows->w, (size_t)b->windows->n * sizeof(dev.window[0]));
+    }
+    /* CTA 0 writes the status record; every other copies. The work is
+     * unknown until the kernel runs, so the grid is all the cap allows. */
+    unsigned grid = batch_grid(h, m);
+    grid = grid < 2 ? 2 : grid;
+    void *params[] = {&dev};
+    P2PT_TRY(p2pt__kernel_launch(h, m->fn[P2PT_BATCH_ENTRY_DEVICE], grid, P2PT_BATCH_THREADS, 0,
+                              stream, params));
+    atomic_fetch_add_explicit(&h->stats.batch_launches, 1, memory_order_relaxed);
+out:
+    return st;
+}

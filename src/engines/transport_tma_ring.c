@@ -1,0 +1,229 @@
+/*
+ * The staging ring for TMA host batches: the host writes each batch's
+ * descriptors once, into pinned host memory, and one copy on the stream
+ * moves them to GPU memory, where kernels/batch_copy.cu's ring entry reads
+ * them. Against descriptors in the kernel parameters (up to 1344 per launch,
+ * 32 KiB that the driver copies at every launch), the host pays a memcpy and
+ * two small calls per batch of any size, and a batch of 100,000 pieces is
+ * one launch.
+ *
+ * One ring per CUDA context, shared by every handle and thread (like the
+ * modules in jit.c, kept for the life of the process): RING_BYTES of pinned
+ * host memory and as much GPU memory, carved into slots in FIFO order. A
+ * slot is free again once the event recorded after its kernel has
+ * completed: the copy out of it and the kernel reading it are both done.
+ * When the ring is full the oldest slot is waited for, so a host far ahead
+ * of the GPU is held back rather than using unbounded memory.
+ *
+ * Not used while the stream captures a graph (a replay would read a slot
+ * long since reused: captured batches keep their descriptors in the
+ * kernel parameters), nor when the driver lacks an entry it needs or the
+ * ring cannot be allocated (the parameters path then serves every batch,
+ * logged once).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "batch_plan.h"
+#include "tma.h"
+
+#define RING_BYTES (8u << 20) /* 349,525 descriptors in flight */
+#define RING_SLOTS 64         /* batches in flight per context */
+
+struct slot {
+    size_t start, end; /* bytes of the ring it holds */
+    CUevent done;      /* recorded after the kernel that reads it */
+};
+
+struct ring {
+    CUcontext ctx;
+    unsigned long long ctx_id;
+    pthread_mutex_t lock;
+    bool usable; /* allocated; false: the parameters path serves this context */
+    char *host;
+    CUdeviceptr dev;
+    size_t head;             /* where the next slot starts */
+    unsigned first, n_slots; /* the busy slots, oldest first, circularly */
+    struct slot slot[RING_SLOTS];
+    struct ring *next;
+};
+
+static pthread_mutex_t rings_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ring *rings;
+
+static bool driver_has_ring(void)
+{
+    const struct p2pt_cuda *c = &p2pt__cu;
+    return c->cuMemAllocHost && c->cuMemFreeHost && c->cuMemAlloc && c->cuMemFree &&
+           c->cuMemcpyHtoDAsync && c->cuEventCreate && c->cuEventRecord && c->cuEventQuery &&
+           c->cuEventSynchronize;
+}
+
+/* Allocate `r`'s memory and events in its context (current). On failure
+ * everything made is released and the ring stays unusable. */
+static void ring_alloc(struct ring *r)
+{
+    if (!driver_has_ring())
+        return;
+    void *host = NULL;
+    CUdeviceptr dev = 0;
+    int events = 0;
+    if (p2pt__cu.cuMemAllocHost(&host, RING_BYTES) != CUDA_SUCCESS)
+        goto fail;
+    if (p2pt__cu.cuMemAlloc(&dev, RING_BYTES) != CUDA_SUCCESS)
+        goto fail;
+    for (; events < RING_SLOTS; events++)
+        if (p2pt__cu.cuEventCreate(&r->slot[events].done, CU_EVENT_DISABLE_TIMING) !=
+            CUDA_SUCCESS)
+            goto fail;
+    r->host = host;
+    r->dev = dev;
+    r->usable = true;
+    return;
+fail:
+    /* The events made so far stay (the library table has no cuEventDestroy;
+     * this happens at most once per context). */
+    if (dev != 0)
+        p2pt__cu.cuMemFree(dev);
+    if (host != NULL)
+        p2pt__cu.cuMemFreeHost(host);
+}
+
+/* The ring of context `ctx` (the stream's, current), made on first use. */
+static struct ring *ring_of(CUcontext ctx, bool *made)
+{
+    unsigned long long id = 0;
+    *made = false;
+    if (p2pt__cu.cuCtxGetId(ctx, &id) != CUDA_SUCCESS)
+        return NULL;
+    pthread_mutex_lock(&rings_lock);
+    struct ring *r = rings;
+    while (r != NULL && !(r->ctx == ctx && r->ctx_id == id))
+        r = r->next;
+    if (r == NULL && (r = calloc(1, sizeof(*r))) != NULL) {
+        r->ctx = ctx;
+        r->ctx_id = id;
+        pthread_mutex_init(&r->lock, NULL);
+        ring_alloc(r);
+        r->next = rings;
+        rings = r;
+        *made = true;
+    }
+    pthread_mutex_unlock(&rings_lock);
+    return r;
+}
+
+/* Retire the oldest slot: wait for it when `wait`, else only if done.
+ * Returns whether it was retired. */
+static bool retire_oldest(struct ring *r, bool wait, p2pt_status *st)
+{
+    struct slot *s = &r->slot[r->first];
+    CUresult q = wait ? p2pt__cu.cuEventSynchronize(s->done) : p2pt__cu.cuEventQuery(s->done);
+    if (q == CUDA_ERROR_NOT_READY)
+        return false;
+    if (q != CUDA_SUCCESS) {
+        *st = p2pt__cuda_fail(q, wait ? "cuEventSynchronize(staging ring slot)"
+                                      : "cuEventQuery(staging ring slot)",
+                              __FILE__, __LINE__);
+        return false;
+    }
+    r->first = (r->first + 1) % RING_SLOTS;
+    r->n_slots--;
+    return true;
+}
+
+/* Bytes [*at, *at + need) of the ring, free now (caller holds r->lock;
+ * need <= RING_BYTES). Completed slots are retired on the way; the oldest
+ * busy one is waited for while nothing fits. */
+static p2pt_status take(struct ring *r, size_t need, size_t *at)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    while (r->n_slots > 0 && retire_oldest(r, false, &st))
+        ;
+    for (;;) {
+        if (st != P2PT_SUCCESS)
+            return st;
+        if (r->n_slots == 0)
+            r->head = 0;
+        if (r->n_slots < RING_SLOTS) {
+            size_t tail = r->n_slots ? r->slot[r->first].start : 0;
+            if (r->n_slots == 0 || r->head > tail) {
+                /* Free: [head, end) and [0, tail). */
+                if (RING_BYTES - r->head >= need) {
+                    *at = r->head;
+                    return P2PT_SUCCESS;
+                }
+                if (tail >= need) {
+                    *at = 0;
+                    return P2PT_SUCCESS;
+                }
+            } else if (r->head < tail && tail - r->head >= need) {
+                *at = r->head;
+                return P2PT_SUCCESS;
+            }
+        }
+        retire_oldest(r, true, &st);
+    }
+}
+
+p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
+                                 const struct p2pt_module *m, unsigned most, bool *done)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    bool made = false, locked = false;
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    struct ring *r = NULL;
+
+    *done = false;
+    size_t need = b->pieces * sizeof(struct p2pt_batch_desc);
+    if (need > RING_BYTES || b->pieces > 0xffffffffu)
+        return P2PT_SUCCESS;
+    P2PT_CU(p2pt__cu.cuStreamIsCapturing(b->stream, &cs));
+    if (cs != CU_STREAM_CAPTURE_STATUS_NONE)
+        goto out;
+    r = ring_of(b->ctx, &made);
+    if (made && (r == NULL || !r->usable))
+        P2PT_INFO(&h->log, "tma: no staging ring for host batches in this context (%s); their "
+                           "descriptors travel in the kernel parameters",
+                  driver_has_ring() ? "pinned host or GPU memory could not be allocated"
+                                    : "the driver lacks an entry it needs");
+    if (r == NULL || !r->usable)
+        goto out;
+    pthread_mutex_lock(&r->lock);
+    locked = true;
+    size_t at = 0;
+    P2PT_TRY(take(r, need, &at));
+    struct p2pt_batch_cursor cur = {0};
+    uint64_t tiles = 0;
+    size_t n = p2pt__batch_fill(b->descs, b->count, &cur, (struct p2pt_batch_desc *)(r->host + at),
+                                b->pieces, &tiles);
+    P2PT_CU(p2pt__cu.cuMemcpyHtoDAsync(r->dev + at, r->host + at, need, b->stream));
+    /* From here on the stream reads the slot: if anything fails before the
+     * slot is recorded as busy, the ring is never used again, so that no
+     * later batch writes where a pending copy or kernel may still read. */
+    struct p2pt_batch_ring_params p = {(unsigned long long)(r->dev + at), (unsigned)n, 0};
+    void *params[] = {&p};
+    unsigned grid = tiles < most ? (unsigned)tiles : most;
+    st = p2pt__kernel_launch(h, m->fn[P2PT_BATCH_ENTRY_RING], grid, P2PT_BATCH_THREADS, 0,
+                          b->stream, params);
+    if (st == P2PT_SUCCESS) {
+        struct slot *s = &r->slot[(r->first + r->n_slots) % RING_SLOTS];
+        CUresult rr = p2pt__cu.cuEventRecord(s->done, b->stream);
+        if (rr != CUDA_SUCCESS) {
+            st = p2pt__cuda_fail(rr, "cuEventRecord(staging ring slot)", __FILE__, __LINE__);
+        } else {
+            s->start = at;
+            s->end = at + need;
+            r->n_slots++;
+            r->head = at + need;
+            atomic_fetch_add_explicit(&h->stats.batch_launches, 1, memory_order_relaxed);
+            *done = true;
+        }
+    }
+    if (st != P2PT_SUCCESS)
+        r->usable = false;
+out:
+    if (locked)
+        pthread_mutex_unlock(&r->lock);
+    return st;
+}
