@@ -49,17 +49,28 @@ p2pt_status p2pt__batch_check(const char *fn, const p2pt_copy_desc *descs, size_
     b->descs = descs;
     b->count = count;
     b->stream = (CUstream)stream;
+    size_t pieces = 0;
+    uint64_t bytes = 0;
     for (size_t i = 0; i < count; i++) {
-        if (descs[i].bytes > SIZE_MAX) {
-            st = p2pt__fail(P2PT_INVALID_ARGUMENT, "%llu bytes do not fit in size_t",
-                            (unsigned long long)descs[i].bytes);
-            return p2pt__piece_fail(st, i, count);
+        const uintptr_t d = (uintptr_t)descs[i].dst, s = (uintptr_t)descs[i].src;
+        const uint64_t n = descs[i].bytes;
+        /* The common piece, checked inline: non-NULL, no wrap, no overlap.
+         * Anything else goes through p2pt__check_args for its message. */
+        if (n != 0 && !(d != 0 && s != 0 && n <= SIZE_MAX && n <= UINTPTR_MAX - d &&
+                        n <= UINTPTR_MAX - s && (d >= s + n || s >= d + n))) {
+            if (n > SIZE_MAX) {
+                st = p2pt__fail(P2PT_INVALID_ARGUMENT, "%llu bytes do not fit in size_t",
+                                (unsigned long long)n);
+                return p2pt__piece_fail(st, i, count);
+            }
+            if ((st = p2pt__check_args(descs[i].dst, descs[i].src, (size_t)n)) != 0)
+                return p2pt__piece_fail(st, i, count);
         }
-        if ((st = p2pt__check_args(descs[i].dst, descs[i].src, (size_t)descs[i].bytes)) != 0)
-            return p2pt__piece_fail(st, i, count);
-        b->pieces += descs[i].bytes != 0;
-        b->bytes += descs[i].bytes;
+        pieces += n != 0;
+        bytes += n;
     }
+    b->pieces = pieces;
+    b->bytes = bytes;
     return P2PT_SUCCESS;
 }
 

@@ -36,6 +36,16 @@ P2PT_INTERNAL const struct p2pt_window_set *p2pt__windows(const struct p2pt_wind
  * (start with -1): batches tend to stay in one window. */
 P2PT_INTERNAL bool p2pt__window_holds(const struct p2pt_window_set *ws, uint64_t a, uint64_t n,
                                       int *hint);
+/* The same, with the hint's window tried inline first: the per-piece check
+ * of a host batch, whose pieces mostly stay in the window of the last one. */
+static inline bool p2pt__window_holds_fast(const struct p2pt_window_set *ws, uint64_t a,
+                                           uint64_t n, int *hint)
+{
+    if (ws != NULL && *hint >= 0 && *hint < ws->n && a >= ws->w[*hint].base &&
+        a + n <= ws->w[*hint].end && a + n >= a)
+        return true;
+    return p2pt__window_holds(ws, a, n, hint);
+}
 /* p2pt_window_register / _unregister once the handle is known live. */
 P2PT_INTERNAL p2pt_status p2pt__window_add(struct p2pt_windows *w, int device, const void *base,
                                            size_t bytes);

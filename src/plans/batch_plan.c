@@ -14,17 +14,23 @@ size_t p2pt__batch_fill(const p2pt_copy_desc *descs, size_t count, struct p2pt_b
 {
     size_t n = 0;
     uint64_t t = 0;
-    while (n < cap && cur->next < count) {
-        const p2pt_copy_desc *d = &descs[cur->next++];
-        if (d->bytes == 0)
+    size_t next = cur->next;
+    while (n < cap && next < count) {
+        const p2pt_copy_desc *d = &descs[next++];
+        const uint64_t bytes = d->bytes;
+        if (bytes == 0)
             continue;
         const uint64_t dst = (uint64_t)(uintptr_t)d->dst;
         out[n].dst = dst;
         out[n].src = (uint64_t)(uintptr_t)d->src;
-        out[n].bytes = d->bytes;
-        t += P2PT_BATCH_TILES(dst, d->bytes);
+        out[n].bytes = bytes;
+        /* P2PT_BATCH_TILES, with the head worked out once. */
+        const uint64_t head = (16u - (dst & 15u)) & 15u;
+        const uint64_t body = bytes > head ? (bytes - head) & ~15ull : 0;
+        t += body == 0 ? 1 : (body + P2PT_BATCH_TILE - 1) / P2PT_BATCH_TILE;
         n++;
     }
+    cur->next = next;
     *tiles = t;
     return n;
 }
