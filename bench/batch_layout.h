@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Batch shapes and where their pieces lie: shared, as plain C that C++
  * also compiles, by p2pt-bench's batch mode and the CUB comparison in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * p2pt-bench's shared declarations: only what more than one of its files
  * needs. Each file owns one concern and says which at its top:

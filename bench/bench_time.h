@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Host clock and median, shared by the benchmark programs in bench/
  * (p2pt-bench and p2pt-validate-cost): header-only so that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Whether a copy wrote what it should and nothing else: the copy as timed,
  * into a poisoned destination, compared byte for byte with a copy-engine

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the measurements run on: the devices and their primary contexts,
  * peer access, the buffer pools copies rotate through, the streams, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * p2pt-bench: p2pt's two transports, the copy engine ("ce", cuMemcpyAsync)
  * and the TMA kernel ("tma", cp.async.bulk compiled at run time by NVRTC),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The batch mode: many pieces per operation, the shapes MoE dispatch and
  * KV-cache transfers post (count x size, and a mixed batch; --shapes), local

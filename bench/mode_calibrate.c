@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The calibrate mode: measure ce against tma on this machine and write the
  * crossover table `auto` reads (src/auto_table.h gives the format):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The cold mode: the first TMA copy of a fresh process, NVRTC compile (or
  * cubin-cache read) and module load included. Only a new process is cold,

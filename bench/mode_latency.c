@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The latency mode: small copies (4K..1M, powers of 2) on local, push and
  * pull, each seen five ways: back to back between two events (b2b), the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The sweep mode: TMA bandwidth at --sweep-bytes for every --chunk x
  * --stages x --max-ctas, on local and push, next to the copy engine.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The table mode: bandwidth per copy size, one table per path, every
  * selected transport in the same row (tma/ce when both, auto/best: auto over

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * p2pt-bench's flags: the --help text and the parsing, into bench_opt.
  * A bad flag exits 2 with one line naming it, before any driver is looked

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Everything p2pt-bench writes besides the tables' own cells: error texts
  * and how a failure ends the run, the bookkeeping that keeps a table row in

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Turn p2pt-bench's CSV (p2pt-bench --csv FILE) into PNG figures with gnuplot.
 #
 #   usage: bench/plot.sh results.csv outdir

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The batch mode's yardstick: the plain kernel a user writes in a dozen
  * lines, one warp per piece, pieces dealt round-robin to the warps of one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * How copies are timed: CUDA events around batches of copies (medians over
  * batches, after warm-up), the same batches queued behind a gate to see the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * p2pt-validate-cost: what P2P_TRANSPORT_VALIDATE=1 costs the caller per
  * copy, and what P2P_TRANSPORT=auto's decision costs.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Turn a text file into a NUL-terminated C array and its length (cmake -P,
 # so no xxd is needed).
 # -DIN=<file> -DOUT=<generated .c> -DSYMBOL=<C name> -DLABEL=<name in the comment>

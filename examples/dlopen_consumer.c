@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * How a framework uses p2pt: load libp2pt.so by path, find the v1 table,
  * check its version, copy a buffer on a stream, check the bytes, explain any

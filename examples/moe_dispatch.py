@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """MoE dispatch with p2pt.torch: the routing is computed on the GPU, and
 p2pt.torch.copy_rows_ moves every token row to its expert's slot as one
 device-descriptor batch, its descriptors built on the GPU from the index

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer harness: the `auto` crossover table text. Whatever the bytes,
  * the parse either succeeds with a table the router can use (every list it

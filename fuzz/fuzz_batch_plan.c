@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer harness: host batch planning and the tile arithmetic. For any
  * list of pieces (any addresses, sizes up to 2^40) and any capacity, every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer harness: chunk planning. For any (dst, src, bytes, chunk) the
  * plan must cover every byte exactly once, in order: head < 16 (or the whole

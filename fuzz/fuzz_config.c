@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer harness: configuration parsing. The input is split at NUL bytes
  * into values for every variable config.c reads; whatever they hold, the

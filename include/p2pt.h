@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * p2pt: move bytes between GPU buffers on a CUDA stream, through the copy
  * engine ("ce") or a Hopper TMA kernel ("tma"), or through whichever of the

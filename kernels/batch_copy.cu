@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * p2pt batch kernel: many pieces {dst, src, bytes} in one launch.
  *

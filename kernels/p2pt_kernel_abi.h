@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the host code (src/) and the kernels (the .cu files beside this one)
  * must agree on, in one place. The host includes this file; the JIT hands

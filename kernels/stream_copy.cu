@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * p2pt's streaming copy kernel: large same-device copies (the TMA transport
  * sends local copies of P2P_TRANSPORT_STREAM_MIN bytes and more here).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * p2pt TMA copy kernel: global -> shared -> global with cp.async.bulk.
  *

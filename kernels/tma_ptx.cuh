@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The PTX p2pt's kernels are made of: shared-memory addresses, mbarriers,
  * bulk copies global <-> shared (cp.async.bulk) and their waits, the L2

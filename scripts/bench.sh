@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Build p2pt-bench and run it on whatever device is here (arguments go to
 # p2pt-bench; see `scripts/bench.sh --help`). With no GPU or no driver it
 # says so in one line and exits non-zero.

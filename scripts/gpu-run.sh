@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One job on a GPU machine: build, run the whole suite once per
 # transport, then the benchmark. Everything is logged under $OUT (or
 # ./gpu-out). Usage: scripts/gpu-run.sh [tests] [batch] [python] [bench -- <p2pt-bench args>]

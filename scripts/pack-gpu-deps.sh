@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The GPU machines have CMake and a compiler but no package registry. Copy
 # Criterion (headers, library and the shared libraries it needs beyond libc)
 # from this machine into .gpudeps/, an ignored folder that the device run

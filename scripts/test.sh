@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Build p2pt and run its checks, installing what they need on a fresh
 # Debian/Ubuntu machine (as root: cmake, gcc, binutils, pkg-config,
 # libcriterion-dev, clang, valgrind, python3, python3-venv). This is what CI

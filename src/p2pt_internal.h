@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Every internal module header, for the tests and the benchmark (SQLite's
  * sqliteInt.h pattern). Library sources include only the headers of the

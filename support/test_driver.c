@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fills the tests' and benchmark's driver table (support/test_driver.h)
  * from the driver the library loaded.

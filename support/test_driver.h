@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Driver entry points that only the tests and the benchmark call (buffers,
  * streams, events, graphs, pools, virtual memory, IPC), fetched from the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Helpers for the batch tests: random batches laid out in one source pool
  * and one destination pool, with poisoned gaps between the destinations,

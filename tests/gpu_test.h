@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Small GPU helpers for the integration tests (graphs, contexts, threads,
  * pools): a device check that skips with the reason, buffers with random

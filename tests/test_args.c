@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Argument checks that need no GPU: NULL handles and pointers, ranges that
  * wrap around the address space, overlapping ranges, bytes == 0 - refused

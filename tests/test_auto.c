@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * P2P_TRANSPORT=auto. On the CPU: the name is accepted and listed, a bad
  * table file fails p2pt_init with the file and line before any driver is

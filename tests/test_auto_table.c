@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The `auto` crossover table: a table with comments, blank lines, CRLF
  * endings, tabs and bands of one list on lines apart parses to exactly the

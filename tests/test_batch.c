@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Host-descriptor batches (p2pt_copy_batch_async) on both transports:
  * random batches of 1 to 10,000 pieces of 0 bytes to 8 MiB, at random

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Device-descriptor batches (p2pt_copy_batch_device_async, tma): the count
  * and the descriptors are written on the stream by a kernel, read when the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The TMA batch kernel (kernels/batch_copy.cu) at its edges, through host
  * and device descriptors alike: every (dst mod 16, src mod 16) pair at

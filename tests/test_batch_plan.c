@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Host batches into launches (src/batch_plan.c) and the tile arithmetic the
  * batch kernel shares with the host (kernels/p2pt_kernel_abi.h), on a CPU:

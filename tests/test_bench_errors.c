@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * p2pt-bench's first line on a machine it cannot run on names the real
  * cause: a bad auto table or a bad P2P_TRANSPORT value (exit 2, what the

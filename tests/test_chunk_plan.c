@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Chunk planning, exhaustively: for every size 0..4096 and every pair of
  * offsets 0..31, with 48 KiB and 64-byte chunks (16-byte chunks to 1024

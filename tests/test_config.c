@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Configuration: defaults; P2P_TRANSPORT case-insensitive; every bad value
  * (unknown name, empty, junk, out of range, chunk not a multiple of 16, a

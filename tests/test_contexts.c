@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Contexts and threads: copies on streams of a second, user-created context
  * on the same device; a context destroyed and recreated between TMA copies

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The on-disk cubin cache (src/jit/cubin_cache.c, used by src/jit/jit.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Misspelt variables: a P2P_TRANSPORT* name p2pt does not read, or a P2P_*
  * name close to one it does, gets a WARN at init naming it and the closest

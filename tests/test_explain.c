@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * p2pt_explain_copy and p2pt_explain_batch are the dry run of the real
  * call: they name the engine whose counters the real call moves, and what

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * CUDA graphs: after prepare(device), copies of either transport can be
  * captured (global and thread-local capture modes) and replayed many times

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Run-time compilation, on a CPU (NVRTC needs no GPU): the embedded kernel
  * is byte-for-byte kernels/tma_copy.cu, and the generated table holds every

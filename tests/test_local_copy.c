@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Copies on one GPU through the transport the environment selects
  * (P2P_TRANSPORT; the GPU runs use the binary once with "ce", once with

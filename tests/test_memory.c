@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Memory that frameworks actually hand to a copy transport:
  *  - stream-ordered pool memory (cuMemAllocFromPoolAsync) on a peer GPU,

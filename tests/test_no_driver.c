@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * No usable driver: a missing library, the toolkit's stub library, a library
  * that is not a CUDA driver at all, and (on a machine without a driver) the

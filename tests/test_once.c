@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * p2pt__once, on a CPU: the step runs once however many threads ask at the
  * same time, and every caller, first or later, gets its status and

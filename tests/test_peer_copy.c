@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Copies between two GPUs, for both transports: push (stream and source on
  * GPU 0, destination on GPU 1) and pull (stream and destination on GPU 0,

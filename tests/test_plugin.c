@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The plugin as a framework sees it: a real dlopen of the built libp2pt.so
  * (RTLD_NOW | RTLD_LOCAL) finds p2pt_plugin_v1 with ABI 1, the right size,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The ctypes package (python/p2pt/) and the PyTorch MoE example: the
  * module loads libp2pt.so and turns a failed init into p2pt.Error with

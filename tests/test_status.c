@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Status codes: the numbers the ABI fixes, one distinct non-empty string for
  * each, the same strings through the plugin table, a safe answer for

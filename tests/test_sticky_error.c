@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Sticky errors: when another kernel of the process faults (here an
  * out-of-bounds write at address 0x10, loaded from PTX through the driver

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The TMA transport specifically (init with transport "tma"): one kernel
  * launch per copy at any size; non-co-aligned copies go to the copy engine,

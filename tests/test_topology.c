@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Peer topology and peer access: p2pt_topology describes every device pair
  * consistently (runs on one GPU too); p2pt_peer_enable is idempotent, a no-op

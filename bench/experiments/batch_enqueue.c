@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Host time to enqueue one TMA batch of 14 KiB pieces (128, 256, 1024),
  * next to one single copy, with validation off, on with every piece inside

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The batch kernel (kernels/batch_copy.cu, included here as it is) built
  * with other settings, timed on device batches against one contiguous

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the experiments in this folder share: p2pt's copy kernels and their
  * PTX helpers (kernels/tma_copy.cu and stream_copy.cu are included, so the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * CUB's DeviceMemcpy::Batched on p2pt-bench's batch layouts
  * (bench/batch_layout.h, the same shapes, pieces and --shift), timed as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * local_copy: an experiment, not part of the library. Which SM-issued
  * pattern matches or beats cuMemcpyAsync for a same-device copy of 64 MiB,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Kernels of local_copy.cu: SM-issued patterns for a same-device copy, the
  * byte check, the SM-holding kernel of the probe; then the list of variants

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Build and run an experiment of this folder on a Hopper machine.
 #   bench/experiments/run.sh variants [bytes...]  issuing patterns vs CE at large
 #                                                 sizes (default 1 GiB, 256 MiB)

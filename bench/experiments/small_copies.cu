@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * small_copies: an experiment, not part of the library. Two changes to how
  * the TMA kernel starts and ends, for small local copies (the back-to-back

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tma_variants: an experiment, not part of the library. It times variants of
  * the TMA copy kernel's issuing pattern against cuMemcpyAsync in the same

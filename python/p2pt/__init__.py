@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """p2pt from Python: ctypes bindings of the whole C API, no dependency.
 
     import p2pt

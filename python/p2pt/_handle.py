@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """p2pt.Handle: one p2pt handle and every call of the C API on it.
 
 Pointers and streams are plain integers (a CUstream or cudaStream_t; 0 or

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Finding and loading libp2pt.so, the C signatures, and p2pt.Error.
 
 The library is searched in this order: the one shipped inside this package

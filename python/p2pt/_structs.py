@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The ctypes twins of the public structs of p2pt.h and p2pt_plugin.h.
 
 Fields are only ever appended in C; each one appended there is appended here

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """__version__: the P2PT_VERSION_* lines of include/p2pt.h, written into the
 package by the build (_build_version.py), or read from the header itself
 when the package is used from a source tree."""

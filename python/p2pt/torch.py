@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """p2pt on PyTorch tensors: copies, batches and row copies on the current
 CUDA stream (or the one given), capturable in torch.cuda.graph and kept in
 torch.compile's graph (the operations are registered with torch.library).

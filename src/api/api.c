@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The public entry points (p2pt.h): handle life cycle, properties, prepare,
  * copy, windows. The plugin table (plugin.c) points at these. A copy is an

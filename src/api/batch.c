@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The batch entry points (p2pt.h): host descriptors and device
  * descriptors. Each checks the handle and hands its batch to the operation

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * p2pt_explain_copy and p2pt_explain_batch: what the real call would do
  * with a request, and why, without doing it: the dry run of the same

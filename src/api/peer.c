@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Peer access helpers and the peer topology. p2pt never enables access
  * inside a copy; a framework calls these once, at setup.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The one exported symbol: the plugin table, ABI version 1. Nothing else
  * lives here; every slot points at the public API (api.c, status.c).

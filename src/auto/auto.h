@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The `auto` policy (route_auto.c): per operation, the engine a crossover
  * table (auto_table.h) names for the stream's GPU architecture.

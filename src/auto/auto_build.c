@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A crossover list from measurements (`p2pt-bench --mode calibrate`): each
  * measured size goes to its fastest engine, and a band boundary lies where

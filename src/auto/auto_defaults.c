@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The built-in crossover tables of `auto` (auto_table.h gives the format),
  * one per architecture and, where they differ, per GPU. Each says which

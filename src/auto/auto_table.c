@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The crossover table of `auto` as text (auto_table.h gives the format):
  * read strictly, because a table that reads differently from what its

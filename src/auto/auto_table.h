@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The crossover table of the `auto` transport: for one GPU architecture,
  * which engine runs a copy (by path and size), a copy captured into a CUDA

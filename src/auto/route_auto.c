@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The `auto` policy: not an engine of its own but a choice, per copy and
  * per batch, between the registered ones, from a crossover table

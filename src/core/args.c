@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Argument checks: the first step of every operation, before any driver
  * call. A copy's pointers and size; a host batch's descriptors, piece by

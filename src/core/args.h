@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Argument checks, the first step of every operation (args.c): what can be
  * refused from the arguments alone, before any driver call.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Batches as they travel from the entry points (api/batch.c) through the
  * operation pipeline (operation.c) to an engine.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The handle: a configuration, a logger, the routing policy (and the
  * fixed engine, when there is one), each engine's private state and the

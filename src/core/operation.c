@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The operation pipeline: every copy, host batch and device batch, and
  * their dry runs (p2pt_explain_*), take these steps in this order:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * One operation, one pipeline (operation.c). A copy, a host batch and a
  * device batch are one type; p2pt__op_run takes any of them through the

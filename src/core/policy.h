@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Routing policies: how a handle picks an engine for each operation. A fixed
  * transport (policy_fixed.c) and `auto` (route_auto.c) are the two; the

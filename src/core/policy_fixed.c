@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The fixed policy (P2P_TRANSPORT=ce, tma, ...): the handle's one engine
  * for everything; the router sends what its can_copy refuses to the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * One copy request and everything p2pt needs to know about it, found once
  * (resolve.c) before the router picks an engine. No later step looks any

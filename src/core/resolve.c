@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Resolve: every fact about one copy request, found once, before the router
  * picks a transport: the stream's context and device, where both addresses

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The registry of engines (curl's available_backends[] pattern) and the
  * router that picks one for each operation. Adding an engine is its own

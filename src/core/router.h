@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The engine registry and the router (router.c): which engines exist, and
  * which one runs an operation. The router asks the handle's policy

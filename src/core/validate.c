@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Validation: with P2P_TRANSPORT_VALIDATE=1, the resolved facts of an
  * operation against what the engine the router chose can do. A refusal is

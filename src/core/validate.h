@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Validation (validate.c), the step after routing: with
  * P2P_TRANSPORT_VALIDATE=1, refuse an operation whose resolved facts the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Registered windows: the memory a device-descriptor batch may touch, per
  * handle and device, and the cheap range check that host batches use for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Registered windows (windows.c): ranges a framework promises stay mapped on
  * one device, so a batch's pieces inside them need no per-piece lookup.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Finding a device and entering a context for it: for prepare and the peer
  * helpers, which take a device ordinal rather than a stream.

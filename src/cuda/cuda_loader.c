@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The CUDA driver, reached at run time: dlopen("libcuda.so.1") and one table
  * of entry points fetched with cuGetProcAddress, each at the ABI version its

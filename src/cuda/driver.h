@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The CUDA driver, reached at run time (cuda_loader.c): the table of the
  * entry points the library itself calls, the check macro every driver call

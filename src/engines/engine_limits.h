@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Sizes the handle's per-engine arrays need, CUDA-free.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What every kernel engine shares: the grid a launch may use on a device
  * and the launch itself (with programmatic dependent launch when asked).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What every kernel engine shares (launch.c): how many CTAs a launch may
  * use on a device, and the launch itself.

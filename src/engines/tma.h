@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the TMA transport's two files share (transport_tma.c: single
  * copies; transport_tma_batch.c: batches).

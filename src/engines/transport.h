@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Engines (transports). An engine describes itself: its name, what it can
  * do, whether it can run one request and why not, its private state and its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The copy-engine transport: cuMemcpyAsync on the caller's stream. The driver
  * picks the engine and the path (NVLink peer write, or a host-staged copy

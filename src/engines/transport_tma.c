@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The TMA transport: one launch per copy, whatever the size: the bulk-copy
  * ring of kernels/tma_copy.cu on a persistent grid, or for large local

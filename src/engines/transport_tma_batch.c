@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * TMA batches: kernels/batch_copy.cu, one kernel for host and device
  * descriptors.

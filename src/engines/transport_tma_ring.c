@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The staging ring for TMA host batches: the host writes each batch's
  * descriptors once, into pinned host memory, and one copy on the stream

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The on-disk cubin cache (P2P_TRANSPORT_CACHE_DIR). A cold process's first
  * TMA copy is mostly NVRTC: opening its ~60 MB of libraries, then compiling

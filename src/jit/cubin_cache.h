@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The on-disk cubin cache (cubin_cache.c): files only, CUDA-free.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Run-time compilation of the kernels the transports describe, and their
  * per-context modules.

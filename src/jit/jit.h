@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Kernels described to the JIT, and their run-time compilation and
  * per-context modules (jit.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * NVRTC, reached at run time like the driver: a build of p2pt does not pin an
  * NVRTC version, and a process that never uses the TMA transport never loads

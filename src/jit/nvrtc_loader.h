@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * NVRTC, reached at run time like the driver (nvrtc_loader.c): a process
  * that never compiles a kernel never loads it.

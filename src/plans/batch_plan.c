@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Host batches into launches: the non-empty pieces in order, at most a
  * launch's worth at a time, and their tile count, which bounds the grid

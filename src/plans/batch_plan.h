@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * How a batch of host descriptors becomes kernel launches (batch_plan.c):
  * pure arithmetic, CUDA-free, unit-tested and fuzzed. The tile arithmetic

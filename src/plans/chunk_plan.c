@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * How a copy is cut up for the TMA kernel. Pure arithmetic, no CUDA, so every
  * size and offset can be checked exhaustively on a CPU (tests/test_chunk_plan.c);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * How one copy is cut up for the TMA kernel (chunk_plan.c). Pure arithmetic,
  * CUDA-free, unit-tested and fuzzed; the kernel computes p2pt__chunk_at the

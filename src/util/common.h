@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What every module of p2pt shares and nothing of CUDA: visibility and
  * printf attributes, the per-thread last error (status.c), the load-once

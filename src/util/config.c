@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Every environment variable p2pt reads, read in one place, once per
  * p2pt_init, and checked before any CUDA library is touched: a typo is

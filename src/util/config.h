@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The configuration of one handle: every environment variable and
  * init-argument setting, read once per p2pt_init and checked before any CUDA

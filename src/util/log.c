@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Logging. A framework hands p2pt its own logger (NCCL's ncclDebugLogger_t
  * signature) and filters itself; without one, p2pt writes to stderr at or

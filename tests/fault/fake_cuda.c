@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A CUDA driver that runs on a CPU, for the fault-injection loop
  * (tests/fault/fault_loop.c): two sm_90 devices, their primary contexts, a

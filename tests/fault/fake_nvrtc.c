@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * An NVRTC for the fault-injection loop: "compiles" any source at once into
  * a small ELF64 image that the fake driver loads (its e_flags carry the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The fault schedule of fault_plan.h over the real driver, for GPU machines
  * (tests/fault/run-gpu.sh): a library that P2P_CUDA_LIBRARY names in place of

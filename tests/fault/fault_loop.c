@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Every failure point, tried: runs the workload (workload.c) once to learn
  * what it calls (the census) and what each call returns (the baseline), then

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The failure schedule the fault-injecting libraries share (the fake driver,
  * the fake NVRTC and the GPU shim), each holding its own copy: every entry

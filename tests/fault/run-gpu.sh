@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The fault-injection loop on a GPU machine: the same workload and schedule
 # as in CI (tests/fault/fault_loop.c), but the library under p2pt is the shim
 # libp2pt_fault_cuda.so over the real driver, and NVRTC is the real one, so

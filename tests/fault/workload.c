@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * One pass over every public entry point of p2pt, for the fault-injection
  * loop (fault_loop.c): init with each transport, properties, topology, peer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Links the installed library and checks the plugin table is reachable;
  * CONSUMER names how it was built, so each line says which consumer ran. */
 #include <p2pt_plugin.h>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared fixtures of the pytest suite: the p2pt package under test (the
 installed one, else python/ of this source tree) and the source root."""
 import os

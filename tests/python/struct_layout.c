@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Prints the layout of every public struct of p2pt.h and p2pt_plugin.h, one
  * line per field ("struct field offset size") and one per struct ("struct

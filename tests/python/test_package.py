@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The package on any machine, GPU or not: it imports, finds its library,
 reports the header's version with no driver, and turns failures into
 p2pt.Error with the status, its name and p2pt's text."""

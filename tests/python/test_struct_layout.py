@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The ctypes structures of the package match the C structs of p2pt.h and
 p2pt_plugin.h: the same field names in the same order (read from the
 headers), and the same offsets and sizes (printed by p2pt-struct-layout, a

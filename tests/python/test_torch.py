@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """p2pt.torch on a GPU: copies, batches and row copies match torch byte for
 byte on the current stream and on a given one; row copies capture into a
 CUDA graph and follow new indices and counts at every replay; torch.compile

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """p2pt.torch's operations are registered with torch.library under the
 p2pt namespace, with the mutated tensors marked in their schemas (what lets
 torch.compile keep them in its graph), and their fake implementations give

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Window lifetime, on any machine (the C calls recorded by a stand-in
 library): a window is unregistered exactly once, when its owner is
 collected, when release() is called, or when the handle closes, whichever
