@@ -230,6 +230,8 @@ class Handle:
         for name, _ in S.Properties._fields_:
             if name != "size":
                 v = getattr(p, name)
+                if isinstance(v, ctypes.Array):  # per-engine arrays: a list
+                    v = [_text(x) if isinstance(x, bytes) else x for x in v]
                 out[name] = _text(v) if isinstance(v, bytes) else v
         return out
 

@@ -11,6 +11,7 @@ _U32, _U64, _I32 = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32
 _SZ, _STR, _INT = ctypes.c_size_t, ctypes.c_char_p, ctypes.c_int
 
 TOPOLOGY_MAX_DEVICES = 32
+PROPERTIES_ENGINES = 4  # P2PT_PROPERTIES_ENGINES
 
 
 class InitArgs(ctypes.Structure):
@@ -33,6 +34,10 @@ class Properties(ctypes.Structure):
         ("tma_batches", _U64),
         # end of the auto release
         ("stream_launches", _U64),
+        ("engine_name", _STR * PROPERTIES_ENGINES),
+        ("engine_bytes", _U64 * PROPERTIES_ENGINES),
+        ("engine_batches", _U64 * PROPERTIES_ENGINES),
+        ("engine_fallbacks", _U64 * PROPERTIES_ENGINES),
     ]
 
 

@@ -57,6 +57,10 @@ int main(void)
     FIELD(p2pt_properties, ce_batches);
     FIELD(p2pt_properties, tma_batches);
     FIELD(p2pt_properties, stream_launches);
+    FIELD(p2pt_properties, engine_name);
+    FIELD(p2pt_properties, engine_bytes);
+    FIELD(p2pt_properties, engine_batches);
+    FIELD(p2pt_properties, engine_fallbacks);
 
     SIZE(p2pt_copy_desc);
     FIELD(p2pt_copy_desc, dst);
