@@ -4,8 +4,9 @@
 # as in CI (tests/fault/fault_loop.c), but the library under p2pt is the shim
 # libp2pt_fault_cuda.so over the real driver, and NVRTC is the real one, so
 # every failure path runs against real contexts, modules and launches.
-# Needs two GPUs (the workload copies between devices 0 and 1); skips, with
-# the reason and exit status 0, where there are fewer or no driver.
+# With two GPUs the workload copies between devices 0 and 1; with one, its
+# peer steps run on device 0. Skips, with the reason and exit status 0, where
+# there is no driver or no GPU.
 #
 #   tests/fault/run-gpu.sh [build-dir]     (default build-fault-gpu/)
 #
@@ -31,7 +32,7 @@ if [ -z "$nvrtc" ]; then
   done
 fi
 # A plain run of the workload on the real driver first: it is the check
-# that there is a driver and two GPUs, and its output says why not.
+# that there is a driver and a GPU, and its output says why not.
 if ! out=$(P2P_CUDA_LIBRARY="$real" P2P_NVRTC_LIBRARY="$nvrtc" P2P_TRANSPORT_CACHE_DIR=off \
     "$build/p2pt-fault-workload" 2>&1 >/dev/null); then
   echo "run-gpu.sh: skipped: the workload cannot run on this machine's driver: ${out:-no reason given}"

@@ -97,6 +97,9 @@ struct bufs {
 
 /* Everything the steps use, on one handle: `tag` names the transport and the
  * pass in each step's name. */
+/* The second device of the peer steps: 1, or 0 where there is one GPU. */
+static int peer_device = 1;
+
 static void steps_on(p2pt_handle *h, const char *tag, struct bufs *b, CUstream s)
 {
     char name[96];
@@ -111,9 +114,9 @@ static void steps_on(p2pt_handle *h, const char *tag, struct bufs *b, CUstream s
         CALL(STEP("topology"), p2pt_topology(h, topo));
         free(topo);
     }
-    CALL(STEP("peer_enable"), p2pt_peer_enable(h, 0, 1));
+    CALL(STEP("peer_enable"), p2pt_peer_enable(h, 0, peer_device));
     CALL(STEP("prepare0"), p2pt_prepare(h, 0));
-    CALL(STEP("prepare1"), p2pt_prepare(h, 1));
+    CALL(STEP("prepare1"), p2pt_prepare(h, peer_device));
     CALL(STEP("copy_local"), p2pt_copy_async(h, b->d0b, b->d0a, 4096, s));
     CALL(STEP("copy_local_big"), p2pt_copy_async(h, b->d0b, b->d0a, BIG, s));
     CALL(STEP("copy_local_misaligned"), p2pt_copy_async(h, b->d0b + 1, b->d0a, 8192, s));
@@ -259,7 +262,12 @@ int main(void)
     CUstream s;
     SETUP(cuInit_(0));
     SETUP(cuDeviceGet_(&dev0, 0));
-    SETUP(cuDeviceGet_(&dev1, 1));
+    /* With one GPU (a lone GPU machine under the shim), the "peer" side is
+     * device 0 again: every step still runs, the peer ones as local ones. */
+    if (cuDeviceGet_(&dev1, 1) != CUDA_SUCCESS) {
+        peer_device = 0;
+        SETUP(cuDeviceGet_(&dev1, 0));
+    }
     SETUP(cuDevicePrimaryCtxRetain_(&ctx0, dev0));
     SETUP(cuDevicePrimaryCtxRetain_(&ctx1, dev1));
     SETUP(cuCtxSetCurrent_(ctx1));
