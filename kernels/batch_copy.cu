@@ -2,7 +2,7 @@
 /*
  * p2pt batch kernel: many pieces {dst, src, bytes} in one launch.
  *
- * Compiled at run time by NVRTC (src/jit.c) with p2pt_kernel_abi.h (the
+ * Compiled at run time by NVRTC (src/jit/jit.c) with p2pt_kernel_abi.h (the
  * tile arithmetic the host uses too) and tma_ptx.cuh.
  *
  * Why this shape: a batch is bound by how many bytes are in flight, not by
@@ -360,7 +360,7 @@ p2pt_batch_copy_l(const __grid_constant__ struct p2pt_batch_large p)
 }
 
 /* Host descriptors the host checked and staged into GPU memory by a copy
- * earlier on the stream (src/transport_tma_ring.c): read after the wait. */
+ * earlier on the stream (src/engines/transport_tma_ring.c): read after the wait. */
 extern "C" __global__ void __launch_bounds__(P2PT_BATCH_THREADS, P2PT_BATCH_CTAS_PER_SM)
 p2pt_batch_copy_ring(const __grid_constant__ struct p2pt_batch_ring_params p)
 {

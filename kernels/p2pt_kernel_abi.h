@@ -2,7 +2,7 @@
 /*
  * What the host code (src/) and the kernels (the .cu files beside this one)
  * must agree on, in one place. The host includes this file; the JIT hands
- * the same bytes to NVRTC as an in-memory header (src/jit.c), and they are
+ * the same bytes to NVRTC as an in-memory header (src/jit/jit.c), and they are
  * part of every cubin's cache key, so the two sides cannot drift apart.
  *
  * Plain C that both a C11 compiler and NVRTC accept: no includes, fixed-size
@@ -40,7 +40,7 @@
  * bench/experiments/batch_variants.cu (bench/RESULTS.md). Tile 0 also moves
  * the unaligned destination head bytes (< 16) and the last tile the tail;
  * a piece too small for a body is one tile of head bytes. The same macros
- * size a batch on the host (src/batch_plan.c) and in the kernel.
+ * size a batch on the host (src/plans/batch_plan.c) and in the kernel.
  */
 #ifndef P2PT_BATCH_TILE /* bench/experiments/batch_variants.cu tries others */
 #define P2PT_BATCH_TILE 8192u

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Host batches into launches (src/batch_plan.c) and the tile arithmetic the
+ * Host batches into launches (src/plans/batch_plan.c) and the tile arithmetic the
  * batch kernel shares with the host (kernels/p2pt_kernel_abi.h), on a CPU:
  * every non-empty piece is passed on once, in order, with its addresses and
  * size untouched (pieces of 4 GiB and more too); zero-byte pieces vanish; a

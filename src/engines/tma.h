@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the TMA transport's two files share (transport_tma.c: single
- * copies; transport_tma_batch.c: batches).
+ * copies; transport_tma_batch.c: batches; transport_tma_ring.c: the host
+ * batches' staging ring).
  */
 #ifndef P2PT_TMA_H
 #define P2PT_TMA_H

@@ -7,7 +7,7 @@
  * context's staging ring (transport_tma_ring.c): one copy of the
  * descriptors to GPU memory and one launch. Smaller batches, batches
  * captured into a graph, and contexts without a ring travel in the kernel's
- * parameters: the plan (src/batch_plan.c) passes on up to 1344 non-empty
+ * parameters: the plan (src/plans/batch_plan.c) passes on up to 1344 non-empty
  * pieces per launch (32 KiB of parameters), the small entry point taking 128
  * when that is enough; a larger batch is as few launches as that allows,
  * back to back on the stream (programmatic dependent launch overlaps each

@@ -4,7 +4,7 @@
  * (tests/fault/run-gpu.sh): a library that P2P_CUDA_LIBRARY names in place of
  * libcuda.so.1. It opens the real driver (P2PT_FAULT_REAL_CUDA, default
  * libcuda.so.1) and hands out, through cuGetProcAddress_v2, a wrapper for
- * each entry p2pt's table holds (src/cuda_loader.c) that counts the call and
+ * each entry p2pt's table holds (src/cuda/cuda_loader.c) that counts the call and
  * fails it on schedule or forwards it; any other entry is the real one,
  * untouched. Failed calls never reach the driver, so the GPU sees exactly
  * the failure paths p2pt takes: a module load refused under capture, a
