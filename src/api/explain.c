@@ -34,49 +34,45 @@ static void give(p2pt_choice *out, const p2pt_choice *c)
         out->reason[sizeof(out->reason) - 1] = '\0';
 }
 
-p2pt_status p2pt_explain_copy(p2pt_handle *h, const void *dst, const void *src, size_t bytes,
-                              void *stream, p2pt_choice *choice)
+/* The dry run of `op`: the same pipeline as the real call, stopped before
+ * the engine, its choice copied out. */
+static p2pt_status dry_run(p2pt_handle *h, struct p2pt_op *op, p2pt_choice *choice)
 {
-    static const char fn[] = "p2pt_explain_copy";
-    p2pt_status st = p2pt__check_handle(h, fn);
+    p2pt_status st = p2pt__check_handle(h, op->fn);
     p2pt_choice c;
-    struct p2pt_op op;
 
-    if (st != P2PT_SUCCESS || (st = check_choice(fn, choice)) != P2PT_SUCCESS)
+    if (st != P2PT_SUCCESS || (st = check_choice(op->fn, choice)) != P2PT_SUCCESS)
         return st;
     memset(&c, 0, sizeof(c));
     c.device = -1;
+    if ((st = p2pt__op_run(h, op, &c)) == P2PT_SUCCESS)
+        give(choice, &c);
+    return st;
+}
+
+p2pt_status p2pt_explain_copy(p2pt_handle *h, const void *dst, const void *src, size_t bytes,
+                              void *stream, p2pt_choice *choice)
+{
+    struct p2pt_op op;
     memset(&op, 0, sizeof(op));
     op.kind = P2PT_OP_COPY;
-    op.fn = fn;
+    op.fn = "p2pt_explain_copy";
     op.copy.dst = (void *)(uintptr_t)dst;
     op.copy.src = src;
     op.copy.bytes = bytes;
     op.copy.stream = (CUstream)stream;
-    if ((st = p2pt__op_run(h, &op, &c)) == P2PT_SUCCESS)
-        give(choice, &c);
-    return st;
+    return dry_run(h, &op, choice);
 }
 
 p2pt_status p2pt_explain_batch(p2pt_handle *h, const p2pt_copy_desc *descs, size_t count,
                                void *stream, p2pt_choice *choice)
 {
-    static const char fn[] = "p2pt_explain_batch";
-    p2pt_status st = p2pt__check_handle(h, fn);
-    p2pt_choice c;
     struct p2pt_op op;
-
-    if (st != P2PT_SUCCESS || (st = check_choice(fn, choice)) != P2PT_SUCCESS)
-        return st;
-    memset(&c, 0, sizeof(c));
-    c.device = -1;
     memset(&op, 0, sizeof(op));
     op.kind = P2PT_OP_BATCH;
-    op.fn = fn;
+    op.fn = "p2pt_explain_batch";
     op.descs = descs;
     op.count = count;
     op.stream = stream;
-    if ((st = p2pt__op_run(h, &op, &c)) == P2PT_SUCCESS)
-        give(choice, &c);
-    return st;
+    return dry_run(h, &op, choice);
 }
