@@ -19,15 +19,8 @@
 #include <vector>
 
 #include "../../kernels/batch_copy.cu"
+#include "check.cuh"
 
-#define CK(x)                                                                  \
-    do {                                                                       \
-        cudaError_t e_ = (x);                                                  \
-        if (e_ != cudaSuccess) {                                               \
-            fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));           \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
 
 #ifndef VARIANT
 #define VARIANT "default"

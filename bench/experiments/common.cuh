@@ -15,26 +15,7 @@
 
 #include "../../kernels/tma_copy.cu"    /* u64, u32, smem_u32, mbar_*, bulk_* */
 #include "../../kernels/stream_copy.cu" /* p2pt_stream_copy */
-
-#define CK(x)                                                                          \
-    do {                                                                               \
-        cudaError_t e_ = (x);                                                          \
-        if (e_ != cudaSuccess) {                                                       \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x,                  \
-                    cudaGetErrorString(e_));                                           \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
-#define CU(x)                                                                          \
-    do {                                                                               \
-        CUresult r_ = (x);                                                             \
-        if (r_ != CUDA_SUCCESS) {                                                      \
-            const char *s_ = "?";                                                      \
-            cuGetErrorName(r_, &s_);                                                   \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, s_);             \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
+#include "check.cuh"
 
 /* Pseudo-random source data, a different stream per seed. */
 __global__ void fill_random(uint4 *p, u64 n16, u64 seed)

@@ -26,16 +26,8 @@
 #include <vector>
 
 #include "../batch_layout.h"
+#include "check.cuh"
 
-#define CK(x)                                                                          \
-    do {                                                                               \
-        cudaError_t e_ = (x);                                                          \
-        if (e_ != cudaSuccess) {                                                       \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x,                  \
-                    cudaGetErrorString(e_));                                           \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
 
 #define POISON 0xA5
 
