@@ -126,8 +126,9 @@ static __device__ __forceinline__ int4 shift16(const int4 a, const int4 b, u32 r
 
 /*
  * Tile k of piece {d, s, n}, by one whole warp (every lane calls it with the
- * same arguments: the shuffles need all 32). Destination vectors v0..v1-1
- * of the aligned body; lane L takes v0 + L + 32 j.
+ * same arguments: the shuffles need all 32). Of the aligned body's
+ * destination vectors, the tile holds v0 = k * TILE_VECS and the `left`
+ * after it (at most TILE_VECS); lane L takes v0 + L + 32 j.
  */
 static __device__ void copy_tile(u64 d, u64 s, u64 n, u64 k, u32 lane)
 {

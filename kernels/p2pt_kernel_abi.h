@@ -78,15 +78,13 @@ struct p2pt_batch_desc {
 /* Host descriptors, checked on the host, inline in the parameters. */
 struct p2pt_batch_small {
     unsigned int count;
-    unsigned int flags;
-    unsigned long long reserved;
+    unsigned int reserved[3]; /* the descriptors start 16-byte aligned */
     struct p2pt_batch_desc desc[P2PT_BATCH_SMALL];
 };
 
 struct p2pt_batch_large {
     unsigned int count;
-    unsigned int flags;
-    unsigned long long reserved;
+    unsigned int reserved[3];
     struct p2pt_batch_desc desc[P2PT_BATCH_LARGE];
 };
 
@@ -94,7 +92,7 @@ struct p2pt_batch_large {
 struct p2pt_batch_ring_params {
     unsigned long long descs; /* p2pt_batch_desc[count] in GPU memory */
     unsigned int count;
-    unsigned int flags;
+    unsigned int reserved;
 };
 
 /* A registered window: device batches may touch [base, end) only. */
@@ -110,8 +108,7 @@ struct p2pt_batch_dev_params {
     unsigned long long workspace; /* the caller's workspace: the status record */
     unsigned int max_count;
     unsigned int n_windows;
-    unsigned int flags;
-    unsigned int reserved;
+    unsigned int reserved[2];
     struct p2pt_batch_window window[P2PT_BATCH_MAX_WINDOWS];
 };
 

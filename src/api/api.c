@@ -147,13 +147,7 @@ p2pt_status p2pt_copy_async(p2pt_handle *h, void *dst, const void *src, size_t b
     if (bytes == 0)
         return P2PT_SUCCESS;
     struct p2pt_op op;
-    op.kind = P2PT_OP_COPY;
-    op.fn = "p2pt_copy_async";
-    memset(&op.copy, 0, sizeof(op.copy));
-    op.copy.dst = dst;
-    op.copy.src = src;
-    op.copy.bytes = bytes;
-    op.copy.stream = (CUstream)stream;
+    p2pt__op_copy(&op, "p2pt_copy_async", dst, src, bytes, stream);
     return p2pt__op_run(h, &op, NULL);
 }
 

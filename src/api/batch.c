@@ -18,12 +18,7 @@ p2pt_status p2pt_copy_batch_async(p2pt_handle *h, const p2pt_copy_desc *descs, s
     if (count == 0)
         return P2PT_SUCCESS;
     struct p2pt_op op;
-    memset(&op, 0, sizeof(op));
-    op.kind = P2PT_OP_BATCH;
-    op.fn = "p2pt_copy_batch_async";
-    op.descs = descs;
-    op.count = count;
-    op.stream = stream;
+    p2pt__op_batch(&op, "p2pt_copy_batch_async", descs, count, stream);
     return p2pt__op_run(h, &op, NULL);
 }
 

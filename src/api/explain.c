@@ -54,13 +54,7 @@ p2pt_status p2pt_explain_copy(p2pt_handle *h, const void *dst, const void *src, 
                               void *stream, p2pt_choice *choice)
 {
     struct p2pt_op op;
-    memset(&op, 0, sizeof(op));
-    op.kind = P2PT_OP_COPY;
-    op.fn = "p2pt_explain_copy";
-    op.copy.dst = (void *)(uintptr_t)dst;
-    op.copy.src = src;
-    op.copy.bytes = bytes;
-    op.copy.stream = (CUstream)stream;
+    p2pt__op_copy(&op, "p2pt_explain_copy", (void *)(uintptr_t)dst, src, bytes, stream);
     return dry_run(h, &op, choice);
 }
 
@@ -68,11 +62,6 @@ p2pt_status p2pt_explain_batch(p2pt_handle *h, const p2pt_copy_desc *descs, size
                                void *stream, p2pt_choice *choice)
 {
     struct p2pt_op op;
-    memset(&op, 0, sizeof(op));
-    op.kind = P2PT_OP_BATCH;
-    op.fn = "p2pt_explain_batch";
-    op.descs = descs;
-    op.count = count;
-    op.stream = stream;
+    p2pt__op_batch(&op, "p2pt_explain_batch", descs, count, stream);
     return dry_run(h, &op, choice);
 }

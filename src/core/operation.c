@@ -83,13 +83,7 @@ static p2pt_status each_piece(struct p2pt_handle *h, const struct p2pt_batch *b,
         const p2pt_copy_desc *d = &b->descs[i];
         struct p2pt_op piece;
         p2pt_choice c;
-        memset(&piece, 0, sizeof(piece));
-        piece.kind = P2PT_OP_COPY;
-        piece.fn = "p2pt_copy_async";
-        piece.copy.dst = d->dst;
-        piece.copy.src = d->src;
-        piece.copy.bytes = (size_t)d->bytes;
-        piece.copy.stream = b->stream;
+        p2pt__op_copy(&piece, "p2pt_copy_async", d->dst, d->src, (size_t)d->bytes, b->stream);
         memset(&c, 0, sizeof(c));
         p2pt_status st = p2pt__op_run(h, &piece, dry ? &c : NULL);
         if (st != P2PT_SUCCESS)

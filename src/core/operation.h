@@ -12,6 +12,8 @@
 #ifndef P2PT_OPERATION_H
 #define P2PT_OPERATION_H
 
+#include <string.h>
+
 #include "batch.h"
 
 struct p2pt_handle;
@@ -36,6 +38,32 @@ struct p2pt_op {
     void *stream;
     struct p2pt_batch batch;
 };
+
+/* A copy operation for entry point `fn`: only its own part is set (a copy
+ * reads nothing else, and this is every copy's enqueue path). */
+static inline void p2pt__op_copy(struct p2pt_op *op, const char *fn, void *dst, const void *src,
+                                 size_t bytes, void *stream)
+{
+    op->kind = P2PT_OP_COPY;
+    op->fn = fn;
+    memset(&op->copy, 0, sizeof(op->copy));
+    op->copy.dst = dst;
+    op->copy.src = src;
+    op->copy.bytes = bytes;
+    op->copy.stream = (CUstream)stream;
+}
+
+/* A host-batch operation for entry point `fn`. */
+static inline void p2pt__op_batch(struct p2pt_op *op, const char *fn, const p2pt_copy_desc *descs,
+                                  size_t count, void *stream)
+{
+    memset(op, 0, sizeof(*op));
+    op->kind = P2PT_OP_BATCH;
+    op->fn = fn;
+    op->descs = descs;
+    op->count = count;
+    op->stream = stream;
+}
 
 /*
  * Take `op` through the pipeline for handle `h` (already checked live).

@@ -67,8 +67,8 @@ static p2pt_status check_facts(const struct p2pt_handle *h, const struct p2pt_ba
         const p2pt_copy_desc *d = &b->descs[i];
         if (d->bytes == 0)
             continue;
-        if (p2pt__window_holds_fast(ws, (uint64_t)(uintptr_t)d->dst, d->bytes, &dst_hint) &&
-            p2pt__window_holds_fast(ws, (uint64_t)(uintptr_t)d->src, d->bytes, &src_hint))
+        if (p2pt__window_holds(ws, (uint64_t)(uintptr_t)d->dst, d->bytes, &dst_hint) &&
+            p2pt__window_holds(ws, (uint64_t)(uintptr_t)d->src, d->bytes, &src_hint))
             continue;
         struct p2pt_request r;
         memset(&r, 0, sizeof(r));

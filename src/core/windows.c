@@ -31,12 +31,8 @@ const struct p2pt_window_set *p2pt__windows(const struct p2pt_windows *w, int de
     return atomic_load_explicit(&((struct p2pt_windows *)w)->set[device], memory_order_acquire);
 }
 
-bool p2pt__window_holds(const struct p2pt_window_set *ws, uint64_t a, uint64_t n, int *hint)
+int p2pt__window_search(const struct p2pt_window_set *ws, uint64_t a, uint64_t n)
 {
-    if (ws == NULL || ws->n == 0)
-        return false;
-    if (*hint >= 0 && *hint < ws->n && a >= ws->w[*hint].base && a + n <= ws->w[*hint].end)
-        return true;
     /* The last window whose base is <= a. */
     int lo = 0, hi = ws->n;
     while (hi - lo > 1) {
@@ -47,13 +43,10 @@ bool p2pt__window_holds(const struct p2pt_window_set *ws, uint64_t a, uint64_t n
             hi = mid;
     }
     /* Windows may overlap: look back over those that start before a. */
-    for (int i = lo; i >= 0; i--) {
-        if (ws->w[i].base <= a && a + n <= ws->w[i].end) {
-            *hint = i;
-            return true;
-        }
-    }
-    return false;
+    for (int i = lo; i >= 0; i--)
+        if (ws->w[i].base <= a && a + n <= ws->w[i].end)
+            return i;
+    return -1;
 }
 
 void p2pt__windows_free(struct p2pt_windows *w)

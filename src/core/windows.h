@@ -33,19 +33,23 @@ P2PT_INTERNAL void p2pt__windows_free(struct p2pt_windows *w);
 /* The windows registered for `device` (NULL when none). Lock-free. */
 P2PT_INTERNAL const struct p2pt_window_set *p2pt__windows(const struct p2pt_windows *w,
                                                           int device);
+/* The window of `ws` holding [a, a + n), found by a search (-1: none). */
+P2PT_INTERNAL int p2pt__window_search(const struct p2pt_window_set *ws, uint64_t a, uint64_t n);
 /* Is [a, a + n) inside one window of `ws`? `*hint` remembers the last hit
- * (start with -1): batches tend to stay in one window. */
-P2PT_INTERNAL bool p2pt__window_holds(const struct p2pt_window_set *ws, uint64_t a, uint64_t n,
-                                      int *hint);
-/* The same, with the hint's window tried inline first: the per-piece check
- * of a host batch, whose pieces mostly stay in the window of the last one. */
-static inline bool p2pt__window_holds_fast(const struct p2pt_window_set *ws, uint64_t a,
-                                           uint64_t n, int *hint)
+ * (start with -1): batches tend to stay in one window, so the hint's window
+ * is tried inline, per piece of a host batch, before any search. */
+static inline bool p2pt__window_holds(const struct p2pt_window_set *ws, uint64_t a, uint64_t n,
+                                      int *hint)
 {
-    if (ws != NULL && *hint >= 0 && *hint < ws->n && a >= ws->w[*hint].base &&
-        a + n <= ws->w[*hint].end && a + n >= a)
+    if (ws == NULL || ws->n == 0)
+        return false;
+    if (*hint >= 0 && *hint < ws->n && a >= ws->w[*hint].base && a + n <= ws->w[*hint].end)
         return true;
-    return p2pt__window_holds(ws, a, n, hint);
+    int i = p2pt__window_search(ws, a, n);
+    if (i < 0)
+        return false;
+    *hint = i;
+    return true;
 }
 /* p2pt_window_register / _unregister once the handle is known live. */
 P2PT_INTERNAL p2pt_status p2pt__window_add(struct p2pt_windows *w, int device, const void *base,

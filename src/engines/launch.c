@@ -12,6 +12,15 @@
 #define MAX_CTAS_PER_SM 2
 #define PER_CTA_SMEM_OVERHEAD 1024 /* driver-reserved shared memory per CTA */
 
+unsigned p2pt__kernel_grid(const struct p2pt_handle *h, const struct p2pt_module *m,
+                           unsigned per_sm)
+{
+    uint64_t g = (uint64_t)per_sm * (uint64_t)m->sm_count;
+    if (h->cfg.max_ctas > 0 && (uint64_t)h->cfg.max_ctas < g)
+        g = (uint64_t)h->cfg.max_ctas;
+    return g == 0 ? 1u : (unsigned)g;
+}
+
 unsigned p2pt__kernel_ctas(const struct p2pt_handle *h, const struct p2pt_module *m, size_t smem)
 {
     uint64_t per_sm = (uint64_t)m->smem_per_sm / (smem + PER_CTA_SMEM_OVERHEAD);
@@ -19,10 +28,7 @@ unsigned p2pt__kernel_ctas(const struct p2pt_handle *h, const struct p2pt_module
         per_sm = MAX_CTAS_PER_SM;
     if (per_sm == 0)
         per_sm = 1;
-    uint64_t g = per_sm * (uint64_t)m->sm_count;
-    if (h->cfg.max_ctas > 0 && (uint64_t)h->cfg.max_ctas < g)
-        g = (uint64_t)h->cfg.max_ctas;
-    return (unsigned)g;
+    return p2pt__kernel_grid(h, m, (unsigned)per_sm);
 }
 
 /* One launch, with programmatic dependent launch when asked for and the

@@ -12,6 +12,10 @@
 /* CTAs of `smem` bytes of dynamic shared memory each one launch may use on
  * the module's device: one or two per SM as that memory allows, capped by
  * P2P_TRANSPORT_MAX_CTAS. */
+/* `per_sm` CTAs per SM of the module's device, capped by
+ * P2P_TRANSPORT_MAX_CTAS; at least one. */
+P2PT_INTERNAL unsigned p2pt__kernel_grid(const struct p2pt_handle *h,
+                                         const struct p2pt_module *m, unsigned per_sm);
 P2PT_INTERNAL unsigned p2pt__kernel_ctas(const struct p2pt_handle *h,
                                          const struct p2pt_module *m, size_t smem);
 /* Launch `fn` on `stream`, with programmatic dependent launch when the

@@ -44,15 +44,6 @@ static _Thread_local struct p2pt_batch_large large;
 static _Thread_local struct p2pt_batch_small small;
 static _Thread_local struct p2pt_batch_dev_params dev;
 
-/* The CTAs a batch launch may use on the module's device. */
-static unsigned batch_grid(const struct p2pt_handle *h, const struct p2pt_module *m)
-{
-    unsigned g = (unsigned)m->sm_count * P2PT_BATCH_CTAS_PER_SM;
-    if (h->cfg.max_ctas > 0 && (unsigned)h->cfg.max_ctas < g)
-        g = (unsigned)h->cfg.max_ctas;
-    return g == 0 ? 1 : g;
-}
-
 p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, const struct p2pt_batch *b)
 {
     p2pt_status st = P2PT_SUCCESS;
@@ -61,7 +52,7 @@ p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, const struct p2pt_batch 
     CUstream stream = b->stream;
 
     P2PT_TRY(p2pt__jit_module(b->ctx, &p2pt__kernel_batch_copy, &h->cfg, &h->log, &stream, &m));
-    const unsigned most = batch_grid(h, m);
+    const unsigned most = p2pt__kernel_grid(h, m, P2PT_BATCH_CTAS_PER_SM);
     if (b->pieces > P2PT_BATCH_SMALL) {
         bool done = false;
         P2PT_TRY(p2pt__tma_ring_batch(h, b, m, most, &done));
@@ -79,12 +70,10 @@ p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, const struct p2pt_batch 
         if (n <= P2PT_BATCH_SMALL) {
             memcpy(small.desc, large.desc, n * sizeof(large.desc[0]));
             small.count = (unsigned)n;
-            small.flags = 0;
             param = &small;
             fn = m->fn[P2PT_BATCH_ENTRY_SMALL];
         } else {
             large.count = (unsigned)n;
-            large.flags = 0;
             param = &large;
             fn = m->fn[P2PT_BATCH_ENTRY_LARGE];
         }
@@ -115,7 +104,7 @@ p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h, const struct p2pt
     }
     /* CTA 0 writes the status record; every other copies. The work is
      * unknown until the kernel runs, so the grid is all the cap allows. */
-    unsigned grid = batch_grid(h, m);
+    unsigned grid = p2pt__kernel_grid(h, m, P2PT_BATCH_CTAS_PER_SM);
     grid = grid < 2 ? 2 : grid;
     void *params[] = {&dev};
     P2PT_TRY(p2pt__kernel_launch(h, m->fn[P2PT_BATCH_ENTRY_DEVICE], grid, P2PT_BATCH_THREADS, 0,

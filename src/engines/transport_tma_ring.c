@@ -32,8 +32,8 @@
 #define RING_SLOTS 64         /* batches in flight per context */
 
 struct slot {
-    size_t start, end; /* bytes of the ring it holds */
-    CUevent done;      /* recorded after the kernel that reads it */
+    size_t start;  /* where it begins: the free bytes end at the oldest slot's start */
+    CUevent done;  /* recorded after the kernel that reads it */
 };
 
 struct ring {
@@ -214,7 +214,6 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, const struct p2pt_batch 
             st = p2pt__cuda_fail(rr, "cuEventRecord(staging ring slot)", __FILE__, __LINE__);
         } else {
             s->start = at;
-            s->end = at + need;
             r->n_slots++;
             r->head = at + need;
             atomic_fetch_add_explicit(&h->stats.batch_launches, 1, memory_order_relaxed);

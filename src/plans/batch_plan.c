@@ -25,10 +25,7 @@ size_t p2pt__batch_fill(const p2pt_copy_desc *descs, size_t count, struct p2pt_b
         out[n].dst = dst;
         out[n].src = (uint64_t)(uintptr_t)d->src;
         out[n].bytes = bytes;
-        /* P2PT_BATCH_TILES, with the head worked out once. */
-        const uint64_t head = (16u - (dst & 15u)) & 15u;
-        const uint64_t body = bytes > head ? (bytes - head) & ~15ull : 0;
-        t += body == 0 ? 1 : (body + P2PT_BATCH_TILE - 1) / P2PT_BATCH_TILE;
+        t += P2PT_BATCH_TILES(dst, bytes);
         n++;
     }
     cur->next = next;
