@@ -250,7 +250,10 @@ static __device__ __forceinline__ u64 split_at(u64 total, u32 s, u32 splits)
  * which no earlier grid writes: their CTAs plan while the previous grid
  * drains and wait for it (griddepcontrol.wait) only before the first copy.
  */
-/* Where a launch's descriptors come from. */
+/* Where a launch's descriptors come from. FROM_PARAMS: written by the host
+ * before the launch (kernel parameters, or the pinned staging ring read in
+ * place), so planned before the wait; FROM_RING: copied into GPU memory by
+ * the stream; FROM_DEVICE: written by earlier work, checked here. */
 enum { FROM_PARAMS, FROM_RING, FROM_DEVICE };
 
 template <int FROM>
@@ -360,13 +363,18 @@ p2pt_batch_copy_l(const __grid_constant__ struct p2pt_batch_large p)
     host_batch(p);
 }
 
-/* Host descriptors the host checked and staged into GPU memory by a copy
- * earlier on the stream (src/engines/transport_tma_ring.c): read after the wait. */
+/* Host descriptors the host checked into the staging ring
+ * (src/engines/transport_tma_ring.c). Copied into GPU memory earlier on the
+ * stream: read after the wait. Read from the pinned ring itself
+ * (P2PT_RING_HOST): the host wrote them before the launch, so, like
+ * parameters, they are planned while the previous grid drains. */
 extern "C" __global__ void __launch_bounds__(P2PT_BATCH_THREADS, P2PT_BATCH_CTAS_PER_SM)
 p2pt_batch_copy_ring(const __grid_constant__ struct p2pt_batch_ring_params p)
 {
     pdl_launch_dependents();
-    pdl_wait();
+    const bool host = (p.flags & P2PT_RING_HOST) != 0;
+    if (!host)
+        pdl_wait();
     const desc_t *descs = (const desc_t *)p.descs;
     const u32 blocks = (p.count + P2PT_BATCH_BLOCK - 1) / P2PT_BATCH_BLOCK;
     const u32 b = blocks == 0 ? 0 : first_block(blockIdx.x, gridDim.x, blocks);
@@ -374,7 +382,10 @@ p2pt_batch_copy_ring(const __grid_constant__ struct p2pt_batch_ring_params p)
     desc_t pre = {0, 0, 0};
     if (i < p.count)
         pre = descs[i];
-    copy_all<FROM_RING>(descs, p.count, blockIdx.x, gridDim.x, nullptr, b, pre);
+    if (host)
+        copy_all<FROM_PARAMS>(descs, p.count, blockIdx.x, gridDim.x, nullptr, b, pre);
+    else
+        copy_all<FROM_RING>(descs, p.count, blockIdx.x, gridDim.x, nullptr, b, pre);
 }
 
 /* CTA 0 of a device batch: check every descriptor and write the status

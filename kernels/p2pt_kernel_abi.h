@@ -88,11 +88,14 @@ struct p2pt_batch_large {
     struct p2pt_batch_desc desc[P2PT_BATCH_LARGE];
 };
 
-/* Host descriptors staged in GPU memory (the staging ring). */
+/* Host descriptors in the staging ring: copied to GPU memory by the
+ * stream before the launch, or (P2PT_RING_HOST) read from the pinned ring,
+ * written by the host before the launch. */
+#define P2PT_RING_HOST 1u
 struct p2pt_batch_ring_params {
-    unsigned long long descs; /* p2pt_batch_desc[count] in GPU memory */
+    unsigned long long descs; /* p2pt_batch_desc[count] */
     unsigned int count;
-    unsigned int reserved;
+    unsigned int flags; /* P2PT_RING_* */
 };
 
 /* A registered window: device batches may touch [base, end) only. */

@@ -322,6 +322,7 @@ const struct p2pt_policy p2pt__policy_auto = {
     .init = auto_init,
     .fini = auto_fini,
     .route_copy = auto_copy,
+    .batch_sums = true, /* the batch table is by mean piece size */
     .route_batch = auto_batch,
     .route_device_batch = auto_device_batch,
     .prepare = auto_prepare,

@@ -1,27 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Argument checks: the first step of every operation, before any driver
- * call. A copy's pointers and size; a host batch's descriptors, piece by
- * piece; a device batch's buffers.
+ * call. A copy's pointers and size; a host batch's array (its pieces are
+ * checked in the pass over the descriptors, batch_scan.c, with the
+ * messages made here); a device batch's buffers.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "args.h"
 
-/* The common case of p2pt__check_args, cheap enough for every piece of a
- * batch: nothing to copy, or non-NULL ranges that neither wrap nor overlap. */
-static inline bool args_ok(uintptr_t d, uintptr_t s, uint64_t n)
-{
-    return n == 0 || (d != 0 && s != 0 && n <= UINTPTR_MAX - d && n <= UINTPTR_MAX - s &&
-                      (d >= s + n || s >= d + n));
-}
-
 p2pt_status p2pt__check_args(void *dst, const void *src, size_t bytes)
 {
     uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
 
-    if (args_ok(d, s, bytes))
+    if (p2pt__args_ok(d, s, bytes))
         return P2PT_SUCCESS;
     if (dst == NULL || src == NULL)
         return p2pt__fail(P2PT_INVALID_ARGUMENT,
@@ -48,37 +41,27 @@ p2pt_status p2pt__piece_fail(p2pt_status st, size_t i, size_t count)
     return p2pt__fail(st, "p2pt_copy_batch_async: piece %zu of %zu: %s", i, count, why);
 }
 
-p2pt_status p2pt__batch_check(const char *fn, const p2pt_copy_desc *descs, size_t count,
-                              void *stream, struct p2pt_batch *b)
+p2pt_status p2pt__batch_head(const char *fn, const p2pt_copy_desc *descs, size_t count,
+                             void *stream, struct p2pt_batch *b)
 {
-    p2pt_status st = P2PT_SUCCESS;
     if (descs == NULL && count != 0)
         return p2pt__fail(P2PT_INVALID_ARGUMENT, "%s: descs is NULL with count %zu", fn, count);
     memset(b, 0, sizeof(*b));
     b->descs = descs;
     b->count = count;
     b->stream = (CUstream)stream;
-    size_t pieces = 0;
-    uint64_t bytes = 0;
-    for (size_t i = 0; i < count; i++) {
-        const uintptr_t d = (uintptr_t)descs[i].dst, s = (uintptr_t)descs[i].src;
-        const uint64_t n = descs[i].bytes;
-        /* A piece that fails goes through p2pt__check_args for its message. */
-        if (!(n <= SIZE_MAX && args_ok(d, s, n))) {
-            if (n > SIZE_MAX) {
-                st = p2pt__fail(P2PT_INVALID_ARGUMENT, "%llu bytes do not fit in size_t",
-                                (unsigned long long)n);
-                return p2pt__piece_fail(st, i, count);
-            }
-            if ((st = p2pt__check_args(descs[i].dst, descs[i].src, (size_t)n)) != 0)
-                return p2pt__piece_fail(st, i, count);
-        }
-        pieces += n != 0;
-        bytes += n;
-    }
-    b->pieces = pieces;
-    b->bytes = bytes;
     return P2PT_SUCCESS;
+}
+
+p2pt_status p2pt__piece_args_fail(const p2pt_copy_desc *d, size_t i, size_t count)
+{
+    p2pt_status st;
+    if (d->bytes > SIZE_MAX)
+        st = p2pt__fail(P2PT_INVALID_ARGUMENT, "%llu bytes do not fit in size_t",
+                        (unsigned long long)d->bytes);
+    else
+        st = p2pt__check_args(d->dst, d->src, (size_t)d->bytes);
+    return p2pt__piece_fail(st, i, count);
 }
 
 p2pt_status p2pt__device_batch_check(const struct p2pt_device_batch *b)

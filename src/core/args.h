@@ -11,11 +11,21 @@
 /* NULL, wrap-around, overlap: refused before anything else, no CUDA call.
  * bytes == 0 is accepted whatever the pointers. */
 P2PT_INTERNAL p2pt_status p2pt__check_args(void *dst, const void *src, size_t bytes);
-/* Check every piece of a host batch (`fn` names the entry point in
- * messages: NULL descs, size_t overflow, each piece's arguments) and fill
- * *b's descs, count, stream, pieces and bytes. */
-P2PT_INTERNAL p2pt_status p2pt__batch_check(const char *fn, const p2pt_copy_desc *descs,
-                                            size_t count, void *stream, struct p2pt_batch *b);
+/* The common case of p2pt__check_args, cheap enough for every piece of a
+ * batch: nothing to copy, or non-NULL ranges that neither wrap nor overlap. */
+static inline bool p2pt__args_ok(uintptr_t d, uintptr_t s, uint64_t n)
+{
+    return n == 0 || (n <= SIZE_MAX && d != 0 && s != 0 && n <= UINTPTR_MAX - d &&
+                      n <= UINTPTR_MAX - s && (d >= s + n || s >= d + n));
+}
+/* A host batch as a whole (`fn` names the entry point in messages: NULL
+ * descs with a count): fills *b's descs, count and stream. Its pieces are
+ * checked in the pass over the descriptors (batch_scan.c). */
+P2PT_INTERNAL p2pt_status p2pt__batch_head(const char *fn, const p2pt_copy_desc *descs,
+                                           size_t count, void *stream, struct p2pt_batch *b);
+/* Piece i of `count`, whose arguments p2pt__args_ok refused: the status and
+ * the message that says why. */
+P2PT_INTERNAL p2pt_status p2pt__piece_args_fail(const p2pt_copy_desc *d, size_t i, size_t count);
 /* A device batch's buffers: non-NULL, aligned, max_count in range. */
 P2PT_INTERNAL p2pt_status p2pt__device_batch_check(const struct p2pt_device_batch *b);
 /* The last error, prefixed with which piece of a host batch it is about. */

@@ -10,15 +10,19 @@
 #include "request.h"
 #include "windows.h"
 
-/* A host-descriptor batch, checked and resolved once. */
+/* A host-descriptor batch, resolved once and read in one pass. */
 struct p2pt_batch {
     const p2pt_copy_desc *descs;
     size_t count;
-    size_t pieces; /* those with bytes > 0 */
-    uint64_t bytes; /* their payload */
     CUstream stream;
     CUcontext ctx;
     int device; /* the stream's device */
+    /* What the pass over the descriptors found (batch_scan.c), valid once
+     * `scanned`: */
+    bool scanned;
+    bool refused;   /* it refused a piece: the operation counts as rejected */
+    size_t pieces;  /* those with bytes > 0 */
+    uint64_t bytes; /* their payload */
 };
 
 /* A device-descriptor batch. */

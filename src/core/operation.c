@@ -15,13 +15,25 @@
  * A device batch's engine depends on no fact of the batch, and a transport
  * that cannot take one is refused before its arguments are looked at, so
  * its route comes first.
+ *
+ * A host batch's pieces are checked (arguments in step 1, facts in step 4)
+ * in one pass over its descriptors (batch_scan.c). An engine that writes
+ * the descriptors into a buffer of its own (P2PT_CAP_BATCH_SCAN) makes that
+ * pass itself, in step 5, before it enqueues anything; otherwise, and in a
+ * dry run, step 4 makes it. The outcome is the operation steps 1 and 4
+ * would give in order: should a step before the pass fail (no driver, a
+ * bad stream), the pieces' arguments are checked then, and a refused piece
+ * is the error reported, or a batch of empty pieces succeeds with nothing
+ * to do.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "args.h"
+#include "batch_scan.h"
 #include "handle.h"
 #include "operation.h"
+#include "policy.h"
 #include "router.h"
 #include "validate.h"
 
@@ -40,8 +52,9 @@ static p2pt_status check(struct p2pt_op *op, bool *nothing)
         *nothing = op->copy.bytes == 0;
         break;
     case P2PT_OP_BATCH:
-        st = p2pt__batch_check(op->fn, op->descs, op->count, op->stream, &op->batch);
-        *nothing = op->batch.pieces == 0;
+        /* The pieces are read in the pass over the descriptors. */
+        st = p2pt__batch_head(op->fn, op->descs, op->count, op->stream, &op->batch);
+        *nothing = op->count == 0;
         break;
     case P2PT_OP_DEVICE_BATCH:
         st = p2pt__device_batch_check(&op->device);
@@ -92,10 +105,31 @@ static p2pt_status each_piece(struct p2pt_handle *h, const struct p2pt_batch *b,
     return P2PT_SUCCESS;
 }
 
-/* Steps 3 and 4. */
-static p2pt_status route_and_validate(struct p2pt_handle *h, struct p2pt_op *op,
+/* Steps 3 and 4 of a host batch. *nothing: no piece has bytes. */
+static p2pt_status route_batch(struct p2pt_handle *h, struct p2pt_batch *b, bool dry,
+                               const struct p2pt_transport **t, char *why, size_t len,
+                               bool *nothing)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    if (h->policy->batch_sums) {
+        P2PT_TRY(p2pt__batch_scan(h, b, NULL, NULL, NULL));
+        if ((*nothing = b->pieces == 0))
+            return P2PT_SUCCESS;
+    }
+    P2PT_TRY(p2pt__route_batch(h, b, t, why, len));
+    if (!dry && ((*t)->caps & P2PT_CAP_BATCH_SCAN))
+        return P2PT_SUCCESS; /* the engine's own pass */
+    /* Without a batch step the pieces' facts are validated as copies. */
+    P2PT_TRY(p2pt__batch_scan(h, b, (*t)->copy_batch != NULL ? *t : NULL, NULL, NULL));
+    *nothing = b->pieces == 0;
+out:
+    return st;
+}
+
+/* Steps 3 and 4. *refused: validation (or a host batch's pass) said no. */
+static p2pt_status route_and_validate(struct p2pt_handle *h, struct p2pt_op *op, bool dry,
                                       const struct p2pt_transport **t, char *why, size_t len,
-                                      bool *refused)
+                                      bool *refused, bool *nothing)
 {
     p2pt_status st = P2PT_SUCCESS;
     *refused = false;
@@ -103,19 +137,39 @@ static p2pt_status route_and_validate(struct p2pt_handle *h, struct p2pt_op *op,
     case P2PT_OP_COPY:
         P2PT_TRY(p2pt__route(h, &op->copy, t, why, len));
         st = p2pt__validate_copy(h, &op->copy, *t);
+        *refused = st != P2PT_SUCCESS;
         break;
     case P2PT_OP_BATCH:
-        P2PT_TRY(p2pt__route_batch(h, &op->batch, t, why, len));
-        /* Without a batch step the pieces are validated as copies. */
-        if ((*t)->copy_batch != NULL)
-            st = p2pt__validate_batch(h, &op->batch, *t);
+        st = route_batch(h, &op->batch, dry, t, why, len, nothing);
+        *refused = op->batch.refused;
         break;
     case P2PT_OP_DEVICE_BATCH:
         st = p2pt__validate_device_batch(h, &op->device);
+        *refused = st != P2PT_SUCCESS;
         break;
     }
-    *refused = st != P2PT_SUCCESS;
 out:
+    return st;
+}
+
+/* A host batch whose pass has not run when a step fails with `st`: its
+ * pieces' arguments decide, as if they had been checked first. Returns the
+ * outcome; *refused: a piece was refused; *nothing: every piece is empty. */
+static p2pt_status batch_args_first(struct p2pt_handle *h, struct p2pt_op *op, p2pt_status st,
+                                    bool *refused, bool *nothing)
+{
+    struct p2pt_batch *b = &op->batch;
+    if (op->kind != P2PT_OP_BATCH || b->scanned || st == P2PT_SUCCESS)
+        return st;
+    p2pt_status a = p2pt__batch_scan(h, b, NULL, NULL, NULL);
+    if (a != P2PT_SUCCESS) {
+        *refused = true;
+        return a;
+    }
+    if (b->pieces == 0) {
+        *nothing = true;
+        return P2PT_SUCCESS;
+    }
     return st;
 }
 
@@ -161,6 +215,8 @@ static p2pt_status dispatch(struct p2pt_handle *h, struct p2pt_op *op,
             P2PT_TRY(each_piece(h, &op->batch, NULL));
         else
             P2PT_TRY(t->copy_batch(h, &op->batch));
+        if (op->batch.pieces == 0)
+            break; /* the engine's pass found nothing to do: counted as such */
         relaxed_add(&h->stats.engine_batches[e], 1);
         relaxed_add(&h->stats.batches, 1);
         relaxed_add(&h->stats.batch_pieces, op->batch.pieces);
@@ -189,41 +245,51 @@ static void describe_nothing(const struct p2pt_op *op, p2pt_choice *c)
     }
 }
 
+/* The end of an operation with nothing to enqueue. */
+static void count_nothing(struct p2pt_handle *h, const struct p2pt_op *op, p2pt_choice *dry)
+{
+    if (dry)
+        describe_nothing(op, dry);
+    else if (op->kind == P2PT_OP_BATCH && op->count != 0)
+        relaxed_add(&h->stats.batches, 1);
+}
+
 p2pt_status p2pt__op_run(struct p2pt_handle *h, struct p2pt_op *op, p2pt_choice *dry)
 {
     p2pt_status st = P2PT_SUCCESS;
     const struct p2pt_transport *t = NULL;
     char *why = dry ? dry->reason : NULL;
     size_t len = dry ? sizeof(dry->reason) : 0;
-    bool pushed = false, nothing = false, refused = true;
+    bool pushed = false, nothing = false, refused = false;
 
-    if (op->kind == P2PT_OP_DEVICE_BATCH)
-        P2PT_TRY(p2pt__route_device_batch(h, &t, why, len));
-    if ((st = check(op, &nothing)) != P2PT_SUCCESS)
-        goto rejected;
-    if (nothing) {
-        if (dry)
-            describe_nothing(op, dry);
-        else if (op->kind == P2PT_OP_BATCH && op->count != 0)
-            relaxed_add(&h->stats.batches, 1);
-        return P2PT_SUCCESS;
+    if (op->kind == P2PT_OP_DEVICE_BATCH &&
+        (st = p2pt__route_device_batch(h, &t, why, len)) != P2PT_SUCCESS)
+        return st;
+    if ((st = check(op, &nothing)) != P2PT_SUCCESS) {
+        if (dry == NULL)
+            relaxed_add(&h->stats.rejected, 1);
+        return st;
     }
-    P2PT_TRY(resolve(h, op, &pushed));
-    if ((st = route_and_validate(h, op, &t, why, len, &refused)) != P2PT_SUCCESS) {
-        if (refused)
-            goto rejected;
+    if (nothing)
         goto out;
-    }
+    if ((st = resolve(h, op, &pushed)) != P2PT_SUCCESS)
+        goto out;
+    if ((st = route_and_validate(h, op, dry != NULL, &t, why, len, &refused, &nothing)) !=
+            P2PT_SUCCESS ||
+        nothing)
+        goto out;
     if (dry)
         st = describe(h, op, t, dry);
-    else
-        st = dispatch(h, op, t);
+    else if ((st = dispatch(h, op, t)) != P2PT_SUCCESS)
+        refused = op->kind == P2PT_OP_BATCH && op->batch.refused;
+    else if (op->kind == P2PT_OP_BATCH && op->batch.pieces == 0)
+        nothing = true, st = P2PT_SUCCESS;
 out:
+    st = batch_args_first(h, op, st, &refused, &nothing);
     p2pt__stream_leave(pushed);
-    return st;
-rejected:
-    p2pt__stream_leave(pushed);
-    if (dry == NULL)
+    if (st == P2PT_SUCCESS && nothing)
+        count_nothing(h, op, dry);
+    else if (st != P2PT_SUCCESS && refused && dry == NULL)
         relaxed_add(&h->stats.rejected, 1);
     return st;
 }

@@ -24,7 +24,11 @@ struct p2pt_policy {
     /* The engine the policy wants for a resolved copy. */
     p2pt_status (*route_copy)(struct p2pt_handle *h, const struct p2pt_request *r,
                               const struct p2pt_transport **t, char *why, size_t len);
-    /* The engine for a host batch (b->pieces > 0, stream resolved). */
+    /* route_batch reads b->pieces and b->bytes: the pipeline passes over the
+     * descriptors before routing. Otherwise they are unknown then. */
+    bool batch_sums;
+    /* The engine for a host batch (stream resolved; with batch_sums,
+     * b->pieces > 0). */
     p2pt_status (*route_batch)(struct p2pt_handle *h, const struct p2pt_batch *b,
                                const struct p2pt_transport **t, char *why, size_t len);
     /* The engine for a device batch: one with P2PT_CAP_DEVICE_BATCH, or

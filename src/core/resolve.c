@@ -74,6 +74,10 @@ p2pt_status p2pt__stream_enter(CUstream stream, CUcontext *ctx, int *device, boo
     CUdevice dev = 0;
 
     *pushed = false;
+    /* Only a handle made without p2pt_init (the tests' driverless handles)
+     * gets here with no driver: say so rather than call through NULL. */
+    if (p2pt__cu.cuStreamGetCtx == NULL)
+        return p2pt__fail(P2PT_NO_DRIVER, "no CUDA driver is loaded for this handle");
     P2PT_CU(p2pt__cu.cuStreamGetCtx(stream, ctx));
     if (*ctx == NULL) {
         st = p2pt__fail(P2PT_INVALID_USAGE,

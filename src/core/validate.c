@@ -54,36 +54,23 @@ p2pt_status p2pt__refuse(const struct p2pt_request *r, bool staged_ok)
     return st;
 }
 
-/* With validation on: can the transport do every piece? Pieces inside
- * windows registered for the stream's device are known to be mapped there;
- * the others are located one by one (the stream's context is current). */
-static p2pt_status check_facts(const struct p2pt_handle *h, const struct p2pt_batch *b,
-                               bool staged_ok)
+p2pt_status p2pt__piece_facts(const struct p2pt_batch *b, size_t i, bool staged_ok)
 {
     p2pt_status st = P2PT_SUCCESS;
-    const struct p2pt_window_set *ws = p2pt__windows(&h->windows, b->device);
-    int dst_hint = -1, src_hint = -1; /* destinations and sources sit in different windows */
-    for (size_t i = 0; i < b->count; i++) {
-        const p2pt_copy_desc *d = &b->descs[i];
-        if (d->bytes == 0)
-            continue;
-        if (p2pt__window_holds(ws, (uint64_t)(uintptr_t)d->dst, d->bytes, &dst_hint) &&
-            p2pt__window_holds(ws, (uint64_t)(uintptr_t)d->src, d->bytes, &src_hint))
-            continue;
-        struct p2pt_request r;
-        memset(&r, 0, sizeof(r));
-        r.dst = d->dst;
-        r.src = d->src;
-        r.bytes = d->bytes;
-        r.stream = b->stream;
-        r.ctx = b->ctx;
-        r.device = b->device;
-        if ((st = p2pt__locate(r.dst, r.device, &r.dst_side)) != P2PT_SUCCESS ||
-            (st = p2pt__locate(r.src, r.device, &r.src_side)) != P2PT_SUCCESS ||
-            (st = p2pt__refuse(&r, staged_ok)) != P2PT_SUCCESS)
-            return p2pt__piece_fail(st, i, b->count);
-    }
-    return st;
+    const p2pt_copy_desc *d = &b->descs[i];
+    struct p2pt_request r;
+    memset(&r, 0, sizeof(r));
+    r.dst = d->dst;
+    r.src = d->src;
+    r.bytes = d->bytes;
+    r.stream = b->stream;
+    r.ctx = b->ctx;
+    r.device = b->device;
+    if ((st = p2pt__locate(r.dst, r.device, &r.dst_side)) != P2PT_SUCCESS ||
+        (st = p2pt__locate(r.src, r.device, &r.src_side)) != P2PT_SUCCESS ||
+        (st = p2pt__refuse(&r, staged_ok)) != P2PT_SUCCESS)
+        return p2pt__piece_fail(st, i, b->count);
+    return P2PT_SUCCESS;
 }
 
 /* The last device batch whose buffers this thread checked: a framework
@@ -117,14 +104,6 @@ p2pt_status p2pt__validate_copy(const struct p2pt_handle *h, const struct p2pt_r
     if (!h->cfg.validate)
         return P2PT_SUCCESS;
     return p2pt__refuse(r, (t->caps & P2PT_CAP_STAGED) != 0);
-}
-
-p2pt_status p2pt__validate_batch(const struct p2pt_handle *h, const struct p2pt_batch *b,
-                                 const struct p2pt_transport *t)
-{
-    if (!h->cfg.validate)
-        return P2PT_SUCCESS;
-    return check_facts(h, b, (t->caps & P2PT_CAP_STAGED) != 0);
 }
 
 p2pt_status p2pt__validate_device_batch(const struct p2pt_handle *h,

@@ -17,11 +17,12 @@ struct p2pt_transport;
 P2PT_INTERNAL p2pt_status p2pt__validate_copy(const struct p2pt_handle *h,
                                               const struct p2pt_request *r,
                                               const struct p2pt_transport *t);
-/* Every piece of a host batch (the stream's context current): pieces inside
- * registered windows by a range check, the others located one by one. */
-P2PT_INTERNAL p2pt_status p2pt__validate_batch(const struct p2pt_handle *h,
-                                               const struct p2pt_batch *b,
-                                               const struct p2pt_transport *t);
+/* Piece i of a host batch, outside the registered windows, located and
+ * checked against an engine (`staged_ok`: see p2pt__refuse); the stream's
+ * context is current. A host batch's pieces are validated in the pass over
+ * its descriptors (batch_scan.c), pieces inside windows by a range check. */
+P2PT_INTERNAL p2pt_status p2pt__piece_facts(const struct p2pt_batch *b, size_t i,
+                                            bool staged_ok);
 /* A device batch's three buffers: memory of its device, inside one
  * allocation each (remembered per thread, so a replayed batch is checked
  * once). */

@@ -28,11 +28,13 @@ enum {
  * does not fit its shared memory). */
 P2PT_INTERNAL p2pt_status p2pt__tma_grid(struct p2pt_handle *h, const struct p2pt_module *m,
                                          uint32_t *grid);
-P2PT_INTERNAL p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, const struct p2pt_batch *b);
+P2PT_INTERNAL p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b);
 /* A host batch through the context's staging ring (transport_tma_ring.c):
- * one launch of up to `most` CTAs. *done false (status success): the ring
- * cannot take it (capture, too large, no ring here); use the parameters. */
-P2PT_INTERNAL p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
+ * the pass over its descriptors into a slot, then one launch of up to
+ * `most` CTAs. *done false (status success): the ring cannot take it
+ * (capture, too large, no ring here) and nothing was read; use the
+ * parameters. */
+P2PT_INTERNAL p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
                                                const struct p2pt_module *m, unsigned most,
                                                bool *done);
 P2PT_INTERNAL p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h,

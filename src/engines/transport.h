@@ -27,6 +27,10 @@ struct p2pt_kernel;
 #define P2PT_CAP_DEVICE_BATCH (1u << 6) /* descriptors read from GPU memory */
 #define P2PT_CAP_FALLBACK (1u << 7) /* runs any request: where a copy goes when
                                        the chosen engine's can_copy says no */
+#define P2PT_CAP_BATCH_SCAN (1u << 8) /* copy_batch makes the pass over the
+                                         descriptors itself (p2pt__batch_scan,
+                                         writing its buffer), before it enqueues
+                                         anything */
 
 struct p2pt_transport {
     const char *name;
@@ -45,9 +49,11 @@ struct p2pt_transport {
     p2pt_status (*prepare)(struct p2pt_handle *h, int device);
     /* Enqueue `r`, resolved, routed and validated. */
     p2pt_status (*copy)(struct p2pt_handle *h, const struct p2pt_request *r);
-    /* Enqueue a host batch, every piece checked. NULL: the entry point
-     * loops over copy, one resolved request per piece. */
-    p2pt_status (*copy_batch)(struct p2pt_handle *h, const struct p2pt_batch *b);
+    /* Enqueue a host batch, every piece checked (b->scanned), or with
+     * P2PT_CAP_BATCH_SCAN checked by this step's own pass before anything is
+     * enqueued. NULL: the entry point loops over copy, one resolved request
+     * per piece. */
+    p2pt_status (*copy_batch)(struct p2pt_handle *h, struct p2pt_batch *b);
     /* Enqueue a device-descriptor batch. NULL: not supported (status 6). */
     p2pt_status (*copy_batch_device)(struct p2pt_handle *h, const struct p2pt_device_batch *b);
     /* The kernels it compiles at run time, NULL-ended (prepare loads them

@@ -99,7 +99,7 @@ static bool batch_call_safe(CUstream s)
            cs == CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-static p2pt_status ce_copy_batch(struct p2pt_handle *h, const struct p2pt_batch *b)
+static p2pt_status ce_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b)
 {
     p2pt_status st = P2PT_SUCCESS;
     CUdeviceptr *dsts = NULL, *srcs = NULL;

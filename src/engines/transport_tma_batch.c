@@ -3,17 +3,19 @@
  * TMA batches: kernels/batch_copy.cu, one kernel for host and device
  * descriptors.
  *
- * Host descriptors: a batch of more than 128 pieces goes through the
- * context's staging ring (transport_tma_ring.c): one copy of the
- * descriptors to GPU memory and one launch. Smaller batches, batches
- * captured into a graph, and contexts without a ring travel in the kernel's
- * parameters: the plan (src/plans/batch_plan.c) passes on up to 1344 non-empty
- * pieces per launch (32 KiB of parameters), the small entry point taking 128
- * when that is enough; a larger batch is as few launches as that allows,
- * back to back on the stream (programmatic dependent launch overlaps each
- * with the previous one's tail). The driver copies the parameters at
- * launch, and graph capture into the graph, so the caller's array is free
- * on return either way.
+ * Host descriptors: a batch of more than 128 descriptors goes through the
+ * context's staging ring (transport_tma_ring.c): one pass over the
+ * descriptors writes them into the ring, then one launch. Smaller batches,
+ * batches captured into a graph, and contexts without a ring travel in the
+ * kernel's parameters: up to 1344 non-empty pieces per launch (32 KiB of
+ * parameters), the small entry point taking 128 when that is enough, written
+ * by the same pass; a larger batch is checked whole first, then as few
+ * launches as that allows (src/plans/batch_plan.c), back to back on the
+ * stream (programmatic dependent launch overlaps each with the previous
+ * one's tail). The driver copies the parameters at launch, and graph
+ * capture into the graph, so the caller's array is free on return either
+ * way. The pass (src/core/batch_scan.c) checks every piece before anything
+ * is enqueued: a refused piece leaves the stream untouched.
  *
  * Device descriptors: one launch; its CTAs read the count and the
  * descriptors from GPU memory and check them against the windows, passed in
@@ -26,6 +28,7 @@
 #include <string.h>
 
 #include "batch_plan.h"
+#include "batch_scan.h"
 #include "tma.h"
 
 const struct p2pt_kernel p2pt__kernel_batch_copy = {
@@ -44,43 +47,64 @@ static _Thread_local struct p2pt_batch_large large;
 static _Thread_local struct p2pt_batch_small small;
 static _Thread_local struct p2pt_batch_dev_params dev;
 
-p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, const struct p2pt_batch *b)
+/* One launch of up to P2PT_BATCH_LARGE pieces, already in large.desc. */
+static p2pt_status launch_params(struct p2pt_handle *h, const struct p2pt_module *m, size_t n,
+                                 uint64_t tiles, unsigned most, CUstream stream)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    void *param;
+    CUfunction fn;
+    if (n <= P2PT_BATCH_SMALL) {
+        memcpy(small.desc, large.desc, n * sizeof(large.desc[0]));
+        small.count = (unsigned)n;
+        param = &small;
+        fn = m->fn[P2PT_BATCH_ENTRY_SMALL];
+    } else {
+        large.count = (unsigned)n;
+        param = &large;
+        fn = m->fn[P2PT_BATCH_ENTRY_LARGE];
+    }
+    unsigned grid = tiles < most ? (unsigned)tiles : most;
+    void *params[] = {param};
+    P2PT_TRY(p2pt__kernel_launch(h, fn, grid, P2PT_BATCH_THREADS, 0, stream, params));
+    atomic_fetch_add_explicit(&h->stats.batch_launches, 1, memory_order_relaxed);
+out:
+    return st;
+}
+
+p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b)
 {
     p2pt_status st = P2PT_SUCCESS;
     const struct p2pt_module *m = NULL;
     struct p2pt_batch_cursor cur = {0};
     CUstream stream = b->stream;
+    uint64_t tiles = 0;
 
     P2PT_TRY(p2pt__jit_module(b->ctx, &p2pt__kernel_batch_copy, &h->cfg, &h->log, &stream, &m));
     const unsigned most = p2pt__kernel_grid(h, m, P2PT_BATCH_CTAS_PER_SM);
-    if (b->pieces > P2PT_BATCH_SMALL) {
+    if (b->count > P2PT_BATCH_SMALL) {
         bool done = false;
         P2PT_TRY(p2pt__tma_ring_batch(h, b, m, most, &done));
         if (done)
             goto out;
     }
+    if (b->count <= P2PT_BATCH_LARGE) {
+        /* The pass writes the parameters: one launch. */
+        P2PT_TRY(p2pt__batch_scan(h, b, &p2pt__transport_tma, large.desc, &tiles));
+        if (b->pieces != 0)
+            st = launch_params(h, m, b->pieces, tiles, most, stream);
+        goto out;
+    }
+    /* More than one launch's worth, without the ring: every piece checked
+     * before the first launch, then as few launches as the parameters
+     * allow. */
+    P2PT_TRY(p2pt__batch_scan(h, b, &p2pt__transport_tma, NULL, NULL));
     for (;;) {
-        uint64_t tiles = 0;
         size_t n = p2pt__batch_fill(b->descs, b->count, &cur, large.desc, P2PT_BATCH_LARGE,
                                     &tiles);
         if (n == 0)
             break;
-        void *param;
-        CUfunction fn;
-        if (n <= P2PT_BATCH_SMALL) {
-            memcpy(small.desc, large.desc, n * sizeof(large.desc[0]));
-            small.count = (unsigned)n;
-            param = &small;
-            fn = m->fn[P2PT_BATCH_ENTRY_SMALL];
-        } else {
-            large.count = (unsigned)n;
-            param = &large;
-            fn = m->fn[P2PT_BATCH_ENTRY_LARGE];
-        }
-        unsigned grid = tiles < most ? (unsigned)tiles : most;
-        void *params[] = {param};
-        P2PT_TRY(p2pt__kernel_launch(h, fn, grid, P2PT_BATCH_THREADS, 0, stream, params));
-        atomic_fetch_add_explicit(&h->stats.batch_launches, 1, memory_order_relaxed);
+        P2PT_TRY(launch_params(h, m, n, tiles, most, stream));
     }
 out:
     return st;

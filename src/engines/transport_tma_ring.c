@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The staging ring for TMA host batches: the host writes each batch's
- * descriptors once, into pinned host memory, and one copy on the stream
- * moves them to GPU memory, where kernels/batch_copy.cu's ring entry reads
- * them. Against descriptors in the kernel parameters (up to 1344 per launch,
+ * descriptors once, into pinned host memory, in the same pass that checks
+ * them (src/core/batch_scan.c), and one copy on the stream moves them to GPU
+ * memory, where kernels/batch_copy.cu's ring entry reads them (or, with
+ * P2P_TRANSPORT_BATCH_STAGING=host, the kernel reads the pinned memory
+ * itself, over the bus, and the copy is left out). Against descriptors in the kernel parameters (up to 1344 per launch,
  * 32 KiB that the driver copies at every launch), the host pays a memcpy and
  * two small calls per batch of any size, and a batch of 100,000 pieces is
  * one launch.
@@ -26,6 +28,7 @@
 #include <string.h>
 
 #include "batch_plan.h"
+#include "batch_scan.h"
 #include "tma.h"
 
 #define RING_BYTES (8u << 20) /* 349,525 descriptors in flight */
@@ -167,7 +170,7 @@ static p2pt_status take(struct ring *r, size_t need, size_t *at)
     }
 }
 
-p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
+p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
                                  const struct p2pt_module *m, unsigned most, bool *done)
 {
     p2pt_status st = P2PT_SUCCESS;
@@ -176,8 +179,7 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, const struct p2pt_batch 
     struct ring *r = NULL;
 
     *done = false;
-    size_t need = b->pieces * sizeof(struct p2pt_batch_desc);
-    if (need > RING_BYTES || b->pieces > 0xffffffffu)
+    if (b->count > RING_BYTES / sizeof(struct p2pt_batch_desc))
         return P2PT_SUCCESS;
     P2PT_CU(p2pt__cu.cuStreamIsCapturing(b->stream, &cs));
     if (cs != CU_STREAM_CAPTURE_STATUS_NONE)
@@ -192,21 +194,30 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, const struct p2pt_batch 
         goto out;
     pthread_mutex_lock(&r->lock);
     locked = true;
+    /* Room for every descriptor; the pass writes the non-empty ones. */
     size_t at = 0;
-    P2PT_TRY(take(r, need, &at));
-    struct p2pt_batch_cursor cur = {0};
+    P2PT_TRY(take(r, b->count * sizeof(struct p2pt_batch_desc), &at));
     uint64_t tiles = 0;
-    size_t n = p2pt__batch_fill(b->descs, b->count, &cur, (struct p2pt_batch_desc *)(r->host + at),
-                                b->pieces, &tiles);
-    P2PT_CU(p2pt__cu.cuMemcpyHtoDAsync(r->dev + at, r->host + at, need, b->stream));
+    P2PT_TRY(p2pt__batch_scan(h, b, &p2pt__transport_tma,
+                              (struct p2pt_batch_desc *)(r->host + at), &tiles));
+    *done = true;
+    if (b->pieces == 0)
+        goto out; /* nothing to enqueue; the slot was never taken */
+    const size_t need = b->pieces * sizeof(struct p2pt_batch_desc);
+    CUdeviceptr descs = (CUdeviceptr)(uintptr_t)(r->host + at); /* mapped: UVA */
+    if (!h->cfg.batch_staging_host) {
+        descs = r->dev + at;
+        P2PT_CU(p2pt__cu.cuMemcpyHtoDAsync(descs, r->host + at, need, b->stream));
+    }
     /* From here on the stream reads the slot: if anything fails before the
      * slot is recorded as busy, the ring is never used again, so that no
      * later batch writes where a pending copy or kernel may still read. */
-    struct p2pt_batch_ring_params p = {(unsigned long long)(r->dev + at), (unsigned)n, 0};
+    struct p2pt_batch_ring_params p = {(unsigned long long)descs, (unsigned)b->pieces,
+                                       h->cfg.batch_staging_host ? P2PT_RING_HOST : 0};
     void *params[] = {&p};
     unsigned grid = tiles < most ? (unsigned)tiles : most;
     st = p2pt__kernel_launch(h, m->fn[P2PT_BATCH_ENTRY_RING], grid, P2PT_BATCH_THREADS, 0,
-                          b->stream, params);
+                             b->stream, params);
     if (st == P2PT_SUCCESS) {
         struct slot *s = &r->slot[(r->first + r->n_slots) % RING_SLOTS];
         CUresult rr = p2pt__cu.cuEventRecord(s->done, b->stream);
@@ -217,7 +228,6 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, const struct p2pt_batch 
             r->n_slots++;
             r->head = at + need;
             atomic_fetch_add_explicit(&h->stats.batch_launches, 1, memory_order_relaxed);
-            *done = true;
         }
     }
     if (st != P2PT_SUCCESS)

@@ -164,7 +164,7 @@ static const char *const known_vars[] = {
     "P2P_TRANSPORT_STAGES",  "P2P_TRANSPORT_MAX_CTAS", "P2P_TRANSPORT_VALIDATE",
     "P2P_TRANSPORT_PDL",     "P2P_TRANSPORT_L2_HINT",  "P2P_CUDA_LIBRARY",
     "P2P_NVRTC_LIBRARY",     "P2P_TRANSPORT_CACHE_DIR", "P2P_TRANSPORT_AUTO_TABLE",
-    "P2P_TRANSPORT_STREAM_MIN",
+    "P2P_TRANSPORT_STREAM_MIN", "P2P_TRANSPORT_BATCH_STAGING",
 };
 
 /* Edit distance of a and b, capped (names are short). */
@@ -388,6 +388,16 @@ p2pt_status p2pt__config_parse(struct p2pt_config *cfg, const char *options_text
         P2PT_TRY(read_uint(var, v, 0, 1ull << 40,
                            "a size from 0 (never) to 1T bytes, e.g. 16M", &n));
         cfg->stream_min = (size_t)n;
+    }
+    P2PT_TRY(setting(opts, "P2P_TRANSPORT_BATCH_STAGING", var, &v));
+    if (v != NULL) {
+        if (strcasecmp(v, "gpu") == 0 || strcasecmp(v, "host") == 0) {
+            cfg->batch_staging_host = strcasecmp(v, "host") == 0;
+        } else {
+            st = p2pt__fail(P2PT_INVALID_ARGUMENT,
+                            "%s=\"%s\" is not valid: expected gpu or host (any case)", var, v);
+            goto out;
+        }
     }
     P2PT_TRY(setting(opts, "P2P_TRANSPORT_L2_HINT", var, &v));
     if (v != NULL) {

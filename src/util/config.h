@@ -36,6 +36,7 @@ struct p2pt_config {
     int pdl;                      /* P2P_TRANSPORT_PDL, 0 or 1 */
     char auto_table[P2PT_PATH_MAX];    /* P2P_TRANSPORT_AUTO_TABLE, "" = built-in */
     size_t stream_min;            /* P2P_TRANSPORT_STREAM_MIN, 0 = never */
+    int batch_staging_host;       /* P2P_TRANSPORT_BATCH_STAGING: 1 = host */
 };
 
 /*
