@@ -461,14 +461,16 @@ Test(config, auto_table_path_is_read_and_its_length_checked)
     unsetenv("P2P_TRANSPORT_AUTO_TABLE");
 }
 
-Test(config, batch_staging_is_gpu_or_host)
+Test(config, batch_staging_is_auto_gpu_or_host)
 {
     unsetenv("P2P_TRANSPORT_BATCH_STAGING");
     cr_assert_eq(p2pt__config_read(&cfg, NULL, NULL), P2PT_SUCCESS);
-    cr_assert_eq(cfg.batch_staging_host, 0, "default: descriptors copied to GPU memory");
+    cr_assert_eq(cfg.batch_staging, P2PT_STAGING_AUTO, "default: by the batch's size");
     cr_assert_eq(read_with("P2P_TRANSPORT_BATCH_STAGING", "HOST"), P2PT_SUCCESS);
-    cr_assert_eq(cfg.batch_staging_host, 1);
+    cr_assert_eq(cfg.batch_staging, P2PT_STAGING_HOST);
     cr_assert_eq(read_with("P2P_TRANSPORT_BATCH_STAGING", "gpu"), P2PT_SUCCESS);
-    cr_assert_eq(cfg.batch_staging_host, 0);
-    expect_rejected("P2P_TRANSPORT_BATCH_STAGING", "mapped", "expected gpu or host");
+    cr_assert_eq(cfg.batch_staging, P2PT_STAGING_GPU);
+    cr_assert_eq(read_with("P2P_TRANSPORT_BATCH_STAGING", "Auto"), P2PT_SUCCESS);
+    cr_assert_eq(cfg.batch_staging, P2PT_STAGING_AUTO);
+    expect_rejected("P2P_TRANSPORT_BATCH_STAGING", "mapped", "expected auto, gpu or host");
 }

@@ -3,9 +3,9 @@
  * The staging ring for TMA host batches: the host writes each batch's
  * descriptors once, into pinned host memory, in the same pass that checks
  * them (src/core/batch_scan.c), and one copy on the stream moves them to GPU
- * memory, where kernels/batch_copy.cu's ring entry reads them (or, with
- * P2P_TRANSPORT_BATCH_STAGING=host, the kernel reads the pinned memory
- * itself, over the bus, and the copy is left out). Against descriptors in the kernel parameters (up to 1344 per launch,
+ * memory, where kernels/batch_copy.cu's ring entry reads them; or, for
+ * large batches (P2P_TRANSPORT_BATCH_STAGING), the kernel reads the pinned
+ * memory itself, over the bus, and the copy is left out. Against descriptors in the kernel parameters (up to 1344 per launch,
  * 32 KiB that the driver copies at every launch), the host pays a memcpy and
  * two small calls per batch of any size, and a batch of 100,000 pieces is
  * one launch.
@@ -33,6 +33,14 @@
 
 #define RING_BYTES (8u << 20) /* 349,525 descriptors in flight */
 #define RING_SLOTS 64         /* batches in flight per context */
+/* P2P_TRANSPORT_BATCH_STAGING=auto: from this many pieces (32 blocks of
+ * P2PT_BATCH_BLOCK descriptors) the kernel reads the pinned ring in place.
+ * Each CTA reads the whole block of descriptors it serves, so a small batch
+ * served by hundreds of CTAs per block reads its descriptors over the bus
+ * hundreds of times; with 32 blocks or more a block has at most about 8
+ * CTAs, and the copy the driver makes per batch costs more host time than
+ * the reads cost the GPU (bench/results/batches.md). */
+#define RING_HOST_MIN 8192u
 
 struct slot {
     size_t start;  /* where it begins: the free bytes end at the oldest slot's start */
@@ -204,8 +212,11 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
     if (b->pieces == 0)
         goto out; /* nothing to enqueue; the slot was never taken */
     const size_t need = b->pieces * sizeof(struct p2pt_batch_desc);
+    const int staging = h->cfg.batch_staging;
+    const bool in_place = staging == P2PT_STAGING_HOST ||
+                          (staging == P2PT_STAGING_AUTO && b->pieces >= RING_HOST_MIN);
     CUdeviceptr descs = (CUdeviceptr)(uintptr_t)(r->host + at); /* mapped: UVA */
-    if (!h->cfg.batch_staging_host) {
+    if (!in_place) {
         descs = r->dev + at;
         P2PT_CU(p2pt__cu.cuMemcpyHtoDAsync(descs, r->host + at, need, b->stream));
     }
@@ -213,7 +224,7 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
      * slot is recorded as busy, the ring is never used again, so that no
      * later batch writes where a pending copy or kernel may still read. */
     struct p2pt_batch_ring_params p = {(unsigned long long)descs, (unsigned)b->pieces,
-                                       h->cfg.batch_staging_host ? P2PT_RING_HOST : 0};
+                                       in_place ? P2PT_RING_HOST : 0};
     void *params[] = {&p};
     unsigned grid = tiles < most ? (unsigned)tiles : most;
     st = p2pt__kernel_launch(h, m->fn[P2PT_BATCH_ENTRY_RING], grid, P2PT_BATCH_THREADS, 0,

@@ -391,11 +391,16 @@ p2pt_status p2pt__config_parse(struct p2pt_config *cfg, const char *options_text
     }
     P2PT_TRY(setting(opts, "P2P_TRANSPORT_BATCH_STAGING", var, &v));
     if (v != NULL) {
-        if (strcasecmp(v, "gpu") == 0 || strcasecmp(v, "host") == 0) {
-            cfg->batch_staging_host = strcasecmp(v, "host") == 0;
+        if (strcasecmp(v, "auto") == 0) {
+            cfg->batch_staging = P2PT_STAGING_AUTO;
+        } else if (strcasecmp(v, "gpu") == 0) {
+            cfg->batch_staging = P2PT_STAGING_GPU;
+        } else if (strcasecmp(v, "host") == 0) {
+            cfg->batch_staging = P2PT_STAGING_HOST;
         } else {
             st = p2pt__fail(P2PT_INVALID_ARGUMENT,
-                            "%s=\"%s\" is not valid: expected gpu or host (any case)", var, v);
+                            "%s=\"%s\" is not valid: expected auto, gpu or host (any case)",
+                            var, v);
             goto out;
         }
     }

@@ -22,6 +22,10 @@
 #define P2PT_MAX_CTAS_MAX 4096
 #define P2PT_PATH_MAX 1024
 
+/* Where the TMA batch kernel reads host batches' descriptors from the
+ * staging ring (P2P_TRANSPORT_BATCH_STAGING). */
+enum { P2PT_STAGING_AUTO, P2PT_STAGING_GPU, P2PT_STAGING_HOST };
+
 struct p2pt_config {
     char transport[16];           /* lower-case name of a registered transport, or "auto" */
     int log_level;                /* built-in logger threshold */
@@ -36,7 +40,7 @@ struct p2pt_config {
     int pdl;                      /* P2P_TRANSPORT_PDL, 0 or 1 */
     char auto_table[P2PT_PATH_MAX];    /* P2P_TRANSPORT_AUTO_TABLE, "" = built-in */
     size_t stream_min;            /* P2P_TRANSPORT_STREAM_MIN, 0 = never */
-    int batch_staging_host;       /* P2P_TRANSPORT_BATCH_STAGING: 1 = host */
+    int batch_staging;            /* P2P_TRANSPORT_BATCH_STAGING: P2PT_STAGING_* */
 };
 
 /*
