@@ -46,12 +46,16 @@ case "$what" in
               'tile-4K-ctas-4|-DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=4'
               'ranges|-DBATCH_SPLIT_RANGES'
               'ranges-tile-4K-ctas-4|-DBATCH_SPLIT_RANGES -DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=4'
-              'ctas-3-tile-4K|-DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=3')
+              'ctas-3-tile-4K|-DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=3'
+              'groups-2|-DBATCH_GROUPS=2'
+              'groups-4|-DBATCH_GROUPS=4')
     log=${OUT:+$OUT/batch.log}
     log=${log:-/tmp/p2pt-batch-variants.log}
     : >"$log"
     for v in "${variants[@]}"; do
       name=${v%%|*}
+      # BATCH_VARIANTS="default groups-2": only those
+      case " ${BATCH_VARIANTS:-$name} " in *" $name "*) ;; *) continue ;; esac
       read -r -a flags <<<"${v#*|}"
       nvcc -O3 -std=c++17 -arch=sm_90 -I../../kernels -DVARIANT="\"$name\"" "${flags[@]}" \
         -o "/tmp/p2pt-batch-$name" batch_variants.cu 2>&1 | grep -E "error|warning" || true
