@@ -146,20 +146,35 @@ def row_descriptors(dst, dst_index, src, src_index=None):
         raise ValueError("p2pt.torch: give dst_index, src_index or both")
     ref = dst_index if dst_index is not None else src_index
     n = ref.numel()
-    rows = torch.arange(n, device=ref.device, dtype=torch.int64)
+    if dst_index is None or src_index is None:
+        rows = torch.arange(n, device=ref.device, dtype=torch.int64)
+    # int64 before any arithmetic: a 0-d base address does not widen an
+    # int32 index in type promotion, so the sum would be int32, truncated.
     di = rows if dst_index is None else dst_index.reshape(-1).to(torch.int64)
     si = rows if src_index is None else src_index.reshape(-1).to(torch.int64)
     if di.numel() != si.numel():
         raise ValueError(f"p2pt.torch: dst_index has {di.numel()} rows, src_index "
                          f"{si.numel()}: they must match")
+    # Each line below is one kernel on the GPU, and under a CUDA graph the
+    # kernels of a build this small cost more than their arithmetic, so the
+    # columns are written in place (out=) and the base addresses enter as
+    # 0-d CPU tensors (kernel arguments: no host-to-device copy, which a
+    # graph being captured would refuse).
+    descs = torch.empty(n, 3, dtype=torch.int64, device=ref.device)
+    torch.add(torch.tensor(dst.data_ptr()), di, alpha=rb, out=descs[:, 0])
+    torch.add(torch.tensor(src.data_ptr()), si, alpha=rb, out=descs[:, 1])
+    descs[:, 2] = rb
     # An index outside the tensor (negative ones included: no wrapping) gets
     # NULL addresses, which no window holds, so the batch skips it even
-    # where a window covers the memory around a view.
-    ok = (di >= 0) & (di < dst.shape[0]) & (si >= 0) & (si < src.shape[0])
-    descs = torch.empty(n, 3, dtype=torch.int64, device=ref.device)
-    descs[:, 0] = torch.where(ok, dst.data_ptr() + di * rb, 0)
-    descs[:, 1] = torch.where(ok, src.data_ptr() + si * rb, 0)
-    descs[:, 2] = rb
+    # where a window covers the memory around a view. i // rows is 0
+    # exactly for 0 <= i < rows (floor division): one kernel per side
+    # instead of two comparisons and an and.
+    if dst.shape[0] == 0 or src.shape[0] == 0:
+        descs[:, :2] = 0
+    else:
+        bad = torch.logical_or(torch.div(di, dst.shape[0], rounding_mode="floor"),
+                               torch.div(si, src.shape[0], rounding_mode="floor"))
+        descs[:, :2].masked_fill_(bad[:, None], 0)
     return descs
 
 

@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """p2pt.torch on a GPU: copies, batches and row copies match torch byte for
 byte on the current stream and on a given one; row copies capture into a
-CUDA graph and follow new indices and counts at every replay; torch.compile
-keeps the operations in its graph (fullgraph); an index outside the tensor
-is skipped and counted, never written; windows go with their tensor and
-with the handle. Skips without PyTorch or without a GPU (a Hopper GPU for
+CUDA graph and follow new indices and counts at every replay; a zero-byte
+row of a device batch is copied as nothing; torch.compile keeps the
+operations in its graph (fullgraph); an index outside the tensor is
+skipped and counted, never written; windows go with their tensor and with
+the handle. Skips without PyTorch or without a GPU (a Hopper GPU for
 row copies, which run as a kernel)."""
 import gc
 
@@ -127,6 +128,29 @@ def test_a_captured_row_copy_follows_new_indices_and_counts(h):
         torch.cuda.synchronize()
         assert same(dst, ref), f"replay with count {n}"
         assert pt.batch_status(st).copied == n
+
+
+def test_zero_byte_rows_of_a_device_batch_count_as_copied_and_touch_nothing(h):
+    # A build that keeps a descriptor for every row and zeroes the bytes of
+    # those it drops (examples/moe_dispatch.py) relies on this: no sort, no
+    # count of its own, and nothing reported as skipped.
+    hopper()
+    src, dst = rows(256), rows(256, fill=False)
+    dst.zero_()
+    pt.register_window(src, handle=h)
+    pt.register_window(dst, handle=h)
+    di = torch.randperm(256, device="cuda")
+    keep = torch.rand(256, device="cuda") < 0.5
+    descs = pt.row_descriptors(dst, di, src)
+    descs[:, 2] *= keep
+    count = torch.tensor([256], dtype=torch.int32, device="cuda")
+    st = pt.copy_batch_device_(descs, count, handle=h)
+    ref = torch.zeros_like(dst)
+    ref.index_copy_(0, di[keep], src[keep])
+    torch.cuda.synchronize()
+    assert same(dst, ref)
+    s = pt.batch_status(st)
+    assert (s.count, s.copied, s.skipped) == (256, 256, 0)
 
 
 def test_compile_keeps_the_operations_in_one_graph(h):

@@ -63,3 +63,28 @@ def test_row_descriptors_are_addresses_of_the_chosen_rows():
 def test_row_descriptors_refuse_rows_of_different_sizes():
     with pytest.raises(ValueError, match="12 bytes, src rows 16"):
         pt.row_descriptors(torch.zeros(4, 3), torch.arange(2), torch.zeros(4, 4))
+
+
+def test_row_descriptors_of_narrow_indices_are_full_addresses():
+    # int32 (or narrower) indices must not pull the address sums down to
+    # their width: a CPU tensor's address is far above 2**31 too.
+    dst, src = torch.zeros(10, 3, dtype=torch.float32), torch.zeros(6, 3, dtype=torch.float32)
+    di, si = torch.tensor([9, 0, -1, 4]), torch.tensor([5, 2, 1, 6])
+    wide = pt.row_descriptors(dst, di, src, si)
+    for dtype in (torch.int32, torch.int16):
+        d = pt.row_descriptors(dst, di.to(dtype), src, si.to(dtype))
+        assert d.dtype == torch.int64 and d.tolist() == wide.tolist(), dtype
+
+
+def test_row_descriptors_give_null_addresses_far_outside_and_for_empty_tensors():
+    dst, src = torch.zeros(4, 2, dtype=torch.float64), torch.zeros(4, 2, dtype=torch.float64)
+    far = torch.tensor([2**40, -2**40, -(2**62), 3])
+    d = pt.row_descriptors(dst, far, src, far.flip(0))
+    assert d[:, :2].tolist() == [[0, 0], [0, 0], [0, 0], [0, 0]], "each row has one side outside"
+    d = pt.row_descriptors(dst, torch.tensor([1, 3]), src, torch.tensor([3, 3]))
+    assert d.tolist() == [[dst.data_ptr() + 16, src.data_ptr() + 48, 16],
+                          [dst.data_ptr() + 48, src.data_ptr() + 48, 16]]
+    empty = torch.zeros(0, 2, dtype=torch.float64)
+    for a, b in ((empty, src), (dst, empty)):
+        d = pt.row_descriptors(a, torch.tensor([0, 1]), b, torch.tensor([0, 1]))
+        assert d.tolist() == [[0, 0, 16], [0, 0, 16]], "no row exists on one side"
