@@ -276,75 +276,6 @@ static __device__ __forceinline__ u32 piece_of(const block_smem &S, u64 g, u32 l
     return lo;
 }
 
-#ifdef BATCH_GROUPS
-/*
- * The warp's next tiles g, g + step, ... (up to N of them, below `hi`)
- * while each is a co-aligned tile of at most 32 * PL vectors: the
- * loads of all of them in flight before their stores, so that small pieces
- * keep as many bytes in flight per warp as one full tile. Returns how many
- * tiles it copied (0: tile g is not such a tile; the caller copies it).
- * *lo_piece moves to the piece of the last tile looked at.
- */
-template <int N, int PL>
-static __device__ u32 copy_small_tiles(const block_smem &S, u64 g, u64 step, u64 hi, u32 nb,
-                                       u32 &lo_piece, u32 lane)
-{
-    /* Which tiles qualify, by their pieces alone (kept: a piece index a
-     * tile), so that no search runs while loaded vectors wait in registers. */
-    u32 p[N];
-    u32 m = 0, lo = lo_piece;
-#pragma unroll
-    for (int i = 0; i < N; i++) {
-        p[i] = 0;
-        const u64 gi = g + (u64)i * step;
-        if (m == (u32)i && gi < hi) {
-            lo = piece_of(S, gi, lo, nb);
-            const u64 d = S.dst[lo], n = S.bytes[lo];
-            const u64 h = P2PT_BATCH_HEAD(d, n), nv = P2PT_BATCH_BODY(d, n) / 16;
-            const u64 v0 = (gi - S.begin[lo]) * TILE_VECS, l = v0 < nv ? nv - v0 : 0;
-            if (((S.src[lo] + h) & 15) == 0 && l <= (u64)(32 * PL)) {
-                p[i] = lo;
-                m++;
-            }
-        }
-    }
-    if (m == 0)
-        return 0;
-    lo_piece = lo;
-    int4 a[N][PL];
-#pragma unroll
-    for (int i = 0; i < N; i++) {
-        if ((u32)i < m) {
-            const u64 d = S.dst[p[i]], s = S.src[p[i]], n = S.bytes[p[i]];
-            const u64 h = P2PT_BATCH_HEAD(d, n), nv = P2PT_BATCH_BODY(d, n) / 16;
-            const u64 v0 = (g + (u64)i * step - S.begin[p[i]]) * TILE_VECS;
-            const int left = v0 < nv ? (int)(nv - v0) : 0;
-            const int4 *sv = (const int4 *)((const char *)s + h) + v0 + lane;
-#pragma unroll
-            for (int j = 0; j < PL; j++)
-                if ((int)lane + 32 * j < left)
-                    a[i][j] = ld16(sv + 32 * j);
-        }
-    }
-#pragma unroll
-    for (int i = 0; i < N; i++) {
-        if ((u32)i < m) {
-            const u64 d = S.dst[p[i]], n = S.bytes[p[i]];
-            const u64 h = P2PT_BATCH_HEAD(d, n), nv = P2PT_BATCH_BODY(d, n) / 16;
-            const u64 k = g + (u64)i * step - S.begin[p[i]], v0 = k * TILE_VECS;
-            const int left = v0 < nv ? (int)(nv - v0) : 0;
-            int4 *dv = (int4 *)((char *)d + h) + v0 + lane;
-#pragma unroll
-            for (int j = 0; j < PL; j++)
-                if ((int)lane + 32 * j < left)
-                    st16(dv + 32 * j, a[i][j]);
-            /* The bytes before and after the tile's body, as copy_tile does. */
-            copy_edges(d, S.src[p[i]], n, k, lane);
-        }
-    }
-    return m;
-}
-#endif
 
 /* Where a launch's descriptors come from. FROM_PARAMS: written by the host
  * before the launch (kernel parameters, or the pinned staging ring read in
@@ -389,13 +320,6 @@ static __device__ void copy_block(const desc_t *descs, u32 n, u32 b, u32 split, 
 #endif
     u32 lo_piece = 0;
     for (u64 g = g0; g < hi; g += step) {
-#ifdef BATCH_GROUPS
-        const u32 m = copy_small_tiles<BATCH_GROUPS, 4>(S, g, step, hi, nb, lo_piece, lane);
-        if (m != 0) {
-            g += (u64)(m - 1) * step;
-            continue;
-        }
-#endif
         const u32 lo = lo_piece = piece_of(S, g, lo_piece, nb);
         copy_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo], lane);
     }

@@ -5,7 +5,7 @@
  * cudaMemcpyAsync of the same bytes, in the same process: what the tile
  * size, the CTAs per SM and the cache operators do to bandwidth. run.sh
  * batch builds one binary per variant (-D flags: P2PT_BATCH_TILE,
- * P2PT_BATCH_CTAS_PER_SM, BATCH_LD, BATCH_ST, BATCH_GROUPS) and runs them in
+ * P2PT_BATCH_CTAS_PER_SM, BATCH_LD, BATCH_ST) and runs them in
  * turn (BATCH_VARIANTS names a subset).
  *
  * Layouts as p2pt-bench's batch mode: sources consecutive rows, destinations

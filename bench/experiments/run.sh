@@ -46,9 +46,7 @@ case "$what" in
               'tile-4K-ctas-4|-DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=4'
               'ranges|-DBATCH_SPLIT_RANGES'
               'ranges-tile-4K-ctas-4|-DBATCH_SPLIT_RANGES -DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=4'
-              'ctas-3-tile-4K|-DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=3'
-              'groups-2|-DBATCH_GROUPS=2'
-              'groups-4|-DBATCH_GROUPS=4')
+              'ctas-3-tile-4K|-DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=3')
     log=${OUT:+$OUT/batch.log}
     log=${log:-/tmp/p2pt-batch-variants.log}
     : >"$log"
