@@ -13,6 +13,8 @@
  *   ref_kernel.c   the batch mode's plain warp-per-piece reference kernel
  *   batch_layout.h batch shapes and layouts (shared with bench/experiments/)
  *   mode_*.c       one measuring mode each (table, sweep, latency, cold)
+ *   calibrate_host.c  the calibrate mode's pinned host memory lists
+ *                  (calibrate.h: what it shares with mode_calibrate.c)
  *
  * A new mode is one file defining bench_run_NAME, its prototype below and
  * one entry in bench_modes (main.c); --mode and --help follow the table.

@@ -72,7 +72,9 @@ const struct bench_mode bench_modes[] = {
      "write auto's crossover table: copies 4K..1G\n"
      "(x2) on local, push and pull (two GPUs), back\n"
      "to back and queued behind a gate (graphs),\n"
-     "and batches of 64 pieces 4K..4M; the table\n"
+     "and batches of 64 pieces 4K..4M; the same\n"
+     "copies and batches with one side in pinned\n"
+     "host memory (h2d, d2h); the table\n"
      "goes to --calibrate-out (default\n"
      "p2pt-auto-sm_XY.table); load it with\n"
      "P2P_TRANSPORT_AUTO_TABLE",

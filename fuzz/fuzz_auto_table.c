@@ -3,7 +3,8 @@
  * libFuzzer harness: the `auto` crossover table text. Whatever the bytes,
  * the parse either succeeds with a table the router can use (every list it
  * must have, each starting at 0 and rising, engines in range, pick() and
- * band_of() agreeing) whose formatted text parses back to the same table,
+ * band_of() agreeing; a host path's graph list only beside its copy list)
+ * whose formatted text parses back to the same table,
  * or fails with P2PT_INVALID_ARGUMENT and a non-empty message. Never crash,
  * never read past the input.
  */
@@ -58,7 +59,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     for (int p = 0; p < P2PT_AUTO_PATHS; p++)
-        if (!list_ok(&t.copy[p], 1) || !list_ok(&t.graph[p], 0))
+        if (!list_ok(&t.copy[p], p < P2PT_AUTO_GPU_PATHS) || !list_ok(&t.graph[p], 0) ||
+            (t.graph[p].n != 0 && t.copy[p].n == 0))
+            abort();
+    for (int i = 0; i < P2PT_AUTO_HOST_PATHS; i++)
+        if (!list_ok(&t.host_batch[i], 0))
             abort();
     if (!list_ok(&t.batch, 1) || t.cc < 10 || t.cc > 999 || strlen(t.device) > 95)
         abort();
@@ -72,6 +77,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     for (int p = 0; p < P2PT_AUTO_PATHS; p++)
         if (!same_list(&back.copy[p], &t.copy[p]) || !same_list(&back.graph[p], &t.graph[p]))
+            abort();
+    for (int i = 0; i < P2PT_AUTO_HOST_PATHS; i++)
+        if (!same_list(&back.host_batch[i], &t.host_batch[i]))
             abort();
     return 0;
 }

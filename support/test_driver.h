@@ -46,6 +46,9 @@
     X(cuMemFree, 3020, 1)                                                      \
     X(cuMemAllocHost, 3020, 1)                                                 \
     X(cuMemFreeHost, 2000, 1)                                                  \
+    X(cuMemHostAlloc, 2020, 0)                                                 \
+    X(cuMemHostRegister, 6050, 0)                                              \
+    X(cuMemHostUnregister, 4000, 0)                                            \
     X(cuMemcpyHtoD, 3020, 1)                                                   \
     X(cuMemcpyDtoH, 3020, 1)                                                   \
     X(cuMemcpyAsync, 4000, 1)                                                  \

@@ -11,39 +11,8 @@
  * engines.
  */
 #include <stdarg.h>
-#include <unistd.h>
 
-#include "gpu_test.h"
-
-/* A table file in /tmp holding `text`; its path in `path` (unlink after). */
-static void table_file(char path[64], const char *text)
-{
-    snprintf(path, 64, "/tmp/p2pt-auto-test-XXXXXX");
-    int fd = mkstemp(path);
-    cr_assert(fd >= 0, "mkstemp");
-    size_t n = strlen(text);
-    cr_assert_eq(write(fd, text, n), (ssize_t)n);
-    close(fd);
-}
-
-static p2pt_status init_auto(const char *table, p2pt_logger_t logger, p2pt_handle **h)
-{
-    char options[128];
-    snprintf(options, sizeof(options), "P2P_TRANSPORT_AUTO_TABLE=%s", table);
-    p2pt_init_args a = {sizeof(a), logger, "auto", table ? options : NULL};
-    return p2pt_init(&a, h);
-}
-
-/* p2pt_init with `table` must fail with status 4 and no handle; its text. */
-static const char *init_refused(const char *table)
-{
-    p2pt_handle *h = NULL;
-    p2pt_status st = init_auto(table, NULL, &h);
-    const char *msg = p2pt_last_error(NULL);
-    cr_assert_eq(st, P2PT_INVALID_ARGUMENT, "-> %d: %s", (int)st, msg);
-    cr_assert_null(h);
-    return msg;
-}
+#include "auto_test.h"
 
 Test(auto_cpu, a_bad_table_fails_init_with_file_and_line_before_the_driver)
 {
@@ -126,15 +95,6 @@ static p2pt_handle *known_table(char path[64])
     GT_OK(init_auto(path, NULL, &h));
     GT_OK(p2pt_prepare(h, 0));
     return h;
-}
-
-static p2pt_properties props(p2pt_handle *h)
-{
-    p2pt_properties p;
-    memset(&p, 0, sizeof(p));
-    p.size = sizeof(p);
-    GT_OK(p2pt_get_properties(h, &p));
-    return p;
 }
 
 /* explain, copy, check the bytes and that `engine` got the bytes. */

@@ -10,7 +10,10 @@
  * left as it was; files that cannot be read are rejected naming the path
  * and the reason; and lists built from measurements put each size with its
  * fastest engine, cut bands at the rounded geometric mean and ignore noise
- * within the tie margin.
+ * within the tie margin. The pinned host memory lists (copy, graph and
+ * batch for h2d and d2h) are optional: a table without them parses with
+ * them empty, one with them reads and writes them like any other list, and
+ * bad host lines are refused like bad lines of any other list.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -80,6 +83,10 @@ static void expect_round_trip(const struct p2pt_auto_table *t, const char *what)
                   p2pt__auto_path_names[p], text);
     }
     cr_expect(same_list(&back.batch, &t->batch), "%s: batch differs:\n%s", what, text);
+    for (int i = 0; i < P2PT_AUTO_HOST_PATHS; i++)
+        cr_expect(same_list(&back.host_batch[i], &t->host_batch[i]),
+                  "%s: batch %s differs:\n%s", what, p2pt__auto_path_names[P2PT_AUTO_H2D + i],
+                  text);
 }
 
 /* Bad text: status 4, a message that begins "t.table:LINE: " (line 0:
@@ -197,7 +204,7 @@ Test(auto_table, every_builtin_table_parses_for_its_architecture_and_round_trips
                      P2PT_SUCCESS, "%s", p2pt__last_error_text());
         cr_expect_eq(t.cc, b->cc, "%s says sm_%d", source, t.cc);
         cr_expect_str_eq(t.source, source);
-        for (int p = 0; p < P2PT_AUTO_PATHS; p++)
+        for (int p = 0; p < P2PT_AUTO_GPU_PATHS; p++)
             cr_expect_gt(t.copy[p].n, 0);
         cr_expect_gt(t.batch.n, 0);
         expect_round_trip(&t, source);
@@ -308,8 +315,10 @@ Test(auto_table, unknown_item_lists_the_items)
 
 Test(auto_table, unknown_or_missing_path_lists_the_paths)
 {
-    EXPECT_BAD(HEAD "copy local 0 ce\ncopy remote 0 ce\n", 4, "'remote'", "local, push or pull");
-    EXPECT_BAD(HEAD "graph Local 0 ce\n", 3, "'Local'", "local, push or pull");
+    EXPECT_BAD(HEAD "copy local 0 ce\ncopy remote 0 ce\n", 4, "'remote'",
+               "local, push, pull, h2d or d2h");
+    EXPECT_BAD(HEAD "graph Local 0 ce\n", 3, "'Local'", "local, push, pull, h2d or d2h");
+    EXPECT_BAD(HEAD "copy H2D 0 ce\n", 3, "'H2D'", "local, push, pull, h2d or d2h");
     EXPECT_BAD(HEAD "copy\n", 3, "missing path", "got ''");
 }
 
@@ -680,5 +689,113 @@ Test(auto_table, built_lists_round_trip_through_the_text)
     cr_assert_eq(p2pt__auto_list_build(&t.batch, sizes, 12, time, N_ENGINES, 0.02),
                  P2PT_SUCCESS);
     cr_expect_eq(t.batch.n, 4);
+    for (int i = 0; i < P2PT_AUTO_HOST_PATHS; i++)
+        cr_assert_eq(p2pt__auto_list_build(&t.host_batch[i], sizes + i, 6, time + 2 * i,
+                                           N_ENGINES, 0.02),
+                     P2PT_SUCCESS, "%s", p2pt__last_error_text());
     expect_round_trip(&t, "built table");
+}
+
+/* ------------------------------------------- pinned host memory lists */
+
+Test(auto_table, host_lines_parse_to_the_bands_written_in_any_order)
+{
+    static const char text[] = HEAD "batch h2d 0 TMA\n"
+                                    "copy local 0 tma\n"
+                                    "copy h2d 0 tma\n"
+                                    "copy d2h 0 ce  # copy engine\n"
+                                    "copy push 0 ce\n"
+                                    "batch d2h 0 ce\n"
+                                    "copy h2d 1M ce\n"
+                                    "graph h2d 0 ce\n"
+                                    "\tbatch  d2h\t64K tma\n"
+                                    "copy pull 0 tma\n"
+                                    "batch 0 tma\n"
+                                    "batch h2d 4M ce\n";
+    struct p2pt_auto_table t;
+    cr_assert_eq(p2pt__auto_table_parse(text, strlen(text), "t.table", engines, 2, &t),
+                 P2PT_SUCCESS, "%s", p2pt__last_error_text());
+    EXPECT_LIST(&t.copy[P2PT_AUTO_H2D], {0, TMA}, {1 << 20, CE});
+    EXPECT_LIST(&t.copy[P2PT_AUTO_D2H], {0, CE});
+    EXPECT_LIST(&t.graph[P2PT_AUTO_H2D], {0, CE});
+    cr_expect_eq(t.graph[P2PT_AUTO_D2H].n, 0);
+    EXPECT_LIST(&t.batch, {0, TMA});
+    EXPECT_LIST(&t.host_batch[P2PT_AUTO_HOST_INDEX(P2PT_AUTO_H2D)], {0, TMA}, {4 << 20, CE});
+    EXPECT_LIST(&t.host_batch[P2PT_AUTO_HOST_INDEX(P2PT_AUTO_D2H)], {0, CE}, {64 << 10, TMA});
+    expect_round_trip(&t, "host lines");
+}
+
+Test(auto_table, a_table_without_host_lines_leaves_the_host_lists_empty)
+{
+    struct p2pt_auto_table t;
+    memset(&t, 0xa5, sizeof(t));
+    cr_assert_eq(p2pt__auto_table_parse(GOOD, strlen(GOOD), "t", engines, 2, &t), P2PT_SUCCESS,
+                 "%s", p2pt__last_error_text());
+    for (int p = P2PT_AUTO_H2D; p < P2PT_AUTO_PATHS; p++) {
+        cr_expect_eq(t.copy[p].n, 0, "copy %s", p2pt__auto_path_names[p]);
+        cr_expect_eq(t.graph[p].n, 0, "graph %s", p2pt__auto_path_names[p]);
+    }
+    for (int i = 0; i < P2PT_AUTO_HOST_PATHS; i++)
+        cr_expect_eq(t.host_batch[i].n, 0, "batch %s", p2pt__auto_path_names[P2PT_AUTO_H2D + i]);
+    /* and writes none back: the text is the same lines as before. */
+    char text[512];
+    p2pt__auto_table_format(&t, engines, text, sizeof(text));
+    cr_expect_str_eq(text, GOOD);
+}
+
+Test(auto_table, format_writes_host_lines_after_their_kind)
+{
+    struct p2pt_auto_table t;
+    static const char text[] = GOOD "copy d2h 0 ce\ncopy h2d 0 tma\ngraph d2h 0 tma\n"
+                                    "batch d2h 0 tma\nbatch d2h 8K ce\nbatch h2d 0 tma\n";
+    cr_assert_eq(p2pt__auto_table_parse(text, strlen(text), "t", engines, 2, &t), P2PT_SUCCESS,
+                 "%s", p2pt__last_error_text());
+    char out[1024];
+    p2pt__auto_table_format(&t, engines, out, sizeof(out));
+    cr_expect_str_eq(out, HEAD "copy local 0 ce\ncopy push 0 ce\ncopy pull 0 tma\n"
+                               "copy h2d 0 tma\ncopy d2h 0 ce\ngraph d2h 0 tma\n"
+                               "batch 0 tma\nbatch h2d 0 tma\nbatch d2h 0 tma\n"
+                               "batch d2h 8K ce\n");
+}
+
+Test(auto_table, bad_host_lines_are_rejected_naming_the_line_and_what_was_expected)
+{
+    EXPECT_BAD(GOOD "copy h2d 0 dma\n", 7, "'dma'", "ce, tma");
+    EXPECT_BAD(GOOD "copy d2h\n", 7, "missing size", "'copy d2h'");
+    EXPECT_BAD(GOOD "copy d2h 4K ce\n", 7, "'4K'", "first 'copy d2h' band", "expected 0");
+    EXPECT_BAD(GOOD "copy h2d 0 ce extra\n", 7, "'extra'", "trailing");
+    EXPECT_BAD(GOOD "batch h2d\n", 7, "missing size", "'batch h2d'");
+    EXPECT_BAD(GOOD "batch h2d 0\n", 7, "missing engine", "ce, tma");
+    EXPECT_BAD(GOOD "batch d2h 1 ce\n", 7, "'1'", "first 'batch d2h' band");
+    EXPECT_BAD(GOOD "batch d2h 0 ce\nbatch d2h 1.5K tma\n", 8, "'1.5K'", "not a size");
+    EXPECT_BAD(GOOD "batch h2d 0 ce\nbatch h2d 0 tma\n", 8, "'batch h2d' band",
+               "line 7", "more than 0");
+    EXPECT_BAD(GOOD "batch pinned 0 ce\n", 7, "unknown batch list", "'pinned'",
+               "h2d or d2h");
+    EXPECT_BAD(GOOD "batch H2D 0 ce\n", 7, "unknown batch list", "'H2D'");
+    EXPECT_BAD(GOOD "batch -4K ce\n", 7, "'-4K'", "not a size");
+    /* A graph list refines a copy list: alone it is refused, on its line. */
+    EXPECT_BAD(GOOD "graph h2d 0 tma\ngraph h2d 4K ce\n", 8, "'graph h2d' bands",
+               "no 'copy h2d' bands", "'copy h2d 0 ce'");
+    /* The host lists do not stand for the required ones. */
+    EXPECT_BAD(HEAD PATHS "batch h2d 0 tma\nbatch d2h 0 tma\n", 0, "no 'batch' bands");
+    EXPECT_BAD(HEAD "copy local 0 ce\ncopy push 0 ce\ncopy h2d 0 ce\ncopy d2h 0 ce\n"
+                    "batch 0 tma\n",
+               0, "no 'copy pull' bands", "h2d and d2h may have none");
+}
+
+Test(auto_table, host_batch_lists_have_their_own_band_order_and_limit)
+{
+    char text[2048] = GOOD "batch 64M ce\nbatch h2d 0 tma\n";
+    for (int i = 1; i <= 16; i++) {
+        size_t used = strlen(text);
+        snprintf(text + used, sizeof(text) - used, "batch h2d %dK %s\n", i, i % 2 ? "ce" : "tma");
+    }
+    struct p2pt_auto_table t;
+    size_t sixteen = strlen(text) - strlen("batch h2d 16K tma\n");
+    cr_assert_eq(p2pt__auto_table_parse(text, sixteen, "t", engines, 2, &t), P2PT_SUCCESS, "%s",
+                 p2pt__last_error_text());
+    cr_expect_eq(t.host_batch[0].n, 16);
+    EXPECT_LIST(&t.batch, {0, TMA}, {64 << 20, CE});
+    EXPECT_BAD(text, 24, "'16K'", "too many 'batch h2d' bands", "at most 16");
 }

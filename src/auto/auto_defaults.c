@@ -19,6 +19,12 @@
  * although they read alike. Push and pull come from the one two-GPU machine
  * measured (bench/results/copies.md, its first section): push to ce at every
  * size, pull to tma up to the crossover the table names, then ce.
+ *
+ * No table has h2d or d2h lines yet: until a calibrate run on the GPU
+ * measures them, copies between pinned host memory and the GPU go to ce
+ * and host batches by the `batch` list, as for any table without them.
+ * Each measured list is its lines added to the string (`copy h2d 0 tma`,
+ * `batch d2h 0 tma`, ...), with the run recorded in bench/results/auto.md.
  */
 static const char sm90_h100[] = "p2pt-auto 1\n"
                                 "arch sm_90\n"

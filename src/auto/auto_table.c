@@ -8,6 +8,7 @@
  * back by p2pt__auto_table_format, which `p2pt-bench --mode calibrate` uses,
  * so the writer and the reader share one format. CUDA-free.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,13 +19,21 @@
 #include "auto_table.h"
 #include "config.h"
 
-const char *const p2pt__auto_path_names[P2PT_AUTO_PATHS] = {"local", "push", "pull"};
+const char *const p2pt__auto_path_names[P2PT_AUTO_PATHS] = {"local", "push", "pull", "h2d",
+                                                             "d2h"};
 
 #define WS " \t\r\v\f"
 /* Largest band start: far beyond any copy, and every value up to it is
  * written back exactly (4294967296G at most). */
 #define MAX_FROM (1ull << 62)
 #define ITEMS "p2pt-auto, arch, device, copy, graph or batch"
+#define PATHS "local, push, pull, h2d or d2h"
+/* Where each list's last band was read (struct parser's last[]). */
+#define LAST_COPY(p) (p)
+#define LAST_GRAPH(p) (P2PT_AUTO_PATHS + (p))
+#define LAST_BATCH (2 * P2PT_AUTO_PATHS)
+#define LAST_HOST_BATCH(i) (2 * P2PT_AUTO_PATHS + 1 + (i))
+#define N_LISTS (2 * P2PT_AUTO_PATHS + 1 + P2PT_AUTO_HOST_PATHS)
 
 /* Where the parse is, for messages: line 0 is the text as a whole. */
 struct parser {
@@ -33,7 +42,7 @@ struct parser {
     const char *const *engines;
     int n_engines;
     size_t given[3];                    /* line of p2pt-auto, arch, device; 0: none yet */
-    size_t last[2 * P2PT_AUTO_PATHS + 1]; /* line of each list's last band */
+    size_t last[N_LISTS];               /* line of each list's last band; 0: none */
 };
 
 static p2pt_status bad(const struct parser *ps, const char *fmt, ...) P2PT_PRINTF(2, 3);
@@ -93,13 +102,13 @@ const char *p2pt__auto_size_text(uint64_t v, char buf[24])
 }
 
 /* "SIZE ENGINE" of a band of list `l` (index `list` in ps->last), named
- * `what` in messages ("copy local", "batch"). */
-static p2pt_status read_band(struct parser *ps, char **p, const char *what,
+ * `what` in messages ("copy local", "batch"); `size` is the first of the
+ * two tokens, already taken (NULL: none), the engine is read from *p. */
+static p2pt_status read_band(struct parser *ps, char **p, const char *size, const char *what,
                              struct p2pt_auto_list *l, int list)
 {
     char names[512] = "", prev[24];
     unsigned long long from;
-    const char *size = token(p);
     if (size == NULL)
         return bad(ps, "missing size (got ''; expected a size and an engine after '%s', "
                        "e.g. '%s 4M %s')",
@@ -207,21 +216,34 @@ static p2pt_status read_item(struct parser *ps, struct p2pt_auto_table *t, const
     default:
         break;
     }
-    if (strcmp(item, "batch") == 0)
-        return read_band(ps, p, "batch", &t->batch, 2 * P2PT_AUTO_PATHS);
-    if (strcmp(item, "copy") != 0 && strcmp(item, "graph") != 0)
-        return bad(ps, "unknown item (got '%s'; expected " ITEMS ")", item);
     const char *v = token(p);
     for (path = 0; v != NULL && path < P2PT_AUTO_PATHS; path++)
         if (strcmp(v, p2pt__auto_path_names[path]) == 0)
             break;
+    if (strcmp(item, "batch") == 0) {
+        /* `batch SIZE ENGINE` (device memory) or `batch h2d|d2h SIZE ENGINE`:
+         * a list's name starts with a letter, a size never does. */
+        if (v != NULL && path >= P2PT_AUTO_H2D && path < P2PT_AUTO_PATHS) {
+            snprintf(what, sizeof(what), "batch %s", v);
+            return read_band(ps, p, token(p), what,
+                             &t->host_batch[P2PT_AUTO_HOST_INDEX(path)],
+                             LAST_HOST_BATCH(P2PT_AUTO_HOST_INDEX(path)));
+        }
+        if (v != NULL && isalpha((unsigned char)*v))
+            return bad(ps, "unknown batch list (got '%s'; expected a size for batches in "
+                           "device memory, or h2d or d2h and then a size)",
+                       v);
+        return read_band(ps, p, v, "batch", &t->batch, LAST_BATCH);
+    }
+    if (strcmp(item, "copy") != 0 && strcmp(item, "graph") != 0)
+        return bad(ps, "unknown item (got '%s'; expected " ITEMS ")", item);
     if (v == NULL || path == P2PT_AUTO_PATHS)
-        return bad(ps, "%s path (got '%s'; expected local, push or pull)",
-                   v ? "unknown" : "missing", v ? v : "");
+        return bad(ps, "%s path (got '%s'; expected " PATHS ")", v ? "unknown" : "missing",
+                   v ? v : "");
     snprintf(what, sizeof(what), "%s %s", item, v);
     if (item[0] == 'c')
-        return read_band(ps, p, what, &t->copy[path], path);
-    return read_band(ps, p, what, &t->graph[path], P2PT_AUTO_PATHS + path);
+        return read_band(ps, p, token(p), what, &t->copy[path], LAST_COPY(path));
+    return read_band(ps, p, token(p), what, &t->graph[path], LAST_GRAPH(path));
 }
 
 p2pt_status p2pt__auto_table_parse(const char *text, size_t len, const char *source,
@@ -270,13 +292,23 @@ p2pt_status p2pt__auto_table_parse(const char *text, size_t len, const char *sou
                    P2PT_AUTO_FORMAT);
     if (ps.given[1] == 0)
         return bad(&ps, "no 'arch' line");
-    for (int i = 0; i < P2PT_AUTO_PATHS; i++)
+    for (int i = 0; i < P2PT_AUTO_GPU_PATHS; i++)
         if (t.copy[i].n == 0)
-            return bad(&ps, "no 'copy %s' bands (every path needs copy bands: local, push, "
-                            "pull)",
+            return bad(&ps, "no 'copy %s' bands (every path between GPUs needs copy bands: "
+                            "local, push, pull; h2d and d2h may have none)",
                        p2pt__auto_path_names[i]);
     if (t.batch.n == 0)
         return bad(&ps, "no 'batch' bands");
+    /* A graph list refines its path's copy list; without one, copies on
+     * that path go to the fallback engine captured or not. */
+    for (int i = P2PT_AUTO_GPU_PATHS; i < P2PT_AUTO_PATHS; i++)
+        if (t.graph[i].n != 0 && t.copy[i].n == 0) {
+            const char *name = p2pt__auto_path_names[i];
+            ps.line = ps.last[LAST_GRAPH(i)];
+            return bad(&ps, "'graph %s' bands but no 'copy %s' bands (got 'graph %s'; "
+                            "expected a 'copy %s' list too, e.g. 'copy %s 0 ce')",
+                       name, name, name, name, name);
+        }
     snprintf(t.source, sizeof(t.source), "%s", ps.source);
     *out = t;
 out:
@@ -369,5 +401,9 @@ size_t p2pt__auto_table_format(const struct p2pt_auto_table *t, const char *cons
         emit_list(&s, what, &t->graph[i], engines);
     }
     emit_list(&s, "batch", &t->batch, engines);
+    for (int i = 0; i < P2PT_AUTO_HOST_PATHS; i++) {
+        snprintf(what, sizeof(what), "batch %s", p2pt__auto_path_names[P2PT_AUTO_H2D + i]);
+        emit_list(&s, what, &t->host_batch[i], engines);
+    }
     return s.used;
 }

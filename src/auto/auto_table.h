@@ -17,15 +17,24 @@
  *     copy local 4M ce             ... from 4 MiB on: ce
  *     copy push 0 ce               every path: local, push, pull
  *     copy pull 0 tma
+ *     copy h2d 0 tma               optional: pinned host memory to the
+ *     copy d2h 0 ce                stream's device, and back; absent = the
+ *                                  fallback engine (ce), as for pageable
+ *                                  memory and host to host, which have no
+ *                                  list
  *     graph push 0 tma             optional per path: copies enqueued while
  *                                  the stream captures a graph (no host
  *                                  launch cost at replay); absent = copy's
  *     batch 0 tma                  batches of 2 or more pieces, by mean
  *     batch 64M ce                 piece bytes
+ *     batch h2d 0 tma              optional: batches whose first piece with
+ *     batch d2h 0 tma              bytes is h2d (d2h); absent = batch's
  *
  * A list's first band starts at 0 and each next one at a larger size (a
  * decimal number with an optional K, M or G suffix, binary). Sizes from a
- * band's start up to the next band's start go to its engine.
+ * band's start up to the next band's start go to its engine. The h2d and
+ * d2h lists are optional in format 1, so a table written before they
+ * existed reads and routes as it did.
  */
 #ifndef P2PT_AUTO_TABLE_H
 #define P2PT_AUTO_TABLE_H
@@ -37,9 +46,24 @@
 #define P2PT_AUTO_MAX_TEXT (64 * 1024) /* largest table file */
 #define P2PT_AUTO_MAX_LINE 255      /* longest line, without its newline */
 
-/* The table's paths, in the order of enum p2pt_path (request.h); the
- * router checks the order at compile time. */
-enum { P2PT_AUTO_LOCAL, P2PT_AUTO_PUSH, P2PT_AUTO_PULL, P2PT_AUTO_PATHS };
+/* The table's paths. The first P2PT_AUTO_GPU_PATHS follow enum p2pt_path
+ * (request.h), and the router checks the order at compile time; every
+ * table has their copy lists. h2d and d2h are copies between pinned host
+ * memory mapped in the stream's context and the stream's device: the
+ * request calls them `other` (as it does pageable memory), and the auto
+ * policy tells them apart from the resolved sides. */
+enum {
+    P2PT_AUTO_LOCAL,
+    P2PT_AUTO_PUSH,
+    P2PT_AUTO_PULL,
+    P2PT_AUTO_H2D,
+    P2PT_AUTO_D2H,
+    P2PT_AUTO_PATHS
+};
+#define P2PT_AUTO_GPU_PATHS 3  /* local, push, pull: required */
+#define P2PT_AUTO_HOST_PATHS 2 /* h2d, d2h: optional */
+/* The index of host path `p` (P2PT_AUTO_H2D or _D2H) in host_batch[]. */
+#define P2PT_AUTO_HOST_INDEX(p) ((p) - P2PT_AUTO_H2D)
 P2PT_INTERNAL extern const char *const p2pt__auto_path_names[P2PT_AUTO_PATHS];
 
 struct p2pt_auto_band {
@@ -56,9 +80,12 @@ struct p2pt_auto_table {
     int cc;                                       /* e.g. 90 for sm_90 */
     char device[96];                              /* `device` line, "" if none */
     char source[256];                             /* the file, or "built-in ..." */
-    struct p2pt_auto_list copy[P2PT_AUTO_PATHS];  /* required */
+    /* local, push, pull required; h2d, d2h n == 0: the fallback engine */
+    struct p2pt_auto_list copy[P2PT_AUTO_PATHS];
     struct p2pt_auto_list graph[P2PT_AUTO_PATHS]; /* n == 0: use copy[] */
     struct p2pt_auto_list batch;                  /* required */
+    /* `batch h2d`, `batch d2h`; n == 0: use batch */
+    struct p2pt_auto_list host_batch[P2PT_AUTO_HOST_PATHS];
 };
 
 /*
@@ -70,8 +97,10 @@ struct p2pt_auto_table {
  * trailing fields, an unknown path or engine (the engines are listed), a size
  * that is not a number, a first band that does not start at 0, a band that
  * does not start after the one before, more than P2PT_AUTO_MAX_BANDS bands,
- * `arch` or `device` given twice, a line over P2PT_AUTO_MAX_LINE, a NUL byte;
- * and (line 0, i.e. "SOURCE: ...") a missing `arch`, copy path or `batch`.
+ * `arch` or `device` given twice, a line over P2PT_AUTO_MAX_LINE, a NUL byte,
+ * `graph h2d` (d2h) bands without `copy h2d` (d2h) bands (on the graph
+ * list's last line); and (line 0, i.e. "SOURCE: ...") a missing `arch`,
+ * `copy local`, `push` or `pull`, or `batch`.
  * `out` is written only on success.
  */
 P2PT_INTERNAL p2pt_status p2pt__auto_table_parse(const char *text, size_t len,

@@ -8,9 +8,11 @@
  * each able to say why in words (p2pt_explain_copy/_batch).
  *
  * The hot path is a per-device pointer load, a walk over at most 16 bands
- * and the chosen transport's can_copy. The only driver call it may add is
+ * and the chosen transport's can_copy. The only driver calls it may add are
  * cuStreamIsCapturing, made only where the table's graph bands and copy
- * bands disagree about this size.
+ * bands disagree about this size, and, for a host batch on a device whose
+ * table has `batch h2d` or `batch d2h` bands, the location of the first
+ * piece's two sides (batch_path).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,9 +25,12 @@
 #include "policy.h"
 #include "router.h"
 
+/* A request's local, push and pull index the table's lists as they are;
+ * h2d and d2h are found from the sides of a request on path `other`. */
 _Static_assert(P2PT_AUTO_LOCAL == (int)P2PT_PATH_LOCAL && P2PT_AUTO_PUSH == (int)P2PT_PATH_PUSH &&
-                   P2PT_AUTO_PULL == (int)P2PT_PATH_PULL,
-               "auto_table.h's paths follow enum p2pt_path");
+                   P2PT_AUTO_PULL == (int)P2PT_PATH_PULL &&
+                   P2PT_AUTO_GPU_PATHS == (int)P2PT_PATH_OTHER,
+               "auto_table.h's paths between GPUs follow enum p2pt_path");
 
 #define MAX_BUILTINS 8
 
@@ -44,13 +49,15 @@ struct p2pt_auto {
 /* A table may name only engines that run on its architecture. */
 static p2pt_status check_engines(const struct p2pt_auto_table *t)
 {
-    const struct p2pt_auto_list *lists[2 * P2PT_AUTO_PATHS + 1];
+    const struct p2pt_auto_list *lists[2 * P2PT_AUTO_PATHS + 1 + P2PT_AUTO_HOST_PATHS];
     int n = 0;
     for (int p = 0; p < P2PT_AUTO_PATHS; p++) {
         lists[n++] = &t->copy[p];
         lists[n++] = &t->graph[p];
     }
     lists[n++] = &t->batch;
+    for (int i = 0; i < P2PT_AUTO_HOST_PATHS; i++)
+        lists[n++] = &t->host_batch[i];
     for (int i = 0; i < n; i++)
         for (uint32_t b = 0; b < lists[i]->n; b++) {
             const struct p2pt_transport *e = p2pt__transport_at((int)lists[i]->band[b].engine);
@@ -89,11 +96,12 @@ p2pt_status p2pt__auto_load(const struct p2pt_config *cfg, struct p2pt_auto **ou
         P2PT_TRY(check_engines(&a->file));
         a->has_file = true;
     }
-    /* Everything to the engine that runs any request. */
+    /* Everything to the engine that runs any request (the h2d and d2h
+     * lists stay empty: the fallback engine). */
     uint32_t fallback = (uint32_t)p2pt__transport_index(p2pt__fallback_engine());
     snprintf(a->none.source, sizeof(a->none.source),
              "no table for this architecture: everything to %s", a->engines[fallback]);
-    for (int p = 0; p < P2PT_AUTO_PATHS; p++) {
+    for (int p = 0; p < P2PT_AUTO_GPU_PATHS; p++) {
         a->none.copy[p].n = 1;
         a->none.copy[p].band[0].engine = fallback;
     }
@@ -209,29 +217,57 @@ static void band_text(const struct p2pt_auto *a, const char *list, const struct 
              p2pt__auto_size_text(l->band[b].from, from), to, a->engines[l->band[b].engine]);
 }
 
+/*
+ * The table's path of a resolved request: its own for local, push and pull;
+ * for `other`, h2d when the source is pinned host memory mapped in the
+ * stream's context and the destination on the stream's device, d2h the
+ * reverse; -1 for the rest of `other` (pageable memory, host to host,
+ * neither side on the stream's device), which no table lists.
+ */
+static int table_path(const struct p2pt_request *r)
+{
+    if (r->path != P2PT_PATH_OTHER)
+        return (int)r->path;
+    if (p2pt__side_mapped_host(&r->src_side) && r->dst_side.device == r->device)
+        return P2PT_AUTO_H2D;
+    if (p2pt__side_mapped_host(&r->dst_side) && r->src_side.device == r->device)
+        return P2PT_AUTO_D2H;
+    return -1;
+}
+
 /* The table's engine for a resolved copy; the router applies its can_copy
- * and the fallback. */
+ * and the fallback. A path without a list (the rest of `other`, or h2d and
+ * d2h in a table without them) goes to the fallback engine, which stages
+ * what the GPU cannot map. */
 static p2pt_status auto_copy(struct p2pt_handle *h, const struct p2pt_request *r,
                              const struct p2pt_transport **t, char *why, size_t len)
 {
     p2pt_status st = P2PT_SUCCESS;
     const struct p2pt_auto *a = h->autos;
     const struct p2pt_auto_table *tab = NULL;
-    char band[160] = "", size[24];
+    char band[160] = "", size[24], name[16];
+    int p = table_path(r);
 
-    if (r->path == P2PT_PATH_OTHER) {
+    if (p >= 0)
+        P2PT_TRY(device_table(h, r->device, &tab));
+    if (p < 0 || tab->copy[p].n == 0) {
         *t = p2pt__fallback_engine();
-        if (why)
-            snprintf(why, len, "auto: host memory, or neither side on the stream's device "
-                               "(path other): %s, which stages what the GPU cannot map",
+        if (why && p < 0)
+            snprintf(why, len, "auto: pageable or host-to-host memory, or neither side on the "
+                               "stream's device (path other): %s, which stages what the GPU "
+                               "cannot map",
                      (*t)->name);
+        else if (why)
+            snprintf(why, len, "auto: %s copy of %s bytes; table %s has no 'copy %s' list: %s, "
+                               "the fallback engine",
+                     p2pt__auto_path_names[p], p2pt__auto_size_text(r->bytes, size), tab->source,
+                     p2pt__auto_path_names[p], (*t)->name);
         return P2PT_SUCCESS;
     }
-    P2PT_TRY(device_table(h, r->device, &tab));
-    const struct p2pt_auto_list *l = &tab->copy[r->path];
+    const struct p2pt_auto_list *l = &tab->copy[p];
     const char *list = "copy";
     uint32_t e = p2pt__auto_pick(l, r->bytes);
-    const struct p2pt_auto_list *g = &tab->graph[r->path];
+    const struct p2pt_auto_list *g = &tab->graph[p];
     if (g->n != 0 && p2pt__auto_pick(g, r->bytes) != e) {
         bool capturing = false;
         P2PT_TRY(p2pt__stream_capturing(r->stream, &capturing));
@@ -243,31 +279,82 @@ static p2pt_status auto_copy(struct p2pt_handle *h, const struct p2pt_request *r
     }
     *t = p2pt__transport_at((int)e);
     if (why) {
-        char name[16];
-        snprintf(name, sizeof(name), "%s %s", list, p2pt__path_name(r->path));
+        snprintf(name, sizeof(name), "%s %s", list, p2pt__auto_path_names[p]);
         band_text(a, name, l, r->bytes, band, sizeof(band));
-        snprintf(why, len, "auto: %s copy of %s bytes%s; table %s: %s",
-                 p2pt__path_name(r->path), p2pt__auto_size_text(r->bytes, size),
+        snprintf(why, len, "auto: %s copy of %s bytes%s; table %s: %s", p2pt__auto_path_names[p],
+                 p2pt__auto_size_text(r->bytes, size),
                  l == g ? " into a graph being captured" : "", tab->source, band);
     }
 out:
     return st;
 }
 
+/*
+ * The table's path of a host batch, for its `batch h2d` and `batch d2h`
+ * lists. A batch is routed before its pieces are checked and carries no
+ * facts about its sides, so the first piece with bytes stands for it: its
+ * two sides are located (two pointer queries; the stream's context is
+ * current) and classified as a copy would be. The engines run any mix of
+ * pieces; this only picks the list.
+ */
+static p2pt_status batch_path(const struct p2pt_batch *b, int *path)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    struct p2pt_request r;
+    size_t i = 0;
+
+    *path = -1;
+    while (i < b->count && b->descs[i].bytes == 0)
+        i++;
+    if (i == b->count)
+        return P2PT_SUCCESS;
+    memset(&r, 0, sizeof(r));
+    r.dst = b->descs[i].dst;
+    r.src = b->descs[i].src;
+    r.bytes = (size_t)b->descs[i].bytes;
+    r.stream = b->stream;
+    r.ctx = b->ctx;
+    r.device = b->device;
+    P2PT_TRY(p2pt__resolve_sides(&r));
+    *path = table_path(&r);
+out:
+    return st;
+}
+
+/* The table's engine for a host batch, by its mean piece size: from the
+ * `batch h2d` (`d2h`) list when the table has one and the batch's first
+ * piece is h2d (d2h), else from the `batch` list. Tables without host
+ * batch lists locate nothing. */
 static p2pt_status auto_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
                               const struct p2pt_transport **t, char *why, size_t len)
 {
     p2pt_status st = P2PT_SUCCESS;
     const struct p2pt_auto_table *tab = NULL;
-    char band[160], mean[24];
+    char band[160], mean[24], first[96] = "", name[16] = "batch";
+    int p = -1;
 
     P2PT_TRY(device_table(h, b->device, &tab));
+    if (tab->host_batch[0].n != 0 || tab->host_batch[1].n != 0)
+        P2PT_TRY(batch_path(b, &p));
+    const struct p2pt_auto_list *l = &tab->batch;
+    if (p >= P2PT_AUTO_H2D) {
+        const char *pn = p2pt__auto_path_names[p];
+        const struct p2pt_auto_list *hl = &tab->host_batch[P2PT_AUTO_HOST_INDEX(p)];
+        if (hl->n != 0) {
+            l = hl;
+            snprintf(name, sizeof(name), "batch %s", pn);
+            snprintf(first, sizeof(first), ", the first %s", pn);
+        } else {
+            snprintf(first, sizeof(first), ", the first %s (the table has no 'batch %s' list)",
+                     pn, pn);
+        }
+    }
     uint64_t m = b->pieces ? b->bytes / b->pieces : 0;
-    *t = p2pt__transport_at((int)p2pt__auto_pick(&tab->batch, m));
+    *t = p2pt__transport_at((int)p2pt__auto_pick(l, m));
     if (why) {
-        band_text(h->autos, "batch", &tab->batch, m, band, sizeof(band));
-        snprintf(why, len, "auto: batch of %zu pieces, mean %s bytes; table %s: %s", b->pieces,
-                 p2pt__auto_size_text(m, mean), tab->source, band);
+        band_text(h->autos, name, l, m, band, sizeof(band));
+        snprintf(why, len, "auto: batch of %zu pieces, mean %s bytes%s; table %s: %s", b->pieces,
+                 p2pt__auto_size_text(m, mean), first, tab->source, band);
     }
 out:
     return st;

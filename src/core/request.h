@@ -34,7 +34,15 @@ enum p2pt_reach {
 struct p2pt_side {
     int device;            /* ordinal; -1 for host memory or unknown */
     enum p2pt_reach reach;
+    bool host;             /* pinned host memory (CUDA knows it as host memory) */
 };
+
+/* Pinned host memory that the stream's device reaches (mapped in its
+ * context): what `auto` calls an h2d or d2h side. Pageable memory is not. */
+static inline bool p2pt__side_mapped_host(const struct p2pt_side *s)
+{
+    return s->host && s->reach == P2PT_REACH_MAPPED;
+}
 
 struct p2pt_request {
     void *dst;

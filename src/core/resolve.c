@@ -32,6 +32,7 @@ p2pt_status p2pt__locate(const void *p, int stream_dev, struct p2pt_side *side)
 
     P2PT_CU(p2pt__cu.cuPointerGetAttributes(3, attrs, data, dp));
     side->device = mem_type == CU_MEMORYTYPE_DEVICE ? ordinal : -1;
+    side->host = mem_type == CU_MEMORYTYPE_HOST;
     side->reach = P2PT_REACH_MAPPED;
     if (mem_type == 0) {
         side->reach = P2PT_REACH_NOT_CUDA;

@@ -517,6 +517,18 @@ static CUresult fake_cuMemAllocHost(void **p, size_t bytes)
     return alloc(p, bytes, -1);
 }
 
+/* Every flag gives the same memory here: pinned, mapped for both devices. */
+static CUresult fake_cuMemHostAlloc(void **p, size_t bytes, unsigned flags)
+{
+    FAULT("cuMemHostAlloc");
+    if (current() == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                            CU_MEMHOSTALLOC_WRITECOMBINED))
+        return CUDA_ERROR_INVALID_VALUE;
+    return alloc(p, bytes, -1);
+}
+
 static CUresult fake_cuMemFreeHost(void *p)
 {
     FAULT("cuMemFreeHost");
@@ -890,6 +902,7 @@ static const struct {
     ENTRY(cuMemAlloc),
     ENTRY(cuMemFree),
     ENTRY(cuMemAllocHost),
+    ENTRY(cuMemHostAlloc),
     ENTRY(cuMemFreeHost),
     ENTRY(cuMemGetInfo),
     ENTRY(cuMemcpyAsync),

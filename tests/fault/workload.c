@@ -3,7 +3,10 @@
  * One pass over every public entry point of p2pt, for the fault-injection
  * loop (fault_loop.c): init with each transport, properties, topology, peer
  * enable, prepare, single copies on the local, push, pull and host paths,
- * host and device batches, windows, explain, finalize; then the same steps
+ * host and device batches (one from pinned host memory), windows, explain,
+ * finalize; `auto` with a table file that has every list, the pinned host
+ * memory ones included, so that its routing makes every driver call it can
+ * (the pointer queries of a host batch among them); then the same steps
  * again on the same handles, which must work once an injected fault has
  * cleared; then copies and batches captured into a CUDA graph, and on a
  * fresh handle a capture before prepare. Every call prints one line:
@@ -24,6 +27,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include "p2pt.h"
 
@@ -123,12 +127,15 @@ static void steps_on(p2pt_handle *h, const char *tag, struct bufs *b, CUstream s
     CALL(STEP("copy_push"), p2pt_copy_async(h, b->d1, b->d0a, 65536, s));
     CALL(STEP("copy_pull"), p2pt_copy_async(h, b->d0b, b->d1, 65536, s));
     CALL(STEP("copy_pinned"), p2pt_copy_async(h, b->d0b, b->pinned, 4096, s));
+    CALL(STEP("copy_to_pinned"), p2pt_copy_async(h, b->pinned, b->d0a, 4096, s));
     CALL(STEP("copy_pageable"), p2pt_copy_async(h, b->d0b, b->pageable, 4096, s));
     CALL(STEP("copy_legacy_stream"), p2pt_copy_async(h, b->d0b, b->d0a, 4096, NULL));
     p2pt_copy_desc descs[3] = {{b->d0b, b->d0a, 4096},
                                {b->d1 + 8192, b->d0a + 8192, 4096},
                                {b->d0b + 65536, b->d1 + 65536, 1000}};
     CALL(STEP("batch"), p2pt_copy_batch_async(h, descs, 3, s));
+    p2pt_copy_desc from_host[2] = {{b->d0b, b->d0a, 0}, {b->d0b + 4096, b->pinned, 2048}};
+    CALL(STEP("batch_pinned"), p2pt_copy_batch_async(h, from_host, 2, s));
     p2pt_choice choice;
     memset(&choice, 0, sizeof(choice));
     choice.size = sizeof(choice);
@@ -230,6 +237,7 @@ int main(void)
     paused(1);
     GET(cuInit, 2000);
     GET(cuDeviceGet, 2000);
+    GET(cuDeviceGetAttribute, 2000);
     GET(cuDevicePrimaryCtxRetain, 7000);
     GET(cuCtxSetCurrent, 4000);
     GET(cuCtxGetCurrent, 4000);
@@ -306,6 +314,26 @@ int main(void)
         return 2;
     CALL("capture-unprepared/finalize", p2pt_finalize(early));
 
+    /* auto's table: device 0's architecture, every list. */
+    int major = 0, minor = 0;
+    char table[] = "/tmp/p2pt-fault-auto-XXXXXX", options[96];
+    paused(1);
+    SETUP(cuDeviceGetAttribute_(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev0));
+    SETUP(cuDeviceGetAttribute_(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev0));
+    int fd = mkstemp(table);
+    FILE *tf = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (tf == NULL) {
+        fprintf(stderr, "workload: cannot write %s\n", table);
+        return 2;
+    }
+    fprintf(tf, "p2pt-auto 1\narch sm_%d\ncopy local 0 tma\ncopy push 0 ce\ncopy pull 0 tma\n"
+                "copy h2d 0 tma\ncopy d2h 0 ce\ngraph d2h 0 tma\nbatch 0 tma\n"
+                "batch h2d 0 tma\nbatch d2h 0 ce\n",
+            major * 10 + minor);
+    fclose(tf);
+    snprintf(options, sizeof(options), "P2P_TRANSPORT_AUTO_TABLE=%s", table);
+    paused(0);
+
     static const char *const transports[] = {"ce", "tma", "auto"};
     p2pt_handle *h[3] = {NULL, NULL, NULL};
     for (int t = 0; t < 3; t++) {
@@ -314,6 +342,7 @@ int main(void)
         args.size = sizeof(args);
         args.logger = quiet_logger;
         args.transport = transports[t];
+        args.options = t == 2 ? options : NULL;
         char step[64];
         snprintf(step, sizeof(step), "%s/init", transports[t]);
         CALL(step, p2pt_init(&args, &h[t]));
@@ -347,6 +376,7 @@ int main(void)
     SETUP(cuMemFree_((CUdeviceptr)(uintptr_t)b.d1));
     SETUP(cuMemFreeHost_(b.pinned));
     free(b.pageable);
+    unlink(table);
     unlimit_files();
     printf("END %d\n", steps);
     return 0;

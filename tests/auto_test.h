@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Helpers for the tests of P2P_TRANSPORT=auto (test_auto.c,
+ * test_auto_host.c): a table file holding given text, a handle that reads
+ * it, a refused init, and the properties that count what each engine ran.
+ * Static inline so each test file stays self-contained.
+ */
+#ifndef P2PT_AUTO_TEST_H
+#define P2PT_AUTO_TEST_H
+
+#include <unistd.h>
+
+#include "gpu_test.h"
+
+/* A table file in /tmp holding `text`; its path in `path` (unlink after). */
+static inline void table_file(char path[64], const char *text)
+{
+    snprintf(path, 64, "/tmp/p2pt-auto-test-XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0, "mkstemp");
+    size_t n = strlen(text);
+    cr_assert_eq(write(fd, text, n), (ssize_t)n);
+    close(fd);
+}
+
+/* p2pt_init with transport "auto" and, when `table` is not NULL, that file
+ * as P2P_TRANSPORT_AUTO_TABLE. */
+static inline p2pt_status init_auto(const char *table, p2pt_logger_t logger, p2pt_handle **h)
+{
+    char options[128];
+    snprintf(options, sizeof(options), "P2P_TRANSPORT_AUTO_TABLE=%s", table ? table : "");
+    p2pt_init_args a = {sizeof(a), logger, "auto", table ? options : NULL};
+    return p2pt_init(&a, h);
+}
+
+/* p2pt_init with `table` must fail with status 4 and no handle; its text. */
+static inline const char *init_refused(const char *table)
+{
+    p2pt_handle *h = NULL;
+    p2pt_status st = init_auto(table, NULL, &h);
+    const char *msg = p2pt_last_error(NULL);
+    cr_assert_eq(st, P2PT_INVALID_ARGUMENT, "-> %d: %s", (int)st, msg);
+    cr_assert_null(h);
+    return msg;
+}
+
+static inline p2pt_properties props(p2pt_handle *h)
+{
+    p2pt_properties p;
+    memset(&p, 0, sizeof(p));
+    p.size = sizeof(p);
+    GT_OK(p2pt_get_properties(h, &p));
+    return p;
+}
+
+#endif /* P2PT_AUTO_TEST_H */
