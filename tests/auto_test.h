@@ -2,7 +2,8 @@
 /*
  * Helpers for the tests of P2P_TRANSPORT=auto (test_auto.c,
  * test_auto_host.c): a table file holding given text, a handle that reads
- * it, a refused init, and the properties that count what each engine ran.
+ * it, a refused init, a device's architecture, and the properties that
+ * count what each engine ran.
  * Static inline so each test file stays self-contained.
  */
 #ifndef P2PT_AUTO_TEST_H
@@ -42,6 +43,17 @@ static inline const char *init_refused(const char *table)
     cr_assert_eq(st, P2PT_INVALID_ARGUMENT, "-> %d: %s", (int)st, msg);
     cr_assert_null(h);
     return msg;
+}
+
+/* The device's architecture, as a table names it (major * 10 + minor). */
+static inline int device_cc(int ordinal)
+{
+    CUdevice d;
+    int major = 0, minor = 0;
+    GT_CHECK(tcu.cuDeviceGet(&d, ordinal));
+    GT_CHECK(tcu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d));
+    GT_CHECK(tcu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d));
+    return major * 10 + minor;
 }
 
 static inline p2pt_properties props(p2pt_handle *h)

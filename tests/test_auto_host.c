@@ -281,16 +281,6 @@ Test(auto_host_fake, without_host_lists_host_memory_is_routed_as_before)
 
 /* ----------------------------------------------------------------- GPU */
 
-static int device_cc(int ordinal)
-{
-    CUdevice d;
-    int major = 0, minor = 0;
-    GT_CHECK(tcu.cuDeviceGet(&d, ordinal));
-    GT_CHECK(tcu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d));
-    GT_CHECK(tcu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d));
-    return major * 10 + minor;
-}
-
 static void require_hopper(void)
 {
     gt_require_gpus(1);
