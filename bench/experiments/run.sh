@@ -25,6 +25,8 @@
 #   bench/experiments/run.sh batch               the batch kernel built with other tile
 #                                                 sizes, CTAs per SM and cache operators,
 #                                                 on device batches vs one contiguous copy
+#   bench/experiments/run.sh shapes [SHAPE]      grid shapes on uniform pieces (batch_shapes.cu),
+#                                                 8 KiB and 4 KiB warp tiles, vs one contiguous copy
 #   bench/experiments/run.sh cub [--shift N] [--shapes LIST]
 #                                                 CUB's DeviceMemcpy::Batched on p2pt-bench's
 #                                                 batch layouts (default: every shape, at
@@ -60,6 +62,19 @@ case "$what" in
       "/tmp/p2pt-batch-$name" 2>&1 | tee -a "$log"
     done
     exit 0 ;;
+  shapes)
+    log=${OUT:+$OUT/shapes.log}
+    log=${log:-/tmp/p2pt-batch-shapes.log}
+    : >"$log"
+    for v in 'tile-8K|' 'tile-4K-ctas-4|-DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=4'; do
+      name=${v%%|*}
+      read -r -a flags <<<"${v#*|}"
+      nvcc -O3 -std=c++17 -arch=sm_90 -I../../kernels "${flags[@]}" \
+        -o "/tmp/p2pt-shapes-$name" batch_shapes.cu 2>&1 | grep -E "error|warning" || true
+      echo "== $name" | tee -a "$log"
+      "/tmp/p2pt-shapes-$name" "$@" 2>&1 | tee -a "$log"
+    done
+    exit 0 ;;
   variants) src=tma_variants.cu ;;
   small) src=small_copies.cu ;;
   local | b2b | probe | ncu) src=local_copy.cu ;;
@@ -88,7 +103,7 @@ case "$what" in
       "$build/libp2pt.a" -ldl -lpthread -lm
     /tmp/p2pt-enqueue | tee ${OUT:+$OUT/enqueue.log}
     exit ;;
-  *) echo "run.sh: unknown experiment '$what' (variants, small, local, b2b, probe, ncu, enqueue, cub)" >&2
+  *) echo "run.sh: unknown experiment '$what' (variants, small, local, b2b, probe, ncu, enqueue, batch, shapes, cub)" >&2
      exit 2 ;;
 esac
 bin=/tmp/p2pt-${src%.cu}
