@@ -4,7 +4,9 @@
  * contiguous copy. Pieces of one size let a thread find its piece by one
  * division, so the mapping costs nothing and only the shape differs:
  *
- *   kernel      p2pt's batch kernel as it is (kernels/batch_copy.cu)
+ *   kernel      p2pt's batch kernel as it is (kernels/batch_copy.cu); at
+ *               a6ab912 this file also timed its warp tiles dealt in sweep
+ *               order (`wtile`, bench/results/batches.md)
  *   drv         the driver's copy shape over the batch: a 256-thread CTA per
  *               4 KiB of the concatenated piece bodies, one 16-byte vector a
  *               thread, CTAs in launch order sweeping the batch front to back
@@ -12,9 +14,10 @@
  *   stride      a persistent grid (as many 256-thread CTAs as fit) sweeping
  *               the same vectors in a grid-stride loop, one vector a thread
  *   stride4     the same, 4 vectors a thread in flight per step
- *   wtile       p2pt's warp tile (copy_tile, all loads of a tile before its
- *               stores), tiles of the whole batch dealt to the persistent
- *               grid's warps in sweep order
+ *   ticket      a persistent grid whose CTAs take 8 KiB units (2 vectors a
+ *               thread) in order from a counter in global memory, the next
+ *               ticket fetched while a unit is copied: the block scheduler's
+ *               order without CTA launches (the last CTA zeroes the counter)
  *
  * Layouts, timing and checks as batch_variants.cu: sources consecutive,
  * destinations shuffled with gaps, several layouts rotated, CUDA events
@@ -87,16 +90,40 @@ __global__ void __launch_bounds__(SW_THREADS) stride(const desc_t *d, u32 nvp, u
     }
 }
 
-__global__ void __launch_bounds__(P2PT_BATCH_THREADS, P2PT_BATCH_CTAS_PER_SM)
-wtile(const desc_t *d, u32 tpp, u32 tiles)
+__global__ void __launch_bounds__(SW_THREADS) ticket(const desc_t *d, u32 nvp, u32 nv, u32 *ctr)
 {
-    const u32 lane = threadIdx.x & 31;
-    const u32 warps = gridDim.x * (P2PT_BATCH_THREADS / 32);
-    for (u32 t = blockIdx.x * (P2PT_BATCH_THREADS / 32) + (threadIdx.x >> 5); t < tiles;
-         t += warps) {
-        const u32 piece = t / tpp;
-        copy_tile(__ldg(&d[piece].dst), __ldg(&d[piece].src), __ldg(&d[piece].bytes),
-                  t - piece * tpp, lane);
+    __shared__ u32 next[2];
+    const u32 units = (nv + 2 * SW_THREADS - 1) / (2 * SW_THREADS);
+    if (threadIdx.x == 0)
+        next[0] = atomicAdd(&ctr[0], 1);
+    __syncthreads();
+    for (u32 i = 0;; i ^= 1) {
+        const u32 u = next[i];
+        if (u >= units)
+            break;
+        if (threadIdx.x == 0)
+            next[i ^ 1] = atomicAdd(&ctr[0], 1);
+        const u32 g0 = u * 2 * SW_THREADS + threadIdx.x;
+        int4 a[2];
+        int4 *dp[2];
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            const u32 g = g0 + k * SW_THREADS;
+            if (g < nv) {
+                const int4 *sp;
+                vec_at(d, g, nvp, &dp[k], &sp);
+                a[k] = ld16(sp);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < 2; k++)
+            if (g0 + k * SW_THREADS < nv)
+                st16(dp[k], a[k]);
+        __syncthreads();
+    }
+    if (threadIdx.x == 0 && atomicAdd(&ctr[1], 1) == gridDim.x - 1) {
+        ctr[0] = 0;
+        ctr[1] = 0;
     }
 }
 
@@ -116,7 +143,7 @@ int main(int argc, char **argv)
     int occ_stride1 = 0, occ_stride4 = 0;
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_stride1, stride<1>, SW_THREADS, 0));
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_stride4, stride<4>, SW_THREADS, 0));
-    printf("batch_shapes sms=%d stride_ctas_per_sm=%d stride4_ctas_per_sm=%d tile=%u\n", sms,
+    printf("batch_shapes sms=%d stride_ctas_per_sm=%d stride4_ctas_per_sm=%d unit=%u\n", sms,
            occ_stride1, occ_stride4, P2PT_BATCH_TILE);
     const size_t pool = 1200ull << 20;
     char *src, *dst;
@@ -137,7 +164,12 @@ int main(int argc, char **argv)
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    const char *variants[] = {"kernel", "drv", "drv2", "stride", "stride4", "wtile"};
+    int occ_ticket = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_ticket, ticket, SW_THREADS, 0));
+    u32 *ctr;
+    CK(cudaMalloc(&ctr, 8));
+    CK(cudaMemset(ctr, 0, 8));
+    const char *variants[] = {"kernel", "drv", "drv2", "stride", "stride4", "ticket"};
     for (const shape &sh : shapes) {
         if (!only.empty() && only.find(sh.name) == std::string::npos)
             continue;
@@ -170,7 +202,6 @@ int main(int argc, char **argv)
         p.window[0] = {(unsigned long long)src, (unsigned long long)(src + pool)};
         p.window[1] = {(unsigned long long)dst, (unsigned long long)(dst + 2 * pool)};
         const u32 nvp = (u32)(sh.size / 16), nv = (u32)(sh.count * nvp);
-        const u32 tpp = (nvp + TILE_VECS - 1) / TILE_VECS, tiles = (u32)sh.count * tpp;
         const unsigned G = (unsigned)sms * P2PT_BATCH_CTAS_PER_SM;
         for (const char *v : variants) {
             const std::string var = v;
@@ -189,7 +220,7 @@ int main(int argc, char **argv)
                 } else if (var == "stride4") {
                     stride<4><<<sms * occ_stride4, SW_THREADS, 0, s>>>(dk, nvp, nv);
                 } else {
-                    wtile<<<G, P2PT_BATCH_THREADS, 0, s>>>(dk, tpp, tiles);
+                    ticket<<<sms * occ_ticket, SW_THREADS, 0, s>>>(dk, nvp, nv, ctr);
                 }
             };
             CK(cudaMemset(dst, 0xA5, 2 * pool));
