@@ -3,33 +3,30 @@
  * p2pt batch kernel: many pieces {dst, src, bytes} in one launch.
  *
  * Compiled at run time by NVRTC (src/jit/jit.c) with p2pt_kernel_abi.h (the
- * slot arithmetic the host uses too) and tma_ptx.cuh.
+ * tile arithmetic the host uses too) and tma_ptx.cuh.
  *
- * Why this shape: the driver's own same-device copy is a grid of 256-thread
- * CTAs, one 16-byte vector a thread, and a batch moves at the speed of one
- * contiguous copy only when its bytes move the same way: thousands of
- * threads with a vector or two each in flight, sweeping the memory front to
- * back. Measured on uniform pieces (bench/experiments/batch_shapes.cu), a
- * warp that loads a whole 8 KiB tile before storing it stayed 5-20 % slower
- * than that, wherever the tiles were dealt.
+ * Why this shape: a batch is bound by how many bytes are in flight, not by
+ * how they are issued. Every warp moves one tile (up to 8 KiB of a piece) at
+ * a time with all its 16-byte loads issued before its first store, and a
+ * CTA keeps 8 warps at it, so each SM holds over 100 KiB in flight whatever
+ * the piece sizes; a single issuing thread per CTA (bulk copies) cannot.
  *
- * So a piece is cut into slots (p2pt_kernel_abi.h): one per aligned 16-byte
- * destination vector, after one for its unaligned edges. The descriptors
- * are cut into blocks of P2PT_BATCH_BLOCK. With G copy CTAs and `nb`
- * blocks, CTA c serves block c % nb and is one of the ~G / nb CTAs that take
- * that block's units (P2PT_BATCH_TILE / 16 consecutive slots) in turn (with
- * more blocks than CTAs, a CTA walks blocks c, c + G, ...). Each CTA reads
- * its block's descriptors (one per thread) and scans their slot counts in
- * shared memory; a thread finds its slot's piece there (the last one's
- * piece again, most often; otherwise a binary search). So a 1 MiB piece is
- * spread over every SM, 2 KiB pieces are packed several to a unit, and the
- * only cost of the mapping is one read of a descriptor block per CTA.
+ * Mapping work without a global prefix sum: the descriptors are cut into
+ * blocks of P2PT_BATCH_BLOCK. With G copy CTAs and `nb` blocks, CTA c
+ * serves block c % nb and is one of the ~G / nb CTAs that split that
+ * block's tiles into equal contiguous ranges (with more blocks than CTAs, a
+ * CTA walks blocks c, c + G, ...). Each CTA reads its block's descriptors
+ * (one per thread), scans their tile counts in shared memory, and its warps
+ * take the tiles of its range in turn, finding each tile's piece by a
+ * binary search in shared memory. So a 1 MiB piece is spread over every
+ * SM, thousands of 2 KiB pieces are packed a few per warp, and the only
+ * cost of the mapping is one read of a descriptor block per CTA.
  *
  * A piece whose source is not co-aligned with its destination (dst and src
- * differ modulo 16) is moved with the same aligned 16-byte stores: a thread
- * loads the two aligned source vectors under its destination vector and
- * funnel-shifts them. Only the edge slot stores bytes: its < 16 head and
- * < 16 tail bytes, read as the aligned vectors under them.
+ * differ modulo 16) is moved with the same aligned 16-byte stores: each lane
+ * loads the aligned source vector under its destination vector, takes the
+ * next one from its neighbour lane (a shuffle), and funnel-shifts the pair.
+ * No byte loops except the < 16 unaligned head and tail bytes of a piece.
  *
  * Entry points:
  *   p2pt_batch_copy_s / _l  host descriptors, checked on the host, inline in
@@ -50,15 +47,15 @@
 #include "p2pt_kernel_abi.h"
 #include "tma_ptx.cuh"
 
-#define UNIT_SLOTS (P2PT_BATCH_TILE / 16)
-#define PER_THREAD (UNIT_SLOTS / P2PT_BATCH_THREADS)
+#define TILE_VECS (P2PT_BATCH_TILE / 16)
+#define PER_LANE (TILE_VECS / 32)
 #define WARPS (P2PT_BATCH_THREADS / 32)
 #define FULL 0xffffffffu
 #define STATUS_UNROLL 8
 
 typedef struct p2pt_batch_desc desc_t;
 
-/* The cache operators of the slot copies (streaming: every byte is used
+/* The cache operators of the tile copies (streaming: every byte is used
  * once); bench/experiments/batch_variants.cu compares others. */
 #if defined(BATCH_LD_PLAIN)
 #define BATCH_LD "ld.global.v4.u32"
@@ -89,6 +86,16 @@ static __device__ __forceinline__ void st16(int4 *p, const int4 v)
                  : "memory");
 }
 
+static __device__ __forceinline__ int4 shfl16(const int4 v, u32 lane)
+{
+    int4 r;
+    r.x = __shfl_sync(FULL, v.x, lane);
+    r.y = __shfl_sync(FULL, v.y, lane);
+    r.z = __shfl_sync(FULL, v.z, lane);
+    r.w = __shfl_sync(FULL, v.w, lane);
+    return r;
+}
+
 static __device__ __forceinline__ u32 fs(int lo, int hi, u32 s)
 {
     return __funnelshift_r((u32)lo, (u32)hi, s);
@@ -117,43 +124,78 @@ static __device__ __forceinline__ int4 shift16(const int4 a, const int4 b, u32 r
     return o;
 }
 
-/* Byte i (a constant once unrolled) of v. */
-static __device__ __forceinline__ char byte_of(const int4 v, int i)
-{
-    const int w = i >> 2;
-    const u32 x = (u32)(w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w);
-    return (char)(x >> (8 * (i & 3)));
-}
-
-/* The k < 16 bytes from src to dst (neither aligned): the aligned source
- * vectors under them (one or two, each holding bytes of the piece, so
- * readable) in one round trip, then byte stores. */
-static __device__ __forceinline__ void copy_short(u64 dst, u64 src, u32 k)
-{
-    if (k == 0)
-        return;
-    const u32 r = (u32)(src & 15);
-    const int4 *sv = (const int4 *)(src & ~15ull);
-    const int4 a = ld16(sv);
-    const int4 b = r + k > 16 ? ld16(sv + 1) : a;
-    const int4 v = r == 0 ? a : shift16(a, b, r);
-    char *dp = (char *)dst;
-#pragma unroll
-    for (int i = 0; i < 15; i++)
-        if (i < (int)k)
-            dp[i] = byte_of(v, i);
-}
-
-/* The edge slot of piece {d, s, n}: its head and its tail. */
-static __device__ void copy_edges(u64 d, u64 s, u64 n)
+/*
+ * Tile k of piece {d, s, n}, by one whole warp (every lane calls it with the
+ * same arguments: the shuffles need all 32). Of the aligned body's
+ * destination vectors, the tile holds v0 = k * TILE_VECS and the `left`
+ * after it (at most TILE_VECS); lane L takes v0 + L + 32 j.
+ */
+/* Tile k's bytes outside the aligned body of piece {d, s, n}: the head
+ * before it (tile 0) and the tail after it (the last tile), a byte a lane. */
+static __device__ __forceinline__ void copy_edges(u64 d, u64 s, u64 n, u64 k, u32 lane)
 {
     const u64 h = P2PT_BATCH_HEAD(d, n);
-    const u64 at = h + P2PT_BATCH_BODY(d, n);
-    copy_short(d, s, (u32)h);
-    copy_short(d + at, s + at, (u32)(n - at));
+    const u64 nv = P2PT_BATCH_BODY(d, n) / 16;
+    char *dp = (char *)d;
+    const char *sp = (const char *)s;
+    if (k == 0 && lane < h)
+        dp[lane] = sp[lane];
+    const u64 tail_at = h + 16 * nv;
+    const u64 last = nv == 0 ? 0 : (nv - 1) / TILE_VECS;
+    if (k == last && tail_at + lane < n)
+        dp[tail_at + lane] = sp[tail_at + lane];
 }
 
-/* The descriptors of one block, their slot counts scanned. */
+static __device__ void copy_tile(u64 d, u64 s, u64 n, u64 k, u32 lane)
+{
+    const u64 h = P2PT_BATCH_HEAD(d, n);
+    const u64 nv = P2PT_BATCH_BODY(d, n) / 16;
+    char *dp = (char *)d;
+    const char *sp = (const char *)s;
+    copy_edges(d, s, n, k, lane);
+    const u64 v0 = k * TILE_VECS;
+    if (v0 >= nv)
+        return;
+    /* Vectors this lane may take: lane + 32 j < left. Pointers are formed
+     * once per lane, so the unrolled accesses differ by constant offsets. */
+    const u64 left64 = nv - v0;
+    const int left = left64 < TILE_VECS ? (int)left64 : TILE_VECS;
+    int4 *dv = (int4 *)(dp + h) + v0 + lane;
+    const u32 r = (u32)((s + h) & 15);
+    int4 a[PER_LANE];
+    if (r == 0) {
+        const int4 *sv = (const int4 *)(sp + h) + v0 + lane;
+#pragma unroll
+        for (int j = 0; j < PER_LANE; j++)
+            if ((int)lane + 32 * j < left)
+                a[j] = ld16(sv + 32 * j);
+#pragma unroll
+        for (int j = 0; j < PER_LANE; j++)
+            if ((int)lane + 32 * j < left)
+                st16(dv + 32 * j, a[j]);
+        return;
+    }
+    /* Not co-aligned: destination vector v takes source bytes from the
+     * aligned source vectors v and v + 1. Source vectors up to `left`
+     * inclusive each hold bytes of the piece, so each is read. */
+    const int4 *sa = (const int4 *)((s + h) & ~15ull) + v0 + lane;
+    const int4 zero = make_int4(0, 0, 0, 0);
+#pragma unroll
+    for (int j = 0; j < PER_LANE; j++)
+        a[j] = (int)lane + 32 * j <= left ? ld16(sa + 32 * j) : zero;
+    /* The vector after this tile's last, for lane 31's last store. */
+    const int4 extra = lane == 0 && TILE_VECS <= left ? ld16(sa + TILE_VECS) : zero;
+    const u32 up = (lane + 1) & 31;
+#pragma unroll
+    for (int j = 0; j < PER_LANE; j++) {
+        const int4 same = shfl16(a[j], up);
+        const int4 wrap = shfl16(j + 1 < PER_LANE ? a[j + 1 < PER_LANE ? j + 1 : j] : extra, 0);
+        if ((int)lane + 32 * j < left)
+            st16(dv + 32 * j, shift16(a[j], lane == 31 ? wrap : same, r));
+    }
+}
+
+/* The descriptors of one block, their tile counts scanned. */
 struct block_smem {
     u64 dst[P2PT_BATCH_BLOCK], src[P2PT_BATCH_BLOCK], bytes[P2PT_BATCH_BLOCK];
     u64 begin[P2PT_BATCH_BLOCK + 1];
@@ -203,22 +245,26 @@ static __device__ u64 block_scan(u64 x, block_smem &S)
     return before + inc - x;
 }
 
+/* Where split `s` of `splits` starts in `total` tiles (no 64-bit overflow). */
+static __device__ __forceinline__ u64 split_at(u64 total, u32 s, u32 splits)
+{
+    const u64 q = total / splits, r = total % splits;
+    return q * s + (s < r ? s : r);
+}
+
 /*
  * Block `b` of the descriptors at `descs` (a generic address: kernel
  * parameters or GPU memory), `n` of them in all: read, check (device
- * descriptors), scan, then copy split `split` of `splits` of its units.
+ * descriptors), scan, then copy split `split` of `splits` of its tiles.
  * `pre` is this thread's descriptor of block `pre_block`, already loaded
  * (any other block is read here). Host descriptors are kernel parameters,
  * which no earlier grid writes: their CTAs plan while the previous grid
  * drains and wait for it (griddepcontrol.wait) only before the first copy.
  */
-/* The piece of the block that holds slot g: the last whose first slot is
- * <= g (the one holding g: an empty piece's first slot is the next one's),
- * searched from piece `lo` on, since a thread's slots only grow. */
+/* The last piece of a block whose first tile is <= g, searched from piece
+ * `lo` on (a warp's tiles only grow). */
 static __device__ __forceinline__ u32 piece_of(const block_smem &S, u64 g, u32 lo, u32 nb)
 {
-    if (S.begin[lo + 1] > g)
-        return lo; /* most often: still the last slot's piece */
     u32 hi_piece = nb;
     while (hi_piece - lo > 1) {
         const u32 mid = (lo + hi_piece) / 2;
@@ -230,54 +276,6 @@ static __device__ __forceinline__ u32 piece_of(const block_smem &S, u64 g, u32 l
     return lo;
 }
 
-/* Split `split` of `splits` of the block's units: unit u is slots
- * [u * UNIT_SLOTS, (u + 1) * UNIT_SLOTS), thread t takes slot
- * t + P2PT_BATCH_THREADS * j of it, and the block's CTAs take its units in
- * turn, so that together they sweep the block from front to back. A body
- * slot's vector is loaded (two aligned source vectors when the piece is not
- * co-aligned) before any of the thread's stores; an edge slot is copied
- * where it is met. */
-static __device__ void copy_units(const block_smem &S, u32 nb, u32 split, u32 splits)
-{
-    const u64 total = S.begin[P2PT_BATCH_BLOCK];
-    const u64 units = (total + UNIT_SLOTS - 1) / UNIT_SLOTS;
-    u32 lo = 0;
-    for (u64 u = split; u < units; u += splits) {
-        int4 a[PER_THREAD], b[PER_THREAD];
-        int4 *dv[PER_THREAD];
-        u32 r[PER_THREAD];
-#pragma unroll
-        for (int j = 0; j < PER_THREAD; j++) {
-            const u64 g = u * UNIT_SLOTS + j * P2PT_BATCH_THREADS + threadIdx.x;
-            dv[j] = nullptr;
-            r[j] = 0;
-            if (g >= total)
-                continue;
-            lo = piece_of(S, g, lo, nb);
-            const u64 d = S.dst[lo], s = S.src[lo], n = S.bytes[lo];
-            u64 v = g - S.begin[lo];
-            if (P2PT_BATCH_EDGES(d, n)) {
-                if (v == 0) {
-                    copy_edges(d, s, n);
-                    continue;
-                }
-                v--;
-            }
-            const u64 h = P2PT_BATCH_HEAD(d, n);
-            const u64 sa = s + h + 16 * v;
-            const int4 *sv = (const int4 *)(sa & ~15ull);
-            dv[j] = (int4 *)(d + h) + v;
-            r[j] = (u32)(sa & 15);
-            a[j] = ld16(sv);
-            if (r[j] != 0)
-                b[j] = ld16(sv + 1);
-        }
-#pragma unroll
-        for (int j = 0; j < PER_THREAD; j++)
-            if (dv[j] != nullptr)
-                st16(dv[j], r[j] == 0 ? a[j] : shift16(a[j], b[j], r[j]));
-    }
-}
 
 /* Where a launch's descriptors come from. FROM_PARAMS: written by the host
  * before the launch (kernel parameters, or the pinned staging ring read in
@@ -290,7 +288,7 @@ static __device__ void copy_block(const desc_t *descs, u32 n, u32 b, u32 split, 
                                   const struct p2pt_batch_dev_params *p, block_smem &S,
                                   u32 pre_block, const desc_t &pre)
 {
-    const u32 t = threadIdx.x;
+    const u32 t = threadIdx.x, lane = t & 31, w = t >> 5;
     const u32 first = b * P2PT_BATCH_BLOCK;
     const u32 nb = n - first < P2PT_BATCH_BLOCK ? n - first : P2PT_BATCH_BLOCK;
     u64 dst = 0, src = 0, bytes = 0;
@@ -305,11 +303,26 @@ static __device__ void copy_block(const desc_t *descs, u32 n, u32 b, u32 split, 
     S.dst[t] = dst;
     S.src[t] = src;
     S.bytes[t] = bytes;
-    S.begin[t] = block_scan(P2PT_BATCH_SLOTS(dst, bytes), S);
+    S.begin[t] = block_scan(P2PT_BATCH_TILES(dst, bytes), S);
     __syncthreads();
     if (FROM == FROM_PARAMS)
         pdl_wait();
-    copy_units(S, nb, split, splits);
+    const u64 total = S.begin[P2PT_BATCH_BLOCK];
+#ifndef BATCH_SPLIT_RANGES
+    /* Tiles dealt round-robin over the block's CTAs and their warps: the
+     * tiles in flight at any moment lie together. */
+    const u64 hi = total, step = (u64)splits * WARPS;
+    u64 g0 = split + (u64)splits * w;
+#else
+    /* Each CTA a contiguous range of the block's tiles, its warps in turn. */
+    const u64 hi = split_at(total, split + 1, splits), step = WARPS;
+    u64 g0 = split_at(total, split, splits) + w;
+#endif
+    u32 lo_piece = 0;
+    for (u64 g = g0; g < hi; g += step) {
+        const u32 lo = lo_piece = piece_of(S, g, lo_piece, nb);
+        copy_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo], lane);
+    }
     __syncthreads(); /* S is refilled by the next block */
 }
 

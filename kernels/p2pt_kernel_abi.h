@@ -32,17 +32,15 @@
 /* ------------------------------------------------------------- batches */
 
 /*
- * The batch kernel (batch_copy.cu) sees a piece as slots: one slot per
- * 16-byte vector of its 16-byte aligned destination body, after one slot
- * for its edges (the unaligned head before the body and the tail after it,
- * each under 16 bytes) when it has any; a piece too small for a body is
- * its edge slot alone. A CTA of P2PT_BATCH_THREADS threads moves a unit of
- * P2PT_BATCH_TILE / 16 consecutive slots of a block of descriptors at a
- * time, a few a thread, every load before the first store. The unit size
- * and the CTAs per SM were chosen among the variants of
- * bench/experiments/batch_variants.cu (bench/RESULTS.md). The same macros
- * size a batch on the host (src/plans/batch_plan.c: P2PT_BATCH_TILES, an
- * upper bound of the units a batch needs, sizes the grid) and in the kernel.
+ * The batch kernel (batch_copy.cu) cuts every piece into tiles: tile k of a
+ * piece is up to P2PT_BATCH_TILE bytes of its 16-byte aligned destination
+ * body, one warp's work (32 lanes x P2PT_BATCH_TILE / 512 vectors of 16
+ * bytes, every load in flight before the first store). The tile size and
+ * the CTAs per SM were chosen among the variants of
+ * bench/experiments/batch_variants.cu (bench/RESULTS.md). Tile 0 also moves
+ * the unaligned destination head bytes (< 16) and the last tile the tail;
+ * a piece too small for a body is one tile of head bytes. The same macros
+ * size a batch on the host (src/plans/batch_plan.c) and in the kernel.
  */
 #ifndef P2PT_BATCH_TILE /* bench/experiments/batch_variants.cu tries others */
 #define P2PT_BATCH_TILE 8192u
@@ -56,19 +54,15 @@
      : P2PT_BATCH_BODY(dst, bytes) == 0                                         \
          ? 1ull                                                                 \
          : (P2PT_BATCH_BODY(dst, bytes) + P2PT_BATCH_TILE - 1) / P2PT_BATCH_TILE)
-/* Whether a piece has edge bytes (a head or a tail), and its slots. */
-#define P2PT_BATCH_EDGES(dst, bytes) ((bytes) != P2PT_BATCH_BODY(dst, bytes))
-#define P2PT_BATCH_SLOTS(dst, bytes)                                            \
-    (P2PT_BATCH_BODY(dst, bytes) / 16 + (P2PT_BATCH_EDGES(dst, bytes) ? 1ull : 0ull))
 
 /* Threads per CTA of the batch kernel: 8 warps, and one descriptor per
  * thread when a CTA reads its block of P2PT_BATCH_BLOCK descriptors. */
 #define P2PT_BATCH_THREADS 256
 #define P2PT_BATCH_BLOCK 256
-/* CTAs per SM the batch kernel is sized for (its launch bounds: 1024
- * threads, at most 64 registers each). */
+/* CTAs per SM the batch kernel is sized for (its launch bounds: 512
+ * threads, at most 128 registers each: a lane holds a whole tile's share). */
 #ifndef P2PT_BATCH_CTAS_PER_SM
-#define P2PT_BATCH_CTAS_PER_SM 4
+#define P2PT_BATCH_CTAS_PER_SM 2
 #endif
 #define P2PT_BATCH_SMALL 128      /* descriptors inline in p2pt_batch_copy_s */
 #define P2PT_BATCH_LARGE 1344     /* in p2pt_batch_copy_l: 32 KiB of parameters */

@@ -4,9 +4,7 @@
  * contiguous copy. Pieces of one size let a thread find its piece by one
  * division, so the mapping costs nothing and only the shape differs:
  *
- *   kernel      p2pt's batch kernel as it is (kernels/batch_copy.cu); at
- *               a6ab912 this file also timed its warp tiles dealt in sweep
- *               order (`wtile`, bench/results/batches.md)
+ *   kernel      p2pt's batch kernel as it is (kernels/batch_copy.cu)
  *   drv         the driver's copy shape over the batch: a 256-thread CTA per
  *               4 KiB of the concatenated piece bodies, one 16-byte vector a
  *               thread, CTAs in launch order sweeping the batch front to back
@@ -18,6 +16,9 @@
  *               thread) in order from a counter in global memory, the next
  *               ticket fetched while a unit is copied: the block scheduler's
  *               order without CTA launches (the last CTA zeroes the counter)
+ *   wtile       p2pt's warp tile (copy_tile, all loads of a tile before its
+ *               stores), tiles of the whole batch dealt to the persistent
+ *               grid's warps in sweep order
  *
  * Layouts, timing and checks as batch_variants.cu: sources consecutive,
  * destinations shuffled with gaps, several layouts rotated, CUDA events
@@ -127,6 +128,19 @@ __global__ void __launch_bounds__(SW_THREADS) ticket(const desc_t *d, u32 nvp, u
     }
 }
 
+__global__ void __launch_bounds__(P2PT_BATCH_THREADS, P2PT_BATCH_CTAS_PER_SM)
+wtile(const desc_t *d, u32 tpp, u32 tiles)
+{
+    const u32 lane = threadIdx.x & 31;
+    const u32 warps = gridDim.x * (P2PT_BATCH_THREADS / 32);
+    for (u32 t = blockIdx.x * (P2PT_BATCH_THREADS / 32) + (threadIdx.x >> 5); t < tiles;
+         t += warps) {
+        const u32 piece = t / tpp;
+        copy_tile(__ldg(&d[piece].dst), __ldg(&d[piece].src), __ldg(&d[piece].bytes),
+                  t - piece * tpp, lane);
+    }
+}
+
 struct shape {
     const char *name;
     size_t count, size;
@@ -143,7 +157,7 @@ int main(int argc, char **argv)
     int occ_stride1 = 0, occ_stride4 = 0;
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_stride1, stride<1>, SW_THREADS, 0));
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_stride4, stride<4>, SW_THREADS, 0));
-    printf("batch_shapes sms=%d stride_ctas_per_sm=%d stride4_ctas_per_sm=%d unit=%u\n", sms,
+    printf("batch_shapes sms=%d stride_ctas_per_sm=%d stride4_ctas_per_sm=%d tile=%u\n", sms,
            occ_stride1, occ_stride4, P2PT_BATCH_TILE);
     const size_t pool = 1200ull << 20;
     char *src, *dst;
@@ -169,7 +183,7 @@ int main(int argc, char **argv)
     u32 *ctr;
     CK(cudaMalloc(&ctr, 8));
     CK(cudaMemset(ctr, 0, 8));
-    const char *variants[] = {"kernel", "drv", "drv2", "stride", "stride4", "ticket"};
+    const char *variants[] = {"kernel", "drv", "drv2", "stride", "stride4", "ticket", "wtile"};
     for (const shape &sh : shapes) {
         if (!only.empty() && only.find(sh.name) == std::string::npos)
             continue;
@@ -202,6 +216,7 @@ int main(int argc, char **argv)
         p.window[0] = {(unsigned long long)src, (unsigned long long)(src + pool)};
         p.window[1] = {(unsigned long long)dst, (unsigned long long)(dst + 2 * pool)};
         const u32 nvp = (u32)(sh.size / 16), nv = (u32)(sh.count * nvp);
+        const u32 tpp = (nvp + TILE_VECS - 1) / TILE_VECS, tiles = (u32)sh.count * tpp;
         const unsigned G = (unsigned)sms * P2PT_BATCH_CTAS_PER_SM;
         for (const char *v : variants) {
             const std::string var = v;
@@ -217,10 +232,12 @@ int main(int argc, char **argv)
                         dk, nvp, nv);
                 } else if (var == "stride") {
                     stride<1><<<sms * occ_stride1, SW_THREADS, 0, s>>>(dk, nvp, nv);
+                } else if (var == "ticket") {
+                    ticket<<<sms * occ_ticket, SW_THREADS, 0, s>>>(dk, nvp, nv, ctr);
                 } else if (var == "stride4") {
                     stride<4><<<sms * occ_stride4, SW_THREADS, 0, s>>>(dk, nvp, nv);
                 } else {
-                    ticket<<<sms * occ_ticket, SW_THREADS, 0, s>>>(dk, nvp, nv, ctr);
+                    wtile<<<G, P2PT_BATCH_THREADS, 0, s>>>(dk, tpp, tiles);
                 }
             };
             CK(cudaMemset(dst, 0xA5, 2 * pool));

@@ -25,8 +25,8 @@
 #   bench/experiments/run.sh batch               the batch kernel built with other tile
 #                                                 sizes, CTAs per SM and cache operators,
 #                                                 on device batches vs one contiguous copy
-#   bench/experiments/run.sh shapes [SHAPE]      grid shapes on uniform pieces (batch_shapes.cu)
-#                                                 vs one contiguous copy
+#   bench/experiments/run.sh shapes [SHAPE]      grid shapes on uniform pieces (batch_shapes.cu),
+#                                                 8 KiB and 4 KiB warp tiles, vs one contiguous copy
 #   bench/experiments/run.sh cub [--shift N] [--shapes LIST]
 #                                                 CUB's DeviceMemcpy::Batched on p2pt-bench's
 #                                                 batch layouts (default: every shape, at
@@ -42,15 +42,13 @@ shift || true
 case "$what" in
   batch)
     # name|nvcc flags; one binary per variant (the kernel is included as is).
-    # P2PT_BATCH_TILE is the bytes of a CTA's unit (256 threads, a vector
-    # each per 4 KiB).
     variants=('default|'
-              'unit-4K|-DP2PT_BATCH_TILE=4096u'
-              'unit-16K|-DP2PT_BATCH_TILE=16384u'
-              'unit-4K-ctas-8|-DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=8'
-              'ctas-3|-DP2PT_BATCH_CTAS_PER_SM=3'
               'ld-plain|-DBATCH_LD_PLAIN'
-              'st-plain|-DBATCH_ST_PLAIN')
+              'st-plain|-DBATCH_ST_PLAIN'
+              'tile-4K-ctas-4|-DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=4'
+              'ranges|-DBATCH_SPLIT_RANGES'
+              'ranges-tile-4K-ctas-4|-DBATCH_SPLIT_RANGES -DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=4'
+              'ctas-3-tile-4K|-DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=3')
     log=${OUT:+$OUT/batch.log}
     log=${log:-/tmp/p2pt-batch-variants.log}
     : >"$log"
@@ -68,7 +66,7 @@ case "$what" in
     log=${OUT:+$OUT/shapes.log}
     log=${log:-/tmp/p2pt-batch-shapes.log}
     : >"$log"
-    for v in 'default|'; do
+    for v in 'tile-8K|' 'tile-4K-ctas-4|-DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=4'; do
       name=${v%%|*}
       read -r -a flags <<<"${v#*|}"
       nvcc -O3 -std=c++17 -arch=sm_90 -I../../kernels "${flags[@]}" \
