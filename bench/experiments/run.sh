@@ -46,8 +46,7 @@ case "$what" in
               'ld-plain|-DBATCH_LD_PLAIN'
               'st-plain|-DBATCH_ST_PLAIN'
               'tile-4K-ctas-4|-DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=4'
-              'ranges|-DBATCH_SPLIT_RANGES'
-              'ranges-tile-4K-ctas-4|-DBATCH_SPLIT_RANGES -DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=4'
+              'whole-warps|-DBATCH_WHOLE_WARPS'
               'ctas-3-tile-4K|-DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=3')
     log=${OUT:+$OUT/batch.log}
     log=${log:-/tmp/p2pt-batch-variants.log}
