@@ -5,8 +5,9 @@
  * cudaMemcpyAsync of the same bytes, in the same process: what the tile
  * size, the CTAs per SM and the cache operators do to bandwidth. run.sh
  * batch builds one binary per variant (-D flags: P2PT_BATCH_TILE,
- * P2PT_BATCH_CTAS_PER_SM, BATCH_LD, BATCH_ST) and runs them in
- * turn (BATCH_VARIANTS names a subset).
+ * P2PT_BATCH_CTAS_PER_SM, BATCH_LD, BATCH_ST; BATCH_GRID_PER_SM launches
+ * more CTAs per SM than fit at once) and runs them in turn (BATCH_VARIANTS
+ * names a subset).
  *
  * Layouts as p2pt-bench's batch mode: sources consecutive rows, destinations
  * shuffled with gaps, pools of 4 x L2 and more, several layouts rotated;
@@ -26,6 +27,9 @@
 #ifndef VARIANT
 #define VARIANT "default"
 #endif
+#ifndef BATCH_GRID_PER_SM /* copy CTAs launched per SM: the library's grid */
+#define BATCH_GRID_PER_SM P2PT_BATCH_CTAS_PER_SM
+#endif
 
 struct shape {
     const char *name;
@@ -34,7 +38,7 @@ struct shape {
 
 int main()
 {
-    const shape shapes[] = {{"1024x14K", 1024, 14 << 10}, {"4096x7K", 4096, 7 << 10},
+    const shape shapes[] = {{"256x4K", 256, 4 << 10}, {"1024x14K", 1024, 14 << 10}, {"4096x7K", 4096, 7 << 10},
                             {"16384x2K", 16384, 2 << 10},  {"16384x32K", 16384, 32 << 10},
                             {"64x1M", 64, 1 << 20}};
     int sms = 0;
@@ -58,7 +62,7 @@ int main()
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    const unsigned G = (unsigned)sms * P2PT_BATCH_CTAS_PER_SM;
+    const unsigned G = (unsigned)sms * BATCH_GRID_PER_SM;
     for (const shape &sh : shapes) {
         const size_t total = sh.count * sh.size;
         const int sets = (int)std::max<size_t>(1, std::min<size_t>(8, pool / (2 * total + 1)));

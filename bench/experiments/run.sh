@@ -47,6 +47,8 @@ case "$what" in
               'st-plain|-DBATCH_ST_PLAIN'
               'tile-4K-ctas-4|-DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=4'
               'whole-warps|-DBATCH_WHOLE_WARPS'
+              'grid-4|-DBATCH_GRID_PER_SM=4'
+              'grid-8|-DBATCH_GRID_PER_SM=8'
               'ctas-3-tile-4K|-DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=3')
     log=${OUT:+$OUT/batch.log}
     log=${log:-/tmp/p2pt-batch-variants.log}
@@ -60,6 +62,8 @@ case "$what" in
         -o "/tmp/p2pt-batch-$name" batch_variants.cu 2>&1 | grep -E "error|warning" || true
       "/tmp/p2pt-batch-$name" 2>&1 | tee -a "$log"
     done
+    # The baseline again: the machine's drift between the first and last.
+    case " ${BATCH_VARIANTS:-default} " in *" default "*) "/tmp/p2pt-batch-default" 2>&1 | tee -a "$log" ;; esac
     exit 0 ;;
   shapes)
     log=${OUT:+$OUT/shapes.log}
