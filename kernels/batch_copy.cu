@@ -86,15 +86,13 @@ static __device__ __forceinline__ void st16(int4 *p, const int4 v)
                  : "memory");
 }
 
-/* v of lane `lane` of this thread's group of W lanes (`mask` names them). */
-template <int W>
-static __device__ __forceinline__ int4 shfl16(const int4 v, u32 lane, u32 mask)
+static __device__ __forceinline__ int4 shfl16(const int4 v, u32 lane)
 {
     int4 r;
-    r.x = __shfl_sync(mask, v.x, lane, W);
-    r.y = __shfl_sync(mask, v.y, lane, W);
-    r.z = __shfl_sync(mask, v.z, lane, W);
-    r.w = __shfl_sync(mask, v.w, lane, W);
+    r.x = __shfl_sync(FULL, v.x, lane);
+    r.y = __shfl_sync(FULL, v.y, lane);
+    r.z = __shfl_sync(FULL, v.z, lane);
+    r.w = __shfl_sync(FULL, v.w, lane);
     return r;
 }
 
@@ -126,50 +124,42 @@ static __device__ __forceinline__ int4 shift16(const int4 a, const int4 b, u32 r
     return o;
 }
 
+/*
+ * Tile k of piece {d, s, n}, by one whole warp (every lane calls it with the
+ * same arguments: the shuffles need all 32). Of the aligned body's
+ * destination vectors, the tile holds v0 = k * TILE_VECS and the `left`
+ * after it (at most TILE_VECS); lane L takes v0 + L + 32 j.
+ */
 /* Tile k's bytes outside the aligned body of piece {d, s, n}: the head
- * before it (tile 0) and the tail after it (the last tile), a byte a lane
- * of the tile's W lanes. */
-template <int W>
+ * before it (tile 0) and the tail after it (the last tile), a byte a lane. */
 static __device__ __forceinline__ void copy_edges(u64 d, u64 s, u64 n, u64 k, u32 lane)
 {
     const u64 h = P2PT_BATCH_HEAD(d, n);
     const u64 nv = P2PT_BATCH_BODY(d, n) / 16;
     char *dp = (char *)d;
     const char *sp = (const char *)s;
+    if (k == 0 && lane < h)
+        dp[lane] = sp[lane];
     const u64 tail_at = h + 16 * nv;
     const u64 last = nv == 0 ? 0 : (nv - 1) / TILE_VECS;
-#pragma unroll
-    for (u32 b = lane; b < 16; b += W) {
-        if (k == 0 && b < h)
-            dp[b] = sp[b];
-        if (k == last && tail_at + b < n)
-            dp[tail_at + b] = sp[tail_at + b];
-    }
+    if (k == last && tail_at + lane < n)
+        dp[tail_at + lane] = sp[tail_at + lane];
 }
 
-/*
- * Tile k of piece {d, s, n}, by a group of W lanes (all of them call it with
- * the same arguments: the shuffles need every one; `mask` names them). Of
- * the aligned body's destination vectors, the tile holds v0 = k * TILE_VECS
- * and the `left` after it, at most W * PER_LANE (a group narrower than a
- * warp only takes tiles that small); lane L of the group takes v0 + L + W j.
- */
-template <int W>
-static __device__ void copy_tile(u64 d, u64 s, u64 n, u64 k, u32 lane, u32 mask)
+static __device__ void copy_tile(u64 d, u64 s, u64 n, u64 k, u32 lane)
 {
-    constexpr int TV = W * PER_LANE;
     const u64 h = P2PT_BATCH_HEAD(d, n);
     const u64 nv = P2PT_BATCH_BODY(d, n) / 16;
     char *dp = (char *)d;
     const char *sp = (const char *)s;
-    copy_edges<W>(d, s, n, k, lane);
+    copy_edges(d, s, n, k, lane);
     const u64 v0 = k * TILE_VECS;
     if (v0 >= nv)
         return;
-    /* Vectors this lane may take: lane + W j < left. Pointers are formed
+    /* Vectors this lane may take: lane + 32 j < left. Pointers are formed
      * once per lane, so the unrolled accesses differ by constant offsets. */
     const u64 left64 = nv - v0;
-    const int left = left64 < TV ? (int)left64 : TV;
+    const int left = left64 < TILE_VECS ? (int)left64 : TILE_VECS;
     int4 *dv = (int4 *)(dp + h) + v0 + lane;
     const u32 r = (u32)((s + h) & 15);
     int4 a[PER_LANE];
@@ -177,12 +167,12 @@ static __device__ void copy_tile(u64 d, u64 s, u64 n, u64 k, u32 lane, u32 mask)
         const int4 *sv = (const int4 *)(sp + h) + v0 + lane;
 #pragma unroll
         for (int j = 0; j < PER_LANE; j++)
-            if ((int)lane + W * j < left)
-                a[j] = ld16(sv + W * j);
+            if ((int)lane + 32 * j < left)
+                a[j] = ld16(sv + 32 * j);
 #pragma unroll
         for (int j = 0; j < PER_LANE; j++)
-            if ((int)lane + W * j < left)
-                st16(dv + W * j, a[j]);
+            if ((int)lane + 32 * j < left)
+                st16(dv + 32 * j, a[j]);
         return;
     }
     /* Not co-aligned: destination vector v takes source bytes from the
@@ -192,17 +182,16 @@ static __device__ void copy_tile(u64 d, u64 s, u64 n, u64 k, u32 lane, u32 mask)
     const int4 zero = make_int4(0, 0, 0, 0);
 #pragma unroll
     for (int j = 0; j < PER_LANE; j++)
-        a[j] = (int)lane + W * j <= left ? ld16(sa + W * j) : zero;
-    /* The vector after this tile's last, for lane W - 1's last store. */
-    const int4 extra = lane == 0 && TV <= left ? ld16(sa + TV) : zero;
-    const u32 up = (lane + 1) & (W - 1);
+        a[j] = (int)lane + 32 * j <= left ? ld16(sa + 32 * j) : zero;
+    /* The vector after this tile's last, for lane 31's last store. */
+    const int4 extra = lane == 0 && TILE_VECS <= left ? ld16(sa + TILE_VECS) : zero;
+    const u32 up = (lane + 1) & 31;
 #pragma unroll
     for (int j = 0; j < PER_LANE; j++) {
-        const int4 same = shfl16<W>(a[j], up, mask);
-        const int4 wrap =
-            shfl16<W>(j + 1 < PER_LANE ? a[j + 1 < PER_LANE ? j + 1 : j] : extra, 0, mask);
-        if ((int)lane + W * j < left)
-            st16(dv + W * j, shift16(a[j], lane == W - 1 ? wrap : same, r));
+        const int4 same = shfl16(a[j], up);
+        const int4 wrap = shfl16(j + 1 < PER_LANE ? a[j + 1 < PER_LANE ? j + 1 : j] : extra, 0);
+        if ((int)lane + 32 * j < left)
+            st16(dv + 32 * j, shift16(a[j], lane == 31 ? wrap : same, r));
     }
 }
 
@@ -256,6 +245,13 @@ static __device__ u64 block_scan(u64 x, block_smem &S)
     return before + inc - x;
 }
 
+/* Where split `s` of `splits` starts in `total` tiles (no 64-bit overflow). */
+static __device__ __forceinline__ u64 split_at(u64 total, u32 s, u32 splits)
+{
+    const u64 q = total / splits, r = total % splits;
+    return q * s + (s < r ? s : r);
+}
+
 /*
  * Block `b` of the descriptors at `descs` (a generic address: kernel
  * parameters or GPU memory), `n` of them in all: read, check (device
@@ -280,30 +276,6 @@ static __device__ __forceinline__ u32 piece_of(const block_smem &S, u64 g, u32 l
     return lo;
 }
 
-
-/*
- * Split `split` of `splits` of the block's tiles, by lane groups of W: the
- * tiles are dealt round-robin over the block's CTAs and their groups, so
- * the tiles in flight at any moment lie together. A group narrower than a
- * warp serves blocks whose pieces are all one tile of at most W * PER_LANE
- * vectors (2 or 4 KiB): a warp then keeps 32 / W small pieces in flight, as
- * many bytes as one whole tile.
- */
-template <int W>
-static __device__ void copy_tiles(const block_smem &S, u32 nb, u32 split, u32 splits, u32 w,
-                                  u32 lane)
-{
-    constexpr u32 GROUPS = 32 / W;
-    const u32 q = lane / W;
-    const u32 mask = W == 32 ? FULL : ((1u << W) - 1) << (q * W);
-    const u64 total = S.begin[P2PT_BATCH_BLOCK];
-    const u64 step = (u64)splits * WARPS * GROUPS;
-    u32 lo_piece = 0;
-    for (u64 g = split + (u64)splits * (w * GROUPS + q); g < total; g += step) {
-        const u32 lo = lo_piece = piece_of(S, g, lo_piece, nb);
-        copy_tile<W>(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo], lane % W, mask);
-    }
-}
 
 /* Where a launch's descriptors come from. FROM_PARAMS: written by the host
  * before the launch (kernel parameters, or the pinned staging ring read in
@@ -332,23 +304,25 @@ static __device__ void copy_block(const desc_t *descs, u32 n, u32 b, u32 split, 
     S.src[t] = src;
     S.bytes[t] = bytes;
     S.begin[t] = block_scan(P2PT_BATCH_TILES(dst, bytes), S);
-    /* The narrowest lane group that holds every piece of the block in one
-     * tile (the barriers also publish S). */
-    const u64 body = P2PT_BATCH_BODY(dst, bytes) / 16;
-#ifndef BATCH_WHOLE_WARPS /* bench/experiments/batch_variants.cu: without groups */
-    const bool over16 = __syncthreads_or(body > 16 * PER_LANE);
-    const bool over8 = __syncthreads_or(body > 8 * PER_LANE);
-#else
-    const bool over16 = __syncthreads_or(true), over8 = true;
-#endif
+    __syncthreads();
     if (FROM == FROM_PARAMS)
         pdl_wait();
-    if (!over8)
-        copy_tiles<8>(S, nb, split, splits, w, lane);
-    else if (!over16)
-        copy_tiles<16>(S, nb, split, splits, w, lane);
-    else
-        copy_tiles<32>(S, nb, split, splits, w, lane);
+    const u64 total = S.begin[P2PT_BATCH_BLOCK];
+#ifndef BATCH_SPLIT_RANGES
+    /* Tiles dealt round-robin over the block's CTAs and their warps: the
+     * tiles in flight at any moment lie together. */
+    const u64 hi = total, step = (u64)splits * WARPS;
+    u64 g0 = split + (u64)splits * w;
+#else
+    /* Each CTA a contiguous range of the block's tiles, its warps in turn. */
+    const u64 hi = split_at(total, split + 1, splits), step = WARPS;
+    u64 g0 = split_at(total, split, splits) + w;
+#endif
+    u32 lo_piece = 0;
+    for (u64 g = g0; g < hi; g += step) {
+        const u32 lo = lo_piece = piece_of(S, g, lo_piece, nb);
+        copy_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo], lane);
+    }
     __syncthreads(); /* S is refilled by the next block */
 }
 

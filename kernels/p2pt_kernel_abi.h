@@ -35,9 +35,7 @@
  * The batch kernel (batch_copy.cu) cuts every piece into tiles: tile k of a
  * piece is up to P2PT_BATCH_TILE bytes of its 16-byte aligned destination
  * body, one warp's work (32 lanes x P2PT_BATCH_TILE / 512 vectors of 16
- * bytes, every load in flight before the first store; where every piece of
- * a descriptor block is one tile of at most 2 or 4 KiB, a group of 8 or 16
- * lanes takes a tile, so a warp holds several). The tile size and
+ * bytes, every load in flight before the first store). The tile size and
  * the CTAs per SM were chosen among the variants of
  * bench/experiments/batch_variants.cu (bench/RESULTS.md). Tile 0 also moves
  * the unaligned destination head bytes (< 16) and the last tile the tail;

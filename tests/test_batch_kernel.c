@@ -3,8 +3,7 @@
  * The TMA batch kernel (kernels/batch_copy.cu) at its edges, through host
  * and device descriptors alike: every (dst mod 16, src mod 16) pair at
  * sizes around every tile edge (the head, the 16-byte body, one tile, the
- * shuffled neighbour vector of a shifted piece, the 2 and 4 KiB tiles that
- * lane groups narrower than a warp take); pieces from 0 bytes to 64
+ * shuffled neighbour vector of a shifted piece, pieces around 2 and 4 KiB); pieces from 0 bytes to 64
  * MiB mixed in one batch (a large piece spread over every CTA beside many
  * small ones); 100,000 pieces (more descriptor blocks than CTAs); pinned
  * host memory as source or destination, inside registered windows and
@@ -96,9 +95,9 @@ Test(batch_kernel, every_alignment_pair_around_every_tile_edge)
     gt_require_gpus(1);
     gt_use_device(0);
     enum { T = P2PT_BATCH_TILE };
-    /* Each size fills a descriptor block of its own (256 pairs), so blocks
-     * of pieces up to 2 and 4 KiB go to the kernel's 8- and 16-lane groups:
-     * sizes around those edges too. */
+    /* Each size fills a descriptor block of its own (256 pairs): blocks of
+     * pieces around 2 and 4 KiB too, the sizes that KV blocks and token rows
+     * take most. */
     static const uint64_t sizes[] = {1,      15,     16,        17,         31,       33,
                                      255,    513,    2047,      2048,       2049,     2065,
                                      4095,   4096,   4097,      4113,       T - 1,    T,
