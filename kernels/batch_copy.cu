@@ -319,25 +319,6 @@ static __device__ void copy_block(const desc_t *descs, u32 n, u32 b, u32 split, 
     u64 g0 = split_at(total, split, splits) + w;
 #endif
     u32 lo_piece = 0;
-#ifdef BATCH_TICKETS /* bench/experiments: a device block's tiles taken from a counter */
-    if (FROM == FROM_DEVICE) {
-        u32 *ctr = (u32 *)(p->workspace + 64) + b;
-        u32 g = 0;
-        if (lane == 0)
-            g = atomicAdd(ctr, 1u);
-        g = __shfl_sync(FULL, g, 0);
-        while (g < total) {
-            u32 next = 0;
-            if (lane == 0)
-                next = atomicAdd(ctr, 1u); /* in flight while the tile is copied */
-            const u32 lo = lo_piece = piece_of(S, g, lo_piece, nb);
-            copy_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo], lane);
-            g = __shfl_sync(FULL, next, 0);
-        }
-        __syncthreads();
-        return;
-    }
-#endif
     for (u64 g = g0; g < hi; g += step) {
         const u32 lo = lo_piece = piece_of(S, g, lo_piece, nb);
         copy_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo], lane);
@@ -496,21 +477,4 @@ p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
         write_status(p, seen, n);
     else
         copy_all<FROM_DEVICE>(descs, n, c, G, &p, pre_block, pre);
-#ifdef BATCH_TICKETS
-    /* The last copy CTA to finish zeroes the counters for the next batch. */
-    __shared__ bool last;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        last = blockIdx.x != 0 && atomicAdd((u32 *)(p.workspace + 32), 1u) == G - 1;
-    }
-    __syncthreads();
-    if (last) {
-        u32 *ctr = (u32 *)(p.workspace + 64);
-        for (u32 i = threadIdx.x; i < max_blocks; i += P2PT_BATCH_THREADS)
-            ctr[i] = 0;
-        if (threadIdx.x == 0)
-            *(u32 *)(p.workspace + 32) = 0;
-    }
-#endif
 }

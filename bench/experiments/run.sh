@@ -46,7 +46,6 @@ case "$what" in
               'ld-plain|-DBATCH_LD_PLAIN'
               'st-plain|-DBATCH_ST_PLAIN'
               'tile-4K-ctas-4|-DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=4'
-              'tickets|-DBATCH_TICKETS'
               'grid-4|-DBATCH_GRID_PER_SM=4'
               'grid-8|-DBATCH_GRID_PER_SM=8'
               'ctas-3-tile-4K|-DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=3')
