@@ -380,6 +380,50 @@ p2pt_batch_copy_l(const __grid_constant__ struct p2pt_batch_large p)
     host_batch(p);
 }
 
+/* This thread's descriptor of block `b` read in place from the pinned ring,
+ * the bus crossed once per block: CTA `c`, the first of the CTAs serving
+ * `b` when c < blocks, copies the block to GPU memory and publishes it; the
+ * others wait for it (the CTAs before them in the grid are launched first,
+ * so the one they wait for runs). Ring memory is p2pt's and no earlier work
+ * on the stream reads this slot, so all of it happens before the wait. */
+static __device__ desc_t shared_block(const struct p2pt_batch_ring_params &p, u32 b, u32 c,
+                                      u32 blocks, u32 i)
+{
+    const desc_t *host = (const desc_t *)p.descs;
+    desc_t *copy = (desc_t *)p.shared;
+    unsigned long long *ready = (unsigned long long *)p.ready + b;
+    desc_t d = {0, 0, 0};
+    if (c == b) {
+        if (i < p.count) {
+            d = host[i];
+            copy[i] = d;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            __threadfence();
+            asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(ready), "l"(p.seq)
+                         : "memory");
+        }
+        return d;
+    }
+    if (threadIdx.x == 0) {
+        unsigned long long v;
+        for (;;) {
+            asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(ready) : "memory");
+            if (v == p.seq)
+                break;
+            __nanosleep(64);
+        }
+    }
+    __syncthreads();
+    if (i < p.count) { /* from L2: another SM wrote it */
+        d.dst = __ldcg(&copy[i].dst);
+        d.src = __ldcg(&copy[i].src);
+        d.bytes = __ldcg(&copy[i].bytes);
+    }
+    return d;
+}
+
 /* Host descriptors the host checked into the staging ring
  * (src/engines/transport_tma_ring.c). Copied into GPU memory earlier on the
  * stream: read after the wait. Read from the pinned ring itself
@@ -397,7 +441,9 @@ p2pt_batch_copy_ring(const __grid_constant__ struct p2pt_batch_ring_params p)
     const u32 b = blocks == 0 ? 0 : first_block(blockIdx.x, gridDim.x, blocks);
     const u32 i = b * P2PT_BATCH_BLOCK + threadIdx.x;
     desc_t pre = {0, 0, 0};
-    if (i < p.count)
+    if (host && blocks != 0 && blocks < gridDim.x)
+        pre = shared_block(p, b, blockIdx.x, blocks, i);
+    else if (i < p.count)
         pre = descs[i];
     if (host)
         copy_all<FROM_PARAMS>(descs, p.count, blockIdx.x, gridDim.x, nullptr, b, pre);

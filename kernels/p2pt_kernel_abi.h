@@ -92,10 +92,21 @@ struct p2pt_batch_large {
  * stream before the launch, or (P2PT_RING_HOST) read from the pinned ring,
  * written by the host before the launch. */
 #define P2PT_RING_HOST 1u
+/* Read in place, a block that several CTAs serve crosses the bus once: its
+ * first CTA copies it to `shared` (GPU memory, the same offsets as `descs`)
+ * and then stores `seq` into ready[block]; the others wait for that value
+ * and read the copy. `seq` is new at every launch and has its top 16 bits
+ * at P2PT_RING_SEQ_TAG, a value no descriptor field can hold (addresses are
+ * below 2^57, sizes below 2^32), so nothing left in the ring's GPU memory
+ * is ever taken for it. */
+#define P2PT_RING_SEQ_TAG 0xB47Cull
 struct p2pt_batch_ring_params {
     unsigned long long descs; /* p2pt_batch_desc[count] */
     unsigned int count;
-    unsigned int flags; /* P2PT_RING_* */
+    unsigned int flags;         /* P2PT_RING_* */
+    unsigned long long shared;  /* P2PT_RING_HOST: p2pt_batch_desc[count] in GPU memory */
+    unsigned long long ready;   /* P2PT_RING_HOST: one u64 per block of descriptors */
+    unsigned long long seq;     /* P2PT_RING_HOST: this launch's ready value */
 };
 
 /* A registered window: device batches may touch [base, end) only. */

@@ -5,7 +5,9 @@
  * them (src/core/batch_scan.c), and one copy on the stream moves them to GPU
  * memory, where kernels/batch_copy.cu's ring entry reads them; or, for
  * large batches (P2P_TRANSPORT_BATCH_STAGING), the kernel reads the pinned
- * memory itself, over the bus, and the copy is left out. Against descriptors in the kernel parameters (up to 1344 per launch,
+ * memory itself, over the bus (each block of descriptors once: the first
+ * CTA serving it copies it to the ring's GPU memory for the others), and
+ * the copy is left out. Against descriptors in the kernel parameters (up to 1344 per launch,
  * 32 KiB that the driver copies at every launch), the host pays a memcpy and
  * two small calls per batch of any size, and a batch of 100,000 pieces is
  * one launch.
@@ -24,6 +26,7 @@
  * ring cannot be allocated (the parameters path then serves every batch,
  * logged once).
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +65,17 @@ struct ring {
 
 static pthread_mutex_t rings_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ring *rings;
+
+/* The ready value of a launch that reads the ring in place
+ * (p2pt_kernel_abi.h): one count for the whole process, so that no value
+ * repeats in any ring's GPU memory, under P2PT_RING_SEQ_TAG. */
+static atomic_uint_least64_t ring_seq;
+
+static unsigned long long next_seq(void)
+{
+    const uint64_t n = atomic_fetch_add_explicit(&ring_seq, 1, memory_order_relaxed) + 1;
+    return (unsigned long long)(P2PT_RING_SEQ_TAG << 48 | (n & ((1ull << 48) - 1)));
+}
 
 static bool driver_has_ring(void)
 {
@@ -186,8 +200,13 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     struct ring *r = NULL;
 
+    /* Room for every descriptor (the pass writes the non-empty ones) and,
+     * read in place, a ready word per block of them (GPU side). */
+    const size_t ready_at = (b->count * sizeof(struct p2pt_batch_desc) + 7) & ~(size_t)7;
+    const size_t blocks = (b->count + P2PT_BATCH_BLOCK - 1) / P2PT_BATCH_BLOCK;
     *done = false;
-    if (b->count > RING_BYTES / sizeof(struct p2pt_batch_desc))
+    if (b->count > RING_BYTES / sizeof(struct p2pt_batch_desc) ||
+        ready_at + 8 * blocks > RING_BYTES)
         return P2PT_SUCCESS;
     P2PT_CU(p2pt__cu.cuStreamIsCapturing(b->stream, &cs));
     if (cs != CU_STREAM_CAPTURE_STATUS_NONE)
@@ -202,16 +221,15 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
         goto out;
     pthread_mutex_lock(&r->lock);
     locked = true;
-    /* Room for every descriptor; the pass writes the non-empty ones. */
     size_t at = 0;
-    P2PT_TRY(take(r, b->count * sizeof(struct p2pt_batch_desc), &at));
+    P2PT_TRY(take(r, ready_at + 8 * blocks, &at));
     uint64_t tiles = 0;
     P2PT_TRY(p2pt__batch_scan(h, b, &p2pt__transport_tma,
                               (struct p2pt_batch_desc *)(r->host + at), &tiles));
     *done = true;
     if (b->pieces == 0)
         goto out; /* nothing to enqueue; the slot was never taken */
-    const size_t need = b->pieces * sizeof(struct p2pt_batch_desc);
+    const size_t need = ready_at + 8 * blocks;
     const int staging = h->cfg.batch_staging;
     const bool in_place = staging == P2PT_STAGING_HOST ||
                           (staging == P2PT_STAGING_AUTO && b->pieces >= RING_HOST_MIN);
@@ -224,7 +242,12 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
      * slot is recorded as busy, the ring is never used again, so that no
      * later batch writes where a pending copy or kernel may still read. */
     struct p2pt_batch_ring_params p = {(unsigned long long)descs, (unsigned)b->pieces,
-                                       in_place ? P2PT_RING_HOST : 0};
+                                       in_place ? P2PT_RING_HOST : 0, 0, 0, 0};
+    if (in_place) {
+        p.shared = (unsigned long long)(r->dev + at);
+        p.ready = (unsigned long long)(r->dev + at + ready_at);
+        p.seq = next_seq();
+    }
     void *params[] = {&p};
     unsigned grid = tiles < most ? (unsigned)tiles : most;
     st = p2pt__kernel_launch(h, m->fn[P2PT_BATCH_ENTRY_RING], grid, P2PT_BATCH_THREADS, 0,
