@@ -36,14 +36,10 @@
 
 #define RING_BYTES (8u << 20) /* 349,525 descriptors in flight */
 #define RING_SLOTS 64         /* batches in flight per context */
-/* P2P_TRANSPORT_BATCH_STAGING=auto: from this many pieces (32 blocks of
- * P2PT_BATCH_BLOCK descriptors) the kernel reads the pinned ring in place.
- * Each CTA reads the whole block of descriptors it serves, so a small batch
- * served by hundreds of CTAs per block reads its descriptors over the bus
- * hundreds of times; with 32 blocks or more a block has at most about 8
- * CTAs, and the copy the driver makes per batch costs more host time than
- * the reads cost the GPU (bench/results/batches.md). */
-#define RING_HOST_MIN 8192u
+/* P2P_TRANSPORT_BATCH_STAGING=auto reads the pinned ring in place at
+ * every size: with each block of descriptors crossing the bus once, it
+ * costs the GPU no more than the copy it saves costs the host
+ * (bench/results/batches.md). */
 
 struct slot {
     size_t start;  /* where it begins: the free bytes end at the oldest slot's start */
@@ -231,8 +227,7 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
         goto out; /* nothing to enqueue; the slot was never taken */
     const size_t need = ready_at + 8 * blocks;
     const int staging = h->cfg.batch_staging;
-    const bool in_place = staging == P2PT_STAGING_HOST ||
-                          (staging == P2PT_STAGING_AUTO && b->pieces >= RING_HOST_MIN);
+    const bool in_place = staging != P2PT_STAGING_GPU;
     CUdeviceptr descs = (CUdeviceptr)(uintptr_t)(r->host + at); /* mapped: UVA */
     if (!in_place) {
         descs = r->dev + at;
