@@ -123,4 +123,50 @@ static inline unsigned char *bt_host_copy(const struct gt_buf *b)
     return h;
 }
 
+/* Run `d` (n pieces) as a host batch through `h`, then poison the
+ * destination and run it again as a device batch (windows registered over
+ * both pools for the stream's device, `dev`), checking both. */
+static inline void bt_both_ways(p2pt_handle *h, int dev, CUstream s, struct gt_buf *dst,
+                                struct gt_buf *src, const p2pt_copy_desc *d, size_t n,
+                                const char *what)
+{
+    char label[160];
+    unsigned char *src_host = bt_host_copy(src);
+    gt_poison(dst);
+    GT_OK(p2pt_copy_batch_async(h, d, n, s));
+    GT_CHECK(tcu.cuStreamSynchronize(s));
+    snprintf(label, sizeof(label), "%s, host descriptors", what);
+    bt_expect(dst, src, src_host, d, n, NULL, label);
+
+    gt_poison(dst);
+    CUdeviceptr descs, count, ws;
+    uint32_t n32 = (uint32_t)n;
+    GT_CHECK(tcu.cuMemAlloc(&descs, n * sizeof(*d)));
+    GT_CHECK(tcu.cuMemAlloc(&count, 4));
+    GT_CHECK(tcu.cuMemAlloc(&ws, p2pt_batch_workspace_bytes(n32)));
+    GT_CHECK(tcu.cuMemcpyHtoD(descs, d, n * sizeof(*d)));
+    GT_CHECK(tcu.cuMemcpyHtoD(count, &n32, 4));
+    GT_OK(p2pt_window_register(h, dev, (void *)(uintptr_t)dst->base, dst->n + 2 * GT_GUARD));
+    GT_OK(p2pt_window_register(h, dev, (void *)(uintptr_t)src->base, src->n + 2 * GT_GUARD));
+    GT_OK(p2pt_copy_batch_device_async(h, (const p2pt_copy_desc *)(uintptr_t)descs,
+                                       (const uint32_t *)(uintptr_t)count, n32,
+                                       (void *)(uintptr_t)ws, s));
+    GT_CHECK(tcu.cuStreamSynchronize(s));
+    p2pt_batch_status st;
+    GT_CHECK(tcu.cuMemcpyDtoH(&st, ws, sizeof(st)));
+    cr_assert_eq(st.count, n32, "%s: status count %u", what, st.count);
+    cr_assert_eq(st.skipped, 0u, "%s: %u skipped (first %u, reasons %#x)", what, st.skipped,
+                 st.first_bad, st.reasons);
+    cr_assert_eq(st.copied, n32);
+    cr_assert_eq(st.first_bad, UINT32_MAX);
+    snprintf(label, sizeof(label), "%s, device descriptors", what);
+    bt_expect(dst, src, src_host, d, n, NULL, label);
+    GT_OK(p2pt_window_unregister(h, dev, (void *)(uintptr_t)dst->base));
+    GT_OK(p2pt_window_unregister(h, dev, (void *)(uintptr_t)src->base));
+    tcu.cuMemFree(descs);
+    tcu.cuMemFree(count);
+    tcu.cuMemFree(ws);
+    free(src_host);
+}
+
 #endif

@@ -200,4 +200,31 @@ static inline void gt_free(struct gt_buf *b)
     b->base = b->ptr = 0;
 }
 
+/* Peer access both ways with the driver directly, as a framework would (so
+ * that the tests do not depend on p2pt_peer_enable, tested on its own in
+ * test_topology.c); "already enabled" counts as success. Skips the test
+ * when the GPUs cannot reach each other. */
+static inline void gt_enable_peers(void)
+{
+    CUdevice d[2];
+    CUcontext c[2];
+    for (int i = 0; i < 2; i++) {
+        GT_CHECK(tcu.cuDeviceGet(&d[i], i));
+        c[i] = gt_use_device(i);
+    }
+    for (int i = 0; i < 2; i++) {
+        int can = 0;
+        GT_CHECK(tcu.cuDeviceCanAccessPeer(&can, d[i], d[1 - i]));
+        if (!can)
+            cr_skip_test("GPU %d cannot access GPU %d as a peer (cuDeviceCanAccessPeer)", i,
+                         1 - i);
+        GT_CHECK(tcu.cuCtxSetCurrent(c[i]));
+        CUresult r = tcu.cuCtxEnablePeerAccess(c[1 - i], 0);
+        if (r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
+            r = CUDA_SUCCESS;
+        cr_assert_eq(r, CUDA_SUCCESS, "cuCtxEnablePeerAccess GPU %d -> GPU %d: %s", i, 1 - i,
+                     p2pt__cuda_error_name(r));
+    }
+}
+
 #endif

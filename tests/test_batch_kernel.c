@@ -3,60 +3,15 @@
  * The TMA batch kernel (kernels/batch_copy.cu) at its edges, through host
  * and device descriptors alike: every (dst mod 16, src mod 16) pair at
  * sizes around every tile edge (the head, the 16-byte body, one tile, the
- * shuffled neighbour vector of a shifted piece, pieces around 2 and 4 KiB); pieces from 0 bytes to 64
- * MiB mixed in one batch (a large piece spread over every CTA beside many
- * small ones); 100,000 pieces (more descriptor blocks than CTAs); pinned
+ * shuffled neighbour vector of a shifted piece, pieces around 2 and 4
+ * KiB); pieces from 0 bytes to 64 MiB mixed in one batch (a large piece
+ * spread over every CTA beside many small ones); 100,000 pieces (more descriptor blocks than CTAs); pinned
  * host memory as source or destination, inside registered windows and
  * not; a CTA cap down to one copying CTA. Every byte of every destination
  * pool is checked, the gaps between pieces and the guards around the pool
  * included, after poisoning.
  */
 #include "batch_test.h"
-
-/* Run `d` (n pieces) as a host batch through `h`, then poison the
- * destination and run it again as a device batch (windows registered over
- * both pools), checking both. */
-static void both_ways(p2pt_handle *h, CUstream s, struct gt_buf *dst, struct gt_buf *src,
-                      const p2pt_copy_desc *d, size_t n, const char *what)
-{
-    char label[160];
-    unsigned char *src_host = bt_host_copy(src);
-    gt_poison(dst);
-    GT_OK(p2pt_copy_batch_async(h, d, n, s));
-    GT_CHECK(tcu.cuStreamSynchronize(s));
-    snprintf(label, sizeof(label), "%s, host descriptors", what);
-    bt_expect(dst, src, src_host, d, n, NULL, label);
-
-    gt_poison(dst);
-    CUdeviceptr descs, count, ws;
-    uint32_t n32 = (uint32_t)n;
-    GT_CHECK(tcu.cuMemAlloc(&descs, n * sizeof(*d)));
-    GT_CHECK(tcu.cuMemAlloc(&count, 4));
-    GT_CHECK(tcu.cuMemAlloc(&ws, p2pt_batch_workspace_bytes(n32)));
-    GT_CHECK(tcu.cuMemcpyHtoD(descs, d, n * sizeof(*d)));
-    GT_CHECK(tcu.cuMemcpyHtoD(count, &n32, 4));
-    GT_OK(p2pt_window_register(h, 0, (void *)(uintptr_t)dst->base, dst->n + 2 * GT_GUARD));
-    GT_OK(p2pt_window_register(h, 0, (void *)(uintptr_t)src->base, src->n + 2 * GT_GUARD));
-    GT_OK(p2pt_copy_batch_device_async(h, (const p2pt_copy_desc *)(uintptr_t)descs,
-                                       (const uint32_t *)(uintptr_t)count, n32,
-                                       (void *)(uintptr_t)ws, s));
-    GT_CHECK(tcu.cuStreamSynchronize(s));
-    p2pt_batch_status st;
-    GT_CHECK(tcu.cuMemcpyDtoH(&st, ws, sizeof(st)));
-    cr_assert_eq(st.count, n32, "%s: status count %u", what, st.count);
-    cr_assert_eq(st.skipped, 0u, "%s: %u skipped (first %u, reasons %#x)", what, st.skipped,
-                 st.first_bad, st.reasons);
-    cr_assert_eq(st.copied, n32);
-    cr_assert_eq(st.first_bad, UINT32_MAX);
-    snprintf(label, sizeof(label), "%s, device descriptors", what);
-    bt_expect(dst, src, src_host, d, n, NULL, label);
-    GT_OK(p2pt_window_unregister(h, 0, (void *)(uintptr_t)dst->base));
-    GT_OK(p2pt_window_unregister(h, 0, (void *)(uintptr_t)src->base));
-    tcu.cuMemFree(descs);
-    tcu.cuMemFree(count);
-    tcu.cuMemFree(ws);
-    free(src_host);
-}
 
 static p2pt_handle *tma_handle(const char *options)
 {
@@ -114,7 +69,7 @@ Test(batch_kernel, every_alignment_pair_around_every_tile_edge)
     p2pt_handle *h = tma_handle(NULL);
     CUstream s;
     GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    both_ways(h, s, &dst, &src, d, n, "every (dst, src) alignment pair");
+    bt_both_ways(h, 0, s, &dst, &src, d, n, "every (dst, src) alignment pair");
     /* One piece at a time too: a piece alone in its launch and block. */
     for (size_t i = 0; i < n; i += 97) {
         char what[96];
@@ -163,7 +118,7 @@ Test(batch_kernel, pieces_from_0_bytes_to_64_mib_mixed_in_one_batch)
     p2pt_handle *h = tma_handle(NULL);
     CUstream s;
     GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    both_ways(h, s, &dst, &src, d, n, "0 B to 64 MiB mixed");
+    bt_both_ways(h, 0, s, &dst, &src, d, n, "0 B to 64 MiB mixed");
     tcu.cuStreamDestroy(s);
     p2pt_finalize(h);
     free(d);
@@ -184,7 +139,7 @@ Test(batch_kernel, a_hundred_thousand_pieces)
     p2pt_handle *h = tma_handle(NULL);
     CUstream s;
     GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    both_ways(h, s, &dst, &src, d, n, "100,000 pieces up to 256 bytes");
+    bt_both_ways(h, 0, s, &dst, &src, d, n, "100,000 pieces up to 256 bytes");
     tcu.cuStreamDestroy(s);
     p2pt_finalize(h);
     free(d);
@@ -208,8 +163,8 @@ Test(batch_kernel, pinned_host_memory_on_either_side)
         struct gt_buf src = host_side ? gt_alloc(1u << 20) : gt_alloc_host(1u << 20);
         gt_fill(&src, 14 + (uint64_t)host_side);
         cr_assert(bt_layout(d, n, &dst, &src, 40000, 14));
-        both_ways(h, s, &dst, &src, d, n,
-                  host_side ? "device to pinned host memory" : "pinned host memory to device");
+        bt_both_ways(h, 0, s, &dst, &src, d, n,
+                     host_side ? "device to pinned host memory" : "pinned host memory to device");
         gt_free(&dst);
         gt_free(&src);
     }
@@ -234,7 +189,7 @@ Test(batch_kernel, a_cta_cap_down_to_one_copying_cta_is_still_byte_exact)
     GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     for (size_t c = 0; c < P2PT_ARRAY_LEN(caps); c++) {
         p2pt_handle *h = tma_handle(caps[c]);
-        both_ways(h, s, &dst, &src, d, n, caps[c]);
+        bt_both_ways(h, 0, s, &dst, &src, d, n, caps[c]);
         p2pt_finalize(h);
     }
     tcu.cuStreamDestroy(s);

@@ -15,32 +15,6 @@
 static const char *const transports[] = {"ce", "tma", "auto"};
 static const size_t sizes[] = {1, 4096 + 3, 48 * 1024 + 1, 64u * 1024 * 1024 + 5};
 
-/* Peer access both ways with the driver directly, as a framework would (so
- * that these tests do not depend on p2pt_peer_enable, tested on its own in
- * test_topology.c); "already enabled" counts as success. */
-static void enable_peers(void)
-{
-    CUdevice d[2];
-    CUcontext c[2];
-    for (int i = 0; i < 2; i++) {
-        GT_CHECK(tcu.cuDeviceGet(&d[i], i));
-        c[i] = gt_use_device(i);
-    }
-    for (int i = 0; i < 2; i++) {
-        int can = 0;
-        GT_CHECK(tcu.cuDeviceCanAccessPeer(&can, d[i], d[1 - i]));
-        if (!can)
-            cr_skip_test("GPU %d cannot access GPU %d as a peer (cuDeviceCanAccessPeer)", i,
-                         1 - i);
-        GT_CHECK(tcu.cuCtxSetCurrent(c[i]));
-        CUresult r = tcu.cuCtxEnablePeerAccess(c[1 - i], 0);
-        if (r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
-            r = CUDA_SUCCESS;
-        cr_assert_eq(r, CUDA_SUCCESS, "cuCtxEnablePeerAccess GPU %d -> GPU %d: %s", i, 1 - i,
-                     p2pt__cuda_error_name(r));
-    }
-}
-
 /* Copy on a stream of `stream_dev` from a buffer on `src_dev` to one on
  * `dst_dev`, every size, offset 7 on both sides. */
 static void copy_between(const char *transport, int stream_dev, int src_dev, int dst_dev)
@@ -78,7 +52,7 @@ static void copy_between(const char *transport, int stream_dev, int src_dev, int
 Test(peer_copy, push_from_gpu0_into_gpu1_both_transports)
 {
     gt_require_gpus(2);
-    enable_peers();
+    gt_enable_peers();
     for (int t = 0; t < (int)P2PT_ARRAY_LEN(transports); t++)
         copy_between(transports[t], 0, 0, 1);
 }
@@ -86,7 +60,7 @@ Test(peer_copy, push_from_gpu0_into_gpu1_both_transports)
 Test(peer_copy, pull_from_gpu1_into_gpu0_both_transports)
 {
     gt_require_gpus(2);
-    enable_peers();
+    gt_enable_peers();
     for (int t = 0; t < (int)P2PT_ARRAY_LEN(transports); t++)
         copy_between(transports[t], 0, 1, 0);
 }
@@ -94,7 +68,7 @@ Test(peer_copy, pull_from_gpu1_into_gpu0_both_transports)
 Test(peer_copy, push_and_pull_from_gpu1_side_both_transports)
 {
     gt_require_gpus(2);
-    enable_peers();
+    gt_enable_peers();
     for (int t = 0; t < (int)P2PT_ARRAY_LEN(transports); t++) {
         copy_between(transports[t], 1, 1, 0);
         copy_between(transports[t], 1, 0, 1);
@@ -104,7 +78,7 @@ Test(peer_copy, push_and_pull_from_gpu1_side_both_transports)
 Test(peer_copy, both_directions_at_once_on_two_streams)
 {
     gt_require_gpus(2);
-    enable_peers();
+    gt_enable_peers();
     const size_t n = 96u * 1024 * 1024 + 5;
     for (int t = 0; t < (int)P2PT_ARRAY_LEN(transports); t++) {
         struct gt_buf a_src, a_dst, b_src, b_dst;
