@@ -2,15 +2,14 @@
 /*
  * The staging ring for TMA host batches: the host writes each batch's
  * descriptors once, into pinned host memory, in the same pass that checks
- * them (src/core/batch_scan.c), and one copy on the stream moves them to GPU
- * memory, where kernels/batch_copy.cu's ring entry reads them; or, for
- * large batches (P2P_TRANSPORT_BATCH_STAGING), the kernel reads the pinned
- * memory itself, over the bus (each block of descriptors once: the first
- * CTA serving it copies it to the ring's GPU memory for the others), and
- * the copy is left out. Against descriptors in the kernel parameters (up to 1344 per launch,
- * 32 KiB that the driver copies at every launch), the host pays a memcpy and
- * two small calls per batch of any size, and a batch of 100,000 pieces is
- * one launch.
+ * them (src/core/batch_scan.c), and kernels/batch_copy.cu's ring entry
+ * reads them there, over the bus, each block of descriptors once (the
+ * first CTA serving it copies it to the ring's GPU memory for the others).
+ * With P2P_TRANSPORT_BATCH_STAGING=gpu, one copy on the stream moves them
+ * to GPU memory first. Against descriptors in the kernel parameters (up to
+ * 1344 per launch, 32 KiB that the driver copies at every launch), the host
+ * pays a memcpy and two small calls per batch of any size, and a batch of
+ * 100,000 pieces is one launch.
  *
  * One ring per CUDA context, shared by every handle and thread (like the
  * modules in jit.c, kept for the life of the process): RING_BYTES of pinned
