@@ -195,13 +195,17 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     struct ring *r = NULL;
 
-    /* Room for every descriptor (the pass writes the non-empty ones) and,
-     * read in place, a ready word per block of them (GPU side). */
-    const size_t ready_at = (b->count * sizeof(struct p2pt_batch_desc) + 7) & ~(size_t)7;
-    const size_t blocks = (b->count + P2PT_BATCH_BLOCK - 1) / P2PT_BATCH_BLOCK;
     *done = false;
-    if (b->count > RING_BYTES / sizeof(struct p2pt_batch_desc) ||
-        ready_at + 8 * blocks > RING_BYTES)
+    if (b->count > RING_BYTES / sizeof(struct p2pt_batch_desc))
+        return P2PT_SUCCESS;
+    /* The slot: room for every descriptor (the pass writes the non-empty
+     * ones) and, read in place, a ready word per block of them after them
+     * (GPU side; descriptors are 24 bytes, so the words are aligned). */
+    _Static_assert(sizeof(struct p2pt_batch_desc) % 8 == 0, "ready words must be aligned");
+    const size_t ready_at = b->count * sizeof(struct p2pt_batch_desc);
+    const size_t need =
+        ready_at + 8 * ((b->count + P2PT_BATCH_BLOCK - 1) / P2PT_BATCH_BLOCK);
+    if (need > RING_BYTES)
         return P2PT_SUCCESS;
     P2PT_CU(p2pt__cu.cuStreamIsCapturing(b->stream, &cs));
     if (cs != CU_STREAM_CAPTURE_STATUS_NONE)
@@ -217,20 +221,21 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
     pthread_mutex_lock(&r->lock);
     locked = true;
     size_t at = 0;
-    P2PT_TRY(take(r, ready_at + 8 * blocks, &at));
+    P2PT_TRY(take(r, need, &at));
     uint64_t tiles = 0;
     P2PT_TRY(p2pt__batch_scan(h, b, &p2pt__transport_tma,
                               (struct p2pt_batch_desc *)(r->host + at), &tiles));
     *done = true;
     if (b->pieces == 0)
         goto out; /* nothing to enqueue; the slot was never taken */
-    const size_t need = ready_at + 8 * blocks;
     const int staging = h->cfg.batch_staging;
     const bool in_place = staging != P2PT_STAGING_GPU;
     CUdeviceptr descs = (CUdeviceptr)(uintptr_t)(r->host + at); /* mapped: UVA */
     if (!in_place) {
         descs = r->dev + at;
-        P2PT_CU(p2pt__cu.cuMemcpyHtoDAsync(descs, r->host + at, need, b->stream));
+        P2PT_CU(p2pt__cu.cuMemcpyHtoDAsync(descs, r->host + at,
+                                           b->pieces * sizeof(struct p2pt_batch_desc),
+                                           b->stream));
     }
     /* From here on the stream reads the slot: if anything fails before the
      * slot is recorded as busy, the ring is never used again, so that no
