@@ -381,13 +381,13 @@ p2pt_batch_copy_l(const __grid_constant__ struct p2pt_batch_large p)
 }
 
 /* This thread's descriptor of block `b` read in place from the pinned ring,
- * the bus crossed once per block: CTA `c`, the first of the CTAs serving
- * `b` when c < blocks, copies the block to GPU memory and publishes it; the
- * others wait for it (the CTAs before them in the grid are launched first,
+ * the bus crossed once per block: the first of the CTAs serving `b`
+ * (c == b: CTA c serves block c % blocks) copies the block to GPU memory
+ * and publishes it; the others wait for it (the CTAs before them in the grid are launched first,
  * so the one they wait for runs). Ring memory is p2pt's and no earlier work
  * on the stream reads this slot, so all of it happens before the wait. */
 static __device__ desc_t shared_block(const struct p2pt_batch_ring_params &p, u32 b, u32 c,
-                                      u32 blocks, u32 i)
+                                      u32 i)
 {
     const desc_t *host = (const desc_t *)p.descs;
     desc_t *copy = (desc_t *)p.shared;
@@ -442,7 +442,7 @@ p2pt_batch_copy_ring(const __grid_constant__ struct p2pt_batch_ring_params p)
     const u32 i = b * P2PT_BATCH_BLOCK + threadIdx.x;
     desc_t pre = {0, 0, 0};
     if (host && blocks != 0 && blocks < gridDim.x)
-        pre = shared_block(p, b, blockIdx.x, blocks, i);
+        pre = shared_block(p, b, blockIdx.x, i);
     else if (i < p.count)
         pre = descs[i];
     if (host)
