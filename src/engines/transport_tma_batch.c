@@ -21,13 +21,9 @@
  * descriptors from GPU memory and check them against the windows, passed in
  * the parameters. CTA 0 writes the status record into the workspace.
  *
- * The grid: P2PT_BATCH_CTAS_PER_SM CTAs of 8 warps per SM fit at once (the
- * kernel's launch bounds). A batch of many descriptor blocks gets up to
- * P2PT_BATCH_CTAS_PER_BLOCK CTAs per block, up to P2PT_BATCH_GRID_PER_SM
- * per SM: more than fit, so that a CTA reads and scans its block while
- * the ones before it copy (bench/results/batches.md). Capped by
- * P2P_TRANSPORT_MAX_CTAS, and for host batches by the tile count (a warp
- * per tile is all a small batch can use).
+ * The grid: P2PT_BATCH_CTAS_PER_SM CTAs of 8 warps per SM (the kernel's
+ * launch bounds), capped by P2P_TRANSPORT_MAX_CTAS, and for host batches by
+ * the launch's tile count (a warp per tile is all a small batch can use).
  */
 #include <string.h>
 
@@ -44,25 +40,6 @@ const struct p2pt_kernel p2pt__kernel_batch_copy = {
     .min_cc = 90,
     .defines = {NULL},
 };
-
-#ifndef P2PT_BATCH_GRID_PER_SM /* bench/experiments builds try others */
-#define P2PT_BATCH_GRID_PER_SM 8
-#endif
-#ifndef P2PT_BATCH_CTAS_PER_BLOCK
-#define P2PT_BATCH_CTAS_PER_BLOCK 16
-#endif
-
-/* CTAs launched for a batch of `pieces` descriptors (device batches: its
- * max_count), as the file comment says. */
-static unsigned batch_grid(const struct p2pt_handle *h, const struct p2pt_module *m,
-                           uint64_t pieces)
-{
-    const unsigned fit = p2pt__kernel_grid(h, m, P2PT_BATCH_CTAS_PER_SM);
-    const unsigned most = p2pt__kernel_grid(h, m, P2PT_BATCH_GRID_PER_SM);
-    const uint64_t want =
-        (pieces + P2PT_BATCH_BLOCK - 1) / P2PT_BATCH_BLOCK * P2PT_BATCH_CTAS_PER_BLOCK;
-    return want <= fit ? fit : want >= most ? most : (unsigned)want;
-}
 
 /* Per thread: launch parameters are built here (32 KiB is too much for a
  * framework thread's stack); the driver copies them at launch. */
@@ -107,7 +84,7 @@ p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b)
     const unsigned most = p2pt__kernel_grid(h, m, P2PT_BATCH_CTAS_PER_SM);
     if (b->count > P2PT_BATCH_SMALL) {
         bool done = false;
-        P2PT_TRY(p2pt__tma_ring_batch(h, b, m, batch_grid(h, m, b->count), &done));
+        P2PT_TRY(p2pt__tma_ring_batch(h, b, m, most, &done));
         if (done)
             goto out;
     }
@@ -150,8 +127,8 @@ p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h, const struct p2pt
         memcpy(dev.window, b->windows->w, (size_t)b->windows->n * sizeof(dev.window[0]));
     }
     /* CTA 0 writes the status record; every other copies. The work is
-     * unknown until the kernel runs: the grid is that of max_count. */
-    unsigned grid = batch_grid(h, m, b->max_count);
+     * unknown until the kernel runs, so the grid is all the cap allows. */
+    unsigned grid = p2pt__kernel_grid(h, m, P2PT_BATCH_CTAS_PER_SM);
     grid = grid < 2 ? 2 : grid;
     void *params[] = {&dev};
     P2PT_TRY(p2pt__kernel_launch(h, m->fn[P2PT_BATCH_ENTRY_DEVICE], grid, P2PT_BATCH_THREADS, 0,
