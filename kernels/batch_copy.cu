@@ -10,6 +10,8 @@
  * a time with all its 16-byte loads issued before its first store, and a
  * CTA keeps 8 warps at it, so each SM holds over 100 KiB in flight whatever
  * the piece sizes; a single issuing thread per CTA (bulk copies) cannot.
+ * Tiles of 4 KiB or less go two at a time: the next one's loads are issued
+ * before the previous one's stores (load_small and drain, in copy_block).
  *
  * Mapping work without a global prefix sum: the descriptors are cut into
  * blocks of P2PT_BATCH_BLOCK. With G copy CTAs and `nb` blocks, CTA c
@@ -124,12 +126,6 @@ static __device__ __forceinline__ int4 shift16(const int4 a, const int4 b, u32 r
     return o;
 }
 
-/*
- * Tile k of piece {d, s, n}, by one whole warp (every lane calls it with the
- * same arguments: the shuffles need all 32). Of the aligned body's
- * destination vectors, the tile holds v0 = k * TILE_VECS and the `left`
- * after it (at most TILE_VECS); lane L takes v0 + L + 32 j.
- */
 /* Tile k's bytes outside the aligned body of piece {d, s, n}: the head
  * before it (tile 0) and the tail after it (the last tile), a byte a lane. */
 static __device__ __forceinline__ void copy_edges(u64 d, u64 s, u64 n, u64 k, u32 lane)
@@ -146,7 +142,15 @@ static __device__ __forceinline__ void copy_edges(u64 d, u64 s, u64 n, u64 k, u3
         dp[tail_at + lane] = sp[tail_at + lane];
 }
 
-static __device__ void copy_tile(u64 d, u64 s, u64 n, u64 k, u32 lane)
+/*
+ * Tile k of piece {d, s, n}, by one whole warp (every lane calls it with the
+ * same arguments: the shuffles need all 32), through the warp's registers
+ * `a`. Of the aligned body's destination vectors, the tile holds
+ * v0 = k * TILE_VECS and the `left` after it (at most TILE_VECS); lane L
+ * takes v0 + L + 32 j. The edge bytes move while the loads are in flight.
+ */
+static __device__ __forceinline__ void copy_tile(u64 d, u64 s, u64 n, u64 k, u32 lane,
+                                                 int4 (&a)[PER_LANE])
 {
     const u64 h = P2PT_BATCH_HEAD(d, n);
     const u64 nv = P2PT_BATCH_BODY(d, n) / 16;
@@ -162,7 +166,6 @@ static __device__ void copy_tile(u64 d, u64 s, u64 n, u64 k, u32 lane)
     const int left = left64 < TILE_VECS ? (int)left64 : TILE_VECS;
     int4 *dv = (int4 *)(dp + h) + v0 + lane;
     const u32 r = (u32)((s + h) & 15);
-    int4 a[PER_LANE];
     if (r == 0) {
         const int4 *sv = (const int4 *)(sp + h) + v0 + lane;
 #pragma unroll
@@ -193,6 +196,54 @@ static __device__ void copy_tile(u64 d, u64 s, u64 n, u64 k, u32 lane)
         if ((int)lane + 32 * j < left)
             st16(dv + 32 * j, shift16(a[j], lane == 31 ? wrap : same, r));
     }
+}
+
+/*
+ * Small tiles two at a time: a co-aligned tile of at most half a tile's
+ * vectors (4 KiB) is loaded into one half of the warp's registers while
+ * the previous one, in the other half, waits for its stores, which follow
+ * the new loads. So a warp on 2 KiB pieces keeps two pieces' loads in
+ * flight and never waits with nothing outstanding.
+ */
+#define HALF (PER_LANE / 2)
+
+/* Whether tile k of piece {d, s, n} is small (as above). */
+static __device__ __forceinline__ bool small_tile(u64 d, u64 s, u64 n, u64 k)
+{
+    const u64 h = P2PT_BATCH_HEAD(d, n);
+    const u64 nv = P2PT_BATCH_BODY(d, n) / 16, v0 = k * TILE_VECS;
+    return v0 < nv && nv - v0 <= 32 * HALF && ((s + h) & 15) == 0;
+}
+
+/* Small tile k of piece {d, s, n} loaded into the half of `a` at H (its
+ * edge bytes moved meanwhile); its stores are left to drain<H>, to which
+ * *pd and *pl say where (this lane's first destination vector) and how
+ * many vectors. */
+template <int H>
+static __device__ __forceinline__ void load_small(u64 d, u64 s, u64 n, u64 k, u32 lane,
+                                                  int4 (&a)[PER_LANE], int4 **pd, int *pl)
+{
+    const u64 h = P2PT_BATCH_HEAD(d, n);
+    const u64 v0 = k * TILE_VECS;
+    const int left = (int)(P2PT_BATCH_BODY(d, n) / 16 - v0);
+    const int4 *sv = (const int4 *)((const char *)s + h) + v0 + lane;
+#pragma unroll
+    for (int j = 0; j < HALF; j++)
+        if ((int)lane + 32 * j < left)
+            a[H + j] = ld16(sv + 32 * j);
+    copy_edges(d, s, n, k, lane);
+    *pd = (int4 *)((char *)d + h) + v0 + lane;
+    *pl = left;
+}
+
+template <int H>
+static __device__ __forceinline__ void drain(const int4 (&a)[PER_LANE], int4 *pd, int pl,
+                                             u32 lane)
+{
+#pragma unroll
+    for (int j = 0; j < HALF; j++)
+        if ((int)lane + 32 * j < pl)
+            st16(pd + 32 * j, a[H + j]);
 }
 
 /* The descriptors of one block, their tile counts scanned. */
@@ -318,10 +369,43 @@ static __device__ void copy_block(const desc_t *descs, u32 n, u32 b, u32 split, 
     const u64 hi = split_at(total, split + 1, splits), step = WARPS;
     u64 g0 = split_at(total, split, splits) + w;
 #endif
-    u32 lo_piece = 0;
-    for (u64 g = g0; g < hi; g += step) {
-        const u32 lo = lo_piece = piece_of(S, g, lo_piece, nb);
-        copy_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo], lane);
+    /* The warp's tiles g0, g0 + step, ... below hi. A run of small tiles
+     * goes two at a time, unrolled by two so that each one's half of `a`
+     * is known when the kernel is compiled. */
+    u32 lo = 0;
+    int4 a[PER_LANE];
+    for (u64 g = g0; g < hi;) {
+        lo = piece_of(S, g, lo, nb);
+        if (!small_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo])) {
+            copy_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo], lane, a);
+            g += step;
+            continue;
+        }
+        int4 *pd0, *pd1;
+        int pl0, pl1;
+        load_small<0>(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo], lane, a, &pd0, &pl0);
+        for (;;) {
+            g += step;
+            if (g < hi)
+                lo = piece_of(S, g, lo, nb);
+            if (g >= hi || !small_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo])) {
+                drain<0>(a, pd0, pl0, lane);
+                break;
+            }
+            load_small<HALF>(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo], lane, a, &pd1,
+                             &pl1);
+            drain<0>(a, pd0, pl0, lane);
+            g += step;
+            if (g < hi)
+                lo = piece_of(S, g, lo, nb);
+            if (g >= hi || !small_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo])) {
+                drain<HALF>(a, pd1, pl1, lane);
+                break;
+            }
+            load_small<0>(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo], lane, a, &pd0,
+                          &pl0);
+            drain<HALF>(a, pd1, pl1, lane);
+        }
     }
     __syncthreads(); /* S is refilled by the next block */
 }

@@ -103,11 +103,12 @@ wtile(const desc_t *d, u32 tpp, u32 tiles)
 {
     const u32 lane = threadIdx.x & 31;
     const u32 warps = gridDim.x * (P2PT_BATCH_THREADS / 32);
+    int4 a[PER_LANE];
     for (u32 t = blockIdx.x * (P2PT_BATCH_THREADS / 32) + (threadIdx.x >> 5); t < tiles;
          t += warps) {
         const u32 piece = t / tpp;
         copy_tile(__ldg(&d[piece].dst), __ldg(&d[piece].src), __ldg(&d[piece].bytes),
-                  t - piece * tpp, lane);
+                  t - piece * tpp, lane, a);
     }
 }
 
@@ -144,7 +145,7 @@ int main(int argc, char **argv)
                 const desc_t *dk = L.descs(H, k);
                 if (var == "kernel") {
                     L.p.descs = (unsigned long long)dk;
-                    p2pt_batch_copy_dev<<<G + 1, P2PT_BATCH_THREADS, 0, s>>>(L.p);
+                    p2pt_batch_copy_dev<<<G, P2PT_BATCH_THREADS, 0, s>>>(L.p);
                 } else if (var == "drv") {
                     drv<1><<<(nv + SW_THREADS - 1) / SW_THREADS, SW_THREADS, 0, s>>>(dk, nvp, nv);
                 } else if (var == "drv2") {
