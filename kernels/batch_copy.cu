@@ -251,9 +251,6 @@ struct block_smem {
     u64 dst[P2PT_BATCH_BLOCK], src[P2PT_BATCH_BLOCK], bytes[P2PT_BATCH_BLOCK];
     u64 begin[P2PT_BATCH_BLOCK + 1];
     u64 warp_sum[WARPS];
-#ifdef BATCH_WARP_TICKETS
-    u32 next; /* the CTA's next tile of the block, taken by its warps */
-#endif
 };
 
 /* Why descriptor {dst, src, bytes} may not be copied (0: it may). */
@@ -331,39 +328,6 @@ static __device__ __forceinline__ u32 piece_of(const block_smem &S, u64 g, u32 l
 }
 
 
-#ifdef BATCH_PIECE_GUESS
-/* piece_of, first trying the piece `stride` after lo (the distance of the
- * warp's last move): uniform pieces dealt round-robin land there. */
-static __device__ __forceinline__ u32 piece_next(const block_smem &S, u64 g, u32 lo, u32 nb,
-                                                 u32 &stride)
-{
-    const u32 guess = lo + stride;
-    if (guess < nb && S.begin[guess] <= g && g < S.begin[guess + 1])
-        return guess;
-    const u32 p = piece_of(S, g, lo, nb);
-    stride = p - lo;
-    return p;
-}
-#define PIECE(g) piece_next(S, g, lo, nb, stride)
-#else
-#define PIECE(g) piece_of(S, g, lo, nb)
-#endif
-
-#ifdef BATCH_WARP_TICKETS
-/* The CTA's next tile index for this warp (tiles k = 0, 1, ... of the CTA
- * are taken in turn by whichever warp is free). */
-static __device__ __forceinline__ u32 take(block_smem &S, u32 lane)
-{
-    u32 k = 0;
-    if (lane == 0)
-        k = atomicAdd(&S.next, 1u);
-    return __shfl_sync(FULL, k, 0);
-}
-#define NEXT(g) (split + (u64)splits * take(S, lane))
-#else
-#define NEXT(g) ((g) + step)
-#endif
-
 /* Where a launch's descriptors come from. FROM_PARAMS: written by the host
  * before the launch (kernel parameters, or the pinned staging ring read in
  * place), so planned before the wait; FROM_RING: copied into GPU memory by
@@ -391,10 +355,6 @@ static __device__ void copy_block(const desc_t *descs, u32 n, u32 b, u32 split, 
     S.src[t] = src;
     S.bytes[t] = bytes;
     S.begin[t] = block_scan(P2PT_BATCH_TILES(dst, bytes), S);
-#ifdef BATCH_WARP_TICKETS
-    if (t == 0)
-        S.next = 0;
-#endif
     __syncthreads();
     if (FROM == FROM_PARAMS)
         pdl_wait();
@@ -404,9 +364,6 @@ static __device__ void copy_block(const desc_t *descs, u32 n, u32 b, u32 split, 
      * tiles in flight at any moment lie together. */
     const u64 hi = total, step = (u64)splits * WARPS;
     u64 g0 = split + (u64)splits * w;
-#ifdef BATCH_WARP_TICKETS
-    g0 = NEXT(0);
-#endif
 #else
     /* Each CTA a contiguous range of the block's tiles, its warps in turn. */
     const u64 hi = split_at(total, split + 1, splits), step = WARPS;
@@ -416,24 +373,21 @@ static __device__ void copy_block(const desc_t *descs, u32 n, u32 b, u32 split, 
      * goes two at a time, unrolled by two so that each one's half of `a`
      * is known when the kernel is compiled. */
     u32 lo = 0;
-#ifdef BATCH_PIECE_GUESS
-    u32 stride = 0;
-#endif
     int4 a[PER_LANE];
     for (u64 g = g0; g < hi;) {
-        lo = PIECE(g);
+        lo = piece_of(S, g, lo, nb);
         if (!small_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo])) {
             copy_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo], lane, a);
-            g = NEXT(g);
+            g += step;
             continue;
         }
         int4 *pd0, *pd1;
         int pl0, pl1;
         load_small<0>(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo], lane, a, &pd0, &pl0);
         for (;;) {
-            g = NEXT(g);
+            g += step;
             if (g < hi)
-                lo = PIECE(g);
+                lo = piece_of(S, g, lo, nb);
             if (g >= hi || !small_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo])) {
                 drain<0>(a, pd0, pl0, lane);
                 break;
@@ -441,9 +395,9 @@ static __device__ void copy_block(const desc_t *descs, u32 n, u32 b, u32 split, 
             load_small<HALF>(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo], lane, a, &pd1,
                              &pl1);
             drain<0>(a, pd0, pl0, lane);
-            g = NEXT(g);
+            g += step;
             if (g < hi)
-                lo = PIECE(g);
+                lo = piece_of(S, g, lo, nb);
             if (g >= hi || !small_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo])) {
                 drain<HALF>(a, pd1, pl1, lane);
                 break;
