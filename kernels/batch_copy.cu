@@ -147,7 +147,8 @@ static __device__ __forceinline__ void copy_edges(u64 d, u64 s, u64 n, u64 k, u3
  * same arguments: the shuffles need all 32), through the warp's registers
  * `a`. Of the aligned body's destination vectors, the tile holds
  * v0 = k * TILE_VECS and the `left` after it (at most TILE_VECS); lane L
- * takes v0 + L + 32 j. The edge bytes move while the loads are in flight.
+ * takes v0 + L + 32 j. The edge bytes move first (after the loads, ptxas
+ * spills registers in the ring entry).
  */
 static __device__ __forceinline__ void copy_tile(u64 d, u64 s, u64 n, u64 k, u32 lane,
                                                  int4 (&a)[PER_LANE])
@@ -236,6 +237,7 @@ static __device__ __forceinline__ void load_small(u64 d, u64 s, u64 n, u64 k, u3
     *pl = left;
 }
 
+/* The stores of the small tile that load_small put in the half at H. */
 template <int H>
 static __device__ __forceinline__ void drain(const int4 (&a)[PER_LANE], int4 *pd, int pl,
                                              u32 lane)
