@@ -147,8 +147,8 @@ static __device__ __forceinline__ void copy_edges(u64 d, u64 s, u64 n, u64 k, u3
  * same arguments: the shuffles need all 32), through the warp's registers
  * `a`. Of the aligned body's destination vectors, the tile holds
  * v0 = k * TILE_VECS and the `left` after it (at most TILE_VECS); lane L
- * takes v0 + L + 32 j. The edge bytes move first (after the loads, ptxas
- * spills registers in the ring entry).
+ * takes v0 + L + 32 j. The edge bytes move first (moved after the loads,
+ * they made ptxas spill registers in some entry points).
  */
 static __device__ __forceinline__ void copy_tile(u64 d, u64 s, u64 n, u64 k, u32 lane,
                                                  int4 (&a)[PER_LANE])
