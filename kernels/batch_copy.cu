@@ -33,8 +33,11 @@
  * Entry points:
  *   p2pt_batch_copy_s / _l  host descriptors, checked on the host, inline in
  *                           the parameters (up to 128 / 1344)
- *   p2pt_batch_copy_ring    host descriptors, checked on the host, staged in
- *                           GPU memory by a copy on the stream
+ *   p2pt_batch_copy_ring    host descriptors, checked on the host, in the
+ *                           pinned staging ring: read there in place, each
+ *                           block crossing the bus once (shared_block), or
+ *                           (P2P_TRANSPORT_BATCH_STAGING=gpu) copied to GPU
+ *                           memory by the stream first
  *   p2pt_batch_copy_dev     descriptors and their count in GPU memory, read
  *                           when the kernel runs; every descriptor is
  *                           checked against the registered windows in the
