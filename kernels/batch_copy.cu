@@ -11,7 +11,7 @@
  * CTA keeps 8 warps at it, so each SM holds over 100 KiB in flight whatever
  * the piece sizes; a single issuing thread per CTA (bulk copies) cannot.
  * Tiles of 4 KiB or less go two at a time: the next one's loads are issued
- * before the previous one's stores (load_small and drain, in copy_block).
+ * before the previous one's stores (load_small and the loop in copy_block).
  *
  * Mapping work without a global prefix sum: the descriptors are cut into
  * blocks of P2PT_BATCH_BLOCK. With G copy CTAs and `nb` blocks, CTA c
@@ -145,6 +145,29 @@ static __device__ __forceinline__ void copy_edges(u64 d, u64 s, u64 n, u64 k, u3
         dp[tail_at + lane] = sp[tail_at + lane];
 }
 
+/* Vectors j < N of this lane (lane + 32 j < left) between memory and the
+ * registers a[H + j]: every load of a tile is issued before its first
+ * store by calling ld_vecs, then st_vecs. */
+template <int H, int N>
+static __device__ __forceinline__ void ld_vecs(const int4 *sv, int left, u32 lane,
+                                               int4 (&a)[PER_LANE])
+{
+#pragma unroll
+    for (int j = 0; j < N; j++)
+        if ((int)lane + 32 * j < left)
+            a[H + j] = ld16(sv + 32 * j);
+}
+
+template <int H, int N>
+static __device__ __forceinline__ void st_vecs(int4 *dv, int left, u32 lane,
+                                               const int4 (&a)[PER_LANE])
+{
+#pragma unroll
+    for (int j = 0; j < N; j++)
+        if ((int)lane + 32 * j < left)
+            st16(dv + 32 * j, a[H + j]);
+}
+
 /*
  * Tile k of piece {d, s, n}, by one whole warp (every lane calls it with the
  * same arguments: the shuffles need all 32), through the warp's registers
@@ -171,15 +194,8 @@ static __device__ __forceinline__ void copy_tile(u64 d, u64 s, u64 n, u64 k, u32
     int4 *dv = (int4 *)(dp + h) + v0 + lane;
     const u32 r = (u32)((s + h) & 15);
     if (r == 0) {
-        const int4 *sv = (const int4 *)(sp + h) + v0 + lane;
-#pragma unroll
-        for (int j = 0; j < PER_LANE; j++)
-            if ((int)lane + 32 * j < left)
-                a[j] = ld16(sv + 32 * j);
-#pragma unroll
-        for (int j = 0; j < PER_LANE; j++)
-            if ((int)lane + 32 * j < left)
-                st16(dv + 32 * j, a[j]);
+        ld_vecs<0, PER_LANE>((const int4 *)(sp + h) + v0 + lane, left, lane, a);
+        st_vecs<0, PER_LANE>(dv, left, lane, a);
         return;
     }
     /* Not co-aligned: destination vector v takes source bytes from the
@@ -220,9 +236,9 @@ static __device__ __forceinline__ bool small_tile(u64 d, u64 s, u64 n, u64 k)
 }
 
 /* Small tile k of piece {d, s, n} loaded into the half of `a` at H (its
- * edge bytes moved meanwhile); its stores are left to drain<H>, to which
- * *pd and *pl say where (this lane's first destination vector) and how
- * many vectors. */
+ * edge bytes moved meanwhile); its stores are left to st_vecs<H, HALF>,
+ * to which *pd and *pl say where (this lane's first destination vector)
+ * and how many vectors. */
 template <int H>
 static __device__ __forceinline__ void load_small(u64 d, u64 s, u64 n, u64 k, u32 lane,
                                                   int4 (&a)[PER_LANE], int4 **pd, int *pl)
@@ -230,25 +246,10 @@ static __device__ __forceinline__ void load_small(u64 d, u64 s, u64 n, u64 k, u3
     const u64 h = P2PT_BATCH_HEAD(d, n);
     const u64 v0 = k * TILE_VECS;
     const int left = (int)(P2PT_BATCH_BODY(d, n) / 16 - v0);
-    const int4 *sv = (const int4 *)((const char *)s + h) + v0 + lane;
-#pragma unroll
-    for (int j = 0; j < HALF; j++)
-        if ((int)lane + 32 * j < left)
-            a[H + j] = ld16(sv + 32 * j);
+    ld_vecs<H, HALF>((const int4 *)((const char *)s + h) + v0 + lane, left, lane, a);
     copy_edges(d, s, n, k, lane);
     *pd = (int4 *)((char *)d + h) + v0 + lane;
     *pl = left;
-}
-
-/* The stores of the small tile that load_small put in the half at H. */
-template <int H>
-static __device__ __forceinline__ void drain(const int4 (&a)[PER_LANE], int4 *pd, int pl,
-                                             u32 lane)
-{
-#pragma unroll
-    for (int j = 0; j < HALF; j++)
-        if ((int)lane + 32 * j < pl)
-            st16(pd + 32 * j, a[H + j]);
 }
 
 /* The descriptors of one block, their tile counts scanned. */
@@ -394,22 +395,22 @@ static __device__ void copy_block(const desc_t *descs, u32 n, u32 b, u32 split, 
             if (g < hi)
                 lo = piece_of(S, g, lo, nb);
             if (g >= hi || !small_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo])) {
-                drain<0>(a, pd0, pl0, lane);
+                st_vecs<0, HALF>(pd0, pl0, lane, a);
                 break;
             }
             load_small<HALF>(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo], lane, a, &pd1,
                              &pl1);
-            drain<0>(a, pd0, pl0, lane);
+            st_vecs<0, HALF>(pd0, pl0, lane, a);
             g += step;
             if (g < hi)
                 lo = piece_of(S, g, lo, nb);
             if (g >= hi || !small_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo])) {
-                drain<HALF>(a, pd1, pl1, lane);
+                st_vecs<HALF, HALF>(pd1, pl1, lane, a);
                 break;
             }
             load_small<0>(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo], lane, a, &pd0,
                           &pl0);
-            drain<HALF>(a, pd1, pl1, lane);
+            st_vecs<HALF, HALF>(pd1, pl1, lane, a);
         }
     }
     __syncthreads(); /* S is refilled by the next block */
