@@ -358,13 +358,20 @@ Test(auto_table, band_must_start_after_the_one_before_in_its_own_list)
                "line 7");
 }
 
+/* Bands 1K .. 16K of `list` appended to `text`, engines alternating: with
+ * its band at 0, one more than a list may hold. */
+static void append_bands(char *text, size_t size, const char *list)
+{
+    for (int i = 1; i <= 16; i++) {
+        size_t used = strlen(text);
+        snprintf(text + used, size - used, "%s %dK %s\n", list, i, i % 2 ? "ce" : "tma");
+    }
+}
+
 Test(auto_table, seventeen_bands_are_too_many)
 {
     char text[2048] = HEAD PATHS "batch 0 tma\n";
-    for (int i = 1; i <= 16; i++) {
-        size_t used = strlen(text);
-        snprintf(text + used, sizeof(text) - used, "batch %dK %s\n", i, i % 2 ? "ce" : "tma");
-    }
+    append_bands(text, sizeof(text), "batch");
     /* 16 bands are fine, */
     struct p2pt_auto_table t;
     size_t sixteen = strlen(text) - strlen("batch 16K tma\n");
@@ -787,10 +794,7 @@ Test(auto_table, bad_host_lines_are_rejected_naming_the_line_and_what_was_expect
 Test(auto_table, host_batch_lists_have_their_own_band_order_and_limit)
 {
     char text[2048] = GOOD "batch 64M ce\nbatch h2d 0 tma\n";
-    for (int i = 1; i <= 16; i++) {
-        size_t used = strlen(text);
-        snprintf(text + used, sizeof(text) - used, "batch h2d %dK %s\n", i, i % 2 ? "ce" : "tma");
-    }
+    append_bands(text, sizeof(text), "batch h2d");
     struct p2pt_auto_table t;
     size_t sixteen = strlen(text) - strlen("batch h2d 16K tma\n");
     cr_assert_eq(p2pt__auto_table_parse(text, sixteen, "t", engines, 2, &t), P2PT_SUCCESS, "%s",
