@@ -60,6 +60,30 @@
 
 typedef struct p2pt_batch_desc desc_t;
 
+/* bench/experiments/batch_trace.cu: with BATCH_TRACE, thread 0 of each CTA
+ * writes the global timer at point `at` (0 entry, 1 after the wait for the
+ * previous grid, 2 its first block planned, 3 its last tile done) and its
+ * SM (4) into p2pt_batch_trace[5 * CTA + at]. Never built by the library. */
+#ifdef BATCH_TRACE
+__device__ unsigned long long *p2pt_batch_trace;
+static __device__ __forceinline__ void trace_at(int at)
+{
+    unsigned long long t;
+    if (threadIdx.x != 0 || p2pt_batch_trace == nullptr)
+        return;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    p2pt_batch_trace[5 * blockIdx.x + at] = t;
+    if (at == 0) {
+        unsigned sm;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        p2pt_batch_trace[5 * blockIdx.x + 4] = sm;
+    }
+}
+#define TRACE(at) trace_at(at)
+#else
+#define TRACE(at) ((void)0)
+#endif
+
 /* The cache operators of the tile copies (streaming: every byte is used
  * once); bench/experiments/batch_variants.cu compares others. */
 #if defined(BATCH_LD_PLAIN)
@@ -362,6 +386,8 @@ static __device__ void copy_block(const desc_t *descs, u32 n, u32 b, u32 split, 
     S.bytes[t] = bytes;
     S.begin[t] = block_scan(P2PT_BATCH_TILES(dst, bytes), S);
     __syncthreads();
+    if (b == pre_block)
+        TRACE(2);
     if (FROM == FROM_PARAMS)
         pdl_wait();
     const u64 total = S.begin[P2PT_BATCH_BLOCK];
@@ -594,8 +620,10 @@ static __device__ void write_status(const struct p2pt_batch_dev_params &p, u32 s
 extern "C" __global__ void __launch_bounds__(P2PT_BATCH_THREADS, P2PT_BATCH_CTAS_PER_SM)
 p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
 {
+    TRACE(0);
     pdl_launch_dependents();
     pdl_wait();
+    TRACE(1);
     const desc_t *descs = (const desc_t *)p.descs;
     /* Read this thread's descriptor of the block it would serve if the
      * count were max_count together with the count itself: one round trip
@@ -613,4 +641,8 @@ p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
         write_status(p, seen, n);
     else
         copy_all<FROM_DEVICE>(descs, n, c, G, &p, pre_block, pre);
+#ifdef BATCH_TRACE
+    __syncthreads(); /* every warp's last tile */
+    TRACE(3);
+#endif
 }

@@ -27,6 +27,10 @@
 #                                                 on device batches vs one contiguous copy
 #   bench/experiments/run.sh shapes [SHAPE]      grid shapes on uniform pieces (batch_shapes.cu),
 #                                                 8 KiB and 4 KiB warp tiles, vs one contiguous copy
+#   bench/experiments/run.sh trace [--shapes LIST]  device batches CTA by CTA (batch_trace.cu):
+#                                                 when each CTA waited, planned and ended, on
+#                                                 p2pt-bench's layouts, with the plain kernel
+#                                                 and one contiguous copy timed beside
 #   bench/experiments/run.sh cub [--shift N] [--shapes LIST]
 #                                                 CUB's DeviceMemcpy::Batched on p2pt-bench's
 #                                                 batch layouts (default: every shape, at
@@ -77,6 +81,11 @@ case "$what" in
       "/tmp/p2pt-shapes-$name" "$@" 2>&1 | tee -a "$log"
     done
     exit 0 ;;
+  trace)
+    nvcc -O3 -std=c++17 -arch=sm_90 -I../../kernels -o /tmp/p2pt-batch-trace batch_trace.cu 2>&1 |
+      grep -E "error|warning" || true
+    /tmp/p2pt-batch-trace "$@" 2>&1 | tee ${OUT:+$OUT/trace.log}
+    exit ;;
   variants) src=tma_variants.cu ;;
   small) src=small_copies.cu ;;
   local | b2b | probe | ncu) src=local_copy.cu ;;
@@ -105,7 +114,7 @@ case "$what" in
       "$build/libp2pt.a" -ldl -lpthread -lm
     /tmp/p2pt-enqueue | tee ${OUT:+$OUT/enqueue.log}
     exit ;;
-  *) echo "run.sh: unknown experiment '$what' (variants, small, local, b2b, probe, ncu, enqueue, batch, shapes, cub)" >&2
+  *) echo "run.sh: unknown experiment '$what' (variants, small, local, b2b, probe, ncu, enqueue, batch, shapes, trace, cub)" >&2
      exit 2 ;;
 esac
 bin=/tmp/p2pt-${src%.cu}
