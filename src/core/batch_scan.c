@@ -8,11 +8,6 @@
  * checks and writes, so a pass that only checks arguments carries no
  * window test and no store.
  */
-#if defined(__x86_64__) && defined(__SSE2__)
-#include <emmintrin.h>
-#define P2PT_STREAM_STORES 1
-#endif
-
 #include "args.h"
 #include "batch_scan.h"
 #include "handle.h"
@@ -26,8 +21,7 @@ struct scan_out {
 
 static inline __attribute__((always_inline)) p2pt_status
 scan_loop(const struct p2pt_batch *b, const struct p2pt_window_set *ws, bool staged_ok,
-          struct p2pt_batch_desc *out, const bool facts, const bool write, const bool streaming,
-          struct scan_out *o)
+          struct p2pt_batch_desc *out, const bool facts, const bool write, struct scan_out *o)
 {
     const p2pt_copy_desc *descs = b->descs;
     const size_t count = b->count;
@@ -48,27 +42,14 @@ scan_loop(const struct p2pt_batch *b, const struct p2pt_window_set *ws, bool sta
                 return st;
         }
         if (write) {
-#ifdef P2PT_STREAM_STORES
-            if (streaming) {
-                _mm_stream_si64((long long *)&out[k].dst, (long long)d);
-                _mm_stream_si64((long long *)&out[k].src, (long long)s);
-                _mm_stream_si64((long long *)&out[k].bytes, (long long)n);
-            } else
-#endif
-            {
-                out[k].dst = d;
-                out[k].src = s;
-                out[k].bytes = n;
-            }
+            out[k].dst = d;
+            out[k].src = s;
+            out[k].bytes = n;
             tiles += P2PT_BATCH_TILES((uint64_t)d, n);
         }
         k++;
         bytes += n;
     }
-#ifdef P2PT_STREAM_STORES
-    if (write && streaming)
-        _mm_sfence(); /* the stores reach memory before the launch that reads them */
-#endif
     o->pieces = k;
     o->bytes = bytes;
     o->tiles = tiles;
@@ -77,23 +58,19 @@ scan_loop(const struct p2pt_batch *b, const struct p2pt_window_set *ws, bool sta
 
 p2pt_status p2pt__batch_scan(const struct p2pt_handle *h, struct p2pt_batch *b,
                              const struct p2pt_transport *t, struct p2pt_batch_desc *out,
-                             bool streaming, uint64_t *tiles)
+                             uint64_t *tiles)
 {
     const bool facts = t != NULL && h->cfg.validate;
     const struct p2pt_window_set *ws = facts ? p2pt__windows(&h->windows, b->device) : NULL;
     const bool staged_ok = t != NULL && (t->caps & P2PT_CAP_STAGED) != 0;
     struct scan_out o = {0, 0, 0};
     p2pt_status st;
-    if (facts && out && streaming)
-        st = scan_loop(b, ws, staged_ok, out, true, true, true, &o);
-    else if (facts)
-        st = out ? scan_loop(b, ws, staged_ok, out, true, true, false, &o)
-                 : scan_loop(b, ws, staged_ok, NULL, true, false, false, &o);
-    else if (out && streaming)
-        st = scan_loop(b, NULL, false, out, false, true, true, &o);
+    if (facts)
+        st = out ? scan_loop(b, ws, staged_ok, out, true, true, &o)
+                 : scan_loop(b, ws, staged_ok, NULL, true, false, &o);
     else
-        st = out ? scan_loop(b, NULL, false, out, false, true, false, &o)
-                 : scan_loop(b, NULL, false, NULL, false, false, false, &o);
+        st = out ? scan_loop(b, NULL, false, out, false, true, &o)
+                 : scan_loop(b, NULL, false, NULL, false, false, &o);
     b->scanned = true;
     b->refused = st != P2PT_SUCCESS;
     b->pieces = o.pieces;

@@ -23,13 +23,11 @@ struct p2pt_transport;
  * (inside the windows registered for b->device by a range check, elsewhere
  * located one by one; the stream's context is current). When `out` is not
  * NULL (room for b->count): the non-empty pieces in order, and *tiles their
- * P2PT_BATCH_TILES; `streaming` writes them around the CPU's caches
- * (pinned memory that the GPU reads next, not this thread). Sets b->pieces, b->bytes and b->scanned; on a refusal
+ * P2PT_BATCH_TILES. Sets b->pieces, b->bytes and b->scanned; on a refusal
  * b->refused, and the error names the piece.
  */
 P2PT_INTERNAL p2pt_status p2pt__batch_scan(const struct p2pt_handle *h, struct p2pt_batch *b,
                                            const struct p2pt_transport *t,
-                                           struct p2pt_batch_desc *out, bool streaming,
-                                           uint64_t *tiles);
+                                           struct p2pt_batch_desc *out, uint64_t *tiles);
 
 #endif /* P2PT_BATCH_SCAN_H */

@@ -112,7 +112,7 @@ static p2pt_status route_batch(struct p2pt_handle *h, struct p2pt_batch *b, bool
 {
     p2pt_status st = P2PT_SUCCESS;
     if (h->policy->batch_sums) {
-        P2PT_TRY(p2pt__batch_scan(h, b, NULL, NULL, false, NULL));
+        P2PT_TRY(p2pt__batch_scan(h, b, NULL, NULL, NULL));
         if ((*nothing = b->pieces == 0))
             return P2PT_SUCCESS;
     }
@@ -120,7 +120,7 @@ static p2pt_status route_batch(struct p2pt_handle *h, struct p2pt_batch *b, bool
     if (!dry && ((*t)->caps & P2PT_CAP_BATCH_SCAN))
         return P2PT_SUCCESS; /* the engine's own pass */
     /* Without a batch step the pieces' facts are validated as copies. */
-    P2PT_TRY(p2pt__batch_scan(h, b, (*t)->copy_batch != NULL ? *t : NULL, NULL, false, NULL));
+    P2PT_TRY(p2pt__batch_scan(h, b, (*t)->copy_batch != NULL ? *t : NULL, NULL, NULL));
     *nothing = b->pieces == 0;
 out:
     return st;
@@ -161,7 +161,7 @@ static p2pt_status batch_args_first(struct p2pt_handle *h, struct p2pt_op *op, p
     struct p2pt_batch *b = &op->batch;
     if (op->kind != P2PT_OP_BATCH || b->scanned || st == P2PT_SUCCESS)
         return st;
-    p2pt_status a = p2pt__batch_scan(h, b, NULL, NULL, false, NULL);
+    p2pt_status a = p2pt__batch_scan(h, b, NULL, NULL, NULL);
     if (a != P2PT_SUCCESS) {
         *refused = true;
         return a;

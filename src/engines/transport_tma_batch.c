@@ -90,7 +90,7 @@ p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b)
     }
     if (b->count <= P2PT_BATCH_LARGE) {
         /* The pass writes the parameters: one launch. */
-        P2PT_TRY(p2pt__batch_scan(h, b, &p2pt__transport_tma, large.desc, false, &tiles));
+        P2PT_TRY(p2pt__batch_scan(h, b, &p2pt__transport_tma, large.desc, &tiles));
         if (b->pieces != 0)
             st = launch_params(h, m, b->pieces, tiles, most, stream);
         goto out;
@@ -98,7 +98,7 @@ p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b)
     /* More than one launch's worth, without the ring: every piece checked
      * before the first launch, then as few launches as the parameters
      * allow. */
-    P2PT_TRY(p2pt__batch_scan(h, b, &p2pt__transport_tma, NULL, false, NULL));
+    P2PT_TRY(p2pt__batch_scan(h, b, &p2pt__transport_tma, NULL, NULL));
     for (;;) {
         size_t n = p2pt__batch_fill(b->descs, b->count, &cur, large.desc, P2PT_BATCH_LARGE,
                                     &tiles);

@@ -224,7 +224,7 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
     P2PT_TRY(take(r, need, &at));
     uint64_t tiles = 0;
     P2PT_TRY(p2pt__batch_scan(h, b, &p2pt__transport_tma,
-                              (struct p2pt_batch_desc *)(r->host + at), true, &tiles));
+                              (struct p2pt_batch_desc *)(r->host + at), &tiles));
     *done = true;
     if (b->pieces == 0)
         goto out; /* nothing to enqueue; the slot was never taken */
