@@ -281,7 +281,6 @@ struct block_smem {
     u64 dst[P2PT_BATCH_BLOCK], src[P2PT_BATCH_BLOCK], bytes[P2PT_BATCH_BLOCK];
     u64 begin[P2PT_BATCH_BLOCK + 1];
     u64 warp_sum[WARPS];
-    unsigned long long *ctr; /* the block's counter (device batches), or null */
 };
 
 /* Why descriptor {dst, src, bytes} may not be copied (0: it may). */
@@ -359,72 +358,6 @@ static __device__ __forceinline__ u32 piece_of(const block_smem &S, u64 g, u32 l
 }
 
 
-/*
- * Tiles after the first round taken from a counter (device batches). Each
- * warp takes its first tile of a block in turn, as in the loop below, and
- * every further one from the block's counter in the workspace, so the warps
- * that finish first take more and a block ends when its CTAs together are
- * done, not when the slowest of them is: with fixed turns, CTAs with the
- * same number of tiles ended up to 40 % apart (bench/results/batches.md,
- * batch_trace). A counter is one launch's: its high half holds the
- * launch's %gridid (unique per launch in a context, graph replays included)
- * with bit 31 set, so that zeroed memory never passes for it, and its low
- * half the tickets taken. The first warp to find a stale counter (an
- * earlier launch's, or whatever the workspace held) swaps in this launch's
- * with its own ticket taken; a count beyond what this launch can reach is
- * stale too. So the workspace needs no initialisation and no launch resets
- * anything when it ends.
- */
-static __device__ __forceinline__ u32 launch_tag()
-{
-    unsigned long long id;
-    asm("mov.u64 %0, %%gridid;" : "=l"(id));
-    return (u32)id | 0x80000000u;
-}
-
-/* Lane 0: the ticket behind `v`, what atomicAdd(c, 1) returned, of a
- * block of `total` tiles. */
-static __device__ u32 settle_ticket(unsigned long long *c, unsigned long long v, u64 total)
-{
-    const u32 tag = launch_tag(), limit = (u32)total + gridDim.x * WARPS;
-    for (;;) {
-        if ((u32)(v >> 32) == tag && (u32)v < limit)
-            return (u32)v;
-        /* Stale: this launch's counter in its place, ticket 0 taken. */
-        const unsigned long long want = v + 1;
-        const unsigned long long seen = atomicCAS(c, want, (unsigned long long)tag << 32 | 1ull);
-        if (seen == want)
-            return 0;
-        if ((u32)(seen >> 32) == tag && (u32)seen < limit)
-            v = atomicAdd(c, 1ull); /* another warp swapped it in */
-        else
-            v = seen - 1; /* still stale: try again against what is there */
-    }
-}
-
-/* Ticket k is tile `step + k` of the block (the tiles before are the
- * first round's); `pending` (lane 0) is the warp's next ticket, asked for
- * while the current tile is copied. */
-/* The warp's tile after g, of `hi` (all the block's tiles): the next turn,
- * or, for TICKETS launches whose block has more tiles than a round, the
- * next ticket of counter `ctr` (read from shared memory where it takes no
- * register). */
-template <bool TICKETS>
-static __device__ __forceinline__ u64 next_tile(u64 g, u64 step, u64 hi,
-                                                unsigned long long *const &ctr,
-                                                unsigned long long &pending, u32 lane)
-{
-    if (!TICKETS || hi <= step)
-        return g + step;
-    u64 nx = 0;
-    if (lane == 0) {
-        nx = step + settle_ticket(ctr, pending, hi);
-        if (nx < hi)
-            pending = atomicAdd(ctr, 1ull);
-    }
-    return __shfl_sync(FULL, nx, 0);
-}
-
 /* Where a launch's descriptors come from. FROM_PARAMS: written by the host
  * before the launch (kernel parameters, or the pinned staging ring read in
  * place), so planned before the wait; FROM_RING: copied into GPU memory by
@@ -452,8 +385,6 @@ static __device__ void copy_block(const desc_t *descs, u32 n, u32 b, u32 split, 
     S.src[t] = src;
     S.bytes[t] = bytes;
     S.begin[t] = block_scan(P2PT_BATCH_TILES(dst, bytes), S);
-    if (FROM == FROM_DEVICE && t == 0)
-        S.ctr = (unsigned long long *)(p->workspace + sizeof(struct p2pt_batch_ws_head)) + b;
     __syncthreads();
     if (b == pre_block)
         TRACE(2);
@@ -470,33 +401,23 @@ static __device__ void copy_block(const desc_t *descs, u32 n, u32 b, u32 split, 
     const u64 hi = split_at(total, split + 1, splits), step = WARPS;
     u64 g0 = split_at(total, split, splits) + w;
 #endif
-    /* The warp's tiles: g0, then g0 + step, ... below hi, or (device
-     * batches with more tiles than the block's warps) tickets for tiles
-     * from `step` on. A run of small tiles goes two at a time, unrolled by
-     * two so that each one's half of `a` is known when the kernel is
-     * compiled. */
-#ifndef BATCH_SPLIT_RANGES
-    constexpr bool TICKETS = FROM == FROM_DEVICE;
-#else
-    constexpr bool TICKETS = false;
-#endif
-    unsigned long long pending = 0;
-    if (TICKETS && hi > step && g0 < hi && lane == 0)
-        pending = atomicAdd(S.ctr, 1ull);
+    /* The warp's tiles g0, g0 + step, ... below hi. A run of small tiles
+     * goes two at a time, unrolled by two so that each one's half of `a`
+     * is known when the kernel is compiled. */
     u32 lo = 0;
     int4 a[PER_LANE];
     for (u64 g = g0; g < hi;) {
         lo = piece_of(S, g, lo, nb);
         if (!small_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo])) {
             copy_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo], lane, a);
-            g = next_tile<TICKETS>(g, step, hi, S.ctr, pending, lane);
+            g += step;
             continue;
         }
         int4 *pd0, *pd1;
         int pl0, pl1;
         load_small<0>(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo], lane, a, &pd0, &pl0);
         for (;;) {
-            g = next_tile<TICKETS>(g, step, hi, S.ctr, pending, lane);
+            g += step;
             if (g < hi)
                 lo = piece_of(S, g, lo, nb);
             if (g >= hi || !small_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo])) {
@@ -506,7 +427,7 @@ static __device__ void copy_block(const desc_t *descs, u32 n, u32 b, u32 split, 
             load_small<HALF>(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo], lane, a, &pd1,
                              &pl1);
             st_vecs<0, HALF>(pd0, pl0, lane, a);
-            g = next_tile<TICKETS>(g, step, hi, S.ctr, pending, lane);
+            g += step;
             if (g < hi)
                 lo = piece_of(S, g, lo, nb);
             if (g >= hi || !small_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo])) {
