@@ -18,7 +18,8 @@
  *   trace_ctas  percentiles over the copy CTAs, µs from the moment the
  *               previous grid was done (the earliest wait's end): when
  *               the wait ended, how long planning took, when the CTA ended;
- *               the status CTA's end; the batch's span
+ *               the status CTA's end and that of the copy CTAs on its SM;
+ *               the batch's span
  *   trace_split the copy CTAs' mean end by how many CTAs share their
  *               block (a CTA of a block split 4 ways has more tiles than
  *               one split 5 ways)
@@ -227,8 +228,20 @@ static void one_shape(gpu &g, const batch_shape &sh)
         return;
     }
     const double status_end = tr[3] ? (tr[3] - (double)t0) / 1e3 : -1;
-    printf("trace_ctas shape=%s ctas=%zu timer_tick_ns=%llu span_us=%.2f status_end_us=%.2f\n",
-           sh.name, end.size(), tick, (tend - t0) / 1e3, status_end);
+    /* The copy CTAs on the status CTA's SM: they have it to themselves
+     * once the status CTA is done. */
+    std::string mates;
+    for (unsigned c = 1; c < G; c++)
+        if (tr[5 * c + 4] == tr[4] && tr[5 * c + 3] != 0) {
+            char one[32];
+            snprintf(one, sizeof(one), "%s%.2f", mates.empty() ? "" : ",",
+                     (tr[5 * c + 3] - (double)t0) / 1e3);
+            mates += one;
+        }
+    printf("trace_ctas shape=%s ctas=%zu timer_tick_ns=%llu span_us=%.2f status_end_us=%.2f "
+           "status_sm_mates_end_us=%s\n",
+           sh.name, end.size(), tick, (tend - t0) / 1e3, status_end,
+           mates.empty() ? "none" : mates.c_str());
     const double ps[] = {0, 10, 50, 90, 100};
     const char *names[] = {"wait_end", "plan", "end"};
     std::vector<double> *vs[] = {&wait, &plan, &end};
