@@ -20,6 +20,10 @@
  *               the wait ended, how long planning took, when the CTA ended;
  *               the status CTA's end and that of the copy CTAs on its SM;
  *               the batch's span
+ *   trace_sms   per SM (the status CTA's left out): how far apart its two
+ *               copy CTAs end, percentiles of its last CTA's end, and the
+ *               correlation of those ends between two traces (do the same
+ *               SMs finish last every time?)
  *   trace_split the copy CTAs' mean end by how many CTAs share their
  *               block (a CTA of a block split 4 ways has more tiles than
  *               one split 5 ways)
@@ -30,6 +34,7 @@
 #include "../../kernels/batch_copy.cu"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -103,6 +108,51 @@ template <typename F> static float timed(gpu &g, int n, int sets, int &op, F f)
     }
     CK(cudaGetLastError());
     return median(t);
+}
+
+/* Per SM, from two traces: how far apart its copy CTAs end, and whether
+ * the SMs whose last CTA ends late in one trace do so in the other (the
+ * correlation of the SMs' last ends, µs from each trace's start). */
+static void sm_report(const char *name, const std::vector<unsigned long long> &a,
+                      const std::vector<unsigned long long> &b, unsigned G)
+{
+    auto last_per_sm = [&](const std::vector<unsigned long long> &t,
+                           std::map<unsigned, std::vector<double>> &ends) {
+        unsigned long long t0 = ~0ull;
+        for (unsigned c = 1; c < G; c++)
+            t0 = t[5 * c + 1] ? std::min(t0, t[5 * c + 1]) : t0;
+        for (unsigned c = 1; c < G; c++)
+            if (t[5 * c + 3] != 0 && t[5 * c + 4] != t[4])
+                ends[(unsigned)t[5 * c + 4]].push_back((t[5 * c + 3] - t0) / 1e3);
+    };
+    std::map<unsigned, std::vector<double>> ea, eb;
+    last_per_sm(a, ea);
+    last_per_sm(b, eb);
+    std::vector<double> within, la, lb;
+    for (auto &kv : ea) {
+        const std::vector<double> &v = kv.second;
+        if (v.size() == 2)
+            within.push_back(std::fabs(v[0] - v[1]));
+        auto o = eb.find(kv.first);
+        if (o == eb.end())
+            continue;
+        la.push_back(*std::max_element(v.begin(), v.end()));
+        lb.push_back(*std::max_element(o->second.begin(), o->second.end()));
+    }
+    double ma = 0, mb = 0, sab = 0, saa = 0, sbb = 0;
+    for (size_t i = 0; i < la.size(); i++)
+        ma += la[i] / la.size(), mb += lb[i] / lb.size();
+    for (size_t i = 0; i < la.size(); i++) {
+        sab += (la[i] - ma) * (lb[i] - mb);
+        saa += (la[i] - ma) * (la[i] - ma);
+        sbb += (lb[i] - mb) * (lb[i] - mb);
+    }
+    if (within.empty() || la.size() < 2)
+        return;
+    printf("trace_sms shape=%s sms=%zu within_sm_end_gap_us p50=%.2f p90=%.2f "
+           "sm_last_end_us p10=%.2f p50=%.2f p90=%.2f corr_between_traces=%.2f\n",
+           name, la.size(), pct(within, 50), pct(within, 90), pct(la, 10), pct(la, 50),
+           pct(la, 90), sab / std::sqrt(saa * sbb + 1e-30));
 }
 
 static void one_shape(gpu &g, const batch_shape &sh)
@@ -180,16 +230,21 @@ static void one_shape(gpu &g, const batch_shape &sh)
     const float t_contig = timed(g, n, sets, op, contig);
     const float t_batch2 = timed(g, n, sets, op, batch);
 
-    /* The trace: n back to back, the last one's records stay. */
-    CK(cudaMemset(g.trace, 0, (size_t)G * 5 * 8));
-    CK(cudaMemcpyToSymbol(p2pt_batch_trace, &g.trace, sizeof(g.trace)));
-    CK(cudaDeviceSynchronize());
-    for (int k = 0; k < n; k++)
-        batch(op++ % sets);
-    CK(cudaStreamSynchronize(g.s));
-    CK(cudaMemcpyToSymbol(p2pt_batch_trace, &none, sizeof(none)));
-    std::vector<unsigned long long> tr((size_t)G * 5);
-    CK(cudaMemcpy(tr.data(), g.trace, tr.size() * 8, cudaMemcpyDeviceToHost));
+    /* A trace: n back to back, the last one's records stay. Two of them,
+     * to see whether the same SMs are the slow ones. */
+    auto traced = [&]() {
+        CK(cudaMemset(g.trace, 0, (size_t)G * 5 * 8));
+        CK(cudaMemcpyToSymbol(p2pt_batch_trace, &g.trace, sizeof(g.trace)));
+        CK(cudaDeviceSynchronize());
+        for (int k = 0; k < n; k++)
+            batch(op++ % sets);
+        CK(cudaStreamSynchronize(g.s));
+        CK(cudaMemcpyToSymbol(p2pt_batch_trace, &none, sizeof(none)));
+        std::vector<unsigned long long> t((size_t)G * 5);
+        CK(cudaMemcpy(t.data(), g.trace, t.size() * 8, cudaMemcpyDeviceToHost));
+        return t;
+    };
+    const std::vector<unsigned long long> tr = traced(), tr2 = traced();
 
     printf("trace_time shape=%s sets=%d n=%d batch_us=%.2f,%.2f ref_us=%.2f contig_us=%.2f "
            "batch/contig=%.3f batch/ref=%.3f check=%s\n",
@@ -253,6 +308,7 @@ static void one_shape(gpu &g, const batch_shape &sh)
             printf(" p%g=%.2f", q, pct(*vs[k], q));
         printf("\n");
     }
+    sm_report(sh.name, tr, tr2, G);
     for (auto &kv : by_split) {
         double m = 0;
         for (double e : kv.second)
