@@ -176,7 +176,8 @@ static void one_shape(gpu &g, const batch_shape &sh)
     CK(cudaMalloc(&cnt, 4));
     const unsigned n32 = (unsigned)count;
     CK(cudaMemcpy(cnt, &n32, 4, cudaMemcpyHostToDevice));
-    CK(cudaMalloc(&ws, sizeof(p2pt_batch_ws_head)));
+    /* The status record's head, then a tile counter per block. */
+    CK(cudaMalloc(&ws, sizeof(p2pt_batch_ws_head) + 8 * ((count + P2PT_BATCH_BLOCK - 1) / P2PT_BATCH_BLOCK)));
 
     p2pt_batch_dev_params p;
     memset(&p, 0, sizeof(p));
