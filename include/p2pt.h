@@ -302,10 +302,8 @@ typedef struct p2pt_batch_status {
 #define P2PT_BATCH_SKIPPED_TOO_LARGE 8u /* 4 GiB or more, or a range that wraps */
 
 /* Bytes of GPU memory a device batch of up to `max_count` descriptors
- * needs as its workspace: the status record, then 8 bytes per 256
- * descriptors that the kernel uses to share out the work (size the
- * workspace with this call, not with a constant). The workspace needs no
- * initialisation, and the same one serves launch after launch. */
+ * needs as its workspace: the status record (the same for every max_count
+ * today; size the workspace with this call, not with a constant). */
 P2PT_API size_t p2pt_batch_workspace_bytes(uint32_t max_count);
 
 /*

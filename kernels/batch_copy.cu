@@ -281,7 +281,6 @@ struct block_smem {
     u64 dst[P2PT_BATCH_BLOCK], src[P2PT_BATCH_BLOCK], bytes[P2PT_BATCH_BLOCK];
     u64 begin[P2PT_BATCH_BLOCK + 1];
     u64 warp_sum[WARPS];
-    unsigned long long *ctr; /* the block's counter (device batches), or null */
 };
 
 /* Why descriptor {dst, src, bytes} may not be copied (0: it may). */
@@ -359,82 +358,6 @@ static __device__ __forceinline__ u32 piece_of(const block_smem &S, u64 g, u32 l
 }
 
 
-/*
- * Tiles after the first round taken from a counter (device batches whose
- * block has at least TICKET_ROUNDS tiles per warp). Each warp takes its
- * first tile of the block in turn, as in the loop below, and every further
- * one from the block's counter in the workspace, so a block's warps on the
- * faster SMs take more: with fixed shares, the same SMs end last launch
- * after launch, up to 20 % after the others (bench/results/batches.md,
- * batch_trace). A counter holds a tag in its high half and the tickets
- * taken in its low half. The tag is the launch's %gridid with bit 31 set
- * (zeroed memory never passes for it), and it is stale when it is another
- * launch's or when its count is past the block's tiles: the first warp to
- * find it stale swaps in this launch's tag with its own ticket taken, so
- * the workspace needs no initialisation. Graph replays share a %gridid, so
- * the warp that takes the block's last ticket (each of the block's warps
- * takes exactly one past the end, so it is ticket `hi - 1`) leaves the
- * counter at count 0 for the next replay.
- */
-#ifndef TICKET_ROUNDS
-#define TICKET_ROUNDS 3
-#endif
-
-static __device__ __forceinline__ u32 launch_tag()
-{
-    unsigned long long id;
-    asm("mov.u64 %0, %%gridid;" : "=l"(id));
-    return (u32)id | 0x80000000u;
-}
-
-/* Lane 0, a stale counter: swap in this launch's or take a ticket of the
- * one another warp swapped in; `v` is what atomicAdd(c, 1) returned. */
-static __device__ __noinline__ u32 ticket_stale(unsigned long long *c, unsigned long long v,
-                                                u32 total)
-{
-    const u32 tag = launch_tag();
-    for (;;) {
-        const unsigned long long want = v + 1;
-        const unsigned long long seen = atomicCAS(c, want, (unsigned long long)tag << 32 | 1ull);
-        if (seen == want)
-            return 0;
-        if ((u32)(seen >> 32) == tag && (u32)seen < total) {
-            v = atomicAdd(c, 1ull); /* another warp swapped it in */
-            if ((u32)(v >> 32) == tag && (u32)v < total)
-                return (u32)v;
-            continue;
-        }
-        v = seen - 1; /* still stale: try again against what is there */
-    }
-}
-
-/* The warp's tile after g, of `hi` (all the block's tiles, `step` warps):
- * the next turn, or the next ticket of `ctr` (read from shared memory,
- * where it takes no register); `pending` (lane 0) is the warp's next
- * ticket, asked for while the current tile is copied. Ticket k is tile
- * `step + k`. */
-template <bool TICKETS>
-static __device__ __forceinline__ u64 next_tile(u64 g, u64 step, u64 hi,
-                                                unsigned long long *const &ctr,
-                                                unsigned long long &pending, u32 lane)
-{
-    if (!TICKETS || hi < TICKET_ROUNDS * step || hi >= 0xffffffffull)
-        return g + step;
-    u64 nx = 0;
-    if (lane == 0) {
-        const u32 tag = launch_tag(), total = (u32)hi;
-        const u32 t = (u32)(pending >> 32) == tag && (u32)pending < total
-                          ? (u32)pending
-                          : ticket_stale(ctr, pending, total);
-        nx = step + t;
-        if (nx < hi)
-            pending = atomicAdd(ctr, 1ull);
-        else if (t == total - 1)
-            *ctr = (unsigned long long)tag << 32; /* the last ticket: count 0 */
-    }
-    return __shfl_sync(FULL, nx, 0);
-}
-
 /* Where a launch's descriptors come from. FROM_PARAMS: written by the host
  * before the launch (kernel parameters, or the pinned staging ring read in
  * place), so planned before the wait; FROM_RING: copied into GPU memory by
@@ -462,8 +385,6 @@ static __device__ void copy_block(const desc_t *descs, u32 n, u32 b, u32 split, 
     S.src[t] = src;
     S.bytes[t] = bytes;
     S.begin[t] = block_scan(P2PT_BATCH_TILES(dst, bytes), S);
-    if (FROM == FROM_DEVICE && t == 0)
-        S.ctr = (unsigned long long *)(p->workspace + sizeof(struct p2pt_batch_ws_head)) + b;
     __syncthreads();
     if (b == pre_block)
         TRACE(2);
@@ -480,33 +401,23 @@ static __device__ void copy_block(const desc_t *descs, u32 n, u32 b, u32 split, 
     const u64 hi = split_at(total, split + 1, splits), step = WARPS;
     u64 g0 = split_at(total, split, splits) + w;
 #endif
-    /* The warp's tiles: g0, then g0 + step, ... below hi, or (device
-     * batches with more tiles than the block's warps) tickets for tiles
-     * from `step` on. A run of small tiles goes two at a time, unrolled by
-     * two so that each one's half of `a` is known when the kernel is
-     * compiled. */
-#ifndef BATCH_SPLIT_RANGES
-    constexpr bool TICKETS = FROM == FROM_DEVICE;
-#else
-    constexpr bool TICKETS = false;
-#endif
-    unsigned long long pending = 0;
-    if (TICKETS && hi >= TICKET_ROUNDS * step && hi < 0xffffffffull && lane == 0)
-        pending = atomicAdd(S.ctr, 1ull);
+    /* The warp's tiles g0, g0 + step, ... below hi. A run of small tiles
+     * goes two at a time, unrolled by two so that each one's half of `a`
+     * is known when the kernel is compiled. */
     u32 lo = 0;
     int4 a[PER_LANE];
     for (u64 g = g0; g < hi;) {
         lo = piece_of(S, g, lo, nb);
         if (!small_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo])) {
             copy_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo], lane, a);
-            g = next_tile<TICKETS>(g, step, hi, S.ctr, pending, lane);
+            g += step;
             continue;
         }
         int4 *pd0, *pd1;
         int pl0, pl1;
         load_small<0>(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo], lane, a, &pd0, &pl0);
         for (;;) {
-            g = next_tile<TICKETS>(g, step, hi, S.ctr, pending, lane);
+            g += step;
             if (g < hi)
                 lo = piece_of(S, g, lo, nb);
             if (g >= hi || !small_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo])) {
@@ -516,7 +427,7 @@ static __device__ void copy_block(const desc_t *descs, u32 n, u32 b, u32 split, 
             load_small<HALF>(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo], lane, a, &pd1,
                              &pl1);
             st_vecs<0, HALF>(pd0, pl0, lane, a);
-            g = next_tile<TICKETS>(g, step, hi, S.ctr, pending, lane);
+            g += step;
             if (g < hi)
                 lo = piece_of(S, g, lo, nb);
             if (g >= hi || !small_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo])) {

@@ -128,8 +128,7 @@ struct p2pt_batch_dev_params {
 
 /*
  * The caller's workspace: the status record (public: p2pt_batch_status),
- * written by CTA 0 of the device batch kernel, in a head of 64 bytes; then
- * one 64-bit tile counter per P2PT_BATCH_BLOCK descriptors (batch_copy.cu).
+ * written by CTA 0 of the device batch kernel.
  */
 struct p2pt_batch_status_record {
     unsigned int count;     /* the count read from GPU memory */

@@ -53,7 +53,7 @@ Test(python, the_module_raises_p2pt_errors_with_status_and_text)
               "no driver: %s", out);
     cr_assert(strstr(out, "status 4 ") != NULL && strstr(out, "bogus") != NULL, "bad transport: %s",
               out);
-    cr_assert(strstr(out, "workspace 72") != NULL, "%s", out);
+    cr_assert(strstr(out, "workspace 64") != NULL, "%s", out);
 }
 
 static void moe(const char *extra)

@@ -176,8 +176,7 @@ static void one_shape(gpu &g, const batch_shape &sh)
     CK(cudaMalloc(&cnt, 4));
     const unsigned n32 = (unsigned)count;
     CK(cudaMemcpy(cnt, &n32, 4, cudaMemcpyHostToDevice));
-    /* The status record's head, then a tile counter per block. */
-    CK(cudaMalloc(&ws, sizeof(p2pt_batch_ws_head) + 8 * ((count + P2PT_BATCH_BLOCK - 1) / P2PT_BATCH_BLOCK)));
+    CK(cudaMalloc(&ws, sizeof(p2pt_batch_ws_head)));
 
     p2pt_batch_dev_params p;
     memset(&p, 0, sizeof(p));

@@ -24,10 +24,8 @@ p2pt_status p2pt_copy_batch_async(p2pt_handle *h, const p2pt_copy_desc *descs, s
 
 size_t p2pt_batch_workspace_bytes(uint32_t max_count)
 {
-    /* The status record, then a tile counter per block of descriptors
-     * (kernels/batch_copy.cu: valid for one launch, never initialised). */
-    const size_t blocks = ((size_t)max_count + P2PT_BATCH_BLOCK - 1) / P2PT_BATCH_BLOCK;
-    return sizeof(struct p2pt_batch_ws_head) + 8 * blocks;
+    (void)max_count; /* the kernel plans in shared memory: only the status record */
+    return sizeof(struct p2pt_batch_ws_head);
 }
 
 p2pt_status p2pt_copy_batch_device_async(p2pt_handle *h, const p2pt_copy_desc *descs,
