@@ -104,6 +104,35 @@ static inline int batch_shape_parse(const char *s, struct batch_shape *out, char
     return 1;
 }
 
+/* A comma-separated list of shapes into out[0 .. *n), at most `max`.
+ * False, with `why` naming the item and what was expected, on a bad item
+ * or more than `max`. (p2pt-bench splits its lists itself; the
+ * experiments in bench/experiments/ use this.) */
+static inline int batch_shape_list(const char *list, struct batch_shape *out, size_t max,
+                                   size_t *n, char *why, size_t why_len)
+{
+    char item[64];
+    *n = 0;
+    for (const char *at = list;;) {
+        const char *comma = strchr(at, ',');
+        size_t len = comma ? (size_t)(comma - at) : strlen(at);
+        if (*n == max) {
+            snprintf(why, why_len, "\"%s\": at most %zu shapes", list, max);
+            return 0;
+        }
+        if (len >= sizeof(item))
+            len = sizeof(item) - 1; /* batch_shape_parse refuses it: too long a name */
+        memcpy(item, at, len);
+        item[len] = '\0';
+        if (!batch_shape_parse(item, &out[*n], why, why_len))
+            return 0;
+        ++*n;
+        if (!comma)
+            return 1;
+        at = comma + 1;
+    }
+}
+
 static inline uint64_t batch_rng(uint64_t *x)
 {
     *x ^= *x << 13;

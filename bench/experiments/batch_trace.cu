@@ -325,32 +325,22 @@ static void one_shape(gpu &g, const batch_shape &sh)
 
 int main(int argc, char **argv)
 {
-    std::string list = "16384x2K,16384x32K,1024x14K,64x1M";
+    const char *list = "16384x2K,16384x32K,1024x14K,64x1M";
     for (int i = 1; i + 1 < argc; i += 2)
         if (std::string(argv[i]) == "--shapes")
             list = argv[i + 1];
-    std::vector<batch_shape> shapes;
-    size_t largest = 0;
+    batch_shape shapes[BATCH_MAX_SHAPES], largest_default;
+    size_t n_shapes = 0;
+    char why[256];
+    if (!batch_shape_list(list, shapes, BATCH_MAX_SHAPES, &n_shapes, why, sizeof(why))) {
+        fprintf(stderr, "batch_trace: --shapes %s\n", why);
+        return 2;
+    }
     /* The pools p2pt-bench's default run has: its largest shape sets them. */
-    for (const char *def : {"16384x32K"}) {
-        batch_shape sh;
-        char why[160];
-        batch_shape_parse(def, &sh, why, sizeof(why));
-        largest = batch_span(&sh);
-    }
-    for (size_t at = 0; at <= list.size();) {
-        size_t e = list.find(',', at);
-        e = e == std::string::npos ? list.size() : e;
-        batch_shape sh;
-        char why[160];
-        if (!batch_shape_parse(list.substr(at, e - at).c_str(), &sh, why, sizeof(why))) {
-            fprintf(stderr, "batch_trace: %s\n", why);
-            return 2;
-        }
-        shapes.push_back(sh);
-        largest = std::max(largest, batch_span(&sh));
-        at = e + 1;
-    }
+    batch_shape_parse("16384x32K", &largest_default, why, sizeof(why));
+    size_t largest = batch_span(&largest_default);
+    for (size_t i = 0; i < n_shapes; i++)
+        largest = std::max(largest, batch_span(&shapes[i]));
     gpu g;
     int l2 = 0;
     CK(cudaDeviceGetAttribute(&g.sms, cudaDevAttrMultiProcessorCount, 0));
@@ -368,7 +358,7 @@ int main(int argc, char **argv)
     CK(cudaEventCreate(&g.e0));
     CK(cudaEventCreate(&g.e1));
     CK(cudaDeviceSynchronize());
-    for (const batch_shape &sh : shapes)
-        one_shape(g, sh);
+    for (size_t i = 0; i < n_shapes; i++)
+        one_shape(g, shapes[i]);
     return 0;
 }

@@ -183,20 +183,12 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    std::vector<batch_shape> shapes;
-    std::string all(list);
-    for (size_t at = 0; at <= all.size();) {
-        size_t comma = all.find(',', at);
-        if (comma == std::string::npos)
-            comma = all.size();
-        batch_shape sh;
-        char why[256];
-        if (!batch_shape_parse(all.substr(at, comma - at).c_str(), &sh, why, sizeof(why))) {
-            fprintf(stderr, "cub_batched: --shapes %s\n", why);
-            return 2;
-        }
-        shapes.push_back(sh);
-        at = comma + 1;
+    batch_shape shapes[BATCH_MAX_SHAPES];
+    size_t n_shapes = 0;
+    char why[256];
+    if (!batch_shape_list(list, shapes, BATCH_MAX_SHAPES, &n_shapes, why, sizeof(why))) {
+        fprintf(stderr, "cub_batched: --shapes %s\n", why);
+        return 2;
     }
     int dev = 0, l2 = 0;
     cudaDeviceProp prop;
@@ -208,7 +200,7 @@ int main(int argc, char **argv)
            CUB_MAJOR_VERSION, CUB_MINOR_VERSION, CUB_SUBMINOR_VERSION, prop.name,
            prop.multiProcessorCount);
     int failed = 0;
-    for (const batch_shape &sh : shapes)
-        failed |= one_shape(sh, shift, (size_t)l2);
+    for (size_t i = 0; i < n_shapes; i++)
+        failed |= one_shape(shapes[i], shift, (size_t)l2);
     return failed;
 }
