@@ -27,9 +27,10 @@
  *   trace_split the copy CTAs' mean end by how many CTAs share their
  *               block (a CTA of a block split 4 ways has more tiles than
  *               one split 5 ways)
- *   trace_units GPU µs of unit_copy below: a CTA per 8 KiB unit mapped by
- *               tables built before the launch, the ceiling of a pre-pass
- *               design (shapes whose pieces are whole vectors)
+ *   trace_units GPU µs of unit_copy (unit_copy.cuh): a CTA per 8 KiB
+ *               unit mapped by tables built before the launch, the
+ *               ceiling of a pre-pass design (shapes whose pieces are
+ *               whole vectors)
  *
  *   batch_trace [--shapes LIST]   (default 16384x2K,16384x32K,1024x14K,64x1M)
  */
@@ -44,6 +45,7 @@
 
 #include "../batch_layout.h"
 #include "check.cuh"
+#include "unit_copy.cuh"
 
 /* bench/ref_kernel.c's plain kernel, the same source. */
 struct ref_desc {
@@ -70,57 +72,6 @@ __global__ void ref_copy(const ref_desc *d, const unsigned *count)
         for (i = done + lane; i < b; i += 32)
             dst[i] = src[i];
     }
-}
-
-/*
- * The ceiling of a design whose mapping is built before the launch (by
- * the host, or by a pre-pass kernel): a 256-thread CTA per 8 KiB unit of
- * the batch's concatenated pieces, two 16-byte vectors a thread, CTAs in
- * launch order (the driver's shape, `drv2` in batch_shapes.cu), each CTA
- * finding its unit's pieces through tables built on the host: vbefore[i],
- * the vectors before piece i (n + 1 of them), and first[u], the piece
- * holding unit u's first vector (units + 1). Needs 16-byte aligned pieces
- * of whole vectors, as every shape has at shift 0.
- */
-#define UNIT_VECS 512
-__global__ void __launch_bounds__(256) unit_copy(const p2pt_batch_desc *d,
-                                                 const unsigned long long *vbefore,
-                                                 const unsigned *first,
-                                                 unsigned long long total_vecs)
-{
-    __shared__ unsigned long long sv[UNIT_VECS + 2], sd[UNIT_VECS + 1], ss[UNIT_VECS + 1];
-    const unsigned long long u0 = (unsigned long long)blockIdx.x * UNIT_VECS;
-    const unsigned p0 = first[blockIdx.x], np = first[blockIdx.x + 1] - p0 + 1;
-    for (unsigned i = threadIdx.x; i <= np; i += blockDim.x) {
-        sv[i] = vbefore[p0 + i];
-        if (i < np) {
-            sd[i] = d[p0 + i].dst;
-            ss[i] = d[p0 + i].src;
-        }
-    }
-    __syncthreads();
-    int4 a[2];
-    int4 *dp[2] = {nullptr, nullptr};
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-        const unsigned long long v = u0 + k * 256 + threadIdx.x;
-        if (v >= total_vecs)
-            continue;
-        unsigned lo = 0, hi = np; /* sv[lo] <= v < sv[hi] */
-        while (hi - lo > 1) {
-            const unsigned mid = (lo + hi) / 2;
-            if (sv[mid] <= v)
-                lo = mid;
-            else
-                hi = mid;
-        }
-        a[k] = ld16((const int4 *)ss[lo] + (v - sv[lo]));
-        dp[k] = (int4 *)sd[lo] + (v - sv[lo]);
-    }
-#pragma unroll
-    for (int k = 0; k < 2; k++)
-        if (dp[k] != nullptr)
-            st16(dp[k], a[k]);
 }
 
 static float median(std::vector<float> v)
@@ -263,70 +214,30 @@ static void one_shape(gpu &g, const batch_shape &sh)
         CK(cudaMemcpyAsync(g.dst + (size_t)k * span, g.src + (size_t)k * span, total,
                            cudaMemcpyDeviceToDevice, g.s));
     };
-    /* The unit tables of every layout (pieces are whole vectors here). */
-    const unsigned long long total_vecs = total / 16;
-    const size_t units = (size_t)((total_vecs + UNIT_VECS - 1) / UNIT_VECS);
-    std::vector<unsigned long long> hv((size_t)sets * (count + 1));
-    std::vector<unsigned> hf((size_t)sets * (units + 1));
-    bool whole = true;
-    for (int s = 0; s < sets; s++) {
-        unsigned long long at = 0;
-        size_t piece = 0;
-        for (size_t i = 0; i < count; i++) {
-            const p2pt_batch_desc &x = h[(size_t)s * count + i];
-            whole = whole && x.bytes >= 16 && x.bytes % 16 == 0 && x.dst % 16 == 0 &&
-                    x.src % 16 == 0;
-            hv[(size_t)s * (count + 1) + i] = at;
-            at += x.bytes / 16;
-        }
-        hv[(size_t)s * (count + 1) + count] = at;
-        for (size_t u = 0; u <= units; u++) {
-            const unsigned long long v = std::min<unsigned long long>(u * UNIT_VECS, at - 1);
-            while (hv[(size_t)s * (count + 1) + piece + 1] <= v)
-                piece++;
-            hf[(size_t)s * (units + 1) + u] = (unsigned)piece;
-        }
-    }
-    unsigned long long *dv = nullptr;
-    unsigned *df = nullptr;
-    CK(cudaMalloc(&dv, hv.size() * 8));
-    CK(cudaMalloc(&df, hf.size() * 4));
-    CK(cudaMemcpy(dv, hv.data(), hv.size() * 8, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(df, hf.data(), hf.size() * 4, cudaMemcpyHostToDevice));
-    auto unitf = [&](int k) {
-        unit_copy<<<(unsigned)units, 256, 0, g.s>>>(d + (size_t)k * count,
-                                                   dv + (size_t)k * (count + 1),
-                                                   df + (size_t)k * (units + 1), total_vecs);
-    };
-    /* Layout 0 once, 16 of its pieces compared with their sources; the
-     * units first, into a poisoned span, then p2pt's kernel. */
-    bool unit_ok = whole;
-    if (whole) {
+    /* The unit tables of every layout (unit_copy.cuh). */
+    unit_tables ut;
+    const bool whole = unit_tables_make(ut, h.data(), count, sets, total);
+    auto unitf = [&](int k) { unit_launch(ut, d, count, k, g.s); };
+    /* Layout 0 once into a poisoned span, 16 of its pieces compared with
+     * their sources: the units first, then p2pt's kernel. */
+    auto layout0_ok = [&](auto run) {
         CK(cudaMemset(g.dst, 0xA5, span));
         CK(cudaDeviceSynchronize()); /* the stream does not wait for stream 0 */
-        unitf(0);
+        run(0);
         CK(cudaStreamSynchronize(g.s));
         CK(cudaGetLastError());
-        for (size_t i = 0; i < count && unit_ok; i += count / 16 + 1) {
+        bool same = true;
+        for (size_t i = 0; i < count && same; i += count / 16 + 1) {
             const size_t b = h[i].bytes;
             std::vector<unsigned char> x(b), y(b);
             CK(cudaMemcpy(x.data(), (void *)h[i].dst, b, cudaMemcpyDeviceToHost));
             CK(cudaMemcpy(y.data(), (void *)h[i].src, b, cudaMemcpyDeviceToHost));
-            unit_ok = memcmp(x.data(), y.data(), b) == 0;
+            same = memcmp(x.data(), y.data(), b) == 0;
         }
-    }
-    CK(cudaMemset(g.dst, 0xA5, span));
-    CK(cudaDeviceSynchronize());
-    bool ok = true;
-    batch(0);
-    CK(cudaStreamSynchronize(g.s));
-    for (size_t i = 0; i < count && ok; i += count / 16 + 1) {
-        const size_t b = h[i].bytes;
-        std::vector<unsigned char> x(b), y(b);
-        CK(cudaMemcpy(x.data(), (void *)h[i].dst, b, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(y.data(), (void *)h[i].src, b, cudaMemcpyDeviceToHost));
-        ok = memcmp(x.data(), y.data(), b) == 0;
-    }
+        return same;
+    };
+    const bool unit_ok = whole && layout0_ok(unitf);
+    const bool ok = layout0_ok(batch);
     size_t want = (256ull << 20) / total;
     const int n = want < 2 ? 2 : want > 20 ? 20 : (int)want;
     int op = 0;
@@ -361,7 +272,7 @@ static void one_shape(gpu &g, const batch_shape &sh)
     if (whole)
         printf("trace_units shape=%s units=%zu units_us=%.2f units/contig=%.3f "
                "units/batch_time=%.3f check=%s\n",
-               sh.name, units, t_units, t_contig / t_units, t_units / t_batch,
+               sh.name, ut.units, t_units, t_contig / t_units, t_units / t_batch,
                unit_ok ? "ok" : "FAILED");
     unsigned long long t0 = ~0ull, tend = 0;
     for (unsigned c = 1; c < G; c++)
@@ -432,8 +343,7 @@ static void one_shape(gpu &g, const batch_shape &sh)
     }
     fflush(stdout);
     CK(cudaFree(d));
-    CK(cudaFree(dv));
-    CK(cudaFree(df));
+    unit_tables_free(ut);
     CK(cudaFree(cnt));
     CK(cudaFree(ws));
 }
