@@ -326,12 +326,6 @@ static __device__ u64 block_scan(u64 x, block_smem &S)
     return before + inc - x;
 }
 
-/* Where split `s` of `splits` starts in `total` tiles (no 64-bit overflow). */
-static __device__ __forceinline__ u64 split_at(u64 total, u32 s, u32 splits)
-{
-    const u64 q = total / splits, r = total % splits;
-    return q * s + (s < r ? s : r);
-}
 
 /*
  * Block `b` of the descriptors at `descs` (a generic address: kernel
@@ -391,16 +385,11 @@ static __device__ void copy_block(const desc_t *descs, u32 n, u32 b, u32 split, 
     if (FROM == FROM_PARAMS)
         pdl_wait();
     const u64 total = S.begin[P2PT_BATCH_BLOCK];
-#ifndef BATCH_SPLIT_RANGES
     /* Tiles dealt round-robin over the block's CTAs and their warps: the
-     * tiles in flight at any moment lie together. */
+     * tiles in flight at any moment lie together (0-1.5 % faster than a
+     * contiguous range per CTA: bench/results/batches-2026-11-23.md). */
     const u64 hi = total, step = (u64)splits * WARPS;
-    u64 g0 = split + (u64)splits * w;
-#else
-    /* Each CTA a contiguous range of the block's tiles, its warps in turn. */
-    const u64 hi = split_at(total, split + 1, splits), step = WARPS;
-    u64 g0 = split_at(total, split, splits) + w;
-#endif
+    const u64 g0 = split + (u64)splits * w;
     /* The warp's tiles g0, g0 + step, ... below hi. A run of small tiles
      * goes two at a time, unrolled by two so that each one's half of `a`
      * is known when the kernel is compiled. */
