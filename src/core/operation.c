@@ -117,11 +117,31 @@ static p2pt_status route_batch(struct p2pt_handle *h, struct p2pt_batch *b, bool
             return P2PT_SUCCESS;
     }
     P2PT_TRY(p2pt__route_batch(h, b, t, why, len));
+    P2PT_TRY(p2pt__route_link(h, *t, b->device, b->link));
     if (!dry && ((*t)->caps & P2PT_CAP_BATCH_SCAN))
         return P2PT_SUCCESS; /* the engine's own pass */
     /* Without a batch step the pieces' facts are validated as copies. */
     P2PT_TRY(p2pt__batch_scan(h, b, (*t)->copy_batch != NULL ? *t : NULL, NULL, NULL));
     *nothing = b->pieces == 0;
+out:
+    return st;
+}
+
+/* A copy between pinned host memory and the stream's device through a
+ * kernel: no more CTAs than that direction of the host link needs. */
+static p2pt_status copy_link_cap(struct p2pt_handle *h, struct p2pt_request *r,
+                                 const struct p2pt_transport *t)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    uint32_t link[2] = {0, 0};
+    int dir = p2pt__side_mapped_host(&r->src_side) && r->dst_side.device == r->device   ? 0
+              : p2pt__side_mapped_host(&r->dst_side) && r->src_side.device == r->device ? 1
+                                                                                        : -1;
+    r->grid_cap = 0;
+    if (dir < 0)
+        return P2PT_SUCCESS;
+    P2PT_TRY(p2pt__route_link(h, t, r->device, link));
+    r->grid_cap = link[dir];
 out:
     return st;
 }
@@ -136,6 +156,7 @@ static p2pt_status route_and_validate(struct p2pt_handle *h, struct p2pt_op *op,
     switch (op->kind) {
     case P2PT_OP_COPY:
         P2PT_TRY(p2pt__route(h, &op->copy, t, why, len));
+        P2PT_TRY(copy_link_cap(h, &op->copy, *t));
         st = p2pt__validate_copy(h, &op->copy, *t);
         *refused = st != P2PT_SUCCESS;
         break;
@@ -183,12 +204,21 @@ static p2pt_status describe(struct p2pt_handle *h, struct p2pt_op *op,
         c->path = p2pt__path_name(op->copy.path);
         c->device = op->copy.device;
         break;
-    case P2PT_OP_BATCH:
+    case P2PT_OP_BATCH: {
         c->path = "batch";
         c->device = op->batch.device;
         if (t->copy_batch == NULL)
             return each_piece(h, &op->batch, c);
+        const struct p2pt_batch *b = &op->batch;
+        uint32_t cap = p2pt__batch_link_cap(b);
+        size_t used = strlen(c->reason);
+        if (cap != 0 && used < sizeof(c->reason))
+            snprintf(c->reason + used, sizeof(c->reason) - used,
+                     "; every piece crosses the host link (%zu h2d, %zu d2h), so at most %u "
+                     "CTAs (the table's 'link' lines)",
+                     b->h2d, b->d2h, cap);
         break;
+    }
     case P2PT_OP_DEVICE_BATCH:
         c->path = "batch";
         c->device = op->device.device;

@@ -51,4 +51,9 @@ P2PT_INTERNAL p2pt_status p2pt__route_device_batch(struct p2pt_handle *h,
                                                    const struct p2pt_transport **t, char *why,
                                                    size_t len);
 
+/* For a kernel engine `t`: the CTAs that saturate the host link of `device`,
+ * {h2d, d2h} (0: no cap); {0, 0} for an engine without kernels. */
+P2PT_INTERNAL p2pt_status p2pt__route_link(struct p2pt_handle *h, const struct p2pt_transport *t,
+                                           int device, uint32_t link[2]);
+
 #endif /* P2PT_ROUTER_H */
