@@ -76,6 +76,7 @@ void bench_run_latency(void);
 void bench_run_cold(void);
 void bench_run_batch(void);
 void bench_run_calibrate(void);
+void bench_run_overlap(void);
 /* The hidden --cold-child entry point of bench_run_cold's children. */
 int bench_cold_child(int argc, char **argv);
 
@@ -118,6 +119,14 @@ struct bench_opts {
     const char *cub;        /* --cub FILE: bench/experiments/run.sh cub's lines */
     size_t sizes[MAX_SIZES];
     int n_sizes;
+    /* overlap mode */
+    int budgets[MAX_LIST]; /* -1: default (no budget) */
+    int n_budgets;
+    size_t pieces[MAX_LIST];
+    int n_pieces;
+    bool layouts[2]; /* block-major, layer-major with random host slots */
+    const char *overlap_csv, *cublas;
+    int gemm;
 };
 
 extern struct bench_opts bench_opt;
