@@ -34,6 +34,16 @@ static inline int link_dir(bool dst_host, bool src_host)
     return src_host == dst_host ? -1 : src_host ? 0 : 1;
 }
 
+/* The host-link direction of a piece whose sides are located: 0 h2d, 1 d2h,
+ * -1 neither. */
+static inline int piece_dir(const struct p2pt_batch *b, const struct p2pt_side *ds,
+                            const struct p2pt_side *ss)
+{
+    return p2pt__side_mapped_host(ds) && ss->device == b->device   ? 1
+           : p2pt__side_mapped_host(ss) && ds->device == b->device ? 0
+                                                                   : -1;
+}
+
 static inline __attribute__((always_inline)) p2pt_status
 scan_loop(const struct p2pt_batch *b, const struct p2pt_window_set *ws, bool staged_ok,
           bool refuse, struct p2pt_alloc_memo *memo, struct p2pt_batch_desc *out,
@@ -45,6 +55,8 @@ scan_loop(const struct p2pt_batch *b, const struct p2pt_window_set *ws, bool sta
     size_t k = 0, dir_n[2] = {0, 0};
     uint64_t bytes = 0, tiles = 0;
     int dst_hint = -1, src_hint = -1; /* destinations and sources sit in different windows */
+    int memo_hint[2] = {-1, -1};      /* ... and different allocations */
+    const struct p2pt_side *dm, *sm;
     for (size_t i = 0; i < count; i++) {
         const uint64_t n = descs[i].bytes;
         if (n == 0)
@@ -61,14 +73,22 @@ scan_loop(const struct p2pt_batch *b, const struct p2pt_window_set *ws, bool sta
                 dir = link_dir(ws->host[dst_hint], ws->host[src_hint]);
                 dlo = ws->w[dst_hint].base, dhi = ws->w[dst_hint].end;
                 slo = ws->w[src_hint].base, shi = ws->w[src_hint].end;
+            } else if ((dm = p2pt__memo_find(memo, d, &memo_hint[0])) != NULL &&
+                       (sm = p2pt__memo_find(memo, s, &memo_hint[1])) != NULL &&
+                       dm->reach == P2PT_REACH_MAPPED && sm->reach == P2PT_REACH_MAPPED &&
+                       !p2pt__side_straddles(dm, d, n) && !p2pt__side_straddles(sm, s, n)) {
+                /* The common case, inline: both sides in remembered
+                 * allocations, mapped, the piece inside them. */
+                dir = piece_dir(b, dm, sm);
+                dlo = dm->start, dhi = dm->start + dm->size;
+                slo = sm->start, shi = sm->start + sm->size;
             } else {
                 struct p2pt_side ds, ss;
-                p2pt_status st = p2pt__piece_facts(b, i, staged_ok, refuse, memo, &ds, &ss);
+                p2pt_status st =
+                    p2pt__piece_facts(b, i, staged_ok, refuse, memo, memo_hint, &ds, &ss);
                 if (st != P2PT_SUCCESS)
                     return st;
-                dir = p2pt__side_mapped_host(&ds) && ss.device == b->device   ? 1
-                      : p2pt__side_mapped_host(&ss) && ds.device == b->device ? 0
-                                                                               : -1;
+                dir = piece_dir(b, &ds, &ss);
                 dlo = ds.start, dhi = ds.start + ds.size;
                 slo = ss.start, shi = ss.start + ss.size;
                 if (ds.size == 0 || ss.size == 0)
