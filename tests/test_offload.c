@@ -543,7 +543,7 @@ static void link_caps(void)
         struct gt_buf *dst, *src;
         const char *what;
         uint32_t most;
-    } cases[] = {{&host, &gpu, "d2h", 2}, {&gpu2, &host, "h2d", 8}};
+    } cases[] = {{&host, &gpu, "d2h", 3}, {&gpu2, &host, "h2d", 8}};
     for (int c = 0; c < 2; c++) {
         p2pt_handle *h = gt_handle("tma");
         for (size_t i = 0; i < k; i++)
