@@ -95,6 +95,8 @@ struct op {
     CUdeviceptr dst, src;
     CUdeviceptr *raw_dst, *raw_src; /* raw: the pieces' arrays */
     size_t *raw_size;
+    const struct bench_ref *ref; /* the plain kernel over descriptors in GPU memory */
+    CUdeviceptr ref_descs, ref_count;
 };
 
 static bool enqueue(const struct op *o, CUstream s, double *enq_us)
@@ -102,6 +104,10 @@ static bool enqueue(const struct op *o, CUstream s, double *enq_us)
     double t0 = bench_now_us();
     if (o->h != NULL) {
         P2(p2pt_copy_batch_async(o->h, o->d, o->n, s));
+    } else if (o->ref != NULL) {
+        if (!bench_ref_launch(o->ref, o->ref_descs, o->ref_count, (uint32_t)o->n,
+                              (unsigned)bench_opt.ref_ctas, s))
+            goto fail;
     } else if (o->raw_dst != NULL) {
         CUmemcpyAttributes attr;
         memset(&attr, 0, sizeof(attr));
@@ -256,6 +262,9 @@ void bench_run_overlap(void)
     CUdeviceptr *raw_dst = NULL, *raw_src = NULL;
     size_t *raw_size = NULL;
     FILE *csv = NULL;
+    struct bench_ref ref;
+    bool ref_ok = false;
+    CUdeviceptr ref_descs = 0, ref_count = 0;
 
     if (!bench_gemm_load(&g, bench_opt.cublas))
         bench_fatal("overlap");
@@ -278,6 +287,11 @@ void bench_run_overlap(void)
     for (size_t i = 0; i < 2 * TRANSFER; i += 4096)
         ((unsigned char *)pl.host)[i] = (unsigned char)(i >> 12);
     CU(tcu.cuStreamCreate(&pl.s, CU_STREAM_NON_BLOCKING));
+    CU(tcu.cuMemAlloc(&ref_descs, most * sizeof(*d)));
+    CU(tcu.cuMemAlloc(&ref_count, sizeof(uint32_t)));
+    ref_ok = bench_opt.ref_ctas > 0 && bench_ref_load(&ref, gpu);
+    if (bench_opt.ref_ctas > 0 && !ref_ok)
+        fprintf(stderr, "p2pt-bench: overlap: no plain-kernel rows: %s\n", bench_err);
     for (int i = 0; i < 2; i++) {
         CU(tcu.cuEventCreate(&pl.ev[i], 0));
         CU(tcu.cuEventCreate(&gev[i], 0));
@@ -322,7 +336,7 @@ void bench_run_overlap(void)
                     goto fail;
                 struct op contig = {NULL, NULL, 0, d2h ? (CUdeviceptr)(uintptr_t)pl.host : pl.gpu,
                                     d2h ? pl.gpu : (CUdeviceptr)(uintptr_t)pl.host,
-                                    NULL, NULL, NULL};
+                                    NULL, NULL, NULL, NULL, 0, 0};
                 double contig_us = 0;
                 if (!time_alone(&pl, &contig, &contig_us, NULL))
                     goto fail;
@@ -331,7 +345,8 @@ void bench_run_overlap(void)
                  * pieces as they are, in one cuMemcpyBatchAsync (stdout
                  * only: the CSV's engines are p2pt's). */
                 if (tcu.cuMemcpyBatchAsync != NULL) {
-                    struct op raw = {NULL, NULL, n, 0, 0, raw_dst, raw_src, raw_size};
+                    struct op raw = {NULL, NULL, n, 0, 0, raw_dst, raw_src, raw_size,
+                                     NULL, 0, 0};
                     for (size_t i = 0; i < n; i++) {
                         raw_dst[i] = (CUdeviceptr)(uintptr_t)d[i].dst;
                         raw_src[i] = (CUdeviceptr)(uintptr_t)d[i].src;
@@ -346,6 +361,27 @@ void bench_run_overlap(void)
                            shape, layout_names[layout], d2h ? "d2h" : "h2d", "raw", "-",
                            enq * 1e3 / (double)n, alone, contig_gbps,
                            bench_ratio(alone, contig_gbps));
+                }
+                /* The plain kernel a user writes (a warp per piece, 16-byte
+                 * vectors, no shared memory) on --ref-ctas CTAs: alone and
+                 * beside the GEMM (stdout only). */
+                if (ref_ok && bench_opt.ref_ctas > 0) {
+                    uint32_t cnt = (uint32_t)n;
+                    CU(tcu.cuMemcpyHtoD(ref_descs, d, n * sizeof(*d)));
+                    CU(tcu.cuMemcpyHtoD(ref_count, &cnt, sizeof(cnt)));
+                    struct op r = {NULL, NULL, n, 0, 0, NULL, NULL, NULL, &ref, ref_descs,
+                                   ref_count};
+                    double us = 0, ga = 0, gb = 0, during = 0;
+                    if (!time_alone(&pl, &r, &us, NULL) || !gemm_alone(&g, gev, gemms, &ga) ||
+                        !beside(&pl, &g, gev, done, gemms, &r, us, ga, &gb, &during))
+                        goto fail;
+                    const double alone = bench_gbps((double)TRANSFER, us);
+                    printf("%-10s %-6s %-4s %-5s %-7d %9s %8.1f %8.1f %6.3f %7.3f %6s %8.1f "
+                           "%6.3f   (plain warp-per-piece kernel)\n",
+                           shape, layout_names[layout], d2h ? "d2h" : "h2d", "ref",
+                           bench_opt.ref_ctas, "-", alone, contig_gbps,
+                           bench_ratio(alone, contig_gbps), bench_ratio(gb, ga), "-", during,
+                           bench_ratio(during, contig_gbps));
                 }
                 for (int t = 0; t < N_TRANSPORTS; t++) {
                     if (!bench_opt.transport[t])
@@ -369,7 +405,7 @@ void bench_run_overlap(void)
                             p2pt_finalize(h);
                             goto fail;
                         }
-                        struct op batch = {h, d, n, 0, 0, NULL, NULL, NULL};
+                        struct op batch = {h, d, n, 0, 0, NULL, NULL, NULL, NULL, 0, 0};
                         double us = 0, enq = 0, ga = 0, gb = 0, gc = 0, during = 0, unused;
                         bool ok = time_alone(&pl, &batch, &us, &enq) &&
                                   gemm_alone(&g, gev, gemms, &ga) &&
@@ -427,6 +463,12 @@ out:
         CU_RELEASE(tcu.cuMemFree(pl.gpu));
     if (pl.host)
         CU_RELEASE(tcu.cuMemFreeHost(pl.host));
+    if (ref_ok)
+        bench_ref_unload(&ref);
+    if (ref_descs)
+        CU_RELEASE(tcu.cuMemFree(ref_descs));
+    if (ref_count)
+        CU_RELEASE(tcu.cuMemFree(ref_count));
     bench_gemm_close(&g);
     free(d);
     free(raw_dst);

@@ -138,6 +138,8 @@ static void usage(FILE *f)
 "  --budgets LIST     P2P_TRANSPORT_SM_BUDGET values for tma and auto:\n"
 "                     default (unset) or 0..4096 (default default,0)\n"
 "  --gemm N           the bf16 N x N x N cuBLAS GEMM run beside (default 8192)\n"
+"  --ref-ctas N       CTAs of the plain warp-per-piece kernel's rows, the\n"
+"                     kernel yardstick (default 8; 0: no such rows)\n"
 "  --cublas PATH      the cuBLAS library to dlopen (default libcublas.so.13,\n"
 "                     .12, then under $CUDA_HOME/lib64 and /usr/local/cuda/lib64);\n"
 "                     without one the mode prints one line and exits 2\n"
@@ -322,7 +324,7 @@ enum opt_id {
     O_HELP, O_B, O_E, O_F, O_W, O_N, O_R, O_C, O_MODE, O_TRANSPORT, O_PATH, O_DEVICE,
     O_PEER, O_CHUNK, O_STAGES, O_MAX_CTAS, O_SWEEP_BYTES, O_CSV, O_JSON, O_DROP_CACHES,
     O_CALIBRATE_OUT, O_SHAPES, O_SHIFT, O_MEMORY, O_DIR, O_CTAS, O_CUB, O_BUDGETS, O_PIECES,
-    O_LAYOUTS, O_OVERLAP_CSV, O_CUBLAS, O_GEMM
+    O_LAYOUTS, O_OVERLAP_CSV, O_CUBLAS, O_GEMM, O_REF_CTAS
 };
 
 static const struct {
@@ -348,6 +350,7 @@ static const struct {
     {"--budgets", O_BUDGETS, true}, {"--pieces", O_PIECES, true},
     {"--layouts", O_LAYOUTS, true}, {"--overlap-csv", O_OVERLAP_CSV, true},
     {"--cublas", O_CUBLAS, true},  {"--gemm", O_GEMM, true},
+    {"--ref-ctas", O_REF_CTAS, true},
 };
 
 static void make_sizes(struct bench_opts *o)
@@ -391,6 +394,7 @@ static void set_defaults(struct bench_opts *o)
     o->n_pieces = flag_list("--pieces", "4K,16K,64K", MAX_LIST, one_piece, o->pieces);
     o->layouts[0] = o->layouts[1] = true;
     o->gemm = 8192;
+    o->ref_ctas = 8;
 }
 
 /* Applies flag `id` with value `val` (NULL for a flag without one). */
@@ -464,6 +468,7 @@ static void apply(struct bench_opts *o, enum opt_id id, const char *name, const 
     case O_OVERLAP_CSV: o->overlap_csv = val; break;
     case O_CUBLAS: o->cublas = val; break;
     case O_GEMM: o->gemm = flag_int(name, val, 256, 16384); break;
+    case O_REF_CTAS: o->ref_ctas = flag_int(name, val, 0, 4096); break;
     }
 }
 
