@@ -23,7 +23,7 @@
 #include "validate.h"
 
 struct scan_out {
-    size_t pieces, h2d, d2h;
+    size_t pieces, h2d, d2h, skewed;
     uint64_t bytes, tiles;
 };
 
@@ -52,7 +52,7 @@ scan_loop(const struct p2pt_batch *b, const struct p2pt_window_set *ws, bool sta
 {
     const p2pt_copy_desc *descs = b->descs;
     const size_t count = b->count;
-    size_t k = 0, dir_n[2] = {0, 0};
+    size_t k = 0, dir_n[2] = {0, 0}, skewed = 0;
     uint64_t bytes = 0, tiles = 0;
     int dst_hint = -1, src_hint = -1; /* destinations and sources sit in different windows */
     int memo_hint[2] = {-1, -1};      /* ... and different allocations */
@@ -105,12 +105,14 @@ scan_loop(const struct p2pt_batch *b, const struct p2pt_window_set *ws, bool sta
         }
         if (group)
             p2pt__coalesce_add(groups, d, s, n, dlo, dhi, slo, shi);
+        skewed += ((d ^ s) & 15) != 0;
         k++;
         bytes += n;
     }
     o->pieces = k;
     o->h2d = dir_n[0];
     o->d2h = dir_n[1];
+    o->skewed = skewed;
     o->bytes = bytes;
     o->tiles = tiles;
     return P2PT_SUCCESS;
@@ -126,7 +128,7 @@ static p2pt_status scan(const struct p2pt_handle *h, struct p2pt_batch *b,
     const struct p2pt_window_set *ws = facts ? p2pt__windows(&h->windows, b->device) : NULL;
     const bool staged_ok = t != NULL && (t->caps & P2PT_CAP_STAGED) != 0;
     struct p2pt_alloc_memo memo;
-    struct scan_out o = {0, 0, 0, 0, 0};
+    struct scan_out o = {0, 0, 0, 0, 0, 0};
     p2pt_status st;
     p2pt__memo_init(&memo, b->device);
     if (groups != NULL)
@@ -142,6 +144,7 @@ static p2pt_status scan(const struct p2pt_handle *h, struct p2pt_batch *b,
     b->pieces = o.pieces;
     b->h2d = o.h2d;
     b->d2h = o.d2h;
+    b->skewed = o.skewed;
     b->bytes = o.bytes;
     b->queries = memo.queries;
     if (tiles != NULL)
