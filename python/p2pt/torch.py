@@ -23,13 +23,18 @@ capturing a graph: the first use compiles and loads the kernel.
 import math
 import os
 import threading
+import warnings
 from contextlib import nullcontext
 from typing import List, Optional
 
-import torch
+try:
+    import torch
+except ImportError:
+    # One line that says what to install, not the chain of the failed import.
+    raise ImportError("p2pt.torch needs PyTorch: pip install p2pt[torch]") from None
 
 from . import _handle
-from ._lib import Error
+from ._lib import Error, Status
 
 __all__ = ["handle", "prepare", "copy_", "copy_batch_", "copy_rows_", "copy_batch_device_",
            "row_descriptors", "register_window", "batch_status", "Error"]

@@ -108,3 +108,47 @@ def test_the_ctypes_layer_imports_no_third_party_module():
                    "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]", r.stdout
+
+
+def test_options_as_a_dict_are_the_same_items_as_a_string():
+    from p2pt._handle import options_text
+    assert options_text({"P2P_TRANSPORT_STAGES": 2, "P2P_TRANSPORT_PDL": False}) == \
+        "P2P_TRANSPORT_STAGES=2 P2P_TRANSPORT_PDL=0"
+    assert options_text("P2P_TRANSPORT_STAGES=2") == "P2P_TRANSPORT_STAGES=2"
+    assert options_text(None) is None
+    with pytest.raises(ValueError, match="P2P_TRANSPORT_CACHE_DIR='/a b'"):
+        options_text({"P2P_TRANSPORT_CACHE_DIR": "/a b"})
+    with pytest.raises(TypeError, match="str or a dict"):
+        options_text(["P2P_TRANSPORT_STAGES=2"])
+
+
+def test_a_dict_option_reaches_the_library():
+    # The value is checked before any driver is looked for, so a bad one
+    # proves the dict was passed through on any machine.
+    with pytest.raises(p2pt.Error) as e:
+        p2pt.Handle(options={"P2P_TRANSPORT_STAGES": 0})
+    assert e.value.status == p2pt.Status.INVALID_ARGUMENT
+    assert "P2P_TRANSPORT_STAGES" in e.value.text and '"0"' in e.value.text
+
+
+def test_a_misspelt_option_gets_the_nearest_name():
+    with pytest.raises(p2pt.Error) as e:
+        p2pt.Handle(options={"P2P_TRANSPORT_STAGE": 2})
+    assert "did you mean P2P_TRANSPORT_STAGES?" in e.value.text
+
+
+def test_the_error_is_shown_as_p2pt_error_with_its_status():
+    import traceback
+    with pytest.raises(p2pt.Error) as e:
+        p2pt.Handle(transport="bogus")
+    line = traceback.format_exception_only(type(e.value), e.value)[-1]
+    assert line.startswith("p2pt.Error: p2pt status 4 (INVALID_ARGUMENT): "), line
+    assert e.value.status == 4 and isinstance(e.value, RuntimeError)
+
+
+def test_p2pt_torch_without_torch_is_one_line_naming_the_extra():
+    r = run_python("import sys\nsys.modules['torch'] = None\nimport p2pt.torch\n")
+    assert r.returncode != 0
+    last = r.stderr.strip().splitlines()[-1]
+    assert last == "ImportError: p2pt.torch needs PyTorch: pip install p2pt[torch]", r.stderr
+    assert "During handling" not in r.stderr, "no chained traceback"
