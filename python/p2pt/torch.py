@@ -368,7 +368,7 @@ def _copy_batch_op(dsts: List[torch.Tensor], srcs: List[torch.Tensor], hid: int)
         if d.nbytes != s.nbytes or not d.is_contiguous() or not s.is_contiguous():
             raise ValueError(f"p2pt.torch.copy_batch_: piece {i}: dst ({d.nbytes} bytes) and "
                              f"src ({s.nbytes} bytes) must be contiguous and the same size")
-        if _pageable("copy_batch_", ((d, "dsts[i]"), (s, "srcs[i]"))):
+        if _pageable("copy_batch_", ((d, f"dsts[{i}]"), (s, f"srcs[{i}]"))):
             slow.append((d, s))
         else:
             descs.append((d.data_ptr(), s.data_ptr(), s.nbytes))
@@ -591,9 +591,6 @@ def _meta_on(meta, device):
 def _check_overlaps(descs, n):
     """Refuse a batch whose pieces would race: a destination written twice,
     or read by another piece (pieces run in any order, at once)."""
-    count = descs.shape[0]
-    if count < 2:
-        return
     d, s, b = descs[:, 0], descs[:, 1], descs[:, 2]
     order = torch.argsort(d)
     ds, de = d[order], d[order] + b[order]
