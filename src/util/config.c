@@ -292,9 +292,9 @@ static p2pt_status parse_options(struct options *o, const char *text)
             if (closest != NULL && (best <= 3 || (prefix && strlen(upper) > 4)))
                 snprintf(hint, sizeof(hint), "; did you mean %s?", closest);
             return p2pt__fail(P2PT_INVALID_ARGUMENT,
-                              "p2pt_init_args.options: \"%s\" is not a p2pt setting%s; "
-                              "accepted (env.md): %s",
-                              item, hint, names);
+                              "p2pt_init_args.options: \"%s\" is not a p2pt setting; "
+                              "accepted (env.md): %s%s",
+                              item, names, hint);
         }
         if (o->n == MAX_OPTIONS)
             return p2pt__fail(P2PT_INVALID_ARGUMENT,

@@ -152,3 +152,16 @@ def test_p2pt_torch_without_torch_is_one_line_naming_the_extra():
     last = r.stderr.strip().splitlines()[-1]
     assert last == "ImportError: p2pt.torch needs PyTorch: pip install p2pt[torch]", r.stderr
     assert "During handling" not in r.stderr, "no chained traceback"
+
+
+def test_the_library_is_looked_for_where_the_docstring_says(monkeypatch):
+    from p2pt import _lib
+    here = os.path.dirname(os.path.abspath(_lib.__file__))
+    monkeypatch.setenv("P2PT_LIBRARY", "/opt/x/libp2pt.so")
+    monkeypatch.setattr(_lib.os.path, "exists", lambda p: True)
+    assert list(_lib.candidates()) == [os.path.join(here, "libp2pt.so"), "/opt/x/libp2pt.so",
+                                       "libp2pt.so.0", "libp2pt.so"]
+    monkeypatch.setattr(_lib.os.path, "exists", lambda p: False)
+    assert list(_lib.candidates()) == ["/opt/x/libp2pt.so", "libp2pt.so.0", "libp2pt.so"]
+    monkeypatch.delenv("P2PT_LIBRARY")
+    assert list(_lib.candidates()) == ["libp2pt.so.0", "libp2pt.so"]
