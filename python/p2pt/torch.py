@@ -577,7 +577,7 @@ _meta_cache = {}
 
 
 def _meta_on(meta, device):
-    key = (device.index, tuple(meta.flatten().tolist()))
+    key = (device.index, tuple(meta.shape), tuple(meta.flatten().tolist()))
     m = _meta_cache.get(key)
     if m is None:
         if torch.cuda.is_current_stream_capturing():
