@@ -775,7 +775,12 @@ def swap_blocks(src, dst, block_mapping, *, stream=None, handle=None, sm_budget=
     no host sync, so a captured graph follows a new mapping at every
     replay; an id out of range is skipped, never written, and counted in
     the returned status record (check=True, or check_status, raises on it).
+    A GPU mapping is not searched for repeated destinations (that would
+    need a sync): as in vLLM, a block listed twice gets either source.
     Returns the (8,) int32 status record, on the mapping's device.
+
+    Keep pinned tensors alive until the stream has passed the swap: torch's
+    cache of pinned memory does not see p2pt's use of them.
 
     sm_budget: P2P_TRANSPORT_SM_BUDGET for this swap (0: no kernel at all,
     N: at most N CTAs), through a handle per value, created at first use.

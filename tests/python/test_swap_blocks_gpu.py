@@ -222,9 +222,12 @@ def test_compile_keeps_the_swap_in_one_graph_with_the_eager_bytes(h, where):
     def step(src, dst, mapping):
         return pt.swap_blocks(src, dst, mapping, handle=h)
 
-    pt.swap_blocks(layers(gpu), layers(host_pool()), m, handle=h)  # prepare, windows
+    warm = host_pool()
+    pt.swap_blocks(layers(gpu), layers(warm), m, handle=h)  # prepare, windows
     torch.cuda.synchronize()
-    explain = torch._dynamo.explain(step)(layers(gpu), layers(host_pool()), m)
+    scratch = host_pool()
+    explain = torch._dynamo.explain(step)(layers(gpu), layers(scratch), m)
+    torch.cuda.synchronize()  # the pinned pool may be reused once freed
     assert explain.graph_break_count == 0 and explain.graph_count == 1
     eager, compiled = host_pool(), host_pool()
     before = as_bytes(eager)
