@@ -220,6 +220,34 @@ def _pageable(op, sides):
     return found
 
 
+_scratch = {}  # device -> one GPU byte
+
+
+def _hold_pinned(tensors):
+    """Keep torch from handing the pinned storages among `tensors` to a new
+    tensor before the current stream has passed the work just enqueued on
+    them: torch's cache of pinned memory tracks only its own copies, so one
+    1-byte non_blocking copy from each storage's first byte (which records
+    the stream's progress on its block) stands for p2pt's use. Not while
+    capturing: a graph's memory must outlive the graph anyway."""
+    if torch.cuda.is_current_stream_capturing():
+        return
+    seen = set()
+    for t in tensors:
+        if t.is_cuda or not t.is_pinned():
+            continue
+        storage = t.untyped_storage()
+        if storage.nbytes() == 0 or storage.data_ptr() in seen:
+            continue
+        seen.add(storage.data_ptr())
+        device = torch.cuda.current_device()
+        byte = _scratch.get(device)
+        if byte is None:
+            byte = _scratch[device] = torch.empty(1, dtype=torch.uint8, device="cuda")
+        first = torch.empty(0, dtype=torch.uint8).set_(storage, 0, (1,), (1,))
+        byte.copy_(first, non_blocking=True)
+
+
 def _flat_bytes(t):
     return t.reshape(-1).view(torch.uint8)
 
@@ -355,6 +383,7 @@ def _copy_op(dst: torch.Tensor, src: torch.Tensor, hid: int) -> None:
         return
     h = _get(hid)
     h.copy(dst.data_ptr(), src.data_ptr(), src.nbytes, _cur())
+    _hold_pinned((dst, src))
 
 
 @_copy_op.register_fake
@@ -366,7 +395,7 @@ def _(dst, src, hid):
 def _copy_batch_op(dsts: List[torch.Tensor], srcs: List[torch.Tensor], hid: int) -> None:
     if len(dsts) != len(srcs):
         raise ValueError(f"p2pt.torch.copy_batch_: {len(dsts)} destinations, {len(srcs)} sources")
-    descs, slow = [], []
+    descs, slow, fast = [], [], []
     for i, (d, s) in enumerate(zip(dsts, srcs)):
         if d.nbytes != s.nbytes or not d.is_contiguous() or not s.is_contiguous():
             raise ValueError(f"p2pt.torch.copy_batch_: piece {i}: dst ({d.nbytes} bytes) and "
@@ -375,8 +404,10 @@ def _copy_batch_op(dsts: List[torch.Tensor], srcs: List[torch.Tensor], hid: int)
             slow.append((d, s))
         else:
             descs.append((d.data_ptr(), s.data_ptr(), s.nbytes))
+            fast += (d, s)
     if descs:
         _get(hid).copy_batch(descs, _cur())
+        _hold_pinned(fast)
     for d, s in slow:
         _host_only(d, s)
         _flat_bytes(d).copy_(_flat_bytes(s))
@@ -457,7 +488,9 @@ def _copy_rows_op(dst: torch.Tensor, dst_index: Optional[torch.Tensor], src: tor
     elif not count.is_cuda:
         raise ValueError("p2pt.torch.copy_rows_: count must be one int32 on the GPU")
     _windows(h, device, (dst, src))
-    return _device_batch(h, descs, count, n, device).to(where)
+    st = _device_batch(h, descs, count, n, device)
+    _hold_pinned((dst, src))
+    return st.to(where)
 
 
 @_copy_rows_op.register_fake
@@ -657,6 +690,7 @@ def _swap_blocks_op(src: List[torch.Tensor], dst: List[torch.Tensor],
         h = _get(hid)
         _ready(h, _device())
         h.copy_batch_at(descs.data_ptr(), pieces, _cur())
+        _hold_pinned(list(src) + list(dst))
     return _status(pieces, pieces, 0, _UINT32_MAX, 0, block_mapping.device)
 
 
@@ -687,7 +721,9 @@ def _swap_on_gpu(src, dst, mapping, sizes, hid):
     descs[:, :2].masked_fill_(bad.view(pieces, 1), 0)
     count = torch.full((1,), pieces, dtype=torch.int32, device=gpu)
     _windows(h, device, list(src) + list(dst))
-    return _device_batch(h, descs, count, pieces, device)
+    st = _device_batch(h, descs, count, pieces, device)
+    _hold_pinned(list(src) + list(dst))
+    return st
 
 
 _caps = {}
