@@ -165,3 +165,14 @@ def test_the_library_is_looked_for_where_the_docstring_says(monkeypatch):
     assert list(_lib.candidates()) == ["/opt/x/libp2pt.so", "libp2pt.so.0", "libp2pt.so"]
     monkeypatch.delenv("P2PT_LIBRARY")
     assert list(_lib.candidates()) == ["libp2pt.so.0", "libp2pt.so"]
+
+
+def test_a_missing_auto_table_names_the_variable_that_pointed_at_it():
+    # Read before any driver is looked for: the same on every machine.
+    r = run_python("import p2pt\ntry:\n    p2pt.Handle(transport='auto', options={"
+                   "'P2P_TRANSPORT_AUTO_TABLE': '/nonexistent/p2pt.table'})\n"
+                   "except p2pt.Error as e:\n    print(e.status, e.text)\n",
+                   P2P_CUDA_LIBRARY="/nonexistent/libcuda.so.1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("4 P2P_TRANSPORT_AUTO_TABLE=/nonexistent/p2pt.table: cannot "
+                               "open"), r.stdout
