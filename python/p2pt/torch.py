@@ -694,6 +694,23 @@ def _swap_blocks_op(src: List[torch.Tensor], dst: List[torch.Tensor],
     return _status(pieces, pieces, 0, _UINT32_MAX, 0, block_mapping.device)
 
 
+def _checked_pieces(src, dst, mapping, sizes, device):
+    """_pieces for a mapping whose ids cannot be read on the host: the
+    pieces of an id outside its layer get NULL addresses, which no window
+    holds, so the kernel skips them and the status record counts them, and
+    nothing is written outside dst even where a window covers more than the
+    view."""
+    descs = _pieces(src, dst, mapping, sizes, device)
+    lim = torch.tensor([[t.shape[0] for t in src], [t.shape[0] for t in dst]],
+                       dtype=torch.int64)
+    if device.type == "cuda":
+        lim = _meta_on(lim, device)
+    si, di = mapping[:, 0][None, :], mapping[:, 1][None, :]
+    bad = (si < 0) | (si >= lim[0][:, None]) | (di < 0) | (di >= lim[1][:, None])
+    descs[:, :2].masked_fill_(bad.view(-1, 1), 0)
+    return descs
+
+
 def _swap_on_gpu(src, dst, mapping, sizes, hid):
     h = _get(hid)
     device = _device()
@@ -710,15 +727,7 @@ def _swap_on_gpu(src, dst, mapping, sizes, hid):
     if pieces > cap:
         raise ValueError(f"p2pt.torch.swap_blocks: {n} blocks x {layers} layers = {pieces} "
                          f"pieces, over the {cap} one device batch takes")
-    descs = _pieces(src, dst, mapping, sizes, gpu)
-    # Ids outside a layer get NULL addresses, which no window holds: the
-    # kernel skips them and the status record counts them, so nothing is
-    # written outside dst even where a window covers more than the view.
-    lim = _meta_on(torch.tensor([[t.shape[0] for t in src], [t.shape[0] for t in dst]],
-                                dtype=torch.int64), gpu)
-    si, di = mapping[:, 0][None, :], mapping[:, 1][None, :]
-    bad = (si < 0) | (si >= lim[0][:, None]) | (di < 0) | (di >= lim[1][:, None])
-    descs[:, :2].masked_fill_(bad.view(pieces, 1), 0)
+    descs = _checked_pieces(src, dst, mapping, sizes, gpu)
     count = torch.full((1,), pieces, dtype=torch.int32, device=gpu)
     _windows(h, device, list(src) + list(dst))
     st = _device_batch(h, descs, count, pieces, device)
