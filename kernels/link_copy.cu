@@ -25,7 +25,11 @@
 
 typedef struct p2pt_batch_desc desc_t;
 
+#ifdef P2PT_LINK_UNROLL
+#define UNROLL P2PT_LINK_UNROLL
+#else
 #define UNROLL 8
+#endif
 #define WARPS (P2PT_LINK_THREADS / 32)
 
 static __device__ __forceinline__ int4 ld16(const int4 *p)

@@ -39,8 +39,20 @@ const struct p2pt_kernel p2pt__kernel_link_copy = {
     .source = p2pt__link_copy_source,
     .entries = {"p2pt_link_copy", NULL},
     .min_cc = 90,
+#ifdef P2PT_LINK_UNROLL /* an experiment's build: loads in flight a lane */
+#define LINK_STR(x) #x
+#define LINK_XSTR(x) LINK_STR(x)
+    .defines = {"-DP2PT_LINK_UNROLL=" LINK_XSTR(P2PT_LINK_UNROLL), NULL},
+#else
     .defines = {NULL},
+#endif
 };
+
+/* The directions whose batches may take the link kernel (1 h2d, 2 d2h):
+ * an experiment's build may narrow it (bench/results/offload.md). */
+#ifndef P2PT_LINK_DIRS
+#define P2PT_LINK_DIRS 3
+#endif
 
 #define RING_BYTES (8u << 20) /* 349,525 descriptors in flight */
 #define RING_SLOTS 64         /* batches in flight per context */
@@ -251,7 +263,8 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
      * slot is recorded as busy, the ring is never used again, so that no
      * later batch writes where a pending copy or kernel may still read. */
     most = p2pt__tma_link_grid(b, most);
-    if (lm != NULL && p2pt__batch_link_cap(b) != 0 && b->skewed == 0) {
+    if (lm != NULL && p2pt__batch_link_cap(b) != 0 && b->skewed == 0 &&
+        (b->h2d == 0 || (P2PT_LINK_DIRS & 1)) && (b->d2h == 0 || (P2PT_LINK_DIRS & 2))) {
         /* Every piece crosses the host link, co-aligned: the link kernel,
          * a warp a piece, no plan (kernels/link_copy.cu). */
         {
