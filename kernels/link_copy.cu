@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * p2pt link kernel: a host batch whose every piece crosses the host link
- * (one side in pinned host memory: KV-cache offload), all co-aligned.
+ * from pinned host memory to the GPU (KV-cache restore), all co-aligned.
+ * (GPU to host stays on the batch kernel: see P2PT_LINK_DIRS in
+ * src/engines/transport_tma_ring.c.)
  *
  * Compiled at run time by NVRTC (src/jit/jit.c) with p2pt_kernel_abi.h and
  * tma_ptx.cuh.

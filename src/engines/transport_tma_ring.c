@@ -48,10 +48,13 @@ const struct p2pt_kernel p2pt__kernel_link_copy = {
 #endif
 };
 
-/* The directions whose batches may take the link kernel (1 h2d, 2 d2h):
- * an experiment's build may narrow it (bench/results/offload.md). */
+/* The directions whose batches take the link kernel (1 h2d, 2 d2h; an
+ * experiment's build may set it). h2d only: beside a GEMM the batch kernel
+ * moved d2h batches at 0.70-0.76 of the contiguous copy on the same 3 CTAs
+ * where the link kernel moved 0.52-0.58, and alone as fast
+ * (bench/results/offload.md, "the link kernel"). */
 #ifndef P2PT_LINK_DIRS
-#define P2PT_LINK_DIRS 3
+#define P2PT_LINK_DIRS 1
 #endif
 
 #define RING_BYTES (8u << 20) /* 349,525 descriptors in flight */
