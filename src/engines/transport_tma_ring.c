@@ -39,13 +39,7 @@ const struct p2pt_kernel p2pt__kernel_link_copy = {
     .source = p2pt__link_copy_source,
     .entries = {"p2pt_link_copy", NULL},
     .min_cc = 90,
-#ifdef P2PT_LINK_UNROLL /* an experiment's build: loads in flight a lane */
-#define LINK_STR(x) #x
-#define LINK_XSTR(x) LINK_STR(x)
-    .defines = {"-DP2PT_LINK_UNROLL=" LINK_XSTR(P2PT_LINK_UNROLL), NULL},
-#else
     .defines = {NULL},
-#endif
 };
 
 /* The directions whose batches take the link kernel (1 h2d, 2 d2h; an
