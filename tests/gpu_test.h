@@ -62,6 +62,24 @@ static inline CUcontext gt_use_device(int ordinal)
     return ctx;
 }
 
+/* Every later driver call of this test process goes to the fake driver
+ * (tests/fault/fake_cuda.c: two sm_90 devices, copies that are memcpy,
+ * kernels that do nothing), device 0 current; skips where it is not
+ * built. */
+static inline void gt_use_fake_driver(void)
+{
+#ifdef P2PT_FAKE_CUDA_PATH
+    setenv("P2P_CUDA_LIBRARY", P2PT_FAKE_CUDA_PATH, 1);
+    setenv("P2P_NVRTC_LIBRARY", P2PT_FAKE_NVRTC_PATH, 1);
+    setenv("P2P_TRANSPORT_CACHE_DIR", "off", 1);
+    cr_assert_eq(p2pt_test_driver_load(P2PT_FAKE_CUDA_PATH), P2PT_SUCCESS, "%s",
+                 p2pt__last_error_text());
+    gt_use_device(0);
+#else
+    cr_skip_test("the fake driver is not built here (tests/fault/)");
+#endif
+}
+
 static inline p2pt_handle *gt_handle(const char *transport)
 {
     p2pt_init_args a = {sizeof(a), NULL, transport};

@@ -50,30 +50,6 @@ Test(auto_host_cpu, a_host_list_naming_an_engine_the_architecture_cannot_run_fai
     unlink(path);
 }
 
-/* ------------------------------------------------------ the fake driver */
-
-#ifdef P2PT_FAKE_CUDA_PATH
-/* Every later driver call of this test process goes to the fake driver. */
-static void on_fake_driver(void)
-{
-    setenv("P2P_CUDA_LIBRARY", P2PT_FAKE_CUDA_PATH, 1);
-    setenv("P2P_NVRTC_LIBRARY", P2PT_FAKE_NVRTC_PATH, 1);
-    setenv("P2P_TRANSPORT_CACHE_DIR", "off", 1);
-    cr_assert_eq(p2pt_test_driver_load(P2PT_FAKE_CUDA_PATH), P2PT_SUCCESS, "%s",
-                 p2pt__last_error_text());
-    gt_use_device(0);
-}
-#endif
-
-static void require_fake_driver(void)
-{
-#ifdef P2PT_FAKE_CUDA_PATH
-    on_fake_driver();
-#else
-    cr_skip_test("the fake driver is not built here (tests/fault/)");
-#endif
-}
-
 static p2pt_handle *handle_with(const char *text, char path[64])
 {
     p2pt_handle *h = NULL;
@@ -124,7 +100,7 @@ static void *dptr(CUdeviceptr p) { return (void *)(uintptr_t)p; }
 
 Test(auto_host_fake, copies_between_pinned_host_memory_and_the_device_follow_the_host_lists)
 {
-    require_fake_driver();
+    gt_use_fake_driver();
     char path[64];
     p2pt_handle *h = handle_with(HOST_TABLE("sm_90"), path);
     CUstream s;
@@ -186,7 +162,7 @@ Test(auto_host_fake, copies_between_pinned_host_memory_and_the_device_follow_the
 
 Test(auto_host_fake, a_host_batch_follows_the_list_of_its_first_piece_with_bytes)
 {
-    require_fake_driver();
+    gt_use_fake_driver();
     char path[64];
     p2pt_handle *h = handle_with(HOST_TABLE("sm_90"), path);
     CUstream s;
@@ -241,7 +217,7 @@ Test(auto_host_fake, a_host_batch_follows_the_list_of_its_first_piece_with_bytes
 
 Test(auto_host_fake, without_host_lists_host_memory_is_routed_as_before)
 {
-    require_fake_driver();
+    gt_use_fake_driver();
     /* A table file without them; then the built-in table (sm_90), whose
      * measured host lists send single copies to ce and batches of small
      * pieces to tma. */

@@ -29,17 +29,8 @@ static bool on_fake;
 
 static void use_fake_driver(void)
 {
-#ifdef P2PT_FAKE_CUDA_PATH
-    setenv("P2P_CUDA_LIBRARY", P2PT_FAKE_CUDA_PATH, 1);
-    setenv("P2P_NVRTC_LIBRARY", P2PT_FAKE_NVRTC_PATH, 1);
-    setenv("P2P_TRANSPORT_CACHE_DIR", "off", 1);
-    cr_assert_eq(p2pt_test_driver_load(P2PT_FAKE_CUDA_PATH), P2PT_SUCCESS, "%s",
-                 p2pt__last_error_text());
-    gt_use_device(0);
+    gt_use_fake_driver();
     on_fake = true;
-#else
-    cr_skip_test("the fake driver is not built here (tests/fault/)");
-#endif
 }
 
 static void use_gpu(void)
