@@ -2,12 +2,17 @@
 # SPDX-License-Identifier: Apache-2.0
 # One job on a GPU machine: build, run the whole suite once per
 # transport, then the benchmark. Everything is logged under $OUT (or
-# ./gpu-out). Usage: scripts/gpu-run.sh [tests] [batch] [python] [bench -- <p2pt-bench args>]
+# ./gpu-out). Usage:
+#   scripts/gpu-run.sh [tests] [batch] [offload] [python] [bench -- <p2pt-bench args>]
 #   batch: CUB's DeviceMemcpy::Batched (bench/experiments/run.sh cub), then
 #          p2pt-bench --mode batch with every shape, at --shift 7, with
 #          --memory host --dir h2d and d2h, and the --ctas sweep for
 #          1024x14K and 16384x32K; batch*.log and batch*.csv under $OUT
-#   python: pytest tests/python with the system's PyTorch, on build/'s library
+#   offload: p2pt-bench --mode overlap (KV offload beside a cuBLAS GEMM), every
+#          piece size, layout, engine and budgets default and 0; overlap.log and
+#          overlap.csv under $OUT
+#   python: pytest tests/python with the system's PyTorch, on build/'s library,
+#          then examples/kv_offload.py --overlap
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -21,11 +26,12 @@ cat "$OUT/machine.txt"
 cmake -S . -B build -DCRITERION_ROOT="$PWD/.gpudeps" ${P2PT_CMAKE_EXTRA:-} >"$OUT/build.log" 2>&1 &&
   cmake --build build -j"$(nproc)" >>"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 rc=0
-want_tests=0; want_bench=0; want_batch=0; want_python=0; bench_args=()
+want_tests=0; want_bench=0; want_batch=0; want_offload=0; want_python=0; bench_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     tests) want_tests=1 ;;
     batch) want_batch=1 ;;
+    offload) want_offload=1 ;;
     python) want_python=1 ;;
     bench) want_bench=1 ;;
     --) shift; bench_args=("$@"); break ;;
@@ -60,12 +66,22 @@ if [ $want_batch = 1 ]; then
     bench/plot.sh "$OUT/batch.csv" "$OUT/plots" || rc=1
   fi
 fi
+if [ $want_offload = 1 ]; then
+  echo "== p2pt-bench --mode overlap"
+  timeout 400 ./build/p2pt-bench --mode overlap --overlap-csv "$OUT/overlap.csv" \
+    >"$OUT/overlap.log" 2>&1 || rc=1
+  grep -v '^# p2pt counters' "$OUT/overlap.log"
+fi
 if [ $want_python = 1 ]; then
   echo "== pytest tests/python (p2pt.torch on the GPU)"
   P2PT_LIBRARY=$PWD/build/libp2pt.so P2PT_LAYOUT_PROBE=$PWD/build/p2pt-struct-layout \
     P2P_TRANSPORT_CACHE_DIR=off timeout 400 python3 -m pytest -v -rs -p no:cacheprovider \
     tests/python >"$OUT/pytest.log" 2>&1 || rc=1
   grep -E "PASSED|FAILED|SKIPPED|ERROR|passed|failed" "$OUT/pytest.log" | tail -40
+  echo "== examples/kv_offload.py --overlap"
+  PYTHONUNBUFFERED=1 P2PT_LIBRARY=$PWD/build/libp2pt.so timeout 300 python3 \
+    examples/kv_offload.py --overlap >"$OUT/kv_offload.log" 2>&1 || rc=1
+  cat "$OUT/kv_offload.log"
 fi
 if [ $want_bench = 1 ]; then
   echo "== p2pt-bench ${bench_args[*]}"
