@@ -29,6 +29,7 @@
 #include "cubin_cache.h"
 #include "driver.h"
 #include "handle.h"
+#include "handles.h"
 #include "jit.h"
 #include "launch.h"
 #include "nvrtc_loader.h"

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "auto.h"
-#include "handle.h"
+#include "handles.h"
 #include "jit.h"
 #include "operation.h"
 #include "policy.h"

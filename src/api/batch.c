@@ -6,7 +6,7 @@
  */
 #include <string.h>
 
-#include "handle.h"
+#include "handles.h"
 #include "operation.h"
 
 p2pt_status p2pt_copy_batch_async(p2pt_handle *h, const p2pt_copy_desc *descs, size_t count,
@@ -24,8 +24,7 @@ p2pt_status p2pt_copy_batch_async(p2pt_handle *h, const p2pt_copy_desc *descs, s
 
 size_t p2pt_batch_workspace_bytes(uint32_t max_count)
 {
-    (void)max_count; /* the kernel plans in shared memory: only the status record */
-    return sizeof(struct p2pt_batch_ws_head);
+    return p2pt__batch_workspace_size(max_count);
 }
 
 p2pt_status p2pt_copy_batch_device_async(p2pt_handle *h, const p2pt_copy_desc *descs,

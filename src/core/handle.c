@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "auto.h"
-#include "handle.h"
+#include "handles.h"
 #include "policy.h"
 #include "router.h"
 #include "transport.h"
@@ -108,14 +108,6 @@ bool p2pt__handle_free(struct p2pt_handle *h)
     if (found)
         free_parts(h);
     return found;
-}
-
-void *p2pt__engine_state(const struct p2pt_handle *h, const struct p2pt_transport *t)
-{
-    for (int i = 0; i < P2PT_MAX_TRANSPORTS; i++)
-        if (h->engine_state[i].engine == t)
-            return h->engine_state[i].state;
-    return NULL;
 }
 
 p2pt_status p2pt__check_handle(const p2pt_handle *h, const char *fn)

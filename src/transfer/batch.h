@@ -40,4 +40,14 @@ struct p2pt_device_batch {
 /* Most descriptors one device batch may declare (max_count). */
 #define P2PT_DEVICE_BATCH_MAX (1u << 24)
 
+/* The workspace a device batch of `max_count` descriptors needs
+ * (p2pt_batch_workspace_bytes): the kernel plans in shared memory, so only
+ * its status record. Here, beside the kernel's layout, so that validation
+ * sizes the buffer without calling the public API. */
+static inline size_t p2pt__batch_workspace_size(uint32_t max_count)
+{
+    (void)max_count;
+    return sizeof(struct p2pt_batch_ws_head);
+}
+
 #endif /* P2PT_BATCH_H */

@@ -2,8 +2,8 @@
 /*
  * The handle: a configuration, a logger, the routing policy (and the
  * fixed engine, when there is one), each engine's private state and the
- * counters. handle.c keeps the registry of live handles; api.c the entry
- * points.
+ * counters: what the pipeline and the engines both read. Making, freeing
+ * and checking handles is core's (handles.h).
  */
 #ifndef P2PT_HANDLE_H
 #define P2PT_HANDLE_H
@@ -46,26 +46,16 @@ struct p2pt_handle {
     struct p2pt_windows windows;
 };
 
-/*
- * A new handle for `cfg`, registered as live (no driver needed: tests make
- * handles without one; for auto it parses the crossover tables, so a bad
- * table file fails here, before p2pt_init loads the driver).
- * P2PT_INVALID_USAGE past P2PT_MAX_HANDLES live handles.
- */
-P2PT_INTERNAL p2pt_status p2pt__handle_new(const struct p2pt_config *cfg,
-                                           p2pt_logger_t logger, struct p2pt_handle **out);
-/* Unregister and free; false when `h` was not live (nothing is touched). */
-P2PT_INTERNAL bool p2pt__handle_free(struct p2pt_handle *h);
-/*
- * NULL: P2PT_INVALID_ARGUMENT; not a live handle (never initialized or
- * finalized): P2PT_INVALID_USAGE. Decided from the registry without reading
- * through `h`, so a finalized handle's freed memory is never touched. `fn`
- * names the caller in the message.
- */
-P2PT_INTERNAL p2pt_status p2pt__check_handle(const p2pt_handle *h, const char *fn);
 /* Engine `t`'s private state in handle `h` (what its init hook made; NULL
- * for an engine without one). */
-P2PT_INTERNAL void *p2pt__engine_state(const struct p2pt_handle *h,
-                                       const struct p2pt_transport *t);
+ * for an engine without one). Inline, so an engine reads its state without
+ * calling into the module that made the handle. */
+static inline void *p2pt__engine_state(const struct p2pt_handle *h,
+                                       const struct p2pt_transport *t)
+{
+    for (int i = 0; i < P2PT_MAX_TRANSPORTS; i++)
+        if (h->engine_state[i].engine == t)
+            return h->engine_state[i].state;
+    return NULL;
+}
 
 #endif /* P2PT_HANDLE_H */

@@ -126,7 +126,7 @@ p2pt_status p2pt__validate_device_batch(const struct p2pt_handle *h,
     P2PT_TRY(p2pt__check_range("p2pt_copy_batch_device_async: count", b->count,
                                sizeof(*b->count), b->device));
     P2PT_TRY(p2pt__check_range("p2pt_copy_batch_device_async: workspace", b->workspace,
-                               p2pt_batch_workspace_bytes(b->max_count), b->device));
+                               p2pt__batch_workspace_size(b->max_count), b->device));
     last_checked = (struct checked_buffers){b->ctx, b->descs, b->count, b->workspace,
                                             b->max_count, {id[0], id[1], id[2]}};
 out:
