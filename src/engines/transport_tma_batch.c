@@ -14,7 +14,7 @@
  * stream (programmatic dependent launch overlaps each with the previous
  * one's tail). The driver copies the parameters at launch, and graph
  * capture into the graph, so the caller's array is free on return either
- * way. The pass (src/core/batch_scan.c) checks every piece before anything
+ * way. The pass (src/transfer/batch_scan.c) checks every piece before anything
  * is enqueued: a refused piece leaves the stream untouched.
  *
  * Device descriptors: one launch; its CTAs read the count and the
