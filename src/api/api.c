@@ -7,7 +7,6 @@
  */
 #include <string.h>
 
-#include "auto.h"
 #include "handles.h"
 #include "jit.h"
 #include "operation.h"
@@ -50,8 +49,8 @@ p2pt_status p2pt_init(const p2pt_init_args *args, p2pt_handle **out)
               P2PT_VERSION_STRING, p2pt__handle_transport_name(h), h->cfg.chunk_bytes,
               h->cfg.stages, h->cfg.max_ctas, h->driver_version,
               h->cfg.validate ? "on" : "off");
-    if (h->autos != NULL)
-        P2PT_TRY(p2pt__auto_check_machine(h));
+    if (h->policy->after_driver != NULL)
+        P2PT_TRY(h->policy->after_driver(h));
     *out = h;
     h = NULL;
 out:
@@ -112,7 +111,7 @@ p2pt_status p2pt_get_properties(const p2pt_handle *h, p2pt_properties *props)
     p.batch_pieces = atomic_load(&h->stats.batch_pieces);
     p.device_batches = atomic_load(&h->stats.device_batches);
     p.batch_launches = atomic_load(&h->stats.batch_launches);
-    p.auto_table = h->cfg.auto_table[0] ? h->cfg.auto_table : h->autos ? "built-in" : NULL;
+    p.auto_table = h->cfg.auto_table[0] ? h->cfg.auto_table : NULL;
     int ce = p2pt__transport_index(&p2pt__transport_ce);
     int tma = p2pt__transport_index(&p2pt__transport_tma);
     p.ce_bytes = atomic_load(&h->stats.engine_bytes[ce]);
@@ -125,6 +124,8 @@ p2pt_status p2pt_get_properties(const p2pt_handle *h, p2pt_properties *props)
         p.engine_batches[e] = atomic_load(&h->stats.engine_batches[e]);
         p.engine_fallbacks[e] = atomic_load(&h->stats.engine_fallbacks[e]);
     }
+    if (h->policy->report != NULL)
+        h->policy->report(h, &p);
     /* Fill only what the caller's struct has room for. */
     memcpy(props, &p, p.size);
     return P2PT_SUCCESS;

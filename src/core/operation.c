@@ -73,9 +73,13 @@ static p2pt_status resolve(struct p2pt_handle *h, struct p2pt_op *op, bool *push
     case P2PT_OP_COPY:
         P2PT_TRY(p2pt__stream_enter(op->copy.stream, &op->copy.ctx, &op->copy.device, pushed));
         P2PT_TRY(p2pt__resolve_sides(&op->copy));
+        if (h->policy->needs & P2PT_NEEDS_CAPTURE)
+            P2PT_TRY(p2pt__stream_capturing(op->copy.stream, &op->copy.capturing));
         break;
     case P2PT_OP_BATCH:
         P2PT_TRY(p2pt__stream_enter(op->batch.stream, &op->batch.ctx, &op->batch.device, pushed));
+        if (h->policy->needs & P2PT_NEEDS_FIRST_PIECE)
+            P2PT_TRY(p2pt__batch_first(&op->batch));
         break;
     case P2PT_OP_DEVICE_BATCH:
         P2PT_TRY(p2pt__stream_enter(op->device.stream, &op->device.ctx, &op->device.device,
@@ -111,7 +115,7 @@ static p2pt_status route_batch(struct p2pt_handle *h, struct p2pt_batch *b, bool
                                bool *nothing)
 {
     p2pt_status st = P2PT_SUCCESS;
-    if (h->policy->batch_sums) {
+    if (h->policy->needs & P2PT_NEEDS_BATCH_SUMS) {
         P2PT_TRY(p2pt__batch_scan(h, b, NULL, NULL, NULL));
         if ((*nothing = b->pieces == 0))
             return P2PT_SUCCESS;

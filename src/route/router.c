@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "auto.h"
 #include "handle.h"
 #include "policy.h"
 #include "router.h"
@@ -63,9 +64,23 @@ int p2pt__transport_index(const struct p2pt_transport *t)
     return i;
 }
 
+/* The policies P2P_TRANSPORT names besides the engines, NULL-terminated;
+ * an engine's name selects the fixed policy. */
+static const struct p2pt_policy *const policies[] = {&p2pt__policy_auto, NULL};
+
+const struct p2pt_policy *p2pt__policy_find(const char *name)
+{
+    if (p2pt__transport_find(name) != NULL)
+        return &p2pt__policy_fixed;
+    for (size_t i = 0; name != NULL && policies[i] != NULL; i++)
+        if (strcasecmp(name, policies[i]->name) == 0)
+            return policies[i];
+    return NULL;
+}
+
 const char *p2pt__handle_transport_name(const struct p2pt_handle *h)
 {
-    return h->policy->name != NULL ? h->policy->name : h->transport->name;
+    return h->policy->transport_name(h);
 }
 
 const struct p2pt_transport *p2pt__fallback_engine(void)
@@ -84,9 +99,10 @@ const struct p2pt_transport *p2pt__engine_with(unsigned caps)
 p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *options,
                               const char *transport_override)
 {
-    const char *names[P2PT_MAX_TRANSPORTS + 1];
+    const char *names[P2PT_MAX_TRANSPORTS + P2PT_ARRAY_LEN(policies)];
     int n = p2pt__engine_names(names, P2PT_MAX_TRANSPORTS);
-    names[n++] = P2PT_AUTO_NAME;
+    for (size_t i = 0; policies[i] != NULL; i++)
+        names[n++] = policies[i]->name;
     return p2pt__config_parse(cfg, options, transport_override, names, n);
 }
 

@@ -27,9 +27,13 @@ P2PT_INTERNAL int p2pt__transport_index(const struct p2pt_transport *t);
 P2PT_INTERNAL const struct p2pt_transport *p2pt__fallback_engine(void);
 /* The first engine with every capability in `caps`; NULL when none. */
 P2PT_INTERNAL const struct p2pt_transport *p2pt__engine_with(unsigned caps);
-/* The handle's transport name: a registered one, or "auto". */
+/* The policy a P2P_TRANSPORT value selects (case-insensitive): the fixed
+ * one for an engine's name, else a named policy (auto); NULL when none. */
+P2PT_INTERNAL const struct p2pt_policy *p2pt__policy_find(const char *name);
+/* The handle's transport name: a registered engine's, or its policy's. */
 P2PT_INTERNAL const char *p2pt__handle_transport_name(const struct p2pt_handle *h);
-/* p2pt__config_parse against the registry's names (plus "auto"). */
+/* p2pt__config_parse against the registry's names and the named
+ * policies'. */
 P2PT_INTERNAL p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *options,
                                             const char *transport_override);
 

@@ -17,6 +17,9 @@ struct p2pt_batch {
     CUstream stream;
     CUcontext ctx;
     int device; /* the stream's device */
+    /* Its first piece with bytes, resolved as a copy (p2pt__batch_first),
+     * for a policy that routes by it. */
+    struct p2pt_request first;
     /* What the pass over the descriptors found (batch_scan.c), valid once
      * `scanned`: */
     bool scanned;

@@ -14,7 +14,6 @@
 
 struct p2pt_policy;
 struct p2pt_transport;
-struct p2pt_auto;
 
 struct p2pt_stats {
     _Atomic uint64_t copies, bytes, tma_launches, stream_launches, ce_copies, rejected;
@@ -32,9 +31,8 @@ struct p2pt_stats {
 struct p2pt_handle {
     struct p2pt_config cfg;
     struct p2pt_logger log;
-    const struct p2pt_policy *policy;       /* auto, or a fixed engine */
-    const struct p2pt_transport *transport; /* the fixed engine; NULL under auto */
-    struct p2pt_auto *autos;                /* auto's tables; NULL for a fixed transport */
+    const struct p2pt_policy *policy; /* auto, or a fixed engine */
+    void *policy_state;               /* what the policy's init made */
     int driver_version;
     struct p2pt_stats stats;
     _Atomic int fallback_logged;
