@@ -35,6 +35,7 @@
 #include "nvrtc_loader.h"
 #include "operation.h"
 #include "policy.h"
+#include "registry.h"
 #include "request.h"
 #include "router.h"
 #include "tma.h"

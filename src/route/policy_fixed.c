@@ -8,7 +8,7 @@
 
 #include "handle.h"
 #include "policy.h"
-#include "router.h"
+#include "registry.h"
 
 /* The state is the engine itself. */
 static const struct p2pt_transport *engine(const struct p2pt_handle *h)

@@ -1,32 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The engine registry and the router (router.c): which engines exist, and
- * which one runs an operation. The router asks the handle's policy
- * (policy.h), then, for a copy, the engine's can_copy: a refusal sends the
- * copy to the fallback engine, counted per engine and logged once per
- * handle whatever the policy.
+ * The router (router.c): which engine runs an operation. The router asks
+ * the handle's policy (policy.h), then, for a copy, the engine's can_copy:
+ * a refusal sends the copy to the fallback engine, counted per engine and
+ * logged once per handle whatever the policy. The engines it picks from
+ * are the registry's (registry.h).
  */
 #ifndef P2PT_ROUTER_H
 #define P2PT_ROUTER_H
 
 #include "config.h"
-#include "transport.h"
+#include "registry.h"
 
 struct p2pt_policy;
 
-/* Case-insensitive lookup in the registry; NULL when unknown. */
-P2PT_INTERNAL const struct p2pt_transport *p2pt__transport_find(const char *name);
-/* The registry's i-th engine, NULL past the end. */
-P2PT_INTERNAL const struct p2pt_transport *p2pt__transport_at(int i);
-/* The registry's names in order, at most `max` of them; returns how many
- * (an engine's index in a crossover table is its registry position). */
-P2PT_INTERNAL int p2pt__engine_names(const char **names, int max);
-/* Its position in the registry (the index of per-engine counters). */
-P2PT_INTERNAL int p2pt__transport_index(const struct p2pt_transport *t);
-/* The engine that runs any request (P2PT_CAP_FALLBACK). */
-P2PT_INTERNAL const struct p2pt_transport *p2pt__fallback_engine(void);
-/* The first engine with every capability in `caps`; NULL when none. */
-P2PT_INTERNAL const struct p2pt_transport *p2pt__engine_with(unsigned caps);
 /* The policy a P2P_TRANSPORT value selects (case-insensitive): the fixed
  * one for an engine's name, else a named policy (auto); NULL when none. */
 P2PT_INTERNAL const struct p2pt_policy *p2pt__policy_find(const char *name);
