@@ -4,8 +4,6 @@
  * descriptors. Each checks the handle and hands its batch to the operation
  * pipeline (operation.c), the same steps as a single copy.
  */
-#include <string.h>
-
 #include "handles.h"
 #include "operation.h"
 
@@ -35,13 +33,7 @@ p2pt_status p2pt_copy_batch_device_async(p2pt_handle *h, const p2pt_copy_desc *d
     if (st != P2PT_SUCCESS)
         return st;
     struct p2pt_op op;
-    memset(&op, 0, sizeof(op));
-    op.kind = P2PT_OP_DEVICE_BATCH;
-    op.fn = "p2pt_copy_batch_device_async";
-    op.device.descs = descs;
-    op.device.count = count;
-    op.device.max_count = max_count;
-    op.device.workspace = workspace;
-    op.device.stream = (CUstream)stream;
+    p2pt__op_device_batch(&op, "p2pt_copy_batch_device_async", descs, count, max_count,
+                          workspace, stream);
     return p2pt__op_run(h, &op, NULL);
 }
