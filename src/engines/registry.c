@@ -17,10 +17,28 @@
 #define P2PT_ENGINE_ENTRY(n) &p2pt__transport_##n,
 P2PT_ENGINES(P2PT_ENGINE_EXTERN)
 
-/* NULL-terminated. */
-static const struct p2pt_transport *const transports[] = {P2PT_ENGINES(P2PT_ENGINE_ENTRY) NULL};
-_Static_assert(P2PT_ARRAY_LEN(transports) - 1 <= P2PT_MAX_TRANSPORTS,
+#define P2PT_ENGINE_ONE(n) +1
+
+/* NULL-terminated, with room for engines registered at run time. */
+static const struct p2pt_transport *transports[P2PT_MAX_TRANSPORTS + 1] = {
+    P2PT_ENGINES(P2PT_ENGINE_ENTRY) NULL};
+_Static_assert(0 P2PT_ENGINES(P2PT_ENGINE_ONE) <= P2PT_MAX_TRANSPORTS,
                "more engines than P2PT_MAX_TRANSPORTS: raise it in engine_limits.h");
+
+p2pt_status p2pt__engine_register(const struct p2pt_transport *t)
+{
+    int n = 0;
+    while (transports[n] != NULL && transports[n] != t)
+        n++;
+    if (transports[n] == t)
+        return P2PT_SUCCESS;
+    if (n == P2PT_MAX_TRANSPORTS)
+        return p2pt__fail(P2PT_INVALID_USAGE,
+                          "engine %s: %d engines are registered, the most p2pt holds", t->name,
+                          P2PT_MAX_TRANSPORTS);
+    transports[n] = t;
+    return P2PT_SUCCESS;
+}
 
 const struct p2pt_transport *p2pt__transport_find(const char *name)
 {
@@ -34,7 +52,7 @@ const struct p2pt_transport *p2pt__transport_find(const char *name)
 
 const struct p2pt_transport *p2pt__transport_at(int i)
 {
-    return i >= 0 && i < (int)P2PT_ARRAY_LEN(transports) ? transports[i] : NULL;
+    return i >= 0 && i <= P2PT_MAX_TRANSPORTS ? transports[i] : NULL;
 }
 
 int p2pt__engine_names(const char **names, int max)

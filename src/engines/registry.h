@@ -9,6 +9,10 @@
 
 #include "transport.h"
 
+/* Register an engine defined outside the library's list (P2PT_ENGINES),
+ * after those: the tests' engines. Not thread-safe: call it before any
+ * handle exists. Registering one twice is a no-op. */
+P2PT_INTERNAL p2pt_status p2pt__engine_register(const struct p2pt_transport *t);
 /* Case-insensitive lookup in the registry; NULL when unknown. */
 P2PT_INTERNAL const struct p2pt_transport *p2pt__transport_find(const char *name);
 /* The registry's i-th engine, NULL past the end. */
