@@ -181,6 +181,15 @@ typedef struct p2pt_properties {
     uint64_t engine_bytes[P2PT_PROPERTIES_ENGINES];
     uint64_t engine_batches[P2PT_PROPERTIES_ENGINES];
     uint64_t engine_fallbacks[P2PT_PROPERTIES_ENGINES];
+    /* ---- end of the 0.2 release ---- */
+    int32_t sm_budget;         /* P2P_TRANSPORT_SM_BUDGET: -1 none, 0 no
+                                  kernel, N at most N CTAs per launch */
+    uint32_t max_grid;         /* the widest grid any kernel launch of this
+                                  handle used (CTAs) */
+    uint64_t kernel_launches;  /* every kernel launch, copies and batches */
+    uint64_t ce_operations;    /* operations submitted to the copy engine
+                                  (a 1D or 2D copy each; a host batch's
+                                  coalesced pieces count once per group) */
 } p2pt_properties;
 
 typedef struct p2pt_handle p2pt_handle;

@@ -19,11 +19,13 @@
 #ifndef P2PT_INTERNAL_H
 #define P2PT_INTERNAL_H
 
+#include "alloc_memo.h"
 #include "args.h"
 #include "auto.h"
 #include "batch.h"
 #include "batch_plan.h"
 #include "chunk_plan.h"
+#include "coalesce.h"
 #include "common.h"
 #include "config.h"
 #include "cubin_cache.h"

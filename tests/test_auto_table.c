@@ -310,7 +310,7 @@ Test(auto_table, another_version_is_rejected_saying_which_one_this_build_reads)
 Test(auto_table, unknown_item_lists_the_items)
 {
     EXPECT_BAD(HEAD "\ncpy local 0 ce\n", 4, "'cpy'",
-               "p2pt-auto, arch, device, copy, graph or batch");
+               "p2pt-auto, arch, device, copy, graph, batch or link");
 }
 
 Test(auto_table, unknown_or_missing_path_lists_the_paths)
@@ -802,4 +802,48 @@ Test(auto_table, host_batch_lists_have_their_own_band_order_and_limit)
     cr_expect_eq(t.host_batch[0].n, 16);
     EXPECT_LIST(&t.batch, {0, TMA}, {64 << 20, CE});
     EXPECT_BAD(text, 24, "'16K'", "too many 'batch h2d' bands", "at most 16");
+}
+
+/* ---------------------------------------------------- host link CTAs */
+
+Test(auto_table, link_lines_give_the_ctas_of_each_direction_and_round_trip)
+{
+    static const char text[] = GOOD "link d2h 2\nlink h2d 8\n";
+    struct p2pt_auto_table t;
+    cr_assert_eq(p2pt__auto_table_parse(text, strlen(text), "t", engines, 2, &t), P2PT_SUCCESS,
+                 "%s", p2pt__last_error_text());
+    cr_expect_eq(t.link[P2PT_AUTO_HOST_INDEX(P2PT_AUTO_H2D)], 8);
+    cr_expect_eq(t.link[P2PT_AUTO_HOST_INDEX(P2PT_AUTO_D2H)], 2);
+    char out[1024];
+    p2pt__auto_table_format(&t, engines, out, sizeof(out));
+    cr_expect(strstr(out, "link h2d 8\nlink d2h 2\n") != NULL, "%s", out);
+    expect_round_trip(&t, "link lines");
+    /* Absent: no cap. */
+    cr_assert_eq(p2pt__auto_table_parse(GOOD, strlen(GOOD), "t", engines, 2, &t), P2PT_SUCCESS);
+    cr_expect_eq(t.link[0], 0);
+    cr_expect_eq(t.link[1], 0);
+}
+
+Test(auto_table, bad_link_lines_are_rejected_naming_the_value)
+{
+    EXPECT_BAD(GOOD "link local 4\n", 7, "'local'", "h2d or d2h");
+    EXPECT_BAD(GOOD "link\n", 7, "link direction", "h2d or d2h");
+    EXPECT_BAD(GOOD "link h2d\n", 7, "link h2d CTAs", "1 to 4096");
+    EXPECT_BAD(GOOD "link h2d 0\n", 7, "'0'", "1 to 4096");
+    EXPECT_BAD(GOOD "link d2h 4097\n", 7, "'4097'", "1 to 4096");
+    EXPECT_BAD(GOOD "link d2h 2x\n", 7, "'2x'", "1 to 4096");
+    EXPECT_BAD(GOOD "link d2h -2\n", 7, "'-2'", "1 to 4096");
+    EXPECT_BAD(GOOD "link d2h 2 4\n", 7, "'4'", "trailing");
+}
+
+Test(auto_table, builtin_tables_cap_host_link_kernels)
+{
+    for (int i = 0; p2pt__auto_builtins[i].text != NULL; i++) {
+        const struct p2pt_auto_builtin *b = &p2pt__auto_builtins[i];
+        struct p2pt_auto_table t;
+        cr_assert_eq(p2pt__auto_table_parse(b->text, strlen(b->text), "b", engines, 2, &t),
+                     P2PT_SUCCESS, "%s", p2pt__last_error_text());
+        cr_expect(t.link[0] >= 1 && t.link[0] <= 32, "built-in %d: link h2d %u", i, t.link[0]);
+        cr_expect(t.link[1] >= 1 && t.link[1] <= 32, "built-in %d: link d2h %u", i, t.link[1]);
+    }
 }

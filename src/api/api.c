@@ -44,10 +44,10 @@ p2pt_status p2pt_init(const p2pt_init_args *args, p2pt_handle **out)
     P2PT_TRY(p2pt__cuda_load(cfg.cuda_library));
     P2PT_CU(p2pt__cu.cuDriverGetVersion(&h->driver_version));
     P2PT_INFO(&h->log,
-              "p2pt %s: transport %s (chunk %zu B, %d stages, max CTAs %d), CUDA "
-              "driver %d, validation %s",
+              "p2pt %s: transport %s (chunk %zu B, %d stages, max CTAs %d, SM budget %d), "
+              "CUDA driver %d, validation %s",
               P2PT_VERSION_STRING, p2pt__handle_transport_name(h), h->cfg.chunk_bytes,
-              h->cfg.stages, h->cfg.max_ctas, h->driver_version,
+              h->cfg.stages, h->cfg.max_ctas, h->cfg.sm_budget, h->driver_version,
               h->cfg.validate ? "on" : "off");
     if (h->policy->after_driver != NULL)
         P2PT_TRY(h->policy->after_driver(h));
@@ -124,6 +124,10 @@ p2pt_status p2pt_get_properties(const p2pt_handle *h, p2pt_properties *props)
         p.engine_batches[e] = atomic_load(&h->stats.engine_batches[e]);
         p.engine_fallbacks[e] = atomic_load(&h->stats.engine_fallbacks[e]);
     }
+    p.sm_budget = h->cfg.sm_budget;
+    p.max_grid = atomic_load(&h->stats.max_grid);
+    p.kernel_launches = atomic_load(&h->stats.kernel_launches);
+    p.ce_operations = atomic_load(&h->stats.ce_operations);
     if (h->policy->report != NULL)
         h->policy->report(h, &p);
     /* Fill only what the caller's struct has room for. */

@@ -100,9 +100,30 @@ out:
     return st;
 }
 
+/* A copy between pinned host memory and the stream's device through a
+ * kernel: no more CTAs than that direction of the host link needs. */
+static p2pt_status copy_link_cap(struct p2pt_handle *h, struct p2pt_request *r,
+                                 const struct p2pt_transport *t)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    uint32_t link[2] = {0, 0};
+    int dir = p2pt__side_mapped_host(&r->src_side) && r->dst_side.device == r->device   ? 0
+              : p2pt__side_mapped_host(&r->dst_side) && r->src_side.device == r->device ? 1
+                                                                                        : -1;
+    r->grid_cap = 0;
+    if (dir < 0)
+        return P2PT_SUCCESS;
+    P2PT_TRY(p2pt__route_link(h, t, r->device, link));
+    r->grid_cap = link[dir];
+out:
+    return st;
+}
+
 static p2pt_status copy_route(struct p2pt_handle *h, struct p2pt_op *op, struct op_state *s)
 {
     p2pt_status st = p2pt__route(h, &op->copy, &s->t, s->why, s->len);
+    if (st == P2PT_SUCCESS)
+        st = copy_link_cap(h, &op->copy, s->t);
     if (st != P2PT_SUCCESS)
         return st;
     st = p2pt__validate_copy(h, &op->copy, s->t);
@@ -179,6 +200,7 @@ static p2pt_status batch_route(struct p2pt_handle *h, struct p2pt_op *op, struct
             goto out;
     }
     P2PT_TRY(p2pt__route_batch(h, b, &s->t, s->why, s->len));
+    P2PT_TRY(p2pt__route_link(h, s->t, b->device, b->link));
     if (!s->dry && (s->t->caps & P2PT_CAP_BATCH_SCAN))
         goto out; /* the engine's own pass */
     /* Without a batch step the pieces' facts are validated as copies. */
@@ -192,11 +214,19 @@ out:
 static p2pt_status batch_describe(struct p2pt_handle *h, struct p2pt_op *op,
                                   const struct p2pt_transport *t, p2pt_choice *c)
 {
+    const struct p2pt_batch *b = &op->batch;
     c->transport = t->name;
     c->path = "batch";
-    c->device = op->batch.device;
+    c->device = b->device;
     if (t->copy_batch == NULL)
-        return each_piece(h, &op->batch, c);
+        return each_piece(h, b, c);
+    uint32_t cap = p2pt__batch_link_cap(b);
+    size_t used = strlen(c->reason);
+    if (cap != 0 && used < sizeof(c->reason))
+        snprintf(c->reason + used, sizeof(c->reason) - used,
+                 "; every piece crosses the host link (%zu h2d, %zu d2h), so at most %u "
+                 "CTAs (the table's 'link' lines)",
+                 b->h2d, b->d2h, cap);
     return P2PT_SUCCESS;
 }
 

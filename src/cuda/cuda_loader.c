@@ -42,6 +42,8 @@ static const struct entry entries[] = {
     E(cuModuleLoadData, 2000), E(cuModuleUnload, 2000), E(cuModuleGetFunction, 2000),
     E(cuFuncSetAttribute, 9000), E(cuLaunchKernel, 4000), OPT(cuLaunchKernelEx, 11060),
     OPT(cuMemcpyBatchAsync, 13000), OPT_AS(cuMemcpyBatchAsync, cuMemcpyBatchAsync_v12080, 12080),
+    OPT(cuMemcpy2DAsync, 3020), OPT(cuMemcpy3DBatchAsync, 13000),
+    OPT_AS(cuMemcpy3DBatchAsync, cuMemcpy3DBatchAsync_v12080, 12080),
     OPT(cuMemAllocHost, 3020), OPT(cuMemFreeHost, 2000), OPT(cuMemAlloc, 3020),
     OPT(cuMemFree, 3020), OPT(cuMemcpyHtoDAsync, 3020), OPT(cuEventCreate, 2000),
     OPT(cuEventRecord, 2000), OPT(cuEventQuery, 2000), OPT(cuEventSynchronize, 2000),

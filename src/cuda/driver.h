@@ -51,6 +51,12 @@ struct p2pt_cuda {
     PFN_cuLaunchKernelEx_v11060 cuLaunchKernelEx;
     PFN_cuMemcpyBatchAsync_v13000 cuMemcpyBatchAsync;
     PFN_cuMemcpyBatchAsync_v12080 cuMemcpyBatchAsync_v12080;
+    /* Optional: the copy engine's 2D copies for runs of equal pieces at
+     * constant strides (coalesce.h): many in one call (13.0's entry, else
+     * 12.8's), else one call each; without either, a copy per row. */
+    PFN_cuMemcpy2DAsync_v3020 cuMemcpy2DAsync;
+    PFN_cuMemcpy3DBatchAsync_v13000 cuMemcpy3DBatchAsync;
+    PFN_cuMemcpy3DBatchAsync_v12080 cuMemcpy3DBatchAsync_v12080;
     /* Optional: the TMA transport's staging ring for host descriptors
      * (transport_tma_ring.c); without every one of them host batches travel
      * in the kernel parameters alone. */

@@ -18,6 +18,8 @@ unsigned p2pt__kernel_grid(const struct p2pt_handle *h, const struct p2pt_module
     uint64_t g = (uint64_t)per_sm * (uint64_t)m->sm_count;
     if (h->cfg.max_ctas > 0 && (uint64_t)h->cfg.max_ctas < g)
         g = (uint64_t)h->cfg.max_ctas;
+    if (h->cfg.sm_budget > 0 && (uint64_t)h->cfg.sm_budget < g)
+        g = (uint64_t)h->cfg.sm_budget;
     return g == 0 ? 1u : (unsigned)g;
 }
 
@@ -36,10 +38,17 @@ unsigned p2pt__kernel_ctas(const struct p2pt_handle *h, const struct p2pt_module
  * with it): a copy right behind another one in the stream launches while
  * the first drains. Measured in bench/results/latency.md (back-to-back small
  * copies). */
-p2pt_status p2pt__kernel_launch(const struct p2pt_handle *h, CUfunction fn, unsigned grid,
-                             unsigned block, unsigned smem, CUstream stream, void **params)
+p2pt_status p2pt__kernel_launch(struct p2pt_handle *h, CUfunction fn, unsigned grid,
+                                unsigned block, unsigned smem, CUstream stream, void **params)
 {
     p2pt_status st = P2PT_SUCCESS;
+    /* The budget is a promise to the caller: no launch is ever wider, and
+     * budget 0 never gets here (the router sends such work to the copy
+     * engine). */
+    if (h->cfg.sm_budget >= 0 && grid > (unsigned)h->cfg.sm_budget)
+        return p2pt__fail(P2PT_INTERNAL_ERROR,
+                          "a launch of %u CTAs under P2P_TRANSPORT_SM_BUDGET=%d", grid,
+                          h->cfg.sm_budget);
     if (h->cfg.pdl && p2pt__cu.cuLaunchKernelEx != NULL) {
         CUlaunchAttribute pdl;
         memset(&pdl, 0, sizeof(pdl));
@@ -60,6 +69,12 @@ p2pt_status p2pt__kernel_launch(const struct p2pt_handle *h, CUfunction fn, unsi
         P2PT_CU(p2pt__cu.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, smem, stream, params,
                                         NULL));
     }
+    atomic_fetch_add_explicit(&h->stats.kernel_launches, 1, memory_order_relaxed);
+    uint32_t widest = atomic_load_explicit(&h->stats.max_grid, memory_order_relaxed);
+    while (grid > widest && !atomic_compare_exchange_weak_explicit(
+                                &h->stats.max_grid, &widest, grid, memory_order_relaxed,
+                                memory_order_relaxed))
+        ;
 out:
     return st;
 }

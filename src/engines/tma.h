@@ -29,6 +29,9 @@ enum {
 P2PT_INTERNAL p2pt_status p2pt__tma_grid(struct p2pt_handle *h, const struct p2pt_module *m,
                                          uint32_t *grid);
 P2PT_INTERNAL p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b);
+/* `most` CTAs, or fewer when every piece of scanned batch `b` crosses the
+ * host link (p2pt__batch_link_cap). */
+P2PT_INTERNAL unsigned p2pt__tma_link_grid(const struct p2pt_batch *b, unsigned most);
 /* A host batch through the context's staging ring (transport_tma_ring.c):
  * the pass over its descriptors into a slot, then one launch of up to
  * `most` CTAs. *done false (status success): the ring cannot take it

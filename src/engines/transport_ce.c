@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The copy-engine transport: cuMemcpyAsync on the caller's stream. The driver
+ * The copy-engine transport: cuMemcpyAsync on the caller's stream, and host
+ * batches coalesced into few operations (ce_copy_batch). The driver
  * picks the engine and the path (NVLink peer write, or a host-staged copy
  * when the two devices cannot reach each other). It runs any request, so it
  * is also the router's fallback (P2PT_CAP_FALLBACK).
@@ -10,6 +11,8 @@
 
 #include "driver.h"
 #include "handle.h"
+#include "batch_scan.h"
+#include "coalesce.h"
 #include "transport.h"
 
 /* Per handle: one bit per (stream device, remote device) pair already
@@ -80,6 +83,7 @@ static p2pt_status ce_copy(struct p2pt_handle *h, const struct p2pt_request *r)
     P2PT_CU(p2pt__cu.cuMemcpyAsync((CUdeviceptr)(uintptr_t)r->dst,
                                    (CUdeviceptr)(uintptr_t)r->src, r->bytes, r->stream));
     atomic_fetch_add_explicit(&h->stats.ce_copies, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->stats.ce_operations, 1, memory_order_relaxed);
 out:
     return st;
 }
@@ -99,63 +103,146 @@ static bool batch_call_safe(CUstream s)
            cs == CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-static p2pt_status ce_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b)
+/* The 2D groups, in one driver call where that is safe, else a call each
+ * (else, without 2D copies in the driver, a copy per row). */
+static p2pt_status submit_2d(const struct p2pt_copy_group *g, size_t n, bool batch_ok,
+                             CUDA_MEMCPY3D_BATCH_OP *ops, CUstream stream)
 {
     p2pt_status st = P2PT_SUCCESS;
-    CUdeviceptr *dsts = NULL, *srcs = NULL;
-    size_t *sizes = NULL, n = 0;
-
-    if (!batch_call_safe(b->stream)) {
-        for (size_t i = 0; i < b->count; i++) {
-            const p2pt_copy_desc *d = &b->descs[i];
-            if (d->bytes != 0)
-                P2PT_CU(p2pt__cu.cuMemcpyAsync((CUdeviceptr)(uintptr_t)d->dst,
-                                               (CUdeviceptr)(uintptr_t)d->src, (size_t)d->bytes,
-                                               b->stream));
+    const struct p2pt_cuda *cu = &p2pt__cu;
+    if (batch_ok && (cu->cuMemcpy3DBatchAsync != NULL || cu->cuMemcpy3DBatchAsync_v12080)) {
+        memset(ops, 0, n * sizeof(*ops));
+        for (size_t i = 0; i < n; i++) {
+            /* Pointer operands: the element is a byte, a row's length is its
+             * pitch, and a layer holds every row (depth 1). */
+            ops[i].src.type = CU_MEMCPY_OPERAND_TYPE_POINTER;
+            ops[i].src.op.ptr.ptr = (CUdeviceptr)g[i].src;
+            ops[i].src.op.ptr.rowLength = (size_t)g[i].spitch;
+            ops[i].src.op.ptr.layerHeight = (size_t)g[i].height;
+            ops[i].dst.type = CU_MEMCPY_OPERAND_TYPE_POINTER;
+            ops[i].dst.op.ptr.ptr = (CUdeviceptr)g[i].dst;
+            ops[i].dst.op.ptr.rowLength = (size_t)g[i].dpitch;
+            ops[i].dst.op.ptr.layerHeight = (size_t)g[i].height;
+            ops[i].extent.width = (size_t)g[i].width;
+            ops[i].extent.height = (size_t)g[i].height;
+            ops[i].extent.depth = 1;
+            ops[i].srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
         }
-        n = b->pieces;
-        goto out;
+        if (cu->cuMemcpy3DBatchAsync != NULL) {
+            P2PT_CU(cu->cuMemcpy3DBatchAsync(n, ops, 0, stream));
+        } else {
+            size_t fail_at = 0;
+            P2PT_CU(cu->cuMemcpy3DBatchAsync_v12080(n, ops, &fail_at, 0, stream));
+        }
+        return P2PT_SUCCESS;
     }
-    dsts = malloc(b->pieces * sizeof(*dsts));
-    srcs = malloc(b->pieces * sizeof(*srcs));
-    sizes = malloc(b->pieces * sizeof(*sizes));
-    if (dsts == NULL || srcs == NULL || sizes == NULL) {
-        st = p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory for a batch of %zu", b->pieces);
-        goto out;
-    }
-    for (size_t i = 0; i < b->count; i++) {
-        const p2pt_copy_desc *d = &b->descs[i];
-        if (d->bytes == 0)
+    for (size_t i = 0; i < n; i++) {
+        if (cu->cuMemcpy2DAsync == NULL) {
+            for (uint64_t k = 0; k < g[i].height; k++)
+                P2PT_CU(cu->cuMemcpyAsync((CUdeviceptr)(g[i].dst + k * g[i].dpitch),
+                                          (CUdeviceptr)(g[i].src + k * g[i].spitch),
+                                          (size_t)g[i].width, stream));
             continue;
-        dsts[n] = (CUdeviceptr)(uintptr_t)d->dst;
-        srcs[n] = (CUdeviceptr)(uintptr_t)d->src;
-        sizes[n] = (size_t)d->bytes;
-        n++;
+        }
+        CUDA_MEMCPY2D c;
+        memset(&c, 0, sizeof(c));
+        c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+        c.srcDevice = (CUdeviceptr)g[i].src;
+        c.srcPitch = (size_t)g[i].spitch;
+        c.dstDevice = (CUdeviceptr)g[i].dst;
+        c.dstPitch = (size_t)g[i].dpitch;
+        c.WidthInBytes = (size_t)g[i].width;
+        c.Height = (size_t)g[i].height;
+        P2PT_CU(cu->cuMemcpy2DAsync(&c, stream));
+    }
+out:
+    return st;
+}
+
+/* The plain groups: one batched copy where that is safe, else a copy each. */
+static p2pt_status submit_1d(const struct p2pt_copy_group *g, size_t n, bool batch_ok,
+                             CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,
+                             CUstream stream)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    if (!batch_ok || n == 1) {
+        for (size_t i = 0; i < n; i++)
+            P2PT_CU(p2pt__cu.cuMemcpyAsync((CUdeviceptr)g[i].dst, (CUdeviceptr)g[i].src,
+                                           (size_t)(g[i].width * g[i].height), stream));
+        return P2PT_SUCCESS;
+    }
+    for (size_t i = 0; i < n; i++) {
+        dsts[i] = (CUdeviceptr)g[i].dst;
+        srcs[i] = (CUdeviceptr)g[i].src;
+        sizes[i] = (size_t)(g[i].width * g[i].height);
     }
     CUmemcpyAttributes attr;
     memset(&attr, 0, sizeof(attr));
     attr.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
     size_t attr_at = 0;
     if (p2pt__cu.cuMemcpyBatchAsync != NULL) {
-        P2PT_CU(p2pt__cu.cuMemcpyBatchAsync(dsts, srcs, sizes, n, &attr, &attr_at, 1, b->stream));
+        P2PT_CU(p2pt__cu.cuMemcpyBatchAsync(dsts, srcs, sizes, n, &attr, &attr_at, 1, stream));
     } else {
         size_t fail_at = 0;
         P2PT_CU(p2pt__cu.cuMemcpyBatchAsync_v12080(dsts, srcs, sizes, n, &attr, &attr_at, 1,
-                                                   &fail_at, b->stream));
+                                                   &fail_at, stream));
     }
 out:
-    if (st == P2PT_SUCCESS)
-        atomic_fetch_add_explicit(&h->stats.ce_copies, n, memory_order_relaxed);
-    free(dsts);
-    free(srcs);
-    free(sizes);
+    return st;
+}
+
+/*
+ * A host batch through the copy engine: one pass over the descriptors checks
+ * every piece and groups them (coalesce.h), then the 2D groups go in one
+ * cuMemcpy3DBatchAsync and the rest in one cuMemcpyBatchAsync. Nothing is
+ * enqueued before every piece passed.
+ */
+static p2pt_status ce_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    struct p2pt_coalesce c;
+    /* Groups first, then (after partitioning) the arguments of the two
+     * driver calls: the 3D ops are the largest per group. */
+    const size_t per = sizeof(struct p2pt_copy_group) + sizeof(CUDA_MEMCPY3D_BATCH_OP);
+    char *mem = b->count <= SIZE_MAX / per ? malloc(b->count * per) : NULL;
+    if (mem == NULL)
+        return p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory for a batch of %zu", b->count);
+    struct p2pt_copy_group *g = (struct p2pt_copy_group *)mem;
+    p2pt__coalesce_init(&c, g);
+    P2PT_TRY(p2pt__batch_scan_groups(h, b, &p2pt__transport_ce, &c));
+    if (b->pieces == 0)
+        goto out;
+    /* 2D groups to the front, plain ones to the back, in place. */
+    size_t lo = 0, hi = c.n;
+    while (lo < hi) {
+        if (p2pt__group_is_2d(&g[lo])) {
+            lo++;
+        } else {
+            struct p2pt_copy_group t = g[--hi];
+            g[hi] = g[lo];
+            g[lo] = t;
+        }
+    }
+    const bool batch_ok = batch_call_safe(b->stream);
+    void *args = mem + b->count * sizeof(struct p2pt_copy_group);
+    if (lo > 0)
+        P2PT_TRY(submit_2d(g, lo, batch_ok, args, b->stream));
+    if (c.n > lo) {
+        CUdeviceptr *dsts = args, *srcs = dsts + (c.n - lo);
+        size_t *sizes = (size_t *)(srcs + (c.n - lo));
+        P2PT_TRY(submit_1d(g + lo, c.n - lo, batch_ok, dsts, srcs, sizes, b->stream));
+    }
+    atomic_fetch_add_explicit(&h->stats.ce_copies, b->pieces, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->stats.ce_operations, c.n, memory_order_relaxed);
+out:
+    free(mem);
     return st;
 }
 
 const struct p2pt_transport p2pt__transport_ce = {
     .name = "ce",
     .caps = P2PT_CAP_LOCAL | P2PT_CAP_PEER | P2PT_CAP_STAGED | P2PT_CAP_ANY_ALIGN |
-            P2PT_CAP_CAPTURE | P2PT_CAP_BATCH | P2PT_CAP_FALLBACK,
+            P2PT_CAP_CAPTURE | P2PT_CAP_BATCH | P2PT_CAP_FALLBACK | P2PT_CAP_BATCH_SCAN,
     .min_cc = 0,
     .init = ce_init,
     .fini = ce_fini,

@@ -147,12 +147,12 @@ static size_t chunk_for(const struct p2pt_handle *h, const struct p2pt_request *
  * P2P_TRANSPORT_STREAM_MIN on. Copies over NVLink were not measured with
  * it; a CTA cap (P2P_TRANSPORT_MAX_CTAS) asks for the grid that honours it;
  * and its grid, a CTA for every 4 KiB, must stay within CUDA's 2^31 - 1
- * CTAs (8 TiB).
+ * CTAs (8 TiB). So does an SM budget.
  */
 static bool takes_stream_kernel(const struct p2pt_handle *h, const struct p2pt_request *r)
 {
     return r->path == P2PT_PATH_LOCAL && h->cfg.stream_min != 0 &&
-           r->bytes >= h->cfg.stream_min && h->cfg.max_ctas == 0 &&
+           r->bytes >= h->cfg.stream_min && h->cfg.max_ctas == 0 && h->cfg.sm_budget < 0 &&
            r->bytes <= (uint64_t)0x7fffffffu * STREAM_CTA_BYTES;
 }
 
@@ -204,6 +204,8 @@ static p2pt_status tma_copy(struct p2pt_handle *h, const struct p2pt_request *r)
     unsigned flags = h->cfg.l2_evict_first ? P2PT_FLAG_EVICT_FIRST : 0u;
     void *params[] = {&d, &s, &head, &body, &tail, &chunks, &chunk, &stages, &flags};
     uint64_t ctas = plan.chunks < most ? plan.chunks : most;
+    if (r->grid_cap != 0 && ctas > r->grid_cap)
+        ctas = r->grid_cap; /* the host link's CTAs: more only hold SMs */
     unsigned grid = ctas == 0 ? 1u : (unsigned)ctas;
     /* The ring is sized for this copy's chunk, which may be smaller than
      * the configured one. */

@@ -22,8 +22,11 @@
  * the parameters. CTA 0 writes the status record into the workspace.
  *
  * The grid: P2PT_BATCH_CTAS_PER_SM CTAs of 8 warps per SM (the kernel's
- * launch bounds), capped by P2P_TRANSPORT_MAX_CTAS, and for host batches by
- * the launch's tile count (a warp per tile is all a small batch can use).
+ * launch bounds), capped by P2P_TRANSPORT_MAX_CTAS and the SM budget, and
+ * for host batches by the launch's tile count (a warp per tile is all a
+ * small batch can use) and, when every piece crosses the host link, by the
+ * CTAs that saturate it (the router's b->link): a transfer that PCIe caps
+ * gains nothing from more, and they hold SMs that compute beside it needs.
  */
 #include <string.h>
 
@@ -46,6 +49,12 @@ const struct p2pt_kernel p2pt__kernel_batch_copy = {
 static _Thread_local struct p2pt_batch_large large;
 static _Thread_local struct p2pt_batch_small small;
 static _Thread_local struct p2pt_batch_dev_params dev;
+
+unsigned p2pt__tma_link_grid(const struct p2pt_batch *b, unsigned most)
+{
+    uint32_t cap = p2pt__batch_link_cap(b);
+    return cap != 0 && cap < most ? cap : most;
+}
 
 /* One launch of up to P2PT_BATCH_LARGE pieces, already in large.desc. */
 static p2pt_status launch_params(struct p2pt_handle *h, const struct p2pt_module *m, size_t n,
@@ -81,7 +90,7 @@ p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b)
     uint64_t tiles = 0;
 
     P2PT_TRY(p2pt__jit_module(b->ctx, &p2pt__kernel_batch_copy, &h->cfg, &h->log, &stream, &m));
-    const unsigned most = p2pt__kernel_grid(h, m, P2PT_BATCH_CTAS_PER_SM);
+    unsigned most = p2pt__kernel_grid(h, m, P2PT_BATCH_CTAS_PER_SM);
     if (b->count > P2PT_BATCH_SMALL) {
         bool done = false;
         P2PT_TRY(p2pt__tma_ring_batch(h, b, m, most, &done));
@@ -92,13 +101,14 @@ p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b)
         /* The pass writes the parameters: one launch. */
         P2PT_TRY(p2pt__batch_scan(h, b, &p2pt__transport_tma, large.desc, &tiles));
         if (b->pieces != 0)
-            st = launch_params(h, m, b->pieces, tiles, most, stream);
+            st = launch_params(h, m, b->pieces, tiles, p2pt__tma_link_grid(b, most), stream);
         goto out;
     }
     /* More than one launch's worth, without the ring: every piece checked
      * before the first launch, then as few launches as the parameters
      * allow. */
     P2PT_TRY(p2pt__batch_scan(h, b, &p2pt__transport_tma, NULL, NULL));
+    most = p2pt__tma_link_grid(b, most);
     for (;;) {
         size_t n = p2pt__batch_fill(b->descs, b->count, &cur, large.desc, P2PT_BATCH_LARGE,
                                     &tiles);

@@ -248,6 +248,7 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
         p.seq = next_seq();
     }
     void *params[] = {&p};
+    most = p2pt__tma_link_grid(b, most);
     unsigned grid = tiles < most ? (unsigned)tiles : most;
     st = p2pt__kernel_launch(h, m->fn[P2PT_BATCH_ENTRY_RING], grid, P2PT_BATCH_THREADS, 0,
                              b->stream, params);

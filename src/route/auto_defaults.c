@@ -46,7 +46,9 @@ static const char sm90_h100[] = "p2pt-auto 1\n"
                                 "batch h2d 0 tma\n"
                                 "batch h2d 512K ce\n"
                                 "batch d2h 0 tma\n"
-                                "batch d2h 128K ce\n";
+                                "batch d2h 128K ce\n"
+                                "link h2d 8\n"
+                                "link d2h 2\n";
 
 static const char sm90_h200[] = "p2pt-auto 1\n"
                                 "arch sm_90\n"
@@ -63,7 +65,9 @@ static const char sm90_h200[] = "p2pt-auto 1\n"
                                 "batch h2d 0 tma\n"
                                 "batch h2d 128K ce\n"
                                 "batch d2h 0 tma\n"
-                                "batch d2h 128K ce\n";
+                                "batch d2h 128K ce\n"
+                                "link h2d 8\n"
+                                "link d2h 2\n";
 
 /* The first entry of an architecture is its default (an sm_90 GPU that is
  * neither gets the H100's table). */

@@ -26,7 +26,7 @@ const char *const p2pt__auto_path_names[P2PT_AUTO_PATHS] = {"local", "push", "pu
 /* Largest band start: far beyond any copy, and every value up to it is
  * written back exactly (4294967296G at most). */
 #define MAX_FROM (1ull << 62)
-#define ITEMS "p2pt-auto, arch, device, copy, graph or batch"
+#define ITEMS "p2pt-auto, arch, device, copy, graph, batch or link"
 #define PATHS "local, push, pull, h2d or d2h"
 /* Where each list's last band was read (struct parser's last[]). */
 #define LAST_COPY(p) (p)
@@ -235,6 +235,19 @@ static p2pt_status read_item(struct parser *ps, struct p2pt_auto_table *t, const
                        v);
         return read_band(ps, p, v, "batch", &t->batch, LAST_BATCH);
     }
+    if (strcmp(item, "link") == 0) {
+        /* `link h2d|d2h CTAS`: the CTAs that saturate the host link. */
+        if (v == NULL || (path != P2PT_AUTO_H2D && path != P2PT_AUTO_D2H))
+            return bad(ps, "link direction (got '%s'; expected h2d or d2h)", v ? v : "");
+        const char *n = token(p);
+        char *end = NULL;
+        unsigned long c = n ? strtoul(n, &end, 10) : 0;
+        if (n == NULL || *end != '\0' || !isdigit((unsigned char)*n) || c < 1 || c > 4096)
+            return bad(ps, "link %s CTAs (got '%s'; expected an integer from 1 to 4096)", v,
+                       n ? n : "");
+        t->link[P2PT_AUTO_HOST_INDEX(path)] = (uint32_t)c;
+        return no_more(ps, p, "the CTA count");
+    }
     if (strcmp(item, "copy") != 0 && strcmp(item, "graph") != 0)
         return bad(ps, "unknown item (got '%s'; expected " ITEMS ")", item);
     if (v == NULL || path == P2PT_AUTO_PATHS)
@@ -405,5 +418,8 @@ size_t p2pt__auto_table_format(const struct p2pt_auto_table *t, const char *cons
         snprintf(what, sizeof(what), "batch %s", p2pt__auto_path_names[P2PT_AUTO_H2D + i]);
         emit_list(&s, what, &t->host_batch[i], engines);
     }
+    for (int i = 0; i < P2PT_AUTO_HOST_PATHS; i++)
+        if (t->link[i] != 0)
+            emit(&s, "link %s %u\n", p2pt__auto_path_names[P2PT_AUTO_H2D + i], t->link[i]);
     return s.used;
 }

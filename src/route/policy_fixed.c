@@ -6,6 +6,7 @@
  */
 #include <stdio.h>
 
+#include "auto.h"
 #include "handle.h"
 #include "policy.h"
 #include "registry.h"
@@ -67,6 +68,12 @@ static p2pt_status fixed_device_batch(struct p2pt_handle *h, const struct p2pt_t
     return P2PT_SUCCESS;
 }
 
+static p2pt_status fixed_link_ctas(struct p2pt_handle *h, int device, uint32_t out[2])
+{
+    (void)h;
+    return p2pt__auto_builtin_link_ctas(device, out);
+}
+
 static p2pt_status fixed_prepare(struct p2pt_handle *h, int device)
 {
     return engine(h)->prepare(h, device);
@@ -79,5 +86,6 @@ const struct p2pt_policy p2pt__policy_fixed = {
     .route_copy = fixed_copy,
     .route_batch = fixed_batch,
     .route_device_batch = fixed_device_batch,
+    .link_ctas = fixed_link_ctas,
     .prepare = fixed_prepare,
 };

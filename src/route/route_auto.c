@@ -202,6 +202,66 @@ out:
     return st;
 }
 
+/* Per process and device: the built-in table's link CTAs, h2d in the high
+ * half and d2h in the low, with bit 63 set once known. */
+static _Atomic uint64_t builtin_link[P2PT_MAX_DEVICES];
+
+/* The link lines of the built-in table for device `ordinal` (its
+ * architecture and name): what a handle without tables of its own uses. */
+static p2pt_status builtin_link_ctas(int ordinal, uint32_t out[2])
+{
+    p2pt_status st = P2PT_SUCCESS;
+    char name[96] = "";
+    int cc = 0;
+    const char *engines[P2PT_MAX_TRANSPORTS];
+    struct p2pt_auto_table *t = NULL;
+    bool cached = ordinal >= 0 && ordinal < P2PT_MAX_DEVICES;
+    uint64_t v = cached ? atomic_load_explicit(&builtin_link[ordinal], memory_order_relaxed) : 0;
+
+    out[0] = out[1] = 0;
+    if (v >> 63) {
+        out[0] = (uint32_t)(v >> 32) & 0x7fffffffu;
+        out[1] = (uint32_t)v;
+        return P2PT_SUCCESS;
+    }
+    P2PT_TRY(device_facts(ordinal, &cc, name, (int)sizeof(name)));
+    const struct p2pt_auto_builtin *b = p2pt__auto_builtin_for(cc, name);
+    if (b != NULL) {
+        if ((t = malloc(sizeof(*t))) == NULL) {
+            st = p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory");
+            goto out;
+        }
+        int n = p2pt__engine_names(engines, P2PT_MAX_TRANSPORTS);
+        P2PT_TRY(p2pt__auto_table_parse(b->text, strlen(b->text), "built-in table", engines, n,
+                                        t));
+        out[0] = t->link[0];
+        out[1] = t->link[1];
+    }
+    if (cached)
+        atomic_store_explicit(&builtin_link[ordinal],
+                              1ull << 63 | (uint64_t)out[0] << 32 | out[1],
+                              memory_order_relaxed);
+out:
+    free(t);
+    return st;
+}
+
+p2pt_status p2pt__auto_builtin_link_ctas(int device, uint32_t out[2])
+{
+    return builtin_link_ctas(device, out);
+}
+
+static p2pt_status auto_link_ctas(struct p2pt_handle *h, int device, uint32_t out[2])
+{
+    p2pt_status st = P2PT_SUCCESS;
+    const struct p2pt_auto_table *t = NULL;
+    P2PT_TRY(device_table(h, device, &t));
+    out[0] = t->link[0];
+    out[1] = t->link[1];
+out:
+    return st;
+}
+
 /* "'copy local' from 256K: tma" for the band of `l` holding `bytes`. */
 static void band_text(const struct p2pt_auto *a, const char *list, const struct p2pt_auto_list *l,
                       uint64_t bytes, char *buf, size_t len)
@@ -404,6 +464,7 @@ const struct p2pt_policy p2pt__policy_auto = {
     .init = auto_init,
     .fini = auto_fini,
     .after_driver = p2pt__auto_check_machine,
+    .link_ctas = auto_link_ctas,
     .transport_name = auto_name,
     .report = auto_report,
     .route_copy = auto_copy,

@@ -44,6 +44,32 @@ p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *options,
     return p2pt__config_parse(cfg, options, transport_override, names, n);
 }
 
+/* Does engine `t` run kernels (and so hold SMs)? */
+static bool runs_kernels(const struct p2pt_transport *t)
+{
+    return t->kernels[0] != NULL;
+}
+
+/* P2P_TRANSPORT_SM_BUDGET=0 allows no kernel at all, whatever the policy
+ * chose: such work goes to the engine that runs anything (the copy engine),
+ * and a dry run says so after the policy's own reason. */
+static const struct p2pt_transport *within_budget(const struct p2pt_handle *h,
+                                                  const struct p2pt_transport *t, char *why,
+                                                  size_t len)
+{
+    if (h->cfg.sm_budget != 0 || !runs_kernels(t))
+        return t;
+    const struct p2pt_transport *fallback = p2pt__fallback_engine();
+    if (why) {
+        size_t used = strlen(why);
+        if (used < len)
+            snprintf(why + used, len - used,
+                     "; but P2P_TRANSPORT_SM_BUDGET=0 allows no kernel, so %s (no SM used)",
+                     fallback->name);
+    }
+    return fallback;
+}
+
 p2pt_status p2pt__route(struct p2pt_handle *h, const struct p2pt_request *r,
                         const struct p2pt_transport **t, char *why, size_t len)
 {
@@ -52,6 +78,7 @@ p2pt_status p2pt__route(struct p2pt_handle *h, const struct p2pt_request *r,
     const char *no = NULL;
 
     P2PT_TRY(h->policy->route_copy(h, r, &want, why, len));
+    want = within_budget(h, want, why, len);
     if (want->can_copy(h, r, &no)) {
         *t = want;
         return P2PT_SUCCESS;
@@ -79,11 +106,31 @@ out:
 p2pt_status p2pt__route_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
                               const struct p2pt_transport **t, char *why, size_t len)
 {
-    return h->policy->route_batch(h, b, t, why, len);
+    p2pt_status st = h->policy->route_batch(h, b, t, why, len);
+    if (st == P2PT_SUCCESS)
+        *t = within_budget(h, *t, why, len);
+    return st;
+}
+
+p2pt_status p2pt__route_link(struct p2pt_handle *h, const struct p2pt_transport *t, int device,
+                             uint32_t link[2])
+{
+    link[0] = link[1] = 0;
+    if (!runs_kernels(t) || h->policy->link_ctas == NULL)
+        return P2PT_SUCCESS;
+    return h->policy->link_ctas(h, device, link);
 }
 
 p2pt_status p2pt__route_device_batch(struct p2pt_handle *h, const struct p2pt_transport **t,
                                      char *why, size_t len)
 {
+    /* Only a kernel reads descriptors from GPU memory, and the kernel needs
+     * a CTA for its status record besides those that copy. */
+    if (h->cfg.sm_budget == 0 || h->cfg.sm_budget == 1)
+        return p2pt__fail(P2PT_NOT_SUPPORTED,
+                          "p2pt_copy_batch_device_async: P2P_TRANSPORT_SM_BUDGET=%d, and a "
+                          "device batch needs a kernel of at least 2 CTAs (one writes the "
+                          "status record); use a host batch, or a budget of 2 or more",
+                          h->cfg.sm_budget);
     return h->policy->route_device_batch(h, t, why, len);
 }

@@ -33,7 +33,7 @@ P2PT_INTERNAL p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char 
  */
 P2PT_INTERNAL p2pt_status p2pt__route(struct p2pt_handle *h, const struct p2pt_request *r,
                                       const struct p2pt_transport **t, char *why, size_t len);
-/* The same for a host batch (stream resolved; see p2pt_policy.batch_sums). */
+/* The same for a host batch (stream resolved; see P2PT_NEEDS_BATCH_SUMS). */
 P2PT_INTERNAL p2pt_status p2pt__route_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
                                             const struct p2pt_transport **t, char *why,
                                             size_t len);
@@ -41,5 +41,10 @@ P2PT_INTERNAL p2pt_status p2pt__route_batch(struct p2pt_handle *h, const struct 
 P2PT_INTERNAL p2pt_status p2pt__route_device_batch(struct p2pt_handle *h,
                                                    const struct p2pt_transport **t, char *why,
                                                    size_t len);
+
+/* For a kernel engine `t`: the CTAs that saturate the host link of `device`,
+ * {h2d, d2h} (0: no cap); {0, 0} for an engine without kernels. */
+P2PT_INTERNAL p2pt_status p2pt__route_link(struct p2pt_handle *h, const struct p2pt_transport *t,
+                                           int device, uint32_t link[2]);
 
 #endif /* P2PT_ROUTER_H */

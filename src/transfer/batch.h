@@ -26,7 +26,29 @@ struct p2pt_batch {
     bool refused;   /* it refused a piece: the operation counts as rejected */
     size_t pieces;  /* those with bytes > 0 */
     uint64_t bytes; /* their payload */
+    /* Of those, the pieces between pinned host memory and the stream's
+     * device, by direction (found when link[] is set or the facts are
+     * needed anyway). */
+    size_t h2d, d2h;
+    size_t queries; /* pointer queries the pass made (one per allocation) */
+    /* Set by the router for a kernel engine: the CTAs that saturate the
+     * host link, h2d and d2h (0: no cap). A launch whose pieces all cross
+     * it takes no more. */
+    uint32_t link[2];
 };
+
+/* The most CTAs a kernel moving batch `b` may use for its link: when every
+ * piece crosses the host link, the link's CTAs (the larger of the two when
+ * both directions are there); else no cap (0). */
+static inline uint32_t p2pt__batch_link_cap(const struct p2pt_batch *b)
+{
+    if (b->pieces == 0 || b->h2d + b->d2h != b->pieces)
+        return 0;
+    uint32_t up = b->h2d ? b->link[0] : 0, down = b->d2h ? b->link[1] : 0;
+    if ((b->h2d && up == 0) || (b->d2h && down == 0))
+        return 0;
+    return up > down ? up : down;
+}
 
 /* A device-descriptor batch. */
 struct p2pt_device_batch {

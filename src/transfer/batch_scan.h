@@ -15,13 +15,17 @@
 
 struct p2pt_handle;
 struct p2pt_transport;
+struct p2pt_coalesce;
 
 /*
  * Pass over b->descs[0 .. b->count). Always: each piece's arguments (NULL
  * with bytes, wrap-around, overlap, more than size_t). When `t` is not NULL
  * and validation is on: each piece's sides against what `t` can reach
  * (inside the windows registered for b->device by a range check, elsewhere
- * located one by one; the stream's context is current). When `out` is not
+ * located through a memo of the allocations the batch touches, one pointer
+ * query each; the stream's context is current). With b->link set, each
+ * piece's host-link direction is counted (b->h2d, b->d2h) whatever
+ * validation says. When `out` is not
  * NULL (room for b->count): the non-empty pieces in order, and *tiles their
  * P2PT_BATCH_TILES. Sets b->pieces, b->bytes and b->scanned; on a refusal
  * b->refused, and the error names the piece.
@@ -29,5 +33,17 @@ struct p2pt_transport;
 P2PT_INTERNAL p2pt_status p2pt__batch_scan(const struct p2pt_handle *h, struct p2pt_batch *b,
                                            const struct p2pt_transport *t,
                                            struct p2pt_batch_desc *out, uint64_t *tiles);
+
+/*
+ * The same pass for the copy engine: every piece located (through the
+ * windows or the batch's allocation memo, also with validation off: a group
+ * must not span two allocations), checked when validation is on, and added
+ * to `groups` (p2pt__coalesce_init'ed, room for b->count), which is closed
+ * at the end.
+ */
+P2PT_INTERNAL p2pt_status p2pt__batch_scan_groups(const struct p2pt_handle *h,
+                                                  struct p2pt_batch *b,
+                                                  const struct p2pt_transport *t,
+                                                  struct p2pt_coalesce *groups);
 
 #endif /* P2PT_BATCH_SCAN_H */

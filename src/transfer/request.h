@@ -35,6 +35,9 @@ struct p2pt_side {
     int device;            /* ordinal; -1 for host memory or unknown */
     enum p2pt_reach reach;
     bool host;             /* pinned host memory (CUDA knows it as host memory) */
+    /* The allocation holding the address, as the driver reports it; size 0
+     * for memory CUDA does not know. */
+    uint64_t start, size;
 };
 
 /* Pinned host memory that the stream's device reaches (mapped in its
@@ -56,6 +59,10 @@ struct p2pt_request {
     enum p2pt_path path;
     bool capturing; /* the stream captures into a graph (asked only for a
                        policy that reads it) */
+    /* Set by the router for a kernel engine: the most CTAs the launch may
+     * use (the host link's CTAs when one side is pinned host memory); 0: no
+     * cap beyond the handle's. */
+    uint32_t grid_cap;
 };
 
 /* Make the stream's context current (pushed when it was not: undo with
@@ -71,9 +78,10 @@ P2PT_INTERNAL p2pt_status p2pt__locate(const void *p, int stream_dev, struct p2p
 /* [p, p + bytes) must be memory device `device` reaches (its context
  * current) and lie inside one allocation: P2PT_INVALID_ARGUMENT naming
  * `what` otherwise. For ranges a kernel will touch without per-copy checks
- * (windows, a device batch's buffers). */
+ * (windows, a device batch's buffers). *found (when not NULL): the side
+ * as located. */
 P2PT_INTERNAL p2pt_status p2pt__check_range(const char *what, const void *p, size_t bytes,
-                                            int device);
+                                            int device, struct p2pt_side *found);
 /* "local", "push", "pull" or "other". */
 P2PT_INTERNAL const char *p2pt__path_name(enum p2pt_path path);
 /* Fill r->coaligned and r->path from the sides. */

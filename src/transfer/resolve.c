@@ -27,14 +27,21 @@ p2pt_status p2pt__locate(const void *p, int stream_dev, struct p2pt_side *side)
     unsigned mem_type = 0;
     int ordinal = -1;
     unsigned long long access = CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE;
-    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                                   CU_POINTER_ATTRIBUTE_ACCESS_FLAGS};
-    void *data[] = {&mem_type, &ordinal, &access};
+    CUdeviceptr start = 0;
+    size_t size = 0;
+    /* The allocation's range comes in the same call: a batch remembers it
+     * and asks nothing more for later pieces inside it (alloc_memo.c). */
+    CUpointer_attribute attrs[] = {
+        CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+        CU_POINTER_ATTRIBUTE_ACCESS_FLAGS, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+        CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    void *data[] = {&mem_type, &ordinal, &access, &start, &size};
 
-    P2PT_CU(p2pt__cu.cuPointerGetAttributes(3, attrs, data, dp));
+    P2PT_CU(p2pt__cu.cuPointerGetAttributes(5, attrs, data, dp));
     side->device = mem_type == CU_MEMORYTYPE_DEVICE ? ordinal : -1;
     side->host = mem_type == CU_MEMORYTYPE_HOST;
+    side->start = mem_type != 0 && start <= dp && dp - start < size ? (uint64_t)start : 0;
+    side->size = side->start != 0 ? (uint64_t)size : 0;
     side->reach = P2PT_REACH_MAPPED;
     if (mem_type == 0) {
         side->reach = P2PT_REACH_NOT_CUDA;
@@ -176,7 +183,8 @@ out:
     return st;
 }
 
-p2pt_status p2pt__check_range(const char *what, const void *p, size_t bytes, int device)
+p2pt_status p2pt__check_range(const char *what, const void *p, size_t bytes, int device,
+                              struct p2pt_side *found)
 {
     p2pt_status st = P2PT_SUCCESS;
     struct p2pt_side side;
@@ -184,6 +192,8 @@ p2pt_status p2pt__check_range(const char *what, const void *p, size_t bytes, int
     size_t size = 0;
 
     P2PT_TRY(p2pt__locate(p, device, &side));
+    if (found != NULL)
+        *found = side;
     if (side.reach != P2PT_REACH_MAPPED) {
         st = p2pt__fail(P2PT_INVALID_ARGUMENT,
                         "%s %p is %s for device %d: it must be device memory, peer memory "
@@ -194,8 +204,13 @@ p2pt_status p2pt__check_range(const char *what, const void *p, size_t bytes, int
                         device);
         goto out;
     }
-    P2PT_CU(p2pt__cu.cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, dp));
-    P2PT_CU(p2pt__cu.cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, dp));
+    start = (CUdeviceptr)side.start;
+    size = (size_t)side.size;
+    if (size == 0) {
+        P2PT_CU(p2pt__cu.cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                               dp));
+        P2PT_CU(p2pt__cu.cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, dp));
+    }
     if (dp + bytes > start + size)
         st = p2pt__fail(P2PT_INVALID_ARGUMENT,
                         "%s [%p, +%zu) runs past the end of its allocation [%p, +%zu): it "

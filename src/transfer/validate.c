@@ -13,6 +13,7 @@
 #include "batch.h"
 #include "handle.h"
 #include "transport.h"
+#include "alloc_memo.h"
 #include "validate.h"
 
 static p2pt_status refuse_side(const struct p2pt_request *r, const struct p2pt_side *s,
@@ -54,21 +55,37 @@ p2pt_status p2pt__refuse(const struct p2pt_request *r, bool staged_ok)
     return st;
 }
 
-p2pt_status p2pt__piece_facts(const struct p2pt_batch *b, size_t i, bool staged_ok)
+p2pt_status p2pt__piece_facts(const struct p2pt_batch *b, size_t i, bool staged_ok, bool refuse,
+                             struct p2pt_alloc_memo *memo, struct p2pt_side *dst,
+                             struct p2pt_side *src)
 {
     p2pt_status st = P2PT_SUCCESS;
     const p2pt_copy_desc *d = &b->descs[i];
+    const uint64_t a_dst = (uint64_t)(uintptr_t)d->dst, a_src = (uint64_t)(uintptr_t)d->src;
+    if ((st = p2pt__memo_side(memo, a_dst, dst)) != P2PT_SUCCESS ||
+        (st = p2pt__memo_side(memo, a_src, src)) != P2PT_SUCCESS)
+        return p2pt__piece_fail(st, i, b->count);
+    if (!refuse)
+        return P2PT_SUCCESS;
+    const struct p2pt_side *sides[2] = {dst, src};
+    const uint64_t at[2] = {a_dst, a_src};
+    for (int k = 0; k < 2; k++)
+        if (p2pt__side_straddles(sides[k], at[k], d->bytes))
+            return p2pt__piece_fail(
+                p2pt__fail(P2PT_INVALID_ARGUMENT,
+                           "%s [%p, +%llu) runs past the end of its allocation [%p, +%llu): "
+                           "a piece must lie inside one allocation",
+                           k == 0 ? "dst" : "src", (void *)(uintptr_t)at[k],
+                           (unsigned long long)d->bytes, (void *)(uintptr_t)sides[k]->start,
+                           (unsigned long long)sides[k]->size),
+                i, b->count);
     struct p2pt_request r;
-    memset(&r, 0, sizeof(r));
     r.dst = d->dst;
     r.src = d->src;
-    r.bytes = d->bytes;
-    r.stream = b->stream;
-    r.ctx = b->ctx;
     r.device = b->device;
-    if ((st = p2pt__locate(r.dst, r.device, &r.dst_side)) != P2PT_SUCCESS ||
-        (st = p2pt__locate(r.src, r.device, &r.src_side)) != P2PT_SUCCESS ||
-        (st = p2pt__refuse(&r, staged_ok)) != P2PT_SUCCESS)
+    r.dst_side = *dst;
+    r.src_side = *src;
+    if ((st = p2pt__refuse(&r, staged_ok)) != P2PT_SUCCESS)
         return p2pt__piece_fail(st, i, b->count);
     return P2PT_SUCCESS;
 }
@@ -122,11 +139,11 @@ p2pt_status p2pt__validate_device_batch(const struct p2pt_handle *h,
     if (same)
         return P2PT_SUCCESS;
     P2PT_TRY(p2pt__check_range("p2pt_copy_batch_device_async: descs", b->descs,
-                               (size_t)b->max_count * sizeof(*b->descs), b->device));
+                               (size_t)b->max_count * sizeof(*b->descs), b->device, NULL));
     P2PT_TRY(p2pt__check_range("p2pt_copy_batch_device_async: count", b->count,
-                               sizeof(*b->count), b->device));
+                               sizeof(*b->count), b->device, NULL));
     P2PT_TRY(p2pt__check_range("p2pt_copy_batch_device_async: workspace", b->workspace,
-                               p2pt__batch_workspace_size(b->max_count), b->device));
+                               p2pt__batch_workspace_size(b->max_count), b->device, NULL));
     last_checked = (struct checked_buffers){b->ctx, b->descs, b->count, b->workspace,
                                             b->max_count, {id[0], id[1], id[2]}};
 out:

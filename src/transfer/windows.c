@@ -65,14 +65,16 @@ void p2pt__windows_free(struct p2pt_windows *w)
 
 /* [base, base + bytes) must be memory `device` reaches, inside one
  * allocation, as the device's current or primary context sees it. */
-static p2pt_status check_window(int device, const void *base, size_t bytes)
+static p2pt_status check_window(int device, const void *base, size_t bytes, bool *host)
 {
     p2pt_status st = P2PT_SUCCESS;
     CUcontext ctx;
     bool pushed = false;
+    struct p2pt_side side;
 
     P2PT_TRY(p2pt__ctx_enter(device, &ctx, &pushed));
-    P2PT_TRY(p2pt__check_range("p2pt_window_register: window", base, bytes, device));
+    P2PT_TRY(p2pt__check_range("p2pt_window_register: window", base, bytes, device, &side));
+    *host = side.host;
 out:
     p2pt__ctx_leave(pushed);
     return st;
@@ -105,7 +107,8 @@ p2pt_status p2pt__window_add(struct p2pt_windows *w, int device, const void *bas
                         base, bytes);
         goto out;
     }
-    P2PT_TRY(check_window(device, base, bytes));
+    bool host = false;
+    P2PT_TRY(check_window(device, base, bytes, &host));
     pthread_mutex_lock(&w->lock);
     locked = true;
     const struct p2pt_window_set *cur = atomic_load(&w->set[device]);
@@ -135,12 +138,17 @@ p2pt_status p2pt__window_add(struct p2pt_windows *w, int device, const void *bas
     uint64_t b = (uint64_t)(uintptr_t)base;
     int j = 0;
     for (int i = 0; i < n; i++) {
-        if (j == i && cur->w[i].base > b)
+        if (j == i && cur->w[i].base > b) {
+            next->host[j] = host;
             next->w[j++] = (struct p2pt_batch_window){b, b + bytes};
+        }
+        next->host[j] = cur->host[i];
         next->w[j++] = cur->w[i];
     }
-    if (j == n)
+    if (j == n) {
+        next->host[j] = host;
         next->w[j++] = (struct p2pt_batch_window){b, b + bytes};
+    }
     next->n = j;
     publish(w, device, next);
     next = NULL;
@@ -180,9 +188,12 @@ p2pt_status p2pt__window_remove(struct p2pt_windows *w, int device, const void *
         st = p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory");
         goto out;
     }
-    for (int i = 0, j = 0; i < n; i++)
-        if (i != at)
-            next->w[j++] = cur->w[i];
+    for (int i = 0, j = 0; i < n; i++) {
+        if (i == at)
+            continue;
+        next->host[j] = cur->host[i];
+        next->w[j++] = cur->w[i];
+    }
     next->n = n - 1;
     publish(w, device, next);
     next = NULL;

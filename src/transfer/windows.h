@@ -18,6 +18,8 @@
 struct p2pt_window_set {
     int n;
     struct p2pt_batch_window w[P2PT_BATCH_MAX_WINDOWS];
+    bool host[P2PT_BATCH_MAX_WINDOWS]; /* w[i] is pinned host memory (a piece
+                                          inside it crosses the host link) */
     struct p2pt_window_set *retired; /* the snapshot this one replaced */
 };
 

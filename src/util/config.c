@@ -164,7 +164,7 @@ static const char *const known_vars[] = {
     "P2P_TRANSPORT_STAGES",  "P2P_TRANSPORT_MAX_CTAS", "P2P_TRANSPORT_VALIDATE",
     "P2P_TRANSPORT_PDL",     "P2P_TRANSPORT_L2_HINT",  "P2P_CUDA_LIBRARY",
     "P2P_NVRTC_LIBRARY",     "P2P_TRANSPORT_CACHE_DIR", "P2P_TRANSPORT_AUTO_TABLE",
-    "P2P_TRANSPORT_STREAM_MIN", "P2P_TRANSPORT_BATCH_STAGING",
+    "P2P_TRANSPORT_STREAM_MIN", "P2P_TRANSPORT_BATCH_STAGING", "P2P_TRANSPORT_SM_BUDGET",
 };
 
 /* Edit distance of a and b, capped (names are short). */
@@ -327,6 +327,7 @@ p2pt_status p2pt__config_parse(struct p2pt_config *cfg, const char *options_text
     cfg->chunk_bytes = DEFAULT_CHUNK_BYTES;
     cfg->stages = DEFAULT_STAGES;
     cfg->max_ctas = DEFAULT_MAX_CTAS;
+    cfg->sm_budget = -1;
     cfg->validate = 1;
     cfg->pdl = 1;
     cfg->stream_min = DEFAULT_STREAM_MIN;
@@ -372,6 +373,14 @@ p2pt_status p2pt__config_parse(struct p2pt_config *cfg, const char *options_text
         P2PT_TRY(read_uint(var, v, 0, P2PT_MAX_CTAS_MAX,
                            "an integer from 0 (auto: from the SM count) to 4096", &n));
         cfg->max_ctas = (int)n;
+    }
+    P2PT_TRY(setting(opts, "P2P_TRANSPORT_SM_BUDGET", var, &v));
+    if (v != NULL && strcasecmp(v, "none") != 0) {
+        P2PT_TRY(read_uint(var, v, 0, P2PT_MAX_CTAS_MAX,
+                           "none, or an integer from 0 (no kernel at all: the copy engine) "
+                           "to 4096 (at most that many CTAs per launch)",
+                           &n));
+        cfg->sm_budget = (int)n;
     }
     P2PT_TRY(setting(opts, "P2P_TRANSPORT_VALIDATE", var, &v));
     if (v != NULL) {

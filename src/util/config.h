@@ -32,6 +32,8 @@ struct p2pt_config {
     size_t chunk_bytes;           /* P2P_TRANSPORT_CHUNK_BYTES */
     int stages;                   /* P2P_TRANSPORT_STAGES */
     int max_ctas;                 /* P2P_TRANSPORT_MAX_CTAS, 0 = auto */
+    int sm_budget;                /* P2P_TRANSPORT_SM_BUDGET: -1 = none, 0 = no kernel,
+                                     N = at most N CTAs per launch */
     int validate;                 /* P2P_TRANSPORT_VALIDATE, 0 or 1 */
     int l2_evict_first;           /* P2P_TRANSPORT_L2_HINT: 1 = evict_first */
     char cuda_library[P2PT_PATH_MAX];  /* P2P_CUDA_LIBRARY */

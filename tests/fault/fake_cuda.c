@@ -78,6 +78,20 @@ static _Thread_local int depth;
 EXPORT void p2pt_fault_pause(int on);
 EXPORT void p2pt_fault_pause(int on) { fault_paused = on; }
 
+/* Calls of entry `name` so far (the tests count the library's driver calls
+ * around one operation). */
+EXPORT unsigned long p2pt_fake_calls(const char *name);
+EXPORT unsigned long p2pt_fake_calls(const char *name)
+{
+    unsigned long n = 0;
+    pthread_mutex_lock(&fault_lock);
+    for (int i = 0; i < fault_n_counts; i++)
+        if (strcmp(fault_counts[i].name, name) == 0)
+            n = fault_counts[i].calls;
+    pthread_mutex_unlock(&fault_lock);
+    return n;
+}
+
 __attribute__((destructor)) static void fake_cuda_exit(void)
 {
     fault_census();
@@ -600,6 +614,68 @@ static CUresult batch(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_
     return CUDA_SUCCESS;
 }
 
+/* Rows of a 2D copy between UVA pointers, each one a copy. */
+static CUresult rows(CUdeviceptr dst, size_t dpitch, CUdeviceptr src, size_t spitch,
+                     size_t width, size_t height)
+{
+    if (width == 0 || height == 0 || (height > 1 && (dpitch < width || spitch < width)))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t k = 0; k < height; k++) {
+        CUresult r = copy(dst + k * dpitch, src + k * spitch, width);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuMemcpy2DAsync(const CUDA_MEMCPY2D *c, CUstream s)
+{
+    FAULT("cuMemcpy2DAsync");
+    (void)s;
+    if (c == NULL || c->srcMemoryType != CU_MEMORYTYPE_UNIFIED ||
+        c->dstMemoryType != CU_MEMORYTYPE_UNIFIED || c->srcXInBytes || c->srcY ||
+        c->dstXInBytes || c->dstY)
+        return CUDA_ERROR_INVALID_VALUE;
+    return rows(c->dstDevice, c->dstPitch, c->srcDevice, c->srcPitch, c->WidthInBytes,
+                c->Height);
+}
+
+static CUresult batch_3d(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops)
+{
+    if (n == 0 || ops == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < n; i++) {
+        const CUDA_MEMCPY3D_BATCH_OP *o = &ops[i];
+        if (o->src.type != CU_MEMCPY_OPERAND_TYPE_POINTER ||
+            o->dst.type != CU_MEMCPY_OPERAND_TYPE_POINTER || o->extent.depth != 1)
+            return CUDA_ERROR_INVALID_VALUE;
+        CUresult r = rows(o->dst.op.ptr.ptr, o->dst.op.ptr.rowLength, o->src.op.ptr.ptr,
+                          o->src.op.ptr.rowLength, o->extent.width, o->extent.height);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuMemcpy3DBatchAsync(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops,
+                                          unsigned long long flags, CUstream s)
+{
+    FAULT("cuMemcpy3DBatchAsync");
+    (void)flags, (void)s;
+    return batch_3d(n, ops);
+}
+
+static CUresult fake_cuMemcpy3DBatchAsync_v12080(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops,
+                                                 size_t *fail_idx, unsigned long long flags,
+                                                 CUstream s)
+{
+    FAULT("cuMemcpy3DBatchAsync_v12080");
+    (void)flags, (void)s;
+    if (fail_idx != NULL)
+        *fail_idx = SIZE_MAX;
+    return batch_3d(n, ops);
+}
+
 static CUresult fake_cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,
                                         size_t count, CUmemcpyAttributes *attrs,
                                         size_t *attr_idxs, size_t n_attrs, CUstream s)
@@ -907,6 +983,8 @@ static const struct {
     ENTRY(cuMemGetInfo),
     ENTRY(cuMemcpyAsync),
     ENTRY(cuMemcpyBatchAsync),
+    ENTRY(cuMemcpy2DAsync),
+    ENTRY(cuMemcpy3DBatchAsync),
     ENTRY(cuMemcpyHtoD),
     ENTRY(cuMemcpyDtoH),
     ENTRY(cuMemsetD8),
@@ -945,6 +1023,11 @@ EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int 
         *pfn = NULL;
     } else if (strcmp(symbol, "cuMemcpyBatchAsync") == 0 && version < 13000) {
         *pfn = (void *)fake_cuMemcpyBatchAsync_v12080;
+    } else if (strcmp(symbol, "cuMemcpy3DBatchAsync") == 0 && version >= 13000 &&
+               driver < 13000) {
+        *pfn = NULL;
+    } else if (strcmp(symbol, "cuMemcpy3DBatchAsync") == 0 && version < 13000) {
+        *pfn = (void *)fake_cuMemcpy3DBatchAsync_v12080;
     } else {
         for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
             if (strcmp(table[i].name, symbol) == 0)

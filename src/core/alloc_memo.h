@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What the driver said about the allocations one batch touches
+ * (alloc_memo.c). A pointer query costs about 300 ns; a KV-cache offload of
+ * 8,192 pieces touches two allocations. Each answer carries its
+ * allocation's range (CU_POINTER_ATTRIBUTE_RANGE_START_ADDR and
+ * RANGE_SIZE), so later pieces inside it ask nothing. A memo lives on the
+ * stack of one operation and is never trusted across calls: memory freed
+ * between two batches is asked about again.
+ */
+#ifndef P2PT_ALLOC_MEMO_H
+#define P2PT_ALLOC_MEMO_H
+
+#include "request.h"
+
+#define P2PT_MEMO_SLOTS 16 /* allocations remembered; more replace the oldest */
+
+struct p2pt_alloc_memo {
+    int device; /* the stream's device, as p2pt__locate needs it */
+    int n, next, hint;
+    size_t queries; /* driver queries made through this memo */
+    struct p2pt_side e[P2PT_MEMO_SLOTS];
+};
+
+static inline void p2pt__memo_init(struct p2pt_alloc_memo *m, int device)
+{
+    m->device = device;
+    m->n = m->next = 0;
+    m->hint = -1;
+    m->queries = 0;
+}
+
+/* Where `a` lives: a remembered allocation holding it, else one driver query
+ * (the stream's context current), remembered when the driver knows the
+ * allocation. Memory CUDA does not know is asked about every time. */
+P2PT_INTERNAL p2pt_status p2pt__memo_side_slow(struct p2pt_alloc_memo *m, uint64_t a,
+                                               struct p2pt_side *out);
+static inline p2pt_status p2pt__memo_side(struct p2pt_alloc_memo *m, uint64_t a,
+                                          struct p2pt_side *out)
+{
+    if (m->hint >= 0) {
+        const struct p2pt_side *s = &m->e[m->hint];
+        if (a - s->start < s->size) {
+            *out = *s;
+            return P2PT_SUCCESS;
+        }
+    }
+    return p2pt__memo_side_slow(m, a, out);
+}
+
+/* Does [a, a + n) run past the end of the allocation `s` describes? (Never
+ * for memory whose range the driver does not report.) */
+static inline bool p2pt__side_straddles(const struct p2pt_side *s, uint64_t a, uint64_t n)
+{
+    return s->size != 0 && n > s->start + s->size - a;
+}
+
+#endif /* P2PT_ALLOC_MEMO_H */
