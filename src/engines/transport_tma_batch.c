@@ -76,7 +76,7 @@ static p2pt_status launch_params(struct p2pt_handle *h, const struct p2pt_module
     unsigned grid = tiles < most ? (unsigned)tiles : most;
     void *params[] = {param};
     P2PT_TRY(p2pt__kernel_launch(h, fn, grid, P2PT_BATCH_THREADS, 0, stream, params));
-    atomic_fetch_add_explicit(&h->stats.batch_launches, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p2pt__tma_counters(h)->batch_launches, 1, memory_order_relaxed);
 out:
     return st;
 }
@@ -143,7 +143,7 @@ p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h, const struct p2pt
     void *params[] = {&dev};
     P2PT_TRY(p2pt__kernel_launch(h, m->fn[P2PT_BATCH_ENTRY_DEVICE], grid, P2PT_BATCH_THREADS, 0,
                               stream, params));
-    atomic_fetch_add_explicit(&h->stats.batch_launches, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p2pt__tma_counters(h)->batch_launches, 1, memory_order_relaxed);
 out:
     return st;
 }

@@ -261,7 +261,7 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
             s->start = at;
             r->n_slots++;
             r->head = at + need;
-            atomic_fetch_add_explicit(&h->stats.batch_launches, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&p2pt__tma_counters(h)->batch_launches, 1, memory_order_relaxed);
         }
     }
     if (st != P2PT_SUCCESS)

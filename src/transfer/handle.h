@@ -16,9 +16,11 @@ struct p2pt_policy;
 struct p2pt_transport;
 
 struct p2pt_stats {
-    _Atomic uint64_t copies, bytes, tma_launches, stream_launches, ce_copies, rejected;
-    _Atomic uint64_t batches, batch_pieces, device_batches, batch_launches;
-    _Atomic uint64_t kernel_launches, ce_operations;
+    _Atomic uint64_t copies, bytes, rejected;
+    _Atomic uint64_t batches, batch_pieces, device_batches;
+    /* Every kernel engine's launches through the shared helper (launch.c);
+     * what only one engine counts lives in its state (its report hook). */
+    _Atomic uint64_t kernel_launches;
     _Atomic uint32_t max_grid;
     /* Per engine, by registry index: single copies' bytes, batches (host and
      * device), and copies that engine was chosen for but could not run

@@ -44,6 +44,10 @@ struct p2pt_transport {
      * freed at p2pt_finalize. */
     p2pt_status (*init)(const struct p2pt_handle *h, void **state);
     void (*fini)(void *state);
+    /* Fill the p2pt_properties fields it owns (NULL: none): the counters
+     * it keeps in its state, and its share of the handle's per-engine
+     * counters (`e`: its registry index) under its own names. */
+    void (*report)(const struct p2pt_handle *h, int e, const void *state, p2pt_properties *p);
     /* One-time work for `device` in the current/primary context. May JIT;
      * never called during stream capture. */
     p2pt_status (*prepare)(struct p2pt_handle *h, int device);
