@@ -62,7 +62,7 @@ static p2pt_status loop_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b)
 
 static const struct p2pt_transport loop_engine = {
     .name = "loop",
-    .caps = P2PT_CAP_STAGED | P2PT_CAP_ANY_ALIGN,
+    .caps = P2PT_CAP_STAGED,
     .can_copy = loop_can_copy,
     .prepare = loop_prepare,
     .copy = loop_copy,

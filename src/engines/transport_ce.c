@@ -257,8 +257,7 @@ out:
 
 const struct p2pt_transport p2pt__transport_ce = {
     .name = "ce",
-    .caps = P2PT_CAP_LOCAL | P2PT_CAP_PEER | P2PT_CAP_STAGED | P2PT_CAP_ANY_ALIGN |
-            P2PT_CAP_CAPTURE | P2PT_CAP_BATCH | P2PT_CAP_FALLBACK | P2PT_CAP_BATCH_SCAN,
+    .caps = P2PT_CAP_STAGED | P2PT_CAP_FALLBACK | P2PT_CAP_BATCH_SCAN,
     .min_cc = 0,
     .init = ce_init,
     .fini = ce_fini,

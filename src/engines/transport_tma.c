@@ -237,8 +237,7 @@ out:
 
 const struct p2pt_transport p2pt__transport_tma = {
     .name = "tma",
-    .caps = P2PT_CAP_LOCAL | P2PT_CAP_PEER | P2PT_CAP_CAPTURE | P2PT_CAP_BATCH | P2PT_CAP_BATCH_SCAN |
-            P2PT_CAP_DEVICE_BATCH,
+    .caps = P2PT_CAP_BATCH_SCAN | P2PT_CAP_DEVICE_BATCH,
     .min_cc = 90,
     .init = tma_init,
     .fini = tma_fini,

@@ -15,15 +15,13 @@
 struct p2pt_handle;
 struct p2pt_kernel;
 
-/* What a transport can do (p2pt_transport.caps). */
-#define P2PT_CAP_LOCAL (1u << 0)   /* both sides on the stream's device */
-#define P2PT_CAP_PEER (1u << 1)    /* push and pull through a peer mapping */
+/* What a transport can do that the pipeline and the policies ask about
+ * (p2pt_transport.caps); what every engine does (local and peer copies,
+ * capture after prepare) and what its hooks say (copy_batch, can_copy's
+ * alignment test) needs no bit. */
 #define P2PT_CAP_STAGED (1u << 2)  /* memory the stream's device cannot map
                                       (pageable host, unmapped peer memory),
                                       staged by the driver */
-#define P2PT_CAP_ANY_ALIGN (1u << 3) /* dst and src need not be co-aligned */
-#define P2PT_CAP_CAPTURE (1u << 4) /* capturable into a CUDA graph (after prepare) */
-#define P2PT_CAP_BATCH (1u << 5)   /* a host batch in one operation (copy_batch) */
 #define P2PT_CAP_DEVICE_BATCH (1u << 6) /* descriptors read from GPU memory */
 #define P2PT_CAP_FALLBACK (1u << 7) /* runs any request: where a copy goes when
                                        the chosen engine's can_copy says no */
