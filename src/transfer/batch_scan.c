@@ -118,6 +118,7 @@ static p2pt_status scan(const struct p2pt_handle *h, struct p2pt_batch *b,
         st = out ? scan_loop(b, NULL, NULL, false, NULL, out, NULL, false, true, false, &o)
                  : scan_loop(b, NULL, NULL, false, NULL, NULL, NULL, false, false, false, &o);
     b->scanned = true;
+    b->passes++;
     b->refused = st != P2PT_SUCCESS;
     b->pieces = o.pieces;
     b->h2d = o.h2d;
