@@ -9,6 +9,11 @@
 
 #include "transport.h"
 
+/* The engines the tests and the benchmark name directly (registry.c
+ * declares every engine it lists). */
+P2PT_INTERNAL extern const struct p2pt_transport p2pt__transport_ce;
+P2PT_INTERNAL extern const struct p2pt_transport p2pt__transport_tma;
+
 /* Register an engine defined outside the library's list (P2PT_ENGINES),
  * after those: the tests' engines. Not thread-safe: call it before any
  * handle exists. Registering one twice is a no-op. */

@@ -8,7 +8,7 @@
 #define P2PT_TMA_H
 
 #include "launch.h"
-#include "transport.h"
+#include "registry.h"
 
 /* The TMA transport's kernels and their entry points, in entries order. */
 P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_tma_copy;    /* kernels/tma_copy.cu */

@@ -13,7 +13,7 @@
 #include "handle.h"
 #include "batch_scan.h"
 #include "coalesce.h"
-#include "transport.h"
+#include "registry.h"
 
 /* Per handle: one bit per (stream device, remote device) pair already
  * warned about a staged copy. */

@@ -3,7 +3,7 @@
  * Engines (transports). An engine describes itself: its name, what it can
  * do, whether it can run one request and why not, its private state and its
  * steps. Adding one is its own file, its kernel, and one registry line
- * (router.c).
+ * (engines/registry.c).
  */
 #ifndef P2PT_TRANSPORT_H
 #define P2PT_TRANSPORT_H
@@ -62,11 +62,6 @@ struct p2pt_transport {
      * all; each is described beside the code that launches it). */
     const struct p2pt_kernel *kernels[4];
 };
-
-/* The engines the tests and the benchmark name directly (the registry,
- * router.c, declares every engine it lists). */
-P2PT_INTERNAL extern const struct p2pt_transport p2pt__transport_ce;
-P2PT_INTERNAL extern const struct p2pt_transport p2pt__transport_tma;
 
 /* How many kernels transport `t` compiles. */
 static inline int p2pt__kernel_count(const struct p2pt_transport *t)
