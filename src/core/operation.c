@@ -5,7 +5,9 @@
  *
  *   1. check the arguments (args.c), no driver call;
  *   2. resolve (resolve.c): enter the stream's context, held until the
- *      operation is done, and find every fact once;
+ *      operation is done, and find every fact once, those the handle's
+ *      policy asks for (P2PT_NEEDS_*) included, so routing asks the driver
+ *      nothing;
  *   3. route (router.c): the handle's policy picks the engine; a copy the
  *      engine cannot run goes to the fallback engine, counted and logged;
  *   4. validate (validate.c) the facts against that engine;
@@ -22,7 +24,9 @@
  * in one pass over its descriptors (batch_scan.c). An engine that writes
  * the descriptors into a buffer of its own (P2PT_CAP_BATCH_SCAN) makes that
  * pass itself, in step 5, before it enqueues anything; otherwise, and in a
- * dry run, step 4 makes it. The outcome is the operation steps 1 and 4
+ * dry run, step 4 makes it. A policy that routes by the batch's sums
+ * (P2PT_NEEDS_BATCH_SUMS) costs a pass of arguments alone before step 3.
+ * The outcome is the operation steps 1 and 4
  * would give in order: should a step before the pass fail (no driver, a
  * bad stream), the pieces' arguments are checked then, and a refused piece
  * is the error reported, or a batch of empty pieces succeeds with nothing
