@@ -30,15 +30,6 @@ static void ce_count(const struct p2pt_handle *h, uint64_t copies, uint64_t oper
     atomic_fetch_add_explicit(&cs->operations, operations, memory_order_relaxed);
 }
 
-static void ce_report(const struct p2pt_handle *h, int e, const void *state, p2pt_properties *p)
-{
-    const struct ce_state *cs = state;
-    p->ce_copies = atomic_load_explicit(&cs->copies, memory_order_relaxed);
-    p->ce_operations = atomic_load_explicit(&cs->operations, memory_order_relaxed);
-    p->ce_bytes = atomic_load(&h->stats.engine_bytes[e]);
-    p->ce_batches = atomic_load(&h->stats.engine_batches[e]);
-}
-
 static p2pt_status ce_init(const struct p2pt_handle *h, void **state)
 {
     (void)h;
@@ -253,6 +244,15 @@ static p2pt_status ce_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b)
 out:
     free(mem);
     return st;
+}
+
+static void ce_report(const struct p2pt_handle *h, int e, const void *state, p2pt_properties *p)
+{
+    const struct ce_state *cs = state;
+    p->ce_copies = atomic_load_explicit(&cs->copies, memory_order_relaxed);
+    p->ce_operations = atomic_load_explicit(&cs->operations, memory_order_relaxed);
+    p->ce_bytes = atomic_load(&h->stats.engine_bytes[e]);
+    p->ce_batches = atomic_load(&h->stats.engine_batches[e]);
 }
 
 const struct p2pt_transport p2pt__transport_ce = {

@@ -52,17 +52,6 @@ struct p2pt_tma_counters *p2pt__tma_counters(const struct p2pt_handle *h)
     return &ts->counters;
 }
 
-static void tma_report(const struct p2pt_handle *h, int e, const void *state,
-                       p2pt_properties *p)
-{
-    const struct p2pt_tma_counters *c = &((const struct tma_state *)state)->counters;
-    p->tma_launches = atomic_load_explicit(&c->launches, memory_order_relaxed);
-    p->stream_launches = atomic_load_explicit(&c->stream_launches, memory_order_relaxed);
-    p->batch_launches = atomic_load_explicit(&c->batch_launches, memory_order_relaxed);
-    p->tma_bytes = atomic_load(&h->stats.engine_bytes[e]);
-    p->tma_batches = atomic_load(&h->stats.engine_batches[e]);
-}
-
 static p2pt_status tma_init(const struct p2pt_handle *h, void **state)
 {
     (void)h;
@@ -233,6 +222,17 @@ static p2pt_status tma_copy(struct p2pt_handle *h, const struct p2pt_request *r)
     atomic_fetch_add_explicit(&p2pt__tma_counters(h)->launches, 1, memory_order_relaxed);
 out:
     return st;
+}
+
+static void tma_report(const struct p2pt_handle *h, int e, const void *state,
+                       p2pt_properties *p)
+{
+    const struct p2pt_tma_counters *c = &((const struct tma_state *)state)->counters;
+    p->tma_launches = atomic_load_explicit(&c->launches, memory_order_relaxed);
+    p->stream_launches = atomic_load_explicit(&c->stream_launches, memory_order_relaxed);
+    p->batch_launches = atomic_load_explicit(&c->batch_launches, memory_order_relaxed);
+    p->tma_bytes = atomic_load(&h->stats.engine_bytes[e]);
+    p->tma_batches = atomic_load(&h->stats.engine_batches[e]);
 }
 
 const struct p2pt_transport p2pt__transport_tma = {
