@@ -76,6 +76,7 @@ void bench_run_latency(void);
 void bench_run_cold(void);
 void bench_run_batch(void);
 void bench_run_calibrate(void);
+void bench_run_overlap(void);
 /* The hidden --cold-child entry point of bench_run_cold's children. */
 int bench_cold_child(int argc, char **argv);
 
@@ -118,6 +119,15 @@ struct bench_opts {
     const char *cub;        /* --cub FILE: bench/experiments/run.sh cub's lines */
     size_t sizes[MAX_SIZES];
     int n_sizes;
+    /* overlap mode */
+    int budgets[MAX_LIST]; /* -1: default (no budget) */
+    int n_budgets;
+    size_t pieces[MAX_LIST];
+    int n_pieces;
+    bool layouts[2]; /* block-major, layer-major with random host slots */
+    const char *overlap_csv, *cublas;
+    int gemm;
+    int ref_ctas; /* the plain kernel's CTAs in its rows; 0: none */
 };
 
 extern struct bench_opts bench_opt;
@@ -315,9 +325,11 @@ struct bench_ref {
 /* NVRTC compile and module load; false with bench_err saying why. */
 bool bench_ref_load(struct bench_ref *r, const struct bench_gpu *g);
 /* One launch copying the `*count` pieces (count in GPU memory, at most
- * `max_count`) of the p2pt_copy_desc array `descs` in GPU memory. */
+ * `max_count`) of the p2pt_copy_desc array `descs` in GPU memory, on at
+ * most `most` CTAs of 256 threads (0: as many as a warp per piece needs, up
+ * to a full GPU). */
 bool bench_ref_launch(const struct bench_ref *r, CUdeviceptr descs, CUdeviceptr count,
-                      uint32_t max_count, CUstream s);
+                      uint32_t max_count, unsigned most, CUstream s);
 void bench_ref_unload(struct bench_ref *r);
 
 #endif /* P2PT_BENCH_H */

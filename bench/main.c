@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "gemm.h"
 
 /* The first entry is the default of --mode; the order is --help's and the
  * order the modes run in (fresh-process modes first: see their flag). */
@@ -79,6 +80,18 @@ const struct bench_mode bench_modes[] = {
      "p2pt-auto-sm_XY.table); load it with\n"
      "P2P_TRANSPORT_AUTO_TABLE",
      BENCH_MODE_TMA_ONLY},
+    {"overlap", bench_run_overlap,
+     "KV-cache offload beside a bf16 cuBLAS GEMM\n"
+     "loop (cuBLAS through dlopen): 128M in pieces\n"
+     "of --pieces over 32 layers between a GPU pool\n"
+     "and a pinned host pool, both directions,\n"
+     "--layouts block and layer; per engine and\n"
+     "--budgets: host enqueue per piece, GB/s alone\n"
+     "and over the contiguous copy, the GEMM's\n"
+     "slowdown beside it and beside the contiguous\n"
+     "copy-engine copy (the noise floor), GB/s\n"
+     "while the GEMM runs; rows to --overlap-csv",
+     0},
     {"cold", bench_run_cold,
      "the first TMA copy of a fresh process (this\n"
      "program re-run): p2pt_init, then\n"
@@ -308,6 +321,16 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "--cold-child") == 0)
         return bench_cold_child(argc, argv);
     bench_parse_args(argc, argv);
+    /* The overlap mode needs cuBLAS: without it, one line before anything
+     * else (a machine without a GPU included). */
+    for (int m = 0; m < bench_n_modes; m++) {
+        struct bench_gemm g;
+        if (bench_opt.mode[m] && bench_modes[m].run == bench_run_overlap &&
+            !bench_gemm_load(&g, bench_opt.cublas)) {
+            fprintf(stderr, "p2pt-bench: --mode overlap: %s\n", bench_err);
+            return 2;
+        }
+    }
 
     /* p2pt_init checks the environment and auto's table before it looks for
      * the driver, so a bad P2P_TRANSPORT_* value or table is named on any

@@ -186,7 +186,7 @@ static bool enqueue(int row, p2pt_handle *h, const struct layout *L, int set,
                                         (uint32_t)L->count, bench_dptr(L->workspace), d->s));
         break;
     case R_REF_KERNEL:
-        if (!bench_ref_launch(&ref, dev_descs, L->dev_count, (uint32_t)L->count, d->s))
+        if (!bench_ref_launch(&ref, dev_descs, L->dev_count, (uint32_t)L->count, 0, d->s))
             goto fail;
         break;
     case R_RAW_BATCH: {

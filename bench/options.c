@@ -128,6 +128,25 @@ static void usage(FILE *f)
 "                     layouts, as bench/experiments/run.sh cub prints them;\n"
 "                     t/ref then divides by the better of ref_kernel and CUB\n"
 "\n"
+"Offload beside compute (--mode overlap):\n"
+"  --pieces LIST      piece sizes (default 4K,16K,64K); 32 layers, 128M per\n"
+"                     transfer, between one GPU allocation and one pinned host\n"
+"                     allocation, both directions\n"
+"  --layouts LIST     block (a block's layers at a constant stride on the GPU,\n"
+"                     side by side on the host) and/or layer (layer by layer,\n"
+"                     random host slots: nothing to coalesce) (default both)\n"
+"  --budgets LIST     P2P_TRANSPORT_SM_BUDGET values for tma and auto:\n"
+"                     default (unset) or 0..4096 (default default,0)\n"
+"  --gemm N           the bf16 N x N x N cuBLAS GEMM run beside (default 8192)\n"
+"  --ref-ctas N       CTAs of the plain warp-per-piece kernel's rows, the\n"
+"                     kernel yardstick (default 8; 0: no such rows)\n"
+"  --cublas PATH      the cuBLAS library to dlopen (default libcublas.so.13,\n"
+"                     .12, then under $CUDA_HOME/lib64 and /usr/local/cuda/lib64);\n"
+"                     without one the mode prints one line and exits 2\n"
+"  --overlap-csv FILE where its rows go (default\n"
+"                     bench/results/DATE-GPU-overlap.csv when bench/results/\n"
+"                     exists here, else DATE-GPU-overlap.csv)\n"
+"\n"
 "Output:\n"
 "  --csv FILE         every measurement as one CSV row:\n"
 "                     mode,path,transport,bytes,chunk,stages,max_ctas,time_us,gbps,kind,\n"
@@ -269,6 +288,21 @@ static void one_ctas(const char *flag, const char *item, int i, void *out)
     ((int *)out)[i] = flag_int(flag, item, 0, P2PT_MAX_CTAS_MAX);
 }
 
+/* "default" (-1: no P2P_TRANSPORT_SM_BUDGET) or a budget. */
+static void one_budget(const char *flag, const char *item, int i, void *out)
+{
+    ((int *)out)[i] =
+        strcasecmp(item, "default") == 0 ? -1 : flag_int(flag, item, 0, P2PT_MAX_CTAS_MAX);
+}
+
+static void one_piece(const char *flag, const char *item, int i, void *out)
+{
+    size_t b = flag_size(flag, item);
+    if (b < 16 || b > 64 * MiB)
+        bench_usage_error("%s \"%s\": expected a piece size from 16 bytes to 64M", flag, item);
+    ((size_t *)out)[i] = b;
+}
+
 static void one_shape(const char *flag, const char *item, int i, void *out)
 {
     char why[256];
@@ -289,7 +323,8 @@ static int flag_choice(const char *flag, const char *v, const char *a, const cha
 enum opt_id {
     O_HELP, O_B, O_E, O_F, O_W, O_N, O_R, O_C, O_MODE, O_TRANSPORT, O_PATH, O_DEVICE,
     O_PEER, O_CHUNK, O_STAGES, O_MAX_CTAS, O_SWEEP_BYTES, O_CSV, O_JSON, O_DROP_CACHES,
-    O_CALIBRATE_OUT, O_SHAPES, O_SHIFT, O_MEMORY, O_DIR, O_CTAS, O_CUB
+    O_CALIBRATE_OUT, O_SHAPES, O_SHIFT, O_MEMORY, O_DIR, O_CTAS, O_CUB, O_BUDGETS, O_PIECES,
+    O_LAYOUTS, O_OVERLAP_CSV, O_CUBLAS, O_GEMM, O_REF_CTAS
 };
 
 static const struct {
@@ -312,6 +347,10 @@ static const struct {
     {"--shapes", O_SHAPES, true},  {"--shift", O_SHIFT, true},
     {"--memory", O_MEMORY, true},  {"--dir", O_DIR, true},
     {"--ctas", O_CTAS, true},      {"--cub", O_CUB, true},
+    {"--budgets", O_BUDGETS, true}, {"--pieces", O_PIECES, true},
+    {"--layouts", O_LAYOUTS, true}, {"--overlap-csv", O_OVERLAP_CSV, true},
+    {"--cublas", O_CUBLAS, true},  {"--gemm", O_GEMM, true},
+    {"--ref-ctas", O_REF_CTAS, true},
 };
 
 static void make_sizes(struct bench_opts *o)
@@ -351,6 +390,11 @@ static void set_defaults(struct bench_opts *o)
     o->n_max_ctas = flag_list("--max-ctas", "0", MAX_LIST, one_ctas, o->max_ctas);
     o->n_shapes =
         flag_list("--shapes", batch_default_shapes, BATCH_MAX_SHAPES, one_shape, o->shapes);
+    o->n_budgets = flag_list("--budgets", "default,0", MAX_LIST, one_budget, o->budgets);
+    o->n_pieces = flag_list("--pieces", "4K,16K,64K", MAX_LIST, one_piece, o->pieces);
+    o->layouts[0] = o->layouts[1] = true;
+    o->gemm = 8192;
+    o->ref_ctas = 8;
 }
 
 /* Applies flag `id` with value `val` (NULL for a flag without one). */
@@ -414,6 +458,17 @@ static void apply(struct bench_opts *o, enum opt_id id, const char *name, const 
         break;
     case O_CTAS: o->n_ctas = flag_list(name, val, MAX_LIST, one_ctas, o->ctas); break;
     case O_CUB: o->cub = val; break;
+    case O_BUDGETS: o->n_budgets = flag_list(name, val, MAX_LIST, one_budget, o->budgets); break;
+    case O_PIECES: o->n_pieces = flag_list(name, val, MAX_LIST, one_piece, o->pieces); break;
+    case O_LAYOUTS: {
+        static const char *const names[] = {"block", "layer"};
+        flag_names(name, val, names, 2, o->layouts);
+        break;
+    }
+    case O_OVERLAP_CSV: o->overlap_csv = val; break;
+    case O_CUBLAS: o->cublas = val; break;
+    case O_GEMM: o->gemm = flag_int(name, val, 256, 16384); break;
+    case O_REF_CTAS: o->ref_ctas = flag_int(name, val, 0, 4096); break;
     }
 }
 

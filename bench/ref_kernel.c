@@ -65,13 +65,16 @@ fail:
     return false;
 }
 
-/* A warp per piece up to a full GPU; beyond, warps take further pieces. */
+/* A warp per piece up to a full GPU (or `most` CTAs, when not 0); beyond,
+ * warps take further pieces. */
 bool bench_ref_launch(const struct bench_ref *r, CUdeviceptr descs, CUdeviceptr count,
-                      uint32_t max_count, CUstream s)
+                      uint32_t max_count, unsigned most, CUstream s)
 {
     unsigned per_cta = REF_THREADS / 32;
     unsigned long long ctas = ((unsigned long long)max_count + per_cta - 1) / per_cta;
     unsigned long long cap = (unsigned long long)r->sms * REF_WARPS_PER_SM / per_cta;
+    if (most != 0 && most < cap)
+        cap = most;
     if (ctas > cap)
         ctas = cap;
     if (ctas == 0)

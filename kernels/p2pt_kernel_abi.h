@@ -109,6 +109,17 @@ struct p2pt_batch_ring_params {
     unsigned long long seq;     /* P2PT_RING_HOST: this launch's ready value */
 };
 
+/* The link kernel (kernels/link_copy.cu): a host batch whose every piece
+ * crosses the host link and is co-aligned, its descriptors in the staging
+ * ring (read in place with P2PT_RING_HOST, else copied to GPU memory by the
+ * stream first). A warp per piece. */
+#define P2PT_LINK_THREADS 256
+struct p2pt_link_params {
+    unsigned long long descs; /* p2pt_batch_desc[count] */
+    unsigned int count;
+    unsigned int flags;       /* P2PT_RING_HOST or 0 */
+};
+
 /* A registered window: device batches may touch [base, end) only. */
 struct p2pt_batch_window {
     unsigned long long base, end;

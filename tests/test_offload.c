@@ -543,7 +543,7 @@ static void link_caps(void)
         struct gt_buf *dst, *src;
         const char *what;
         uint32_t most;
-    } cases[] = {{&host, &gpu, "d2h", 2}, {&gpu2, &host, "h2d", 8}};
+    } cases[] = {{&host, &gpu, "d2h", 3}, {&gpu2, &host, "h2d", 8}};
     for (int c = 0; c < 2; c++) {
         p2pt_handle *h = gt_handle("tma");
         for (size_t i = 0; i < k; i++)
@@ -586,4 +586,58 @@ Test(offload_gpu, tma_batches_across_the_host_link_take_only_its_ctas)
 {
     use_gpu();
     link_caps();
+}
+
+/* ------------------------------------------------------ the link kernel */
+
+/* Pieces of random sizes at random offsets between pinned host memory and
+ * the GPU: co-aligned ones go to the link kernel (a warp a piece), a batch
+ * with one skewed piece to the batch kernel; both byte-exact, guards
+ * included, each way. */
+static void link_kernel_odd_pieces(bool skew)
+{
+    const size_t count = 3000, pool = count * 20100 + 4096;
+    struct gt_buf gpu = gt_alloc(pool), host = gt_alloc_host(pool);
+    p2pt_copy_desc *d = calloc(count, sizeof(*d));
+    cr_assert_not_null(d);
+    CUstream s = new_stream();
+    for (int dir = 0; dir < 2; dir++) {
+        struct gt_buf *src = dir == 0 ? &host : &gpu, *dst = dir == 0 ? &gpu : &host;
+        gt_fill(src, 70 + (uint64_t)dir);
+        struct bt_rng r = {91 + (uint64_t)dir};
+        size_t at = 0;
+        for (size_t i = 0; i < count; i++) {
+            size_t n = 1 + (size_t)(bt_next(&r) % 20000), off = (size_t)(bt_next(&r) % 16);
+            at = (at + 15) / 16 * 16 + off;
+            /* The same place on both sides: co-aligned, any offset. */
+            d[i] = (p2pt_copy_desc){(void *)(uintptr_t)(dst->ptr + at),
+                                    (const void *)(uintptr_t)(src->ptr + at), n};
+            at += n;
+        }
+        cr_assert_lt(at + 1, pool, "the layout fits its pool");
+        if (skew) /* one piece's source a byte on: no longer co-aligned */
+            d[count / 2].src = (const char *)d[count / 2].src + 1;
+        p2pt_handle *h = gt_handle("tma");
+        p2pt_choice c;
+        memset(&c, 0, sizeof(c));
+        c.size = sizeof(c);
+        GT_OK(p2pt_explain_batch(h, d, count, s, &c));
+        bool link = strstr(c.reason, "link kernel") != NULL;
+        cr_expect(link == !skew, "%s: %s", skew ? "skewed" : "co-aligned", c.reason);
+        char what[64];
+        snprintf(what, sizeof(what), "%s, %s", dir == 0 ? "h2d" : "d2h",
+                 skew ? "one piece skewed (batch kernel)" : "co-aligned (link kernel)");
+        run_and_check(h, s, dst, src, d, count, what);
+        p2pt_finalize(h);
+    }
+    free(d);
+    gt_free(&gpu);
+    gt_free(&host);
+}
+
+Test(offload_gpu, the_link_kernel_copies_odd_pieces_byte_exact)
+{
+    use_gpu();
+    link_kernel_odd_pieces(false);
+    link_kernel_odd_pieces(true);
 }

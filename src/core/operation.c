@@ -229,8 +229,11 @@ static p2pt_status batch_describe(struct p2pt_handle *h, struct p2pt_op *op,
     if (cap != 0 && used < sizeof(c->reason))
         snprintf(c->reason + used, sizeof(c->reason) - used,
                  "; every piece crosses the host link (%zu h2d, %zu d2h), so at most %u "
-                 "CTAs (the table's 'link' lines)",
-                 b->h2d, b->d2h, cap);
+                 "CTAs (the table's 'link' lines)%s",
+                 b->h2d, b->d2h, cap,
+                 b->skewed == 0 && b->count > P2PT_BATCH_SMALL
+                     ? ", through the link kernel (a warp a piece)"
+                     : "");
     return P2PT_SUCCESS;
 }
 

@@ -14,8 +14,10 @@
 P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_tma_copy;    /* kernels/tma_copy.cu */
 P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_stream_copy; /* kernels/stream_copy.cu */
 P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_batch_copy;  /* kernels/batch_copy.cu */
+P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_link_copy;   /* kernels/link_copy.cu */
 enum { P2PT_TMA_ENTRY_COPY };
 enum { P2PT_STREAM_ENTRY_COPY };
+enum { P2PT_LINK_ENTRY_COPY };
 enum {
     P2PT_BATCH_ENTRY_SMALL,
     P2PT_BATCH_ENTRY_LARGE,
@@ -40,11 +42,14 @@ P2PT_INTERNAL p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, struct p2p
 P2PT_INTERNAL unsigned p2pt__tma_link_grid(const struct p2pt_batch *b, unsigned most);
 /* A host batch through the context's staging ring (transport_tma_ring.c):
  * the pass over its descriptors into a slot, then one launch of up to
- * `most` CTAs. *done false (status success): the ring cannot take it
- * (capture, too large, no ring here) and nothing was read; use the
+ * `most` CTAs: of the batch kernel (module `m`), or, when every piece
+ * crosses the host link co-aligned and `lm` (the link kernel's module) is
+ * given, of the link kernel. *done false (status success): the ring cannot
+ * take it (capture, too large, no ring here) and nothing was read; use the
  * parameters. */
 P2PT_INTERNAL p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
-                                               const struct p2pt_module *m, unsigned most,
+                                               const struct p2pt_module *m,
+                                               const struct p2pt_module *lm, unsigned most,
                                                bool *done);
 P2PT_INTERNAL p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h,
                                                       const struct p2pt_device_batch *b);

@@ -247,5 +247,6 @@ const struct p2pt_transport p2pt__transport_tma = {
     .copy = tma_copy,
     .copy_batch = p2pt__tma_copy_batch,
     .copy_batch_device = p2pt__tma_copy_batch_device,
-    .kernels = {&p2pt__kernel_tma_copy, &p2pt__kernel_stream_copy, &p2pt__kernel_batch_copy, NULL},
+    .kernels = {&p2pt__kernel_tma_copy, &p2pt__kernel_stream_copy, &p2pt__kernel_batch_copy,
+                &p2pt__kernel_link_copy, NULL},
 };

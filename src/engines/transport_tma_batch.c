@@ -93,7 +93,13 @@ p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b)
     unsigned most = p2pt__kernel_grid(h, m, P2PT_BATCH_CTAS_PER_SM);
     if (b->count > P2PT_BATCH_SMALL) {
         bool done = false;
-        P2PT_TRY(p2pt__tma_ring_batch(h, b, m, most, &done));
+        /* The link kernel's module, where the router gave host-link caps:
+         * the ring's pass finds out whether every piece crosses the link. */
+        const struct p2pt_module *lm = NULL;
+        if (b->link[0] != 0 || b->link[1] != 0)
+            P2PT_TRY(p2pt__jit_module(b->ctx, &p2pt__kernel_link_copy, &h->cfg, &h->log, &stream,
+                                      &lm));
+        P2PT_TRY(p2pt__tma_ring_batch(h, b, m, lm, most, &done));
         if (done)
             goto out;
     }

@@ -33,6 +33,15 @@
 #include "batch_scan.h"
 #include "tma.h"
 
+const struct p2pt_kernel p2pt__kernel_link_copy = {
+    .name = "link_copy",
+    .file = "kernels/link_copy.cu",
+    .source = p2pt__link_copy_source,
+    .entries = {"p2pt_link_copy", NULL},
+    .min_cc = 90,
+    .defines = {NULL},
+};
+
 #define RING_BYTES (8u << 20) /* 349,525 descriptors in flight */
 #define RING_SLOTS 64         /* batches in flight per context */
 /* P2P_TRANSPORT_BATCH_STAGING=auto reads the pinned ring in place at
@@ -188,7 +197,8 @@ static p2pt_status take(struct ring *r, size_t need, size_t *at)
 }
 
 p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
-                                 const struct p2pt_module *m, unsigned most, bool *done)
+                                 const struct p2pt_module *m, const struct p2pt_module *lm,
+                                 unsigned most, bool *done)
 {
     p2pt_status st = P2PT_SUCCESS;
     bool made = false, locked = false;
@@ -240,18 +250,33 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
     /* From here on the stream reads the slot: if anything fails before the
      * slot is recorded as busy, the ring is never used again, so that no
      * later batch writes where a pending copy or kernel may still read. */
-    struct p2pt_batch_ring_params p = {(unsigned long long)descs, (unsigned)b->pieces,
-                                       in_place ? P2PT_RING_HOST : 0, 0, 0, 0};
-    if (in_place) {
-        p.shared = (unsigned long long)(r->dev + at);
-        p.ready = (unsigned long long)(r->dev + at + ready_at);
-        p.seq = next_seq();
-    }
-    void *params[] = {&p};
     most = p2pt__tma_link_grid(b, most);
-    unsigned grid = tiles < most ? (unsigned)tiles : most;
-    st = p2pt__kernel_launch(h, m->fn[P2PT_BATCH_ENTRY_RING], grid, P2PT_BATCH_THREADS, 0,
-                             b->stream, params);
+    if (lm != NULL && p2pt__batch_link_cap(b) != 0 && b->skewed == 0) {
+        /* Every piece crosses the host link, co-aligned: the link kernel,
+         * a warp a piece, no plan (kernels/link_copy.cu). */
+        {
+            struct p2pt_link_params lp = {(unsigned long long)descs, (unsigned)b->pieces,
+                                          in_place ? P2PT_RING_HOST : 0};
+            const uint64_t warps = (b->pieces + P2PT_LINK_THREADS / 32 - 1) /
+                                   (P2PT_LINK_THREADS / 32);
+            unsigned grid = warps < most ? (unsigned)warps : most;
+            void *lparams[] = {&lp};
+            st = p2pt__kernel_launch(h, lm->fn[P2PT_LINK_ENTRY_COPY], grid, P2PT_LINK_THREADS, 0,
+                                     b->stream, lparams);
+        }
+    } else {
+        struct p2pt_batch_ring_params p = {(unsigned long long)descs, (unsigned)b->pieces,
+                                           in_place ? P2PT_RING_HOST : 0, 0, 0, 0};
+        if (in_place) {
+            p.shared = (unsigned long long)(r->dev + at);
+            p.ready = (unsigned long long)(r->dev + at + ready_at);
+            p.seq = next_seq();
+        }
+        void *params[] = {&p};
+        unsigned grid = tiles < most ? (unsigned)tiles : most;
+        st = p2pt__kernel_launch(h, m->fn[P2PT_BATCH_ENTRY_RING], grid, P2PT_BATCH_THREADS, 0,
+                                 b->stream, params);
+    }
     if (st == P2PT_SUCCESS) {
         struct slot *s = &r->slot[(r->first + r->n_slots) % RING_SLOTS];
         CUresult rr = p2pt__cu.cuEventRecord(s->done, b->stream);

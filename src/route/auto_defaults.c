@@ -25,6 +25,12 @@
  * them: single copies to ce (the copy engine was as fast or faster at every
  * size back to back), batches to tma up to a mean piece of 128-512 KiB
  * (13x faster than ce's batched copy at 4 KiB pieces), then ce.
+ *
+ * `link`: the CTAs a kernel moving only pinned-host pieces takes, from the
+ * CTA sweep of `p2pt-bench --mode overlap` beside a cuBLAS GEMM
+ * (bench/results/offload.md): the fewest that reach about 0.9 of the
+ * contiguous copy alone and keep the GEMM's slowdown within that of a
+ * copy-engine copy. More add no bandwidth and hold SMs the GEMM waits for.
  */
 static const char sm90_h100[] = "p2pt-auto 1\n"
                                 "arch sm_90\n"
@@ -48,7 +54,7 @@ static const char sm90_h100[] = "p2pt-auto 1\n"
                                 "batch d2h 0 tma\n"
                                 "batch d2h 128K ce\n"
                                 "link h2d 8\n"
-                                "link d2h 2\n";
+                                "link d2h 3\n";
 
 static const char sm90_h200[] = "p2pt-auto 1\n"
                                 "arch sm_90\n"
@@ -67,7 +73,7 @@ static const char sm90_h200[] = "p2pt-auto 1\n"
                                 "batch d2h 0 tma\n"
                                 "batch d2h 128K ce\n"
                                 "link h2d 8\n"
-                                "link d2h 2\n";
+                                "link d2h 3\n";
 
 /* The first entry of an architecture is its default (an sm_90 GPU that is
  * neither gets the H100's table). */

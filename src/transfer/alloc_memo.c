@@ -4,14 +4,13 @@
  */
 #include "alloc_memo.h"
 
-p2pt_status p2pt__memo_side_slow(struct p2pt_alloc_memo *m, uint64_t a, struct p2pt_side *out)
+p2pt_status p2pt__memo_side(struct p2pt_alloc_memo *m, uint64_t a, int *hint,
+                            struct p2pt_side *out)
 {
-    for (int i = 0; i < m->n; i++) {
-        if (a - m->e[i].start < m->e[i].size) {
-            m->hint = i;
-            *out = m->e[i];
-            return P2PT_SUCCESS;
-        }
+    const struct p2pt_side *known = p2pt__memo_find(m, a, hint);
+    if (known != NULL) {
+        *out = *known;
+        return P2PT_SUCCESS;
     }
     m->queries++;
     p2pt_status st = p2pt__locate((const void *)(uintptr_t)a, m->device, out);
@@ -21,6 +20,6 @@ p2pt_status p2pt__memo_side_slow(struct p2pt_alloc_memo *m, uint64_t a, struct p
     if (m->n == P2PT_MEMO_SLOTS && slot == m->next)
         m->next = (m->next + 1) % P2PT_MEMO_SLOTS;
     m->e[slot] = *out;
-    m->hint = slot;
+    *hint = slot;
     return P2PT_SUCCESS;
 }

@@ -17,7 +17,7 @@
 
 struct p2pt_alloc_memo {
     int device; /* the stream's device, as p2pt__locate needs it */
-    int n, next, hint;
+    int n, next;
     size_t queries; /* driver queries made through this memo */
     struct p2pt_side e[P2PT_MEMO_SLOTS];
 };
@@ -26,27 +26,30 @@ static inline void p2pt__memo_init(struct p2pt_alloc_memo *m, int device)
 {
     m->device = device;
     m->n = m->next = 0;
-    m->hint = -1;
     m->queries = 0;
+}
+
+/* The remembered allocation holding `a`, trying slot *hint first (a batch's
+ * destinations and sources each tend to stay in one allocation, so each
+ * side keeps a hint of its own; start with -1); NULL when none holds it. */
+static inline const struct p2pt_side *p2pt__memo_find(const struct p2pt_alloc_memo *m,
+                                                      uint64_t a, int *hint)
+{
+    if (*hint >= 0 && a - m->e[*hint].start < m->e[*hint].size)
+        return &m->e[*hint];
+    for (int i = 0; i < m->n; i++)
+        if (a - m->e[i].start < m->e[i].size) {
+            *hint = i;
+            return &m->e[i];
+        }
+    return NULL;
 }
 
 /* Where `a` lives: a remembered allocation holding it, else one driver query
  * (the stream's context current), remembered when the driver knows the
  * allocation. Memory CUDA does not know is asked about every time. */
-P2PT_INTERNAL p2pt_status p2pt__memo_side_slow(struct p2pt_alloc_memo *m, uint64_t a,
-                                               struct p2pt_side *out);
-static inline p2pt_status p2pt__memo_side(struct p2pt_alloc_memo *m, uint64_t a,
-                                          struct p2pt_side *out)
-{
-    if (m->hint >= 0) {
-        const struct p2pt_side *s = &m->e[m->hint];
-        if (a - s->start < s->size) {
-            *out = *s;
-            return P2PT_SUCCESS;
-        }
-    }
-    return p2pt__memo_side_slow(m, a, out);
-}
+P2PT_INTERNAL p2pt_status p2pt__memo_side(struct p2pt_alloc_memo *m, uint64_t a, int *hint,
+                                          struct p2pt_side *out);
 
 /* Does [a, a + n) run past the end of the allocation `s` describes? (Never
  * for memory whose range the driver does not report.) */

@@ -30,6 +30,7 @@ struct p2pt_batch {
      * device, by direction (found when link[] is set or the facts are
      * needed anyway). */
     size_t h2d, d2h;
+    size_t skewed;  /* pieces whose dst and src differ modulo 16 */
     size_t queries; /* pointer queries the pass made (one per allocation) */
     unsigned passes; /* passes over the descriptors so far, whoever made them */
     /* Set by the router for a kernel engine: the CTAs that saturate the

@@ -23,7 +23,7 @@
 #include "validate.h"
 
 struct scan_out {
-    size_t pieces, h2d, d2h;
+    size_t pieces, h2d, d2h, skewed;
     uint64_t bytes, tiles;
 };
 
@@ -32,6 +32,16 @@ struct scan_out {
 static inline int link_dir(bool dst_host, bool src_host)
 {
     return src_host == dst_host ? -1 : src_host ? 0 : 1;
+}
+
+/* The host-link direction of a piece whose sides are located: 0 h2d, 1 d2h,
+ * -1 neither. */
+static inline int piece_dir(const struct p2pt_batch *b, const struct p2pt_side *ds,
+                            const struct p2pt_side *ss)
+{
+    return p2pt__side_mapped_host(ds) && ss->device == b->device   ? 1
+           : p2pt__side_mapped_host(ss) && ds->device == b->device ? 0
+                                                                   : -1;
 }
 
 static inline __attribute__((always_inline)) p2pt_status
@@ -43,9 +53,11 @@ scan_loop(const struct p2pt_batch *b, const struct p2pt_window_set *ws,
 {
     const p2pt_copy_desc *descs = b->descs;
     const size_t count = b->count;
-    size_t k = 0, dir_n[2] = {0, 0};
+    size_t k = 0, dir_n[2] = {0, 0}, skewed = 0;
     uint64_t bytes = 0, tiles = 0;
     int dst_hint = -1, src_hint = -1; /* destinations and sources sit in different windows */
+    int memo_hint[2] = {-1, -1};      /* ... and different allocations */
+    const struct p2pt_side *dm, *sm;
     for (size_t i = 0; i < count; i++) {
         const uint64_t n = descs[i].bytes;
         if (n == 0)
@@ -62,14 +74,21 @@ scan_loop(const struct p2pt_batch *b, const struct p2pt_window_set *ws,
                 dir = link_dir(ws->host[dst_hint], ws->host[src_hint]);
                 dlo = ws->w[dst_hint].base, dhi = ws->w[dst_hint].end;
                 slo = ws->w[src_hint].base, shi = ws->w[src_hint].end;
+            } else if ((dm = p2pt__memo_find(memo, d, &memo_hint[0])) != NULL &&
+                       (sm = p2pt__memo_find(memo, s, &memo_hint[1])) != NULL &&
+                       dm->reach == P2PT_REACH_MAPPED && sm->reach == P2PT_REACH_MAPPED &&
+                       !p2pt__side_straddles(dm, d, n) && !p2pt__side_straddles(sm, s, n)) {
+                /* The common case, inline: both sides in remembered
+                 * allocations, mapped, the piece inside them. */
+                dir = piece_dir(b, dm, sm);
+                dlo = dm->start, dhi = dm->start + dm->size;
+                slo = sm->start, shi = sm->start + sm->size;
             } else {
                 struct p2pt_side ds, ss;
-                p2pt_status st = p2pt__piece_facts(b, i, t, refuse, memo, &ds, &ss);
+                p2pt_status st = p2pt__piece_facts(b, i, t, refuse, memo, memo_hint, &ds, &ss);
                 if (st != P2PT_SUCCESS)
                     return st;
-                dir = p2pt__side_mapped_host(&ds) && ss.device == b->device   ? 1
-                      : p2pt__side_mapped_host(&ss) && ds.device == b->device ? 0
-                                                                               : -1;
+                dir = piece_dir(b, &ds, &ss);
                 dlo = ds.start, dhi = ds.start + ds.size;
                 slo = ss.start, shi = ss.start + ss.size;
                 if (ds.size == 0 || ss.size == 0)
@@ -86,12 +105,14 @@ scan_loop(const struct p2pt_batch *b, const struct p2pt_window_set *ws,
         }
         if (group)
             p2pt__coalesce_add(groups, d, s, n, dlo, dhi, slo, shi);
+        skewed += ((d ^ s) & 15) != 0;
         k++;
         bytes += n;
     }
     o->pieces = k;
     o->h2d = dir_n[0];
     o->d2h = dir_n[1];
+    o->skewed = skewed;
     o->bytes = bytes;
     o->tiles = tiles;
     return P2PT_SUCCESS;
@@ -106,7 +127,7 @@ static p2pt_status scan(const struct p2pt_handle *h, struct p2pt_batch *b,
     const bool facts = t != NULL && (refuse || want_facts);
     const struct p2pt_window_set *ws = facts ? p2pt__windows(&h->windows, b->device) : NULL;
     struct p2pt_alloc_memo memo;
-    struct scan_out o = {0, 0, 0, 0, 0};
+    struct scan_out o = {0, 0, 0, 0, 0, 0};
     p2pt_status st;
     p2pt__memo_init(&memo, b->device);
     if (groups != NULL)
@@ -123,6 +144,7 @@ static p2pt_status scan(const struct p2pt_handle *h, struct p2pt_batch *b,
     b->pieces = o.pieces;
     b->h2d = o.h2d;
     b->d2h = o.d2h;
+    b->skewed = o.skewed;
     b->bytes = o.bytes;
     b->queries = memo.queries;
     if (tiles != NULL)

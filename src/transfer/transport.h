@@ -60,7 +60,7 @@ struct p2pt_transport {
     p2pt_status (*copy_batch_device)(struct p2pt_handle *h, const struct p2pt_device_batch *b);
     /* The kernels it compiles at run time, NULL-ended (prepare loads them
      * all; each is described beside the code that launches it). */
-    const struct p2pt_kernel *kernels[4];
+    const struct p2pt_kernel *kernels[6];
 };
 
 /* How many kernels transport `t` compiles. */

@@ -58,14 +58,14 @@ p2pt_status p2pt__refuse(const struct p2pt_request *r, const struct p2pt_transpo
 
 p2pt_status p2pt__piece_facts(const struct p2pt_batch *b, size_t i,
                              const struct p2pt_transport *t, bool refuse,
-                             struct p2pt_alloc_memo *memo, struct p2pt_side *dst,
+                             struct p2pt_alloc_memo *memo, int hints[2], struct p2pt_side *dst,
                              struct p2pt_side *src)
 {
     p2pt_status st = P2PT_SUCCESS;
     const p2pt_copy_desc *d = &b->descs[i];
     const uint64_t a_dst = (uint64_t)(uintptr_t)d->dst, a_src = (uint64_t)(uintptr_t)d->src;
-    if ((st = p2pt__memo_side(memo, a_dst, dst)) != P2PT_SUCCESS ||
-        (st = p2pt__memo_side(memo, a_src, src)) != P2PT_SUCCESS)
+    if ((st = p2pt__memo_side(memo, a_dst, &hints[0], dst)) != P2PT_SUCCESS ||
+        (st = p2pt__memo_side(memo, a_src, &hints[1], src)) != P2PT_SUCCESS)
         return p2pt__piece_fail(st, i, b->count);
     if (!refuse)
         return P2PT_SUCCESS;

@@ -18,7 +18,8 @@ P2PT_INTERNAL p2pt_status p2pt__validate_copy(const struct p2pt_handle *h,
                                               const struct p2pt_request *r,
                                               const struct p2pt_transport *t);
 /* Piece i of a host batch, outside the registered windows: both sides
- * located through the batch's memo (*dst, *src) and, when `refuse`, checked
+ * located through the batch's memo (*dst, *src; hints[] the memo slots the
+ * two sides were last found in) and, when `refuse`, checked
  * against engine `t` (see p2pt__refuse) and refused when a side
  * runs past the end of its allocation; the stream's context is current. A
  * host batch's pieces are validated in the pass over its descriptors
@@ -26,7 +27,7 @@ P2PT_INTERNAL p2pt_status p2pt__validate_copy(const struct p2pt_handle *h,
 struct p2pt_alloc_memo;
 P2PT_INTERNAL p2pt_status p2pt__piece_facts(const struct p2pt_batch *b, size_t i,
                                             const struct p2pt_transport *t, bool refuse,
-                                            struct p2pt_alloc_memo *memo,
+                                            struct p2pt_alloc_memo *memo, int hints[2],
                                             struct p2pt_side *dst, struct p2pt_side *src);
 /* A device batch's three buffers: memory of its device, inside one
  * allocation each (remembered per thread, so a replayed batch is checked

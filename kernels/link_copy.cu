@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * p2pt link kernel: a host batch whose every piece crosses the host link
+ * (one side in pinned host memory: KV-cache offload), all co-aligned.
+ *
+ * Compiled at run time by NVRTC (src/jit/jit.c) with p2pt_kernel_abi.h and
+ * tma_ptx.cuh.
+ *
+ * Why this shape: PCIe, not the SMs, bounds such a batch, so the launch is
+ * a handful of CTAs (the table's `link` lines) and each must keep many bytes
+ * in flight across the bus. A warp takes one piece at a time, each lane
+ * issuing eight 16-byte loads before its stores (4 KiB a warp in flight);
+ * no shared memory, no plan, few registers. The descriptors stay in the
+ * pinned staging ring and are read there in place: each warp loads its next
+ * piece's descriptor before it copies the current one, so that read's bus
+ * latency hides behind the copy.
+ *
+ * Programmatic dependent launch as in batch_copy.cu: the ring was written
+ * by the host before the launch, so the first descriptor is read before
+ * griddepcontrol.wait; nothing the stream's earlier work may write is
+ * touched before it.
+ */
+#include "p2pt_kernel_abi.h"
+#include "tma_ptx.cuh"
+
+typedef struct p2pt_batch_desc desc_t;
+
+#define UNROLL 8
+#define WARPS (P2PT_LINK_THREADS / 32)
+
+static __device__ __forceinline__ int4 ld16(const int4 *p)
+{
+    int4 v;
+    asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+static __device__ __forceinline__ void st16(int4 *p, const int4 v)
+{
+    asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y),
+                 "r"(v.z), "r"(v.w)
+                 : "memory");
+}
+
+/* A co-aligned piece: bytes before the first 16-byte boundary and after the
+ * last one a lane each, the rest in 16-byte vectors, UNROLL loads a lane in
+ * flight. */
+static __device__ __forceinline__ void copy_piece(u64 dst, u64 src, u64 n, u32 lane)
+{
+    u64 head = (16 - (dst & 15)) & 15;
+    if (head > n)
+        head = n;
+    if (lane < head)
+        ((char *)dst)[lane] = ((const char *)src)[lane];
+    dst += head;
+    src += head;
+    n -= head;
+    const int4 *s = (const int4 *)src;
+    int4 *t = (int4 *)dst;
+    const u64 vecs = n >> 4;
+    u64 v = lane;
+    for (; v + 32 * (UNROLL - 1) < vecs; v += 32 * UNROLL) {
+        int4 r[UNROLL];
+#pragma unroll
+        for (int k = 0; k < UNROLL; k++)
+            r[k] = ld16(s + v + 32 * k);
+#pragma unroll
+        for (int k = 0; k < UNROLL; k++)
+            st16(t + v + 32 * k, r[k]);
+    }
+    for (; v < vecs; v += 32)
+        st16(t + v, ld16(s + v));
+    const u64 tail = n & 15;
+    if (lane < tail)
+        ((char *)dst)[vecs * 16 + lane] = ((const char *)src)[vecs * 16 + lane];
+}
+
+extern "C" __global__ void __launch_bounds__(P2PT_LINK_THREADS)
+p2pt_link_copy(const __grid_constant__ struct p2pt_link_params p)
+{
+    pdl_launch_dependents();
+    const bool host = (p.flags & P2PT_RING_HOST) != 0;
+    const desc_t *descs = (const desc_t *)p.descs;
+    const u32 lane = threadIdx.x & 31, warps = gridDim.x * WARPS;
+    u32 i = blockIdx.x * WARPS + threadIdx.x / 32;
+    desc_t d = {0, 0, 0};
+    if (!host)
+        pdl_wait(); /* the stream's copy wrote the descriptors */
+    if (i < p.count)
+        d = descs[i];
+    if (host)
+        pdl_wait();
+    while (i < p.count) {
+        const u32 next = i + warps;
+        desc_t nd = {0, 0, 0};
+        if (next < p.count)
+            nd = descs[next];
+        copy_piece(d.dst, d.src, d.bytes, lane);
+        d = nd;
+        i = next;
+    }
+}
