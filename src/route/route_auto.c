@@ -358,8 +358,7 @@ static int batch_path(const struct p2pt_batch *b)
 
 /* The table's engine for a host batch, by its mean piece size: from the
  * `batch h2d` (`d2h`) list when the table has one and the batch's first
- * piece is h2d (d2h), else from the `batch` list. Tables without host
- * batch lists locate nothing. */
+ * piece is h2d (d2h), else from the `batch` list. */
 static p2pt_status auto_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
                               const struct p2pt_transport **t, char *why, size_t len)
 {
