@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * p2pt link kernel: a host batch whose every piece crosses the host link
- * (one side in pinned host memory: KV-cache offload), all co-aligned.
+ * from pinned host memory to the GPU (KV-cache restore), all co-aligned.
+ * (GPU to host stays on the batch kernel: see P2PT_LINK_DIRS in
+ * src/engines/transport_tma_ring.c.)
  *
  * Compiled at run time by NVRTC (src/jit/jit.c) with p2pt_kernel_abi.h and
  * tma_ptx.cuh.
@@ -9,8 +11,8 @@
  * Why this shape: PCIe, not the SMs, bounds such a batch, so the launch is
  * a handful of CTAs (the table's `link` lines) and each must keep many bytes
  * in flight across the bus. A warp takes one piece at a time, each lane
- * issuing eight 16-byte loads before its stores (4 KiB a warp in flight);
- * no shared memory, no plan, few registers. The descriptors stay in the
+ * issuing up to sixteen 16-byte loads before its stores (8 KiB a warp in
+ * flight); no shared memory, no plan. The descriptors stay in the
  * pinned staging ring and are read there in place: each warp loads its next
  * piece's descriptor before it copies the current one, so that read's bus
  * latency hides behind the copy.
@@ -25,7 +27,6 @@
 
 typedef struct p2pt_batch_desc desc_t;
 
-#define UNROLL 8
 #define WARPS (P2PT_LINK_THREADS / 32)
 
 static __device__ __forceinline__ int4 ld16(const int4 *p)
@@ -44,9 +45,26 @@ static __device__ __forceinline__ void st16(int4 *p, const int4 v)
                  : "memory");
 }
 
+/* `n` vectors from s to t, each lane `u` loads in flight before its stores,
+ * from vector *v on; *v is left where a whole round no longer fits. */
+template <int u>
+static __device__ __forceinline__ void copy_rounds(const int4 *s, int4 *t, u64 n, u64 *v)
+{
+    for (; *v + 32 * (u - 1) < n; *v += 32 * u) {
+        int4 r[u];
+#pragma unroll
+        for (int k = 0; k < u; k++)
+            r[k] = ld16(s + *v + 32 * k);
+#pragma unroll
+        for (int k = 0; k < u; k++)
+            st16(t + *v + 32 * k, r[k]);
+    }
+}
+
 /* A co-aligned piece: bytes before the first 16-byte boundary and after the
- * last one a lane each, the rest in 16-byte vectors, UNROLL loads a lane in
- * flight. */
+ * last one a lane each, the rest in 16-byte vectors: rounds of 8 KiB a warp
+ * (16 loads a lane in flight), then of 4 KiB (8), so that a 4 KiB piece is
+ * one round and a 16 KiB one two, then single vectors. */
 static __device__ __forceinline__ void copy_piece(u64 dst, u64 src, u64 n, u32 lane)
 {
     u64 head = (16 - (dst & 15)) & 15;
@@ -61,15 +79,8 @@ static __device__ __forceinline__ void copy_piece(u64 dst, u64 src, u64 n, u32 l
     int4 *t = (int4 *)dst;
     const u64 vecs = n >> 4;
     u64 v = lane;
-    for (; v + 32 * (UNROLL - 1) < vecs; v += 32 * UNROLL) {
-        int4 r[UNROLL];
-#pragma unroll
-        for (int k = 0; k < UNROLL; k++)
-            r[k] = ld16(s + v + 32 * k);
-#pragma unroll
-        for (int k = 0; k < UNROLL; k++)
-            st16(t + v + 32 * k, r[k]);
-    }
+    copy_rounds<16>(s, t, vecs, &v);
+    copy_rounds<8>(s, t, vecs, &v);
     for (; v < vecs; v += 32)
         st16(t + v, ld16(s + v));
     const u64 tail = n & 15;

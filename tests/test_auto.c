@@ -31,6 +31,17 @@ Test(auto_cpu, a_bad_table_fails_init_with_file_and_line_before_the_driver)
     unsetenv("P2P_CUDA_LIBRARY");
 }
 
+Test(auto_cpu, a_missing_table_names_the_variable_that_pointed_at_it)
+{
+    setenv("P2P_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
+    const char *msg = init_refused("/nonexistent/p2pt.table");
+    const char *want = "P2P_TRANSPORT_AUTO_TABLE=/nonexistent/p2pt.table: cannot open";
+    cr_assert(strncmp(msg, want, strlen(want)) == 0, "expected \"%s...\", got \"%s\"", want,
+              msg);
+    cr_assert(strstr(msg, "No such file") != NULL, "the reason is kept: %s", msg);
+    unsetenv("P2P_CUDA_LIBRARY");
+}
+
 Test(auto_cpu, auto_is_a_transport_name_and_listed_in_messages)
 {
     struct p2pt_config cfg;

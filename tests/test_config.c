@@ -352,6 +352,33 @@ Test(config, options_unknown_name_is_status_4_naming_it_and_the_accepted_names)
               p2pt__last_error_text());
 }
 
+Test(config, options_unknown_name_suggests_the_nearest_known_one)
+{
+    cr_assert_eq(read_options("P2P_TRANSPORT_STAGE=3"), P2PT_INVALID_ARGUMENT);
+    const char *msg = p2pt__last_error_text();
+    cr_assert(strstr(msg, "did you mean P2P_TRANSPORT_STAGES?") != NULL, "%s", msg);
+    cr_assert_eq(read_options("P2P_TRANSPORT_MAXCTAS=3"), P2PT_INVALID_ARGUMENT);
+    msg = p2pt__last_error_text();
+    cr_assert(strstr(msg, "did you mean P2P_TRANSPORT_MAX_CTAS?") != NULL, "%s", msg);
+    /* Names are exact, so lower case is refused, and the suggestion says
+     * how to spell it. */
+    cr_assert_eq(read_options("p2p_transport_validate=1"), P2PT_INVALID_ARGUMENT);
+    msg = p2pt__last_error_text();
+    cr_assert(strstr(msg, "did you mean P2P_TRANSPORT_VALIDATE?") != NULL, "%s", msg);
+    /* A name cut short is nearest its whole. */
+    cr_assert_eq(read_options("P2P_TRANSPORT_CHUNK=32K"), P2PT_INVALID_ARGUMENT);
+    msg = p2pt__last_error_text();
+    cr_assert(strstr(msg, "did you mean P2P_TRANSPORT_CHUNK_BYTES?") != NULL, "%s", msg);
+}
+
+Test(config, options_name_like_no_known_one_gets_no_suggestion)
+{
+    cr_assert_eq(read_options("COLOR=blue"), P2PT_INVALID_ARGUMENT);
+    const char *msg = p2pt__last_error_text();
+    cr_assert(strstr(msg, "\"COLOR\" is not a p2pt setting") != NULL, "%s", msg);
+    cr_assert(strstr(msg, "did you mean") == NULL, "%s", msg);
+}
+
 Test(config, options_item_without_equals_sign_is_status_4)
 {
     cr_assert_eq(read_options("P2P_TRANSPORT_STAGES"), P2PT_INVALID_ARGUMENT);

@@ -13,7 +13,7 @@ Pointers and streams are plain integers. Every failure raises p2pt.Error
 (status, status_name, text). For PyTorch tensors, see p2pt.torch.
 
 The library is the one shipped in this package, else P2PT_LIBRARY (a path),
-else libp2pt.so.0 / libp2pt.so on the loader's path.
+else libp2pt.so.0 / libp2pt.so on the loader's path (p2pt._lib says more).
 """
 from ._handle import (BATCH_SKIPPED_OVER_MAX, BATCH_SKIPPED_OVERLAP, BATCH_SKIPPED_TOO_LARGE,
                       BATCH_SKIPPED_WINDOW, BatchStatus, Choice, Handle, Link, Topology, Window,

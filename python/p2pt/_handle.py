@@ -22,6 +22,9 @@ BATCH_SKIPPED_OVERLAP = 4
 BATCH_SKIPPED_TOO_LARGE = 8
 
 
+_DESCS = ctypes.POINTER(S.CopyDesc)
+
+
 def _text(b):
     return None if b is None else b.decode(errors="replace")
 
@@ -103,12 +106,39 @@ class Window:
         return f"<p2pt.Window device {self.device} [{self.base:#x}, +{self.nbytes}) {state}>"
 
 
+def options_text(options):
+    """p2pt_init_args.options from a string ("NAME=VALUE ...", returned as
+    it is), a dict ({"P2P_TRANSPORT_STAGES": 2}; True and False are 1 and
+    0) or None."""
+    if options is None or isinstance(options, str):
+        return options
+    if not isinstance(options, dict):
+        raise TypeError(f"p2pt.Handle: options must be a str or a dict of NAME: value, not "
+                        f"{type(options).__name__}")
+    items = []
+    for name, value in options.items():
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"p2pt.Handle: option names are non-empty str, not {name!r}")
+        if isinstance(value, bool):
+            value = int(value)
+        text = str(value)
+        # The C parser cuts items at whitespace and commas: such a value
+        # would silently become two items.
+        if not text or any(c in text for c in " \t\n,"):
+            raise ValueError(f"p2pt.Handle: option {name}={text!r}: a value must be non-empty "
+                             f"with no whitespace or comma")
+        items.append(f"{name}={text}")
+    return " ".join(items)
+
+
 class Handle:
     """One p2pt handle (p2pt_init). Thread-safe: one serves any number of
     threads. `transport`: "ce", "tma" or "auto" (else P2P_TRANSPORT decides);
-    `options`: "NAME=VALUE ..." items of env.md, overriding the environment."""
+    `options`: the settings of env.md, overriding the environment, as a dict
+    ({"P2P_TRANSPORT_STAGES": 2}) or a string ("P2P_TRANSPORT_STAGES=2 ...")."""
 
     def __init__(self, transport=None, options=None):
+        options = options_text(options)
         self._lib = load()
         self._live = _Live()
         self._windows = {}  # (device, base) -> Window
@@ -178,6 +208,13 @@ class Handle:
         """descs: see descs_array (triples, a buffer of records, a CopyDesc array)."""
         arr = descs_array(descs)
         check(self._lib.p2pt_copy_batch_async(self._h, arr, len(arr), stream or None))
+
+    def copy_batch_at(self, address, count, stream=None):
+        """A host batch of `count` p2pt_copy_desc records at host `address`
+        (e.g. the data_ptr of a contiguous (count, 3) int64 tensor), read
+        before the call returns."""
+        check(self._lib.p2pt_copy_batch_async(self._h, ctypes.cast(address, _DESCS), count,
+                                              stream or None))
 
     workspace_bytes = staticmethod(workspace_bytes)
 

@@ -1,9 +1,17 @@
 # SPDX-License-Identifier: Apache-2.0
 """Finding and loading libp2pt.so, the C signatures, and p2pt.Error.
 
-The library is searched in this order: the one shipped inside this package
-(a `pip install`), the path in P2PT_LIBRARY, then libp2pt.so.0 and
-libp2pt.so on the loader's path.
+How libp2pt.so is found (the first that exists wins, once per process):
+
+1. ``libp2pt.so`` inside the installed package (next to this file), which
+   ``pip install`` puts there;
+2. else the path in the environment variable ``P2PT_LIBRARY``;
+3. else ``libp2pt.so.0``, then ``libp2pt.so``, by the dynamic loader's own
+   search (``LD_LIBRARY_PATH``, the ldconfig cache, the system directories).
+
+A source tree run without ``pip install`` therefore needs ``P2PT_LIBRARY``
+(e.g. ``build/libp2pt.so``) or the build directory on ``LD_LIBRARY_PATH``.
+When none loads, ``p2pt.load()`` raises OSError naming every path tried.
 """
 import ctypes
 import enum
@@ -43,6 +51,12 @@ class Error(RuntimeError):
         self.status = int(status)
         self.status_name = name
         self.text = text
+
+
+# Shown as p2pt.Error and p2pt.Status (in tracebacks and reprs), where
+# users catch them, not under the private module that defines them.
+Status.__module__ = "p2pt"
+Error.__module__ = "p2pt"
 
 
 def candidates():

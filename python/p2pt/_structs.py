@@ -38,6 +38,11 @@ class Properties(ctypes.Structure):
         ("engine_bytes", _U64 * PROPERTIES_ENGINES),
         ("engine_batches", _U64 * PROPERTIES_ENGINES),
         ("engine_fallbacks", _U64 * PROPERTIES_ENGINES),
+        # end of the 0.2 release
+        ("sm_budget", ctypes.c_int32),
+        ("max_grid", ctypes.c_uint32),
+        ("kernel_launches", _U64),
+        ("ce_operations", _U64),
     ]
 
 

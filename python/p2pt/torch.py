@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""p2pt on PyTorch tensors: copies, batches and row copies on the current
-CUDA stream (or the one given), capturable in torch.cuda.graph and kept in
-torch.compile's graph (the operations are registered with torch.library).
+"""p2pt on PyTorch tensors: copies, batches, row copies and KV-cache block
+swaps on the current CUDA stream (or the one given), capturable in
+torch.cuda.graph and kept in torch.compile's graph (the operations are
+registered with torch.library).
 
     import p2pt.torch as pt
     pt.copy_(dst, src)                          # one copy: dst and src contiguous, same bytes
@@ -12,40 +13,72 @@ torch.compile's graph (the operations are registered with torch.library).
         # a captured graph follows new indices at every replay. Rows whose
         # index falls outside the tensor are skipped, never written; `st` is
         # the batch's status record (count, copied, skipped, first_bad, reasons).
+    pt.swap_blocks(src_layers, dst_layers, block_mapping)
+        # vLLM's swap_blocks for every layer at once: block mapping[i, 0] of
+        # each src layer to block mapping[i, 1] of the same dst layer, as ONE
+        # p2pt batch (a host batch for a CPU mapping, a device batch built on
+        # the GPU for a GPU mapping).
 
-Row copies run as one device batch, which only a kernel transport reads:
-the default handle is "auto" unless P2P_TRANSPORT says otherwise. Windows
-for the tensors a row copy touches are registered on first use and released
-when the tensor is collected or the handle closes (register_window pins one
-explicitly). Run an operation once per device (or call prepare) before
-capturing a graph: the first use compiles and loads the kernel.
+Either side of every operation may be a CUDA tensor or a pinned CPU tensor
+(pin_memory()). A pageable CPU tensor still works, through a plain torch
+copy (correct, slower, synchronous), with a warning once per operation and
+role.
+
+Device batches (row copies, swaps with a GPU mapping) run as a kernel: the
+default handle is "auto" unless P2P_TRANSPORT says otherwise. Windows for
+the storages they touch are registered on first use and released when the
+storage is freed or the handle closes (register_window pins one
+explicitly); at most properties()["max_windows"] storages per device. Run
+an operation once per device (or call prepare) before capturing a graph:
+the first use compiles and loads the kernel and registers the windows.
 """
 import math
 import os
 import threading
+import warnings
 from contextlib import nullcontext
 from typing import List, Optional
 
-import torch
+try:
+    import torch
+except ImportError:
+    # One line that says what to install, not the chain of the failed import.
+    raise ImportError("p2pt.torch needs PyTorch: pip install p2pt[torch]") from None
 
 from . import _handle
-from ._lib import Error
+from ._lib import Error, Status
 
 __all__ = ["handle", "prepare", "copy_", "copy_batch_", "copy_rows_", "copy_batch_device_",
-           "row_descriptors", "register_window", "batch_status", "Error"]
+           "swap_blocks", "row_descriptors", "register_window", "batch_status", "check_status",
+           "Error"]
 
 _lock = threading.Lock()
 _default = None
+_budgets = {}  # sm_budget -> Handle
+_UINT32_MAX = 0xFFFFFFFF
 
 
-def handle(transport=None, options=None):
+def _policy_options(options):
+    if options is None and "P2P_TRANSPORT" not in os.environ:
+        return {"P2P_TRANSPORT": "auto"}
+    return options
+
+
+def handle(transport=None, options=None, *, sm_budget=None):
     """The default handle of p2pt.torch, created at the first call (its
-    arguments then decide; later ones must match or be None)."""
+    arguments then decide; later ones must match or be None). With
+    `sm_budget`, the handle of that budget (P2P_TRANSPORT_SM_BUDGET: 0 runs
+    no kernel, N at most N CTAs), one per value, created at its first use."""
     global _default
+    if sm_budget is not None:
+        if transport is not None or options is not None:
+            raise ValueError("p2pt.torch.handle: sm_budget= takes no transport or options; "
+                             "pass handle=p2pt.Handle(...) for other settings")
+        return _budget_handle(_budget_value(sm_budget))
     with _lock:
         if _default is None:
-            if transport is None and options is None and "P2P_TRANSPORT" not in os.environ:
-                options = "P2P_TRANSPORT=auto"
+            if transport is None:
+                options = _policy_options(options)
             _default = _handle.Handle(transport=transport, options=options)
         elif transport is not None or options is not None:
             p = _default.properties()
@@ -55,20 +88,44 @@ def handle(transport=None, options=None):
         return _default
 
 
-def _hid(h):
-    """The operations' int argument for handle `h` (None: the default): its
-    pointer. Plain attribute reads, so that torch.compile traces through."""
-    if h is None:
-        h = _default
+def _budget_value(sm_budget):
+    if isinstance(sm_budget, bool) or not isinstance(sm_budget, int) or sm_budget < 0:
+        raise ValueError(f"p2pt.torch: sm_budget={sm_budget!r}: expected None or an int >= 0 "
+                         f"(0: no kernel at all, N: at most N CTAs)")
+    return sm_budget
+
+
+def _budget_handle(budget):
+    with _lock:
+        h = _budgets.get(budget)
         if h is None:
-            if torch.compiler.is_compiling():
-                raise RuntimeError("p2pt.torch: create the default handle before compiling "
-                                   "(call p2pt.torch.handle() once), or pass handle=")
-            h = handle()
-    return h.pointer
+            options = dict(_policy_options(None) or {})
+            options["P2P_TRANSPORT_SM_BUDGET"] = budget
+            h = _budgets[budget] = _handle.Handle(options=options)
+        return h
+
+
+def _hid(h, sm_budget=None):
+    """The operations' int argument for handle `h`: its pointer; 0 for the
+    default handle and -1 - N for the handle of sm_budget N, both created
+    when an operation first runs (so tracing creates nothing). Plain reads,
+    so that torch.compile traces through."""
+    if h is not None:
+        if sm_budget is not None:
+            raise ValueError("p2pt.torch: give handle= or sm_budget=, not both")
+        if not h.pointer:
+            raise ValueError("p2pt.torch: the handle passed is closed")
+        return h.pointer
+    if sm_budget is None:
+        return 0
+    return -1 - _budget_value(sm_budget)
 
 
 def _get(hid):
+    if hid == 0:
+        return handle()
+    if hid < 0:
+        return _budget_handle(-1 - hid)
     h = _handle.lookup(hid)
     if h is None:
         raise ValueError("p2pt.torch: the handle of this operation is closed")
@@ -111,18 +168,97 @@ def prepare(device=None, handle=None):
 
 
 def register_window(tensor, *, handle=None, device=None):
-    """Register the storage of `tensor` for device batches on `device`
-    (default: the current device); p2pt.Window, released by release(), when
-    `tensor` is collected, or when the handle closes."""
+    """Register the storage of `tensor` (GPU or pinned host memory) for
+    device batches on `device` (default: the current device); p2pt.Window,
+    released by release(), when the storage is freed, or when the handle
+    closes."""
     h = _get(_hid(handle))
     base, nbytes = _storage(tensor)
-    return h.window(_device() if device is None else device, base, nbytes, tensor)
+    return h.window(_device() if device is None else device, base, nbytes,
+                    tensor.untyped_storage())
 
 
-def _windows(h, device, *tensors):
+def _windows(h, device, tensors):
+    # One window per storage, owned by the storage object (which lives as
+    # long as the memory, whatever views of it come and go), so that views
+    # made afresh at every call find the registration of the first.
     for t in tensors:
         base, nbytes = _storage(t)
-        h.window(device, base, nbytes, t)
+        h.window(device, base, nbytes, t.untyped_storage())
+
+
+# ------------------------------------------------ where a tensor's bytes are
+
+_warned = set()
+
+
+def _side(t, op, role):
+    """"cuda", "pinned" or "pageable": how `role` of `op` reaches p2pt."""
+    if t.is_cuda:
+        return "cuda"
+    if t.device.type != "cpu":
+        raise ValueError(f"p2pt.torch.{op}: {role} is on {t.device}; expected a CUDA tensor or "
+                         f"a CPU tensor (pinned with pin_memory() for p2pt)")
+    return "pinned" if t.is_pinned() else "pageable"
+
+
+def _pageable(op, sides):
+    """Whether any of the (tensor, role) `sides` of `op` is pageable host
+    memory, which no stream can reach; warns once per op and role ("src[3]"
+    counts as "src": one warning, not one per layer)."""
+    found = False
+    for t, role in sides:
+        if _side(t, op, role) == "pageable":
+            found = True
+            key = (op, role.split("[")[0])
+            if key not in _warned:
+                _warned.add(key)
+                warnings.warn(f"p2pt.torch.{op}: {role} is a pageable CPU tensor, which a CUDA "
+                              f"stream cannot reach: it is copied with torch instead (correct, "
+                              f"slower, synchronous); allocate it with pin_memory=True or call "
+                              f"{role}.pin_memory() to let p2pt move it", stacklevel=2)
+    return found
+
+
+_scratch = {}  # device -> one GPU byte
+
+
+def _hold_pinned(tensors):
+    """Keep torch from handing the pinned storages among `tensors` to a new
+    tensor before the current stream has passed the work just enqueued on
+    them: torch's cache of pinned memory tracks only its own copies, so one
+    1-byte non_blocking copy from each storage's first byte (which records
+    the stream's progress on its block) stands for p2pt's use. Not while
+    capturing: a graph's memory must outlive the graph anyway."""
+    if torch.cuda.is_current_stream_capturing():
+        return
+    seen = set()
+    for t in tensors:
+        if t.is_cuda or not t.is_pinned():
+            continue
+        storage = t.untyped_storage()
+        if storage.nbytes() == 0 or storage.data_ptr() in seen:
+            continue
+        seen.add(storage.data_ptr())
+        device = torch.cuda.current_device()
+        byte = _scratch.get(device)
+        if byte is None:
+            byte = _scratch[device] = torch.empty(1, dtype=torch.uint8, device="cuda")
+        first = torch.empty(0, dtype=torch.uint8).set_(storage, 0, (1,), (1,))
+        byte.copy_(first, non_blocking=True)
+
+
+def _flat_bytes(t):
+    return t.reshape(-1).view(torch.uint8)
+
+
+def _host_only(*tensors):
+    """No CUDA tensor among them: torch copies them on the CPU at once, so
+    earlier work of the current stream (which may write pinned memory) must
+    be done first."""
+    if all(not t.is_cuda for t in tensors):
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.current_stream().synchronize()
 
 
 def _row_bytes(t, what):
@@ -136,8 +272,9 @@ def _row_bytes(t, what):
 def row_descriptors(dst, dst_index, src, src_index=None):
     """The (n, 3) int64 tensor of p2pt_copy_desc records that copies row
     src_index[i] of src to row dst_index[i] of dst (None: 0..n-1), built on
-    the GPU with no host sync. An index past the tensor's rows, or below 0,
-    gives a descriptor of NULL addresses, which a device batch skips."""
+    the index's device with no host sync. An index past the tensor's rows,
+    or below 0, gives a descriptor of NULL addresses, which a device batch
+    skips."""
     rb = _row_bytes(dst, "dst")
     if _row_bytes(src, "src") != rb:
         raise ValueError(f"p2pt.torch: dst rows are {rb} bytes, src rows "
@@ -155,6 +292,9 @@ def row_descriptors(dst, dst_index, src, src_index=None):
     if di.numel() != si.numel():
         raise ValueError(f"p2pt.torch: dst_index has {di.numel()} rows, src_index "
                          f"{si.numel()}: they must match")
+    if di.device != si.device:
+        raise ValueError(f"p2pt.torch: dst_index is on {di.device}, src_index on {si.device}: "
+                         f"they must be on one device")
     # Each line below is one kernel on the GPU, and under a CUDA graph the
     # kernels of a build this small cost more than their arithmetic, so the
     # columns are written in place (out=) and the base addresses enter as
@@ -179,16 +319,52 @@ def row_descriptors(dst, dst_index, src, src_index=None):
 
 
 def batch_status(status):
-    """p2pt.BatchStatus from the (8,) int32 status tensor a row copy or
-    device batch returns (synchronizes with the GPU)."""
-    v = [int(x) & 0xFFFFFFFF for x in status.cpu().tolist()]
+    """p2pt.BatchStatus from the (8,) int32 status tensor a row copy, swap
+    or device batch returns (synchronizes with the GPU)."""
+    v = [int(x) & _UINT32_MAX for x in status.cpu().tolist()]
     return _handle.BatchStatus(*v[:5])
+
+
+_REASONS = ((_handle.BATCH_SKIPPED_WINDOW, "an address outside every window (an index "
+             "outside its tensor)"), (_handle.BATCH_SKIPPED_OVER_MAX, "an index past max_count"),
+            (_handle.BATCH_SKIPPED_OVERLAP, "dst and src overlap"),
+            (_handle.BATCH_SKIPPED_TOO_LARGE, "4 GiB or more"))
+
+
+def check_status(status, what="p2pt.torch batch"):
+    """Raise p2pt.Error (INVALID_ARGUMENT) when the batch of `status` (the
+    (8,) int32 record a row copy, swap or device batch returns) skipped any
+    piece; its BatchStatus otherwise. Synchronizes with the GPU."""
+    s = batch_status(status)
+    if s.skipped:
+        why = "; ".join(text for bit, text in _REASONS if s.reasons & bit) or "unknown"
+        raise Error(Status.INVALID_ARGUMENT,
+                    f"{what}: {s.skipped} of {s.count} pieces were skipped, not written "
+                    f"(the first is piece {s.first_bad}): {why}")
+    return s
+
+
+def _status(count, copied, skipped, first_bad, reasons, device):
+    # Built on the CPU and moved: one small copy, in the slow paths only.
+    return torch.tensor([count, copied, skipped, first_bad, reasons, 0, 0, 0],
+                        dtype=torch.int64).to(torch.int32).to(device)
+
+
+def _no_pieces(device):
+    """The status record of a batch of no piece, made on `device` by fills
+    (no host-to-device copy, so it may be captured)."""
+    st = torch.zeros(8, dtype=torch.int32, device=device)
+    st[3] = -1  # first_bad: none (UINT32_MAX)
+    return st
 
 
 def _device_batch(h, descs, count, max_count, device):
     """Enqueue a device batch on the current stream; the status record,
     copied out of the workspace on the GPU, as an (8,) int32 tensor."""
-    ws = torch.empty(h.workspace_bytes(max_count), dtype=torch.uint8,
+    # Zeroed: the kernel writes the five counters, not the reserved words,
+    # and a record that differs from run to run in bytes nobody set would
+    # make equal results compare unequal.
+    ws = torch.zeros(h.workspace_bytes(max_count), dtype=torch.uint8,
                      device=torch.device("cuda", device))
     h.copy_batch_device(descs.data_ptr(), count.data_ptr(), max_count, ws.data_ptr(), _cur())
     return ws[:32].view(torch.int32).clone()
@@ -198,11 +374,16 @@ def _device_batch(h, descs, count, max_count, device):
 
 @torch.library.custom_op("p2pt::copy_", mutates_args=("dst",))
 def _copy_op(dst: torch.Tensor, src: torch.Tensor, hid: int) -> None:
-    h = _get(hid)
     if dst.nbytes != src.nbytes or not dst.is_contiguous() or not src.is_contiguous():
         raise ValueError(f"p2pt.torch.copy_: dst ({dst.nbytes} bytes) and src ({src.nbytes} "
                          f"bytes) must be contiguous and the same size")
+    if _pageable("copy_", ((dst, "dst"), (src, "src"))):
+        _host_only(dst, src)
+        _flat_bytes(dst).copy_(_flat_bytes(src))
+        return
+    h = _get(hid)
     h.copy(dst.data_ptr(), src.data_ptr(), src.nbytes, _cur())
+    _hold_pinned((dst, src))
 
 
 @_copy_op.register_fake
@@ -212,16 +393,24 @@ def _(dst, src, hid):
 
 @torch.library.custom_op("p2pt::copy_batch_", mutates_args=("dsts",))
 def _copy_batch_op(dsts: List[torch.Tensor], srcs: List[torch.Tensor], hid: int) -> None:
-    h = _get(hid)
     if len(dsts) != len(srcs):
         raise ValueError(f"p2pt.torch.copy_batch_: {len(dsts)} destinations, {len(srcs)} sources")
-    descs = []
+    descs, slow, fast = [], [], []
     for i, (d, s) in enumerate(zip(dsts, srcs)):
         if d.nbytes != s.nbytes or not d.is_contiguous() or not s.is_contiguous():
             raise ValueError(f"p2pt.torch.copy_batch_: piece {i}: dst ({d.nbytes} bytes) and "
                              f"src ({s.nbytes} bytes) must be contiguous and the same size")
-        descs.append((d.data_ptr(), s.data_ptr(), s.nbytes))
-    h.copy_batch(descs, _cur())
+        if _pageable("copy_batch_", ((d, f"dsts[{i}]"), (s, f"srcs[{i}]"))):
+            slow.append((d, s))
+        else:
+            descs.append((d.data_ptr(), s.data_ptr(), s.nbytes))
+            fast += (d, s)
+    if descs:
+        _get(hid).copy_batch(descs, _cur())
+        _hold_pinned(fast)
+    for d, s in slow:
+        _host_only(d, s)
+        _flat_bytes(d).copy_(_flat_bytes(s))
 
 
 @_copy_batch_op.register_fake
@@ -229,31 +418,85 @@ def _(dsts, srcs, hid):
     return None
 
 
+def _rows_status_device(dst, src, dst_index, src_index):
+    """Where a row copy's status record lives: the device of the first CUDA
+    tensor among its arguments, else the CPU."""
+    for t in (dst, src, dst_index, src_index):
+        if t is not None and t.is_cuda:
+            return t.device
+    return torch.device("cpu")
+
+
+def _rows_by_torch(dst, dst_index, src, src_index, count, device):
+    """copy_rows_ with torch ops (a pageable side, or no CUDA tensor at all):
+    the same rows skipped and the same status record as the device batch, at
+    the cost of a host sync."""
+    rb = _row_bytes(dst, "dst")
+    if _row_bytes(src, "src") != rb:
+        raise ValueError(f"p2pt.torch: dst rows are {rb} bytes, src rows "
+                         f"{_row_bytes(src, 'src')}: they must match")
+    ref = dst_index if dst_index is not None else src_index
+    if ref is None:
+        raise ValueError("p2pt.torch: give dst_index, src_index or both")
+    n = ref.numel()
+    rows = torch.arange(n, dtype=torch.int64)
+    di = rows if dst_index is None else dst_index.reshape(-1).to("cpu", torch.int64)
+    si = rows if src_index is None else src_index.reshape(-1).to("cpu", torch.int64)
+    if di.numel() != si.numel():
+        raise ValueError(f"p2pt.torch: dst_index has {di.numel()} rows, src_index "
+                         f"{si.numel()}: they must match")
+    want = n if count is None else int(count.reshape(-1)[0].item()) & _UINT32_MAX
+    m = min(want, n)
+    ok = (di[:m] >= 0) & (di[:m] < dst.shape[0]) & (si[:m] >= 0) & (si[:m] < src.shape[0])
+    _host_only(dst, src)
+    dv = _flat_bytes(dst).view(dst.shape[0], rb)
+    sv = _flat_bytes(src).view(src.shape[0], rb)
+    picked = sv.index_select(0, si[:m][ok].to(src.device)).to(dst.device)
+    dv.index_copy_(0, di[:m][ok].to(dst.device), picked)
+    bad = (~ok).nonzero()
+    skipped = int(bad.numel()) + max(want - n, 0)
+    first = int(bad[0, 0]) if bad.numel() else (n if want > n else _UINT32_MAX)
+    reasons = (_handle.BATCH_SKIPPED_WINDOW if bad.numel() else 0) | \
+        (_handle.BATCH_SKIPPED_OVER_MAX if want > n else 0)
+    return _status(want, m - int(bad.numel()), skipped, first, reasons, device)
+
+
 @torch.library.custom_op("p2pt::copy_rows_", mutates_args=("dst",))
 def _copy_rows_op(dst: torch.Tensor, dst_index: Optional[torch.Tensor], src: torch.Tensor,
                   src_index: Optional[torch.Tensor], count: Optional[torch.Tensor],
                   hid: int) -> torch.Tensor:
+    where = _rows_status_device(dst, src, dst_index, src_index)
+    if count is not None and (count.dtype not in (torch.int32, torch.uint32) or
+                              count.numel() != 1):
+        raise ValueError("p2pt.torch.copy_rows_: count must be one int32 (on the GPU for a "
+                         "device batch)")
+    if _pageable("copy_rows_", ((dst, "dst"), (src, "src"))) or where.type != "cuda":
+        return _rows_by_torch(dst, dst_index, src, src_index, count, where)
     h = _get(hid)
-    if not dst.is_cuda or not src.is_cuda:
-        raise ValueError(f"p2pt.torch.copy_rows_: dst ({dst.device}) and src ({src.device}) "
-                         f"must be CUDA tensors")
     device = _device()
     _ready(h, device)
+    gpu = torch.device("cuda", device)
+    # The descriptors are read by the kernel, so they are built where it runs.
+    dst_index = None if dst_index is None else dst_index.to(gpu)
+    src_index = None if src_index is None else src_index.to(gpu)
     descs = row_descriptors(dst, dst_index, src, src_index)
     n = descs.shape[0]
     if n == 0:
-        return torch.zeros(8, dtype=torch.int32, device=torch.device("cuda", device))
+        return _no_pieces(where)
     if count is None:
-        count = torch.full((1,), n, dtype=torch.int32, device=descs.device)
-    elif count.dtype not in (torch.int32, torch.uint32) or count.numel() != 1 or not count.is_cuda:
+        count = torch.full((1,), n, dtype=torch.int32, device=gpu)
+    elif not count.is_cuda:
         raise ValueError("p2pt.torch.copy_rows_: count must be one int32 on the GPU")
-    _windows(h, device, dst, src)
-    return _device_batch(h, descs, count, n, device)
+    _windows(h, device, (dst, src))
+    st = _device_batch(h, descs, count, n, device)
+    _hold_pinned((dst, src))
+    return st.to(where)
 
 
 @_copy_rows_op.register_fake
 def _(dst, dst_index, src, src_index, count, hid):
-    return torch.empty(8, dtype=torch.int32, device=dst.device)
+    return torch.empty(8, dtype=torch.int32,
+                       device=_rows_status_device(dst, src, dst_index, src_index))
 
 
 @torch.library.custom_op("p2pt::copy_batch_device_", mutates_args=())
@@ -274,11 +517,245 @@ def _(descs, count, max_count, hid):
     return torch.empty(8, dtype=torch.int32, device=descs.device)
 
 
+# ------------------------------------------------------------- swap_blocks
+
+def _block_bytes(t, name):
+    """The bytes of one block of `t` (stride(0) elements, as vLLM), after
+    the checks that keep every copy inside `t`'s own blocks and storage."""
+    if t.dim() < 1:
+        raise ValueError(f"p2pt.torch.swap_blocks: {name} is 0-d; expected blocks along dim 0")
+    extent = 1
+    for size, stride in zip(t.shape[1:], t.stride()[1:]):
+        if size == 0:
+            raise ValueError(f"p2pt.torch.swap_blocks: {name} of shape {tuple(t.shape)} has "
+                             f"empty blocks")
+        extent += (size - 1) * stride
+    if t.stride(0) < extent:
+        raise ValueError(f"p2pt.torch.swap_blocks: {name} has overlapping blocks: stride(0) is "
+                         f"{t.stride(0)} elements, but a block spans {extent} (shape "
+                         f"{tuple(t.shape)}, strides {t.stride()}; e.g. after expand); "
+                         f"make it contiguous")
+    bb = t.stride(0) * t.element_size()
+    if t.shape[0]:
+        end = (t.storage_offset() + t.shape[0] * t.stride(0)) * t.element_size()
+        have = t.untyped_storage().nbytes()
+        if end > have:
+            raise ValueError(f"p2pt.torch.swap_blocks: {name}: its last block, padded to "
+                             f"stride(0) = {t.stride(0)} elements, ends at byte {end} of a "
+                             f"storage of {have} bytes; a block may not run past the storage")
+    return bb
+
+
+def _swap_check(srcs, dsts, mapping):
+    """Every check of swap_blocks that needs no value of the mapping: the
+    block bytes of each layer."""
+    if len(srcs) != len(dsts):
+        raise ValueError(f"p2pt.torch.swap_blocks: {len(srcs)} src layers and {len(dsts)} dst "
+                         f"layers; the lists must have the same length")
+    if mapping.dtype != torch.int64 or mapping.dim() != 2 or mapping.shape[1] != 2:
+        raise ValueError(f"p2pt.torch.swap_blocks: block_mapping must be an int64 tensor of "
+                         f"shape [n, 2] (src block, dst block); got {mapping.dtype} of shape "
+                         f"{tuple(mapping.shape)}")
+    if mapping.device.type not in ("cpu", "cuda"):
+        raise ValueError(f"p2pt.torch.swap_blocks: block_mapping is on {mapping.device}; "
+                         f"expected the CPU (a host batch) or the GPU (a device batch)")
+    sizes = []
+    for i, (s, d) in enumerate(zip(srcs, dsts)):
+        if s.dtype != d.dtype or tuple(s.shape[1:]) != tuple(d.shape[1:]) or \
+                s.stride() != d.stride():
+            raise ValueError(f"p2pt.torch.swap_blocks: layer {i}: src is {s.dtype} of shape "
+                             f"{tuple(s.shape)}, strides {s.stride()}; dst is {d.dtype} of "
+                             f"shape {tuple(d.shape)}, strides {d.stride()}: blocks must have "
+                             f"the same dtype, shape and strides on both sides")
+        for t, role in ((s, "src"), (d, "dst")):
+            _side(t, "swap_blocks", f"{role}[{i}]")
+        _block_bytes(d, f"dst[{i}]")
+        sizes.append(_block_bytes(s, f"src[{i}]"))
+    return sizes
+
+
+def _check_ids(ids, limits, side, col):
+    """ValueError naming the first id of column `col` outside [0, limit) of
+    its layer (the smallest limit over the layers: every layer gets every
+    id)."""
+    if ids.numel() == 0 or not limits:
+        return
+    layer = min(range(len(limits)), key=lambda i: limits[i])
+    limit = limits[layer]
+    bad = ((ids < 0) | (ids >= limit)).nonzero()
+    if bad.numel():
+        r = int(bad[0, 0])
+        raise ValueError(f"p2pt.torch.swap_blocks: block_mapping[{r}, {col}] = {int(ids[r])}: "
+                         f"{side} block ids must be in [0, {limit}) ({side}[{layer}] has "
+                         f"{limit} blocks)")
+
+
+def _pieces(srcs, dsts, mapping, sizes, device):
+    """The (layers * n, 3) int64 descriptors, layer-major, built with torch
+    ops on `device` (the mapping's): each column one broadcast sum of a base
+    per layer and an id times the block bytes per layer."""
+    meta = torch.tensor([[d.data_ptr() for d in dsts], [s.data_ptr() for s in srcs], sizes],
+                        dtype=torch.int64)
+    if device.type == "cuda":
+        meta = _meta_on(meta, device)
+    n, layers = mapping.shape[0], len(sizes)
+    descs = torch.empty(layers, n, 3, dtype=torch.int64, device=device)
+    torch.add(meta[0][:, None], mapping[:, 1][None, :] * meta[2][:, None], out=descs[:, :, 0])
+    torch.add(meta[1][:, None], mapping[:, 0][None, :] * meta[2][:, None], out=descs[:, :, 1])
+    descs[:, :, 2] = meta[2][:, None]
+    return descs.view(layers * n, 3)
+
+
+# The bases and block bytes of a set of layers, in GPU memory, by value:
+# the same set always gives the same contents, so an entry is never stale,
+# and it stays alive for every graph that captured a build reading it.
+_meta_cache = {}
+
+
+def _meta_on(meta, device):
+    key = (device.index, tuple(meta.shape), tuple(meta.flatten().tolist()))
+    m = _meta_cache.get(key)
+    if m is None:
+        if torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("p2pt.torch.swap_blocks: these layers have not been swapped "
+                               "before, and a graph is being captured: run the swap once "
+                               "before capturing (it copies the layers' addresses to the GPU)")
+        m = _meta_cache[key] = meta.to(device)
+    return m
+
+
+def _check_overlaps(descs, n):
+    """Refuse a batch whose pieces would race: a destination written twice,
+    or read by another piece (pieces run in any order, at once)."""
+    d, s, b = descs[:, 0], descs[:, 1], descs[:, 2]
+    order = torch.argsort(d)
+    ds, de = d[order], d[order] + b[order]
+    clash = (ds[1:] < de[:-1]).nonzero()
+    if clash.numel():
+        k = int(clash[0, 0])
+        p, q = sorted((int(order[k]), int(order[k + 1])))
+        raise ValueError(f"p2pt.torch.swap_blocks: pieces write the same bytes: block_mapping "
+                         f"row {p % n} of layer {p // n} and row {q % n} of layer {q // n}; "
+                         f"each destination block may appear once")
+    # The last destination starting before a source's end is the only one
+    # that can overlap it: destinations are disjoint, so their ends rise too.
+    idx = torch.searchsorted(ds, s + b) - 1
+    hit = (idx >= 0) & (de[idx.clamp(min=0)] > s)
+    bad = hit.nonzero()
+    if bad.numel():
+        p = int(bad[0, 0])
+        q = int(order[int(idx[p])])
+        raise ValueError(f"p2pt.torch.swap_blocks: block_mapping row {p % n} of layer {p // n} "
+                         f"reads bytes that row {q % n} of layer {q // n} writes; a block may "
+                         f"not be both a source and a destination")
+
+
+def _blocks_view(t, bb):
+    """`t` as (blocks, bb) bytes over its storage: each row a whole padded
+    block, as swap_blocks copies it."""
+    raw = torch.empty(0, dtype=torch.uint8, device=t.device)
+    raw.set_(t.untyped_storage(), t.storage_offset() * t.element_size(), (t.shape[0], bb),
+             (bb, 1))
+    return raw
+
+
+def _swap_by_torch(srcs, dsts, mapping, sizes):
+    _host_only(*srcs, *dsts)
+    for s, d, bb in zip(srcs, dsts, sizes):
+        picked = _blocks_view(s, bb).index_select(0, mapping[:, 0].to(s.device))
+        _blocks_view(d, bb).index_copy_(0, mapping[:, 1].to(d.device), picked.to(d.device))
+
+
+@torch.library.custom_op("p2pt::swap_blocks", mutates_args=("dst",))
+def _swap_blocks_op(src: List[torch.Tensor], dst: List[torch.Tensor],
+                    block_mapping: torch.Tensor, hid: int) -> torch.Tensor:
+    sizes = _swap_check(src, dst, block_mapping)
+    n, layers = block_mapping.shape[0], len(sizes)
+    pieces = n * layers
+    slow = _pageable("swap_blocks", [(t, f"src[{i}]") for i, t in enumerate(src)] +
+                     [(t, f"dst[{i}]") for i, t in enumerate(dst)])
+    on_gpu = block_mapping.is_cuda
+    if on_gpu and not slow:
+        return _swap_on_gpu(src, dst, block_mapping, sizes, hid)
+    mapping = block_mapping.cpu()  # a sync only in the slow path: a GPU mapping, a pageable side
+    _check_ids(mapping[:, 0], [t.shape[0] for t in src], "src", 0)
+    _check_ids(mapping[:, 1], [t.shape[0] for t in dst], "dst", 1)
+    if pieces == 0:
+        return _no_pieces(block_mapping.device)
+    descs = _pieces(src, dst, mapping, sizes, mapping.device)
+    _check_overlaps(descs, n)
+    if slow:
+        _swap_by_torch(src, dst, mapping, sizes)
+    else:
+        h = _get(hid)
+        _ready(h, _device())
+        h.copy_batch_at(descs.data_ptr(), pieces, _cur())
+        _hold_pinned(list(src) + list(dst))
+    return _status(pieces, pieces, 0, _UINT32_MAX, 0, block_mapping.device)
+
+
+def _checked_pieces(src, dst, mapping, sizes, device):
+    """_pieces for a mapping whose ids cannot be read on the host: the
+    pieces of an id outside its layer get NULL addresses, which no window
+    holds, so the kernel skips them and the status record counts them, and
+    nothing is written outside dst even where a window covers more than the
+    view."""
+    descs = _pieces(src, dst, mapping, sizes, device)
+    lim = torch.tensor([[t.shape[0] for t in src], [t.shape[0] for t in dst]],
+                       dtype=torch.int64)
+    if device.type == "cuda":
+        lim = _meta_on(lim, device)
+    si, di = mapping[:, 0][None, :], mapping[:, 1][None, :]
+    bad = (si < 0) | (si >= lim[0][:, None]) | (di < 0) | (di >= lim[1][:, None])
+    descs[:, :2].masked_fill_(bad.view(-1, 1), 0)
+    return descs
+
+
+def _swap_on_gpu(src, dst, mapping, sizes, hid):
+    h = _get(hid)
+    device = _device()
+    gpu = torch.device("cuda", device)
+    if mapping.device != gpu:
+        raise ValueError(f"p2pt.torch.swap_blocks: block_mapping is on {mapping.device}, the "
+                         f"stream on {gpu}: a GPU mapping must be on the stream's device")
+    n, layers = mapping.shape[0], len(sizes)
+    pieces = n * layers
+    if pieces == 0:
+        return _no_pieces(gpu)
+    _ready(h, device)
+    cap = _batch_max(h)
+    if pieces > cap:
+        raise ValueError(f"p2pt.torch.swap_blocks: {n} blocks x {layers} layers = {pieces} "
+                         f"pieces, over the {cap} one device batch takes")
+    descs = _checked_pieces(src, dst, mapping, sizes, gpu)
+    count = torch.full((1,), pieces, dtype=torch.int32, device=gpu)
+    _windows(h, device, list(src) + list(dst))
+    st = _device_batch(h, descs, count, pieces, device)
+    _hold_pinned(list(src) + list(dst))
+    return st
+
+
+_caps = {}
+
+
+def _batch_max(h):
+    cap = _caps.get(h.pointer)
+    if cap is None:
+        cap = _caps[h.pointer] = h.properties()["device_batch_max"]
+    return cap
+
+
+@_swap_blocks_op.register_fake
+def _(src, dst, block_mapping, hid):
+    return torch.empty(8, dtype=torch.int32, device=block_mapping.device)
+
+
 # ------------------------------------------------------------ the public calls
 
 def copy_(dst, src, *, stream=None, handle=None):
-    """Copy src's bytes into dst (both contiguous, the same size, any GPUs
-    the stream's device can reach) on `stream` (default: the current one)."""
+    """Copy src's bytes into dst (both contiguous, the same size; each a
+    CUDA tensor on any GPU the stream's device can reach, or a pinned CPU
+    tensor) on `stream` (default: the current one)."""
     hid = _hid(handle)
     with _stream(stream):
         torch.ops.p2pt.copy_(dst, src, hid)
@@ -297,7 +774,8 @@ def copy_rows_(dst, dst_index, src, src_index=None, *, count=None, stream=None, 
     """dst[dst_index[i]] = src[src_index[i]] (an index None: 0..n-1) for i
     below `count` (an int32 GPU tensor read when the batch runs; default:
     every row), as one device batch with no host sync. Returns the batch's
-    (8,) int32 status record on the GPU (see batch_status)."""
+    (8,) int32 status record (see batch_status, check_status), on the device
+    of the first CUDA tensor among dst, src and the indices."""
     hid = _hid(handle)
     with _stream(stream):
         return torch.ops.p2pt.copy_rows_(dst, dst_index, src, src_index, count, hid)
@@ -311,3 +789,63 @@ def copy_batch_device_(descs, count, *, max_count=None, stream=None, handle=None
     with _stream(stream):
         return torch.ops.p2pt.copy_batch_device_(
             descs, count, descs.shape[0] if max_count is None else max_count, hid)
+
+
+def _layers(x, role):
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)) and all(isinstance(t, torch.Tensor) for t in x):
+        return list(x)
+    raise TypeError(f"p2pt.torch.swap_blocks: {role} must be a tensor or a list of tensors "
+                    f"(one per layer), not {type(x).__name__}")
+
+
+def swap_blocks(src, dst, block_mapping, *, stream=None, handle=None, sm_budget=None,
+                check=False):
+    """vLLM's swap_blocks for every layer at once: for each row (s, d) of
+    `block_mapping` (int64 [n, 2]) and each layer l, block s of src[l] to
+    block d of dst[l], as ONE p2pt batch on `stream` (default: the current
+    one).
+
+    src, dst: a tensor or lists of one tensor per layer (K and V as
+    separate entries, or stacked), the same length; src[l] and dst[l] have
+    the same dtype, block shape and strides. A block is index i along dim
+    0, and its bytes are stride(0) * element_size() from its first element,
+    so a padded block is copied whole. Either side on a GPU or in pinned
+    host memory (a pageable one works through torch, with a warning).
+
+    A CPU mapping is checked on the host (every id in range, no destination
+    written twice or also read) and becomes one host batch. A GPU mapping
+    becomes one device batch whose descriptors are built on the GPU, with
+    no host sync, so a captured graph follows a new mapping at every
+    replay; an id out of range is skipped, never written, and counted in
+    the returned status record (check=True, or check_status, raises on it).
+    A GPU mapping is not searched for repeated destinations (that would
+    need a sync): as in vLLM, a block listed twice gets either source.
+    Returns the (8,) int32 status record, on the mapping's device.
+
+    Keep pinned tensors alive until the stream has passed the swap: torch's
+    cache of pinned memory does not see p2pt's use of them.
+
+    sm_budget: P2P_TRANSPORT_SM_BUDGET for this swap (0: no kernel at all,
+    N: at most N CTAs), through a handle per value, created at first use.
+    """
+    hid = _hid(handle, sm_budget)
+    srcs, dsts = _layers(src, "src"), _layers(dst, "dst")
+    with _stream(stream):
+        st = torch.ops.p2pt.swap_blocks(srcs, dsts, block_mapping, hid)
+        if check:
+            if torch.compiler.is_compiling():
+                raise RuntimeError("p2pt.torch.swap_blocks: check=True reads the status on the "
+                                   "host, which a compiled graph cannot; call check_status "
+                                   "outside it")
+            _check_swap(st, block_mapping.shape[0] if block_mapping.dim() else 0)
+    return st
+
+
+def _check_swap(st, n):
+    s = batch_status(st)
+    if s.skipped:
+        p = s.first_bad
+        where = f"block_mapping row {p % n} of layer {p // n}" if n else f"piece {p}"
+        check_status(st, f"p2pt.torch.swap_blocks (first skipped: {where})")

@@ -231,7 +231,7 @@ static p2pt_status batch_describe(struct p2pt_handle *h, struct p2pt_op *op,
                  "; every piece crosses the host link (%zu h2d, %zu d2h), so at most %u "
                  "CTAs (the table's 'link' lines)%s",
                  b->h2d, b->d2h, cap,
-                 b->skewed == 0 && b->count > P2PT_BATCH_SMALL
+                 b->skewed == 0 && b->d2h == 0 && b->count > P2PT_BATCH_SMALL
                      ? ", through the link kernel (a warp a piece)"
                      : "");
     return P2PT_SUCCESS;

@@ -91,7 +91,15 @@ p2pt_status p2pt__auto_load(const struct p2pt_config *cfg, struct p2pt_auto **ou
         a->n_builtin = i + 1;
     }
     if (cfg->auto_table[0] != '\0') {
-        P2PT_TRY(p2pt__auto_table_load(cfg->auto_table, a->engines, a->n_engines, &a->file));
+        st = p2pt__auto_table_load(cfg->auto_table, a->engines, a->n_engines, &a->file);
+        if (st != P2PT_SUCCESS) {
+            /* The loader names the path; the reader also needs the variable
+             * that chose it, which may have been set far from the program. */
+            char why[1024];
+            snprintf(why, sizeof(why), "%s", p2pt__last_error_text());
+            st = p2pt__fail(st, "P2P_TRANSPORT_AUTO_TABLE=%s", why);
+            goto out;
+        }
         P2PT_TRY(check_engines(&a->file));
         a->has_file = true;
     }

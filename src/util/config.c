@@ -191,6 +191,28 @@ static size_t edit_distance(const char *a, const char *b)
     return row[lb];
 }
 
+/* The known variable nearest `name`, its distance in *distance; a name cut
+ * short (P2P_TRANSPORT_CHUNK) is nearest its whole, and *prefix says whether
+ * `name` starts any known name. */
+static const char *closest_var(const char *name, size_t *distance, bool *prefix)
+{
+    const char *closest = NULL;
+    size_t best = (size_t)-1;
+    *prefix = false;
+    for (size_t i = 0; i < P2PT_ARRAY_LEN(known_vars) && best != 0; i++) {
+        bool cut = strncmp(name, known_vars[i], strlen(name)) == 0;
+        size_t d = edit_distance(name, known_vars[i]);
+        *prefix = *prefix || cut;
+        d = cut && d > 1 ? 1 : d;
+        if (d < best) {
+            best = d;
+            closest = known_vars[i];
+        }
+    }
+    *distance = best;
+    return closest;
+}
+
 extern char **environ;
 
 /* A misspelt variable would otherwise change nothing and say nothing: warn
@@ -205,22 +227,10 @@ void p2pt__config_warn_unknown_env(const struct p2pt_logger *log)
             continue;
         memcpy(name, *e, (size_t)(eq - *e));
         name[eq - *e] = '\0';
-        const char *closest = NULL;
-        size_t best = (size_t)-1;
-        bool known = false, prefix = false;
-        for (size_t i = 0; i < P2PT_ARRAY_LEN(known_vars) && !known; i++) {
-            /* A name cut short (P2P_TRANSPORT_CHUNK) is nearest its whole. */
-            bool cut = strncmp(name, known_vars[i], strlen(name)) == 0;
-            size_t d = edit_distance(name, known_vars[i]);
-            known = d == 0;
-            prefix = prefix || cut;
-            d = cut && d > 1 ? 1 : d;
-            if (d < best) {
-                best = d;
-                closest = known_vars[i];
-            }
-        }
-        if (!known && (strncmp(name, "P2P_TRANSPORT", 13) == 0 || prefix || best <= 3))
+        size_t best;
+        bool prefix;
+        const char *closest = closest_var(name, &best, &prefix);
+        if (best != 0 && (strncmp(name, "P2P_TRANSPORT", 13) == 0 || prefix || best <= 3))
             P2PT_WARN(log, "%s is set but p2pt reads no such variable (did you mean %s? "
                       "env.md lists them all)", name, closest);
     }
@@ -268,10 +278,23 @@ static p2pt_status parse_options(struct options *o, const char *text)
             for (size_t i = 0; i < P2PT_ARRAY_LEN(known_vars); i++)
                 used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s",
                                          i ? ", " : "", known_vars[i]);
+            /* Only a near miss is suggested: naming some variable for any
+             * word at all would send the reader the wrong way. Case is not
+             * a miss of its own (names are exact, the environment's upper
+             * case), so the distance is taken on the upper-cased name. */
+            char upper[64], hint[96] = "";
+            size_t best, k = 0;
+            bool prefix;
+            for (; item[k] != '\0' && k + 1 < sizeof(upper); k++)
+                upper[k] = (char)toupper((unsigned char)item[k]);
+            upper[k] = '\0';
+            const char *closest = closest_var(upper, &best, &prefix);
+            if (closest != NULL && (best <= 3 || (prefix && strlen(upper) > 4)))
+                snprintf(hint, sizeof(hint), "; did you mean %s?", closest);
             return p2pt__fail(P2PT_INVALID_ARGUMENT,
                               "p2pt_init_args.options: \"%s\" is not a p2pt setting; "
-                              "accepted (env.md): %s",
-                              item, names);
+                              "accepted (env.md): %s%s",
+                              item, names, hint);
         }
         if (o->n == MAX_OPTIONS)
             return p2pt__fail(P2PT_INVALID_ARGUMENT,

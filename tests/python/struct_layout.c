@@ -61,6 +61,10 @@ int main(void)
     FIELD(p2pt_properties, engine_bytes);
     FIELD(p2pt_properties, engine_batches);
     FIELD(p2pt_properties, engine_fallbacks);
+    FIELD(p2pt_properties, sm_budget);
+    FIELD(p2pt_properties, max_grid);
+    FIELD(p2pt_properties, kernel_launches);
+    FIELD(p2pt_properties, ce_operations);
 
     SIZE(p2pt_copy_desc);
     FIELD(p2pt_copy_desc, dst);

@@ -108,3 +108,71 @@ def test_the_ctypes_layer_imports_no_third_party_module():
                    "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]", r.stdout
+
+
+def test_options_as_a_dict_are_the_same_items_as_a_string():
+    from p2pt._handle import options_text
+    assert options_text({"P2P_TRANSPORT_STAGES": 2, "P2P_TRANSPORT_PDL": False}) == \
+        "P2P_TRANSPORT_STAGES=2 P2P_TRANSPORT_PDL=0"
+    assert options_text("P2P_TRANSPORT_STAGES=2") == "P2P_TRANSPORT_STAGES=2"
+    assert options_text(None) is None
+    with pytest.raises(ValueError, match="P2P_TRANSPORT_CACHE_DIR='/a b'"):
+        options_text({"P2P_TRANSPORT_CACHE_DIR": "/a b"})
+    with pytest.raises(TypeError, match="str or a dict"):
+        options_text(["P2P_TRANSPORT_STAGES=2"])
+
+
+def test_a_dict_option_reaches_the_library():
+    # The value is checked before any driver is looked for, so a bad one
+    # proves the dict was passed through on any machine.
+    with pytest.raises(p2pt.Error) as e:
+        p2pt.Handle(options={"P2P_TRANSPORT_STAGES": 0})
+    assert e.value.status == p2pt.Status.INVALID_ARGUMENT
+    assert "P2P_TRANSPORT_STAGES" in e.value.text and '"0"' in e.value.text
+
+
+def test_a_misspelt_option_gets_the_nearest_name():
+    with pytest.raises(p2pt.Error) as e:
+        p2pt.Handle(options={"P2P_TRANSPORT_STAGE": 2})
+    assert "did you mean P2P_TRANSPORT_STAGES?" in e.value.text
+
+
+def test_the_error_is_shown_as_p2pt_error_with_its_status():
+    import traceback
+    with pytest.raises(p2pt.Error) as e:
+        p2pt.Handle(transport="bogus")
+    line = traceback.format_exception_only(type(e.value), e.value)[-1]
+    assert line.startswith("p2pt.Error: p2pt status 4 (INVALID_ARGUMENT): "), line
+    assert e.value.status == 4 and isinstance(e.value, RuntimeError)
+
+
+def test_p2pt_torch_without_torch_is_one_line_naming_the_extra():
+    r = run_python("import sys\nsys.modules['torch'] = None\nimport p2pt.torch\n")
+    assert r.returncode != 0
+    last = r.stderr.strip().splitlines()[-1]
+    assert last == "ImportError: p2pt.torch needs PyTorch: pip install p2pt[torch]", r.stderr
+    assert "During handling" not in r.stderr, "no chained traceback"
+
+
+def test_the_library_is_looked_for_where_the_docstring_says(monkeypatch):
+    from p2pt import _lib
+    here = os.path.dirname(os.path.abspath(_lib.__file__))
+    monkeypatch.setenv("P2PT_LIBRARY", "/opt/x/libp2pt.so")
+    monkeypatch.setattr(_lib.os.path, "exists", lambda p: True)
+    assert list(_lib.candidates()) == [os.path.join(here, "libp2pt.so"), "/opt/x/libp2pt.so",
+                                       "libp2pt.so.0", "libp2pt.so"]
+    monkeypatch.setattr(_lib.os.path, "exists", lambda p: False)
+    assert list(_lib.candidates()) == ["/opt/x/libp2pt.so", "libp2pt.so.0", "libp2pt.so"]
+    monkeypatch.delenv("P2PT_LIBRARY")
+    assert list(_lib.candidates()) == ["libp2pt.so.0", "libp2pt.so"]
+
+
+def test_a_missing_auto_table_names_the_variable_that_pointed_at_it():
+    # Read before any driver is looked for: the same on every machine.
+    r = run_python("import p2pt\ntry:\n    p2pt.Handle(transport='auto', options={"
+                   "'P2P_TRANSPORT_AUTO_TABLE': '/nonexistent/p2pt.table'})\n"
+                   "except p2pt.Error as e:\n    print(e.status, e.text)\n",
+                   P2P_CUDA_LIBRARY="/nonexistent/libcuda.so.1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("4 P2P_TRANSPORT_AUTO_TABLE=/nonexistent/p2pt.table: cannot "
+                               "open"), r.stdout

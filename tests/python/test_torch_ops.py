@@ -29,8 +29,8 @@ def test_fake_row_copy_returns_the_status_record_shape():
 
 
 class _Closed:
-    """A handle whose pointer no live Handle has: the operation, once traced,
-    refuses it at run time."""
+    """A handle whose pointer no live Handle has: an operation that reaches
+    p2pt refuses it at run time."""
     pointer = 1
 
 
@@ -43,9 +43,20 @@ def test_compile_traces_every_operation_without_a_graph_break():
 
     compiled = torch.compile(step, fullgraph=True, backend="eager")
     # fullgraph: a graph break would raise torch._dynamo's Unsupported while
-    # tracing; reaching the operation's own check means the trace held.
-    with pytest.raises(ValueError, match="handle of this operation is closed"):
-        compiled(torch.zeros(8, 4), torch.ones(8, 4), torch.arange(8))
+    # tracing. Pageable CPU tensors never reach p2pt (torch copies them), so
+    # the compiled step runs here and must match the eager one.
+    with pytest.warns(UserWarning, match="pageable"):
+        pt._warned.clear()
+        got, ref = torch.zeros(8, 4), torch.zeros(8, 4)
+        src, di = torch.arange(32.0).view(8, 4), torch.arange(8).flip(0)
+        assert torch.equal(compiled(got, src, di), step(ref, src, di))
+    assert torch.equal(got, ref) and torch.equal(got, src)
+    # An operation that does reach p2pt (a CUDA stream) refuses the handle
+    # at run time, after the trace.
+    if torch.cuda.is_available():
+        with pytest.raises(ValueError, match="handle of this operation is closed"):
+            compiled(torch.zeros(8, 4, device="cuda"), torch.ones(8, 4, device="cuda"),
+                     torch.arange(8, device="cuda"))
 
 
 def test_row_descriptors_are_addresses_of_the_chosen_rows():

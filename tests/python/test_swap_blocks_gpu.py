@@ -1,0 +1,345 @@
+# SPDX-License-Identifier: Apache-2.0
+"""p2pt.torch on a GPU with pinned host memory: swap_blocks offloads KV
+blocks to a pinned pool and restores them byte for byte, with a CPU
+mapping (one host batch) and a GPU mapping (one device batch), GPU to GPU
+too, and nothing outside the mapped destination blocks changes; a padded
+block travels whole; an id out of range on the GPU is skipped, counted and
+raised by check=True, never written, even inside the same storage; a
+captured graph follows five new mappings; torch.compile keeps the swap in
+one graph with the eager bytes; opcheck passes on every operation in both
+directions; copy_, copy_batch_ and copy_rows_ take pinned tensors on
+either side, and a pageable one with a warning. Skips without a GPU (a
+Hopper GPU for device batches, which run as a kernel)."""
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import p2pt  # noqa: E402
+import p2pt.torch as pt  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
+                                reason="PyTorch sees no CUDA device")
+
+POISON = 0xA5
+KV = 6            # cache entries: K and V of 3 layers, separate tensors
+GPU_BLOCKS = 64
+HOST_BLOCKS = 96
+BLOCK = (16, 8, 64)  # bf16: 16 KiB a block
+UINT32_MAX = 0xFFFFFFFF
+
+
+def hopper():
+    if torch.cuda.get_device_capability(0) < (9, 0):
+        pytest.skip("device batches run as a TMA kernel: compute capability 9.0 or later")
+
+
+@pytest.fixture
+def h():
+    with p2pt.Handle(transport="auto") as handle:
+        yield handle
+
+
+@pytest.fixture(autouse=True)
+def fresh_warnings():
+    pt._warned.clear()
+
+
+def gpu_cache(blocks=GPU_BLOCKS, poison=False):
+    """[KV, blocks, *BLOCK] bf16 on the GPU: random, or every byte POISON."""
+    t = torch.empty(KV, blocks, *BLOCK, dtype=torch.bfloat16, device="cuda")
+    if poison:
+        t.view(torch.uint8).fill_(POISON)
+    else:
+        t.copy_(torch.randn(KV, blocks, *BLOCK, device="cuda"))
+    return t
+
+
+def host_pool(blocks=HOST_BLOCKS, poison=True):
+    """The same in pinned host memory."""
+    t = torch.empty(KV, blocks, *BLOCK, dtype=torch.bfloat16, pin_memory=True)
+    if poison:
+        t.view(torch.uint8).fill_(POISON)
+    else:
+        t.copy_(torch.randn(KV, blocks, *BLOCK))
+    assert t.is_pinned()
+    return t
+
+
+def layers(t):
+    """One tensor per cache entry (views sharing t's storage), as vLLM holds them."""
+    return list(t.unbind(0))
+
+
+def as_bytes(t):
+    """A copy of a [KV, blocks, ...] tensor as [KV, blocks, block bytes]
+    uint8 on the CPU (a copy even of a CPU tensor, so that it stays as it
+    was)."""
+    return t.cpu().clone().view(torch.uint8).reshape(t.shape[0], t.shape[1], -1)
+
+
+def random_mapping(n, src_blocks, dst_blocks, seed, device="cpu"):
+    """n (src, dst) rows: distinct destinations, distinct sources."""
+    g = torch.Generator().manual_seed(seed)
+    s = torch.randperm(src_blocks, generator=g)[:n]
+    d = torch.randperm(dst_blocks, generator=g)[:n]
+    return torch.stack([s, d], 1).to(device)
+
+
+def expect(dst, src, mapping, before):
+    """dst's mapped blocks hold src's bytes; every other byte of dst is
+    as `before` (as_bytes of dst before the swap)."""
+    m = mapping.cpu()
+    want = before.clone()
+    want[:, m[:, 1]] = as_bytes(src)[:, m[:, 0]]
+    assert torch.equal(as_bytes(dst), want)
+
+
+def swap_and_check(src, dst, mapping, h):
+    before = as_bytes(dst)
+    st = pt.swap_blocks(layers(src), layers(dst), mapping, handle=h)
+    torch.cuda.synchronize()
+    expect(dst, src, mapping, before)
+    pieces = mapping.shape[0] * KV
+    assert pt.batch_status(st) == p2pt.BatchStatus(pieces, pieces, 0, UINT32_MAX, 0)
+    assert st.device == mapping.device
+    return st
+
+
+@pytest.mark.parametrize("where", ["cpu", "cuda"])
+def test_offload_then_restore_every_byte(h, where):
+    if where == "cuda":
+        hopper()
+    gpu, pool = gpu_cache(), host_pool()
+    out = random_mapping(40, GPU_BLOCKS, HOST_BLOCKS, seed=1, device=where)
+    swap_and_check(gpu, pool, out, h)  # device to host
+    back = gpu_cache(poison=True)
+    restore = torch.stack([out[:, 1], out[:, 0].flip(0)], 1)  # other GPU slots
+    swap_and_check(pool, back, restore, h)  # host to device
+    assert torch.equal(as_bytes(back)[:, restore[:, 1].cpu()],
+                       as_bytes(gpu)[:, out[:, 0].cpu()])
+
+
+@pytest.mark.parametrize("where", ["cpu", "cuda"])
+def test_gpu_to_gpu_on_one_device(h, where):
+    if where == "cuda":
+        hopper()
+    swap_and_check(gpu_cache(), gpu_cache(48, poison=True),
+                   random_mapping(30, GPU_BLOCKS, 48, seed=2, device=where), h)
+
+
+def test_one_stacked_tensor_is_one_layer(h):
+    src = torch.randn(GPU_BLOCKS, 2, *BLOCK, device="cuda").to(torch.bfloat16)
+    dst = torch.empty(HOST_BLOCKS, 2, *BLOCK, dtype=torch.bfloat16, pin_memory=True)
+    dst.view(torch.uint8).fill_(POISON)
+    m = random_mapping(20, GPU_BLOCKS, HOST_BLOCKS, seed=3)
+    before = as_bytes(dst[None])
+    pt.swap_blocks(src, dst, m, handle=h)
+    torch.cuda.synchronize()
+    expect(dst[None], src[None], m, before)
+
+
+def test_a_padded_block_travels_whole(h):
+    src_base = torch.randn(GPU_BLOCKS, 20, 64, device="cuda").to(torch.bfloat16)
+    dst_base = torch.empty(HOST_BLOCKS, 20, 64, dtype=torch.bfloat16, pin_memory=True)
+    dst_base.view(torch.uint8).fill_(POISON)
+    m = random_mapping(10, GPU_BLOCKS, HOST_BLOCKS, seed=4)
+    before = as_bytes(dst_base[None])
+    pt.swap_blocks(src_base[:, :16], dst_base[:, :16], m, handle=h)  # stride(0): 20 rows
+    torch.cuda.synchronize()
+    expect(dst_base[None], src_base[None], m, before)
+
+
+def test_gpu_ids_out_of_range_are_skipped_counted_and_never_written(h):
+    hopper()
+    gpu, pool = gpu_cache(), host_pool()
+    view = pool[:, :48]  # dst block 50 lies in the storage (and its window), not in the view
+    m = torch.tensor([[0, 1], [GPU_BLOCKS + 5, 2], [3, 50], [-1, 4], [5, 6]], device="cuda")
+    before = as_bytes(pool)
+    st = pt.swap_blocks(layers(gpu), layers(view), m, handle=h)
+    torch.cuda.synchronize()
+    s = pt.batch_status(st)
+    assert (s.count, s.copied, s.skipped, s.first_bad) == (5 * KV, 2 * KV, 3 * KV, 1)
+    assert s.reasons & p2pt.BATCH_SKIPPED_WINDOW
+    expect(pool, gpu, torch.tensor([[0, 1], [5, 6]]), before)
+    with pytest.raises(p2pt.Error,
+                       match=r"swap_blocks.*row 1 of layer 0.*18 of 30 pieces were skipped"):
+        pt.swap_blocks(layers(gpu), layers(view), m, handle=h, check=True)
+    with pytest.raises(p2pt.Error) as e:
+        pt.check_status(st)
+    assert e.value.status == p2pt.Status.INVALID_ARGUMENT
+
+
+def test_cpu_ids_out_of_range_are_refused_before_any_write(h):
+    gpu, pool = gpu_cache(), host_pool()
+    before = as_bytes(pool)
+    with pytest.raises(ValueError, match=r"block_mapping\[1, 1\] = 96: dst block ids"):
+        pt.swap_blocks(layers(gpu), layers(pool), torch.tensor([[0, 1], [2, HOST_BLOCKS]]),
+                       handle=h)
+    torch.cuda.synchronize()
+    assert torch.equal(as_bytes(pool), before)
+
+
+@pytest.mark.parametrize("direction", ["offload", "restore"])
+def test_a_captured_swap_follows_five_new_mappings(h, direction):
+    hopper()
+    if direction == "offload":
+        src, dst = gpu_cache(), host_pool()
+    else:
+        src, dst = host_pool(poison=False), gpu_cache(poison=True)
+    n = 32
+    mapping = random_mapping(n, src.shape[1], dst.shape[1], seed=10, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm-up: prepares the kernel, registers the windows
+        pt.swap_blocks(layers(src), layers(dst), mapping, handle=h)
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        st = pt.swap_blocks(layers(src), layers(dst), mapping, handle=h)
+    for replay in range(5):
+        torch.cuda.synchronize()
+        dst.view(torch.uint8).fill_(POISON)
+        torch.cuda.synchronize()
+        before = as_bytes(dst)
+        new = random_mapping(n, src.shape[1], dst.shape[1], seed=20 + replay)
+        mapping.copy_(new)
+        g.replay()
+        torch.cuda.synchronize()
+        expect(dst, src, new, before)
+        assert pt.batch_status(st) == p2pt.BatchStatus(n * KV, n * KV, 0, UINT32_MAX, 0), \
+            f"replay {replay}"
+
+
+@pytest.mark.parametrize("where", ["cpu", "cuda"])
+def test_compile_keeps_the_swap_in_one_graph_with_the_eager_bytes(h, where):
+    if where == "cuda":
+        hopper()
+    gpu = gpu_cache()
+    m = random_mapping(24, GPU_BLOCKS, HOST_BLOCKS, seed=5, device=where)
+
+    def step(src, dst, mapping):
+        return pt.swap_blocks(src, dst, mapping, handle=h)
+
+    warm = host_pool()
+    pt.swap_blocks(layers(gpu), layers(warm), m, handle=h)  # prepare, windows
+    torch.cuda.synchronize()
+    scratch = host_pool()
+    explain = torch._dynamo.explain(step)(layers(gpu), layers(scratch), m)
+    torch.cuda.synchronize()  # the pinned pool may be reused once freed
+    assert explain.graph_break_count == 0 and explain.graph_count == 1
+    eager, compiled = host_pool(), host_pool()
+    before = as_bytes(eager)
+    st_e = step(layers(gpu), layers(eager), m)
+    st_c = torch.compile(step, fullgraph=True)(layers(gpu), layers(compiled), m)
+    torch.cuda.synchronize()
+    expect(eager, gpu, m, before)
+    assert torch.equal(as_bytes(compiled), as_bytes(eager))
+    assert torch.equal(st_c.cpu(), st_e.cpu())
+
+
+@pytest.mark.parametrize("direction", ["offload", "restore"])
+@pytest.mark.parametrize("where", ["cpu", "cuda"])
+def test_opcheck_swap_blocks(h, direction, where):
+    if where == "cuda":
+        hopper()
+    gpu, pool = gpu_cache(), host_pool(poison=False)
+    src, dst = (gpu, pool) if direction == "offload" else (pool, gpu)
+    m = random_mapping(8, src.shape[1], dst.shape[1], seed=6, device=where)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # opcheck's clones of pinned tensors are pageable
+        torch.library.opcheck(torch.ops.p2pt.swap_blocks.default,
+                              (layers(src), layers(dst), m, h.pointer))
+
+
+@pytest.mark.parametrize("direction", ["offload", "restore"])
+def test_opcheck_copies_with_a_pinned_side(h, direction):
+    g = torch.randn(64, 256, device="cuda")
+    c = torch.randn(64, 256).pin_memory()
+    dst, src = (c, g) if direction == "offload" else (g, c)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.library.opcheck(torch.ops.p2pt.copy_.default, (dst, src, h.pointer))
+        torch.library.opcheck(torch.ops.p2pt.copy_batch_.default, ([dst], [src], h.pointer))
+        if torch.cuda.get_device_capability(0) >= (9, 0):
+            torch.library.opcheck(torch.ops.p2pt.copy_rows_.default,
+                                  (dst, torch.randperm(64, device="cuda"), src, None, None,
+                                   h.pointer))
+
+
+@pytest.mark.parametrize("direction", ["offload", "restore"])
+def test_copy_and_batch_with_pinned_tensors(h, direction):
+    g = torch.randn(300, 777, device="cuda")
+    c = torch.empty(300, 777, pin_memory=True)
+    if direction == "restore":
+        c.copy_(torch.randn(300, 777))
+        g.zero_()
+    dst, src = (c, g) if direction == "offload" else (g, c)
+    pt.copy_(dst, src, handle=h)
+    torch.cuda.synchronize()
+    assert torch.equal(dst.cpu(), src.cpu())
+    small_g = [torch.randn(n, 33, device="cuda") for n in (1, 7, 64)]
+    small_c = [torch.zeros(n, 33).pin_memory() for n in (1, 7, 64)]
+    pt.copy_batch_(small_c, small_g, handle=h)
+    torch.cuda.synchronize()
+    assert all(torch.equal(a, b.cpu()) for a, b in zip(small_c, small_g))
+
+
+def test_a_pageable_tensor_is_copied_by_torch_with_one_warning(h):
+    src = torch.randn(64, 128, device="cuda")
+    dst = torch.zeros(64, 128)
+    with pytest.warns(UserWarning, match=r"copy_: dst is a pageable CPU tensor.*pin_memory\(\)"):
+        pt.copy_(dst, src, handle=h)
+    assert torch.equal(dst, src.cpu())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a second call does not warn again
+        pt.copy_(dst, src * 2, handle=h)
+    assert torch.equal(dst, (src * 2).cpu())
+
+
+def test_rows_to_and_from_pinned_memory(h):
+    hopper()
+    src = torch.randn(256, 512, device="cuda").to(torch.bfloat16)
+    host = torch.empty(300, 512, dtype=torch.bfloat16, pin_memory=True)
+    host.view(torch.uint8).fill_(POISON)
+    ref = host.clone()
+    di = torch.randperm(300, device="cuda")[:256]
+    st = pt.copy_rows_(host, di, src, handle=h)
+    torch.cuda.synchronize()
+    ref[di.cpu()] = src.cpu()
+    assert torch.equal(host.view(torch.uint8), ref.view(torch.uint8))
+    assert pt.check_status(st).copied == 256
+    back = torch.zeros(256, 512, dtype=torch.bfloat16, device="cuda")
+    pt.copy_rows_(back, None, host, di, handle=h)
+    torch.cuda.synchronize()
+    assert torch.equal(back.view(torch.uint8), src.view(torch.uint8))
+
+
+def test_sm_budget_swaps_through_a_handle_of_that_budget():
+    try:
+        p2pt.Handle(options={"P2P_TRANSPORT_SM_BUDGET": 0}).close()
+    except p2pt.Error as e:
+        if "not a p2pt setting" in e.text:
+            pytest.skip("this libp2pt does not read P2P_TRANSPORT_SM_BUDGET yet")
+        raise
+    gpu = gpu_cache()
+    for budget in (0, 8):
+        pool = host_pool()
+        before = as_bytes(pool)
+        m = random_mapping(16, GPU_BLOCKS, HOST_BLOCKS, seed=budget)
+        pt.swap_blocks(layers(gpu), layers(pool), m, sm_budget=budget)
+        torch.cuda.synchronize()
+        expect(pool, gpu, m, before)
+    assert pt.handle(sm_budget=8) is pt.handle(sm_budget=8)
+    assert pt.handle(sm_budget=8) is not pt.handle(sm_budget=0)
+
+
+def test_a_gpu_mapping_on_another_device_is_refused(h):
+    hopper()
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 GPUs")
+    gpu, pool = gpu_cache(), host_pool()
+    m = random_mapping(4, GPU_BLOCKS, HOST_BLOCKS, seed=7, device="cuda:1")
+    with pytest.raises(ValueError, match="must be on the stream's device"):
+        pt.swap_blocks(layers(gpu), layers(pool), m, handle=h)
