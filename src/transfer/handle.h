@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The handle: a configuration, a logger, the routing policy (and the
- * fixed engine, when there is one), each engine's private state and the
- * counters: what the pipeline and the engines both read. Making, freeing
+ * The handle: a configuration, a logger, the routing policy and its
+ * opaque state, each engine's private state and the counters: what the
+ * pipeline and the engines both read. Making, freeing
  * and checking handles is core's (handles.h).
  */
 #ifndef P2PT_HANDLE_H
