@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The calibrate mode: measure ce against tma on this machine and write the
- * crossover table `auto` reads (src/auto/auto_table.h gives the format):
+ * crossover table `auto` reads (src/route/auto_table.h gives the format):
  *
  *   copy  <path>  copies of 4K..1G (powers of 2, within -b/-e) back to back
  *                 between two events, as the table mode times them: the

@@ -4,17 +4,26 @@
  * sqliteInt.h pattern). Library sources include only the headers of the
  * modules they use; frameworks never see any of them.
  *
- *   util/     common.h (status text, load-once, logger), config.h  (CUDA-free)
- *   plans/    chunk_plan.h, batch_plan.h: how copies and batches are cut up
- *                                                                  (CUDA-free)
- *   jit/      cubin_cache.h (CUDA-free), nvrtc_loader.h, jit.h
- *   cuda/     driver.h: the driver's entry points, contexts
- *   core/     request.h (one request, resolved), batch.h, windows.h,
- *             args.h, validate.h, policy.h, router.h (registry, routing),
- *             operation.h (the pipeline), handle.h
- *   auto/     auto.h (the auto policy), auto_table.h
- *   engines/  transport.h (what an engine is), launch.h (kernel launches),
- *             tma.h
+ * Modules from the top; each calls and includes only those below it
+ * (docs/LAYOUT.md):
+ *
+ *   api/       the entry points (no header of its own)
+ *   core/      operation.h (the pipeline, one row of steps per kind),
+ *              handles.h (the registry of live handles)
+ *   route/     router.h (routing, the fallback, the registry of policies),
+ *              policy.h (what a policy is), auto.h and auto_table.h (auto)
+ *   engines/   registry.h (the engines, in order), launch.h (kernel
+ *              launches), tma.h
+ *   transfer/  what core and the engines share: request.h (one request,
+ *              resolved), batch.h, transport.h (what an engine is), handle.h,
+ *              windows.h, args.h, batch_scan.h (the pass over a host batch),
+ *              alloc_memo.h, validate.h
+ *   jit/       cubin_cache.h (CUDA-free), nvrtc_loader.h, jit.h
+ *   cuda/      driver.h: the driver's entry points, contexts
+ *   plans/     chunk_plan.h, batch_plan.h, coalesce.h: how copies and
+ *              batches are cut up (CUDA-free)
+ *   util/      common.h (status text, load-once, logger), config.h
+ *              (CUDA-free)
  */
 #ifndef P2PT_INTERNAL_H
 #define P2PT_INTERNAL_H
@@ -31,11 +40,13 @@
 #include "cubin_cache.h"
 #include "driver.h"
 #include "handle.h"
+#include "handles.h"
 #include "jit.h"
 #include "launch.h"
 #include "nvrtc_loader.h"
 #include "operation.h"
 #include "policy.h"
+#include "registry.h"
 #include "request.h"
 #include "router.h"
 #include "tma.h"

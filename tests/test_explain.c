@@ -105,14 +105,9 @@ static void agree_device_batch(p2pt_handle *h, const struct gt_buf *descs, CUdev
                                uint32_t max, CUdeviceptr ws, CUstream s, const char *what)
 {
     struct p2pt_op op;
-    memset(&op, 0, sizeof(op));
-    op.kind = P2PT_OP_DEVICE_BATCH;
-    op.fn = "p2pt_copy_batch_device_async";
-    op.device.descs = (const p2pt_copy_desc *)(uintptr_t)descs->ptr;
-    op.device.count = (const uint32_t *)(uintptr_t)count;
-    op.device.max_count = max;
-    op.device.workspace = (void *)(uintptr_t)ws;
-    op.device.stream = s;
+    p2pt__op_device_batch(&op, "p2pt_copy_batch_device_async",
+                          (const p2pt_copy_desc *)(uintptr_t)descs->ptr,
+                          (const uint32_t *)(uintptr_t)count, max, (void *)(uintptr_t)ws, s);
     p2pt_choice c = {sizeof(c)};
     p2pt_status ex = p2pt__op_run(h, &op, &c);
     p2pt_properties a = props(h);

@@ -7,8 +7,7 @@
  */
 #include <string.h>
 
-#include "auto.h"
-#include "handle.h"
+#include "handles.h"
 #include "jit.h"
 #include "operation.h"
 #include "policy.h"
@@ -50,8 +49,8 @@ p2pt_status p2pt_init(const p2pt_init_args *args, p2pt_handle **out)
               P2PT_VERSION_STRING, p2pt__handle_transport_name(h), h->cfg.chunk_bytes,
               h->cfg.stages, h->cfg.max_ctas, h->cfg.sm_budget, h->driver_version,
               h->cfg.validate ? "on" : "off");
-    if (h->autos != NULL)
-        P2PT_TRY(p2pt__auto_check_machine(h));
+    if (h->policy->after_driver != NULL)
+        P2PT_TRY(h->policy->after_driver(h));
     *out = h;
     h = NULL;
 out:
@@ -96,9 +95,6 @@ p2pt_status p2pt_get_properties(const p2pt_handle *h, p2pt_properties *props)
     p.pdl = h->cfg.pdl;
     p.copies = atomic_load(&h->stats.copies);
     p.bytes = atomic_load(&h->stats.bytes);
-    p.tma_launches = atomic_load(&h->stats.tma_launches);
-    p.stream_launches = atomic_load(&h->stats.stream_launches);
-    p.ce_copies = atomic_load(&h->stats.ce_copies);
     for (int e = 0; e < P2PT_MAX_TRANSPORTS; e++)
         p.ce_fallbacks += atomic_load(&h->stats.engine_fallbacks[e]);
     p.compilations = p2pt__jit_compilations();
@@ -111,24 +107,21 @@ p2pt_status p2pt_get_properties(const p2pt_handle *h, p2pt_properties *props)
     p.batches = atomic_load(&h->stats.batches);
     p.batch_pieces = atomic_load(&h->stats.batch_pieces);
     p.device_batches = atomic_load(&h->stats.device_batches);
-    p.batch_launches = atomic_load(&h->stats.batch_launches);
-    p.auto_table = h->cfg.auto_table[0] ? h->cfg.auto_table : h->autos ? "built-in" : NULL;
-    int ce = p2pt__transport_index(&p2pt__transport_ce);
-    int tma = p2pt__transport_index(&p2pt__transport_tma);
-    p.ce_bytes = atomic_load(&h->stats.engine_bytes[ce]);
-    p.tma_bytes = atomic_load(&h->stats.engine_bytes[tma]);
-    p.ce_batches = atomic_load(&h->stats.engine_batches[ce]);
-    p.tma_batches = atomic_load(&h->stats.engine_batches[tma]);
+    p.auto_table = h->cfg.auto_table[0] ? h->cfg.auto_table : NULL;
     for (int e = 0; e < P2PT_MAX_TRANSPORTS && p2pt__transport_at(e) != NULL; e++) {
         p.engine_name[e] = p2pt__transport_at(e)->name;
         p.engine_bytes[e] = atomic_load(&h->stats.engine_bytes[e]);
         p.engine_batches[e] = atomic_load(&h->stats.engine_batches[e]);
         p.engine_fallbacks[e] = atomic_load(&h->stats.engine_fallbacks[e]);
+        const struct p2pt_transport *t = p2pt__transport_at(e);
+        if (t->report != NULL && p2pt__engine_state(h, t) != NULL)
+            t->report(h, e, p2pt__engine_state(h, t), &p);
     }
     p.sm_budget = h->cfg.sm_budget;
     p.max_grid = atomic_load(&h->stats.max_grid);
     p.kernel_launches = atomic_load(&h->stats.kernel_launches);
-    p.ce_operations = atomic_load(&h->stats.ce_operations);
+    if (h->policy->report != NULL)
+        h->policy->report(h, &p);
     /* Fill only what the caller's struct has room for. */
     memcpy(props, &p, p.size);
     return P2PT_SUCCESS;

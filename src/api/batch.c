@@ -4,9 +4,7 @@
  * descriptors. Each checks the handle and hands its batch to the operation
  * pipeline (operation.c), the same steps as a single copy.
  */
-#include <string.h>
-
-#include "handle.h"
+#include "handles.h"
 #include "operation.h"
 
 p2pt_status p2pt_copy_batch_async(p2pt_handle *h, const p2pt_copy_desc *descs, size_t count,
@@ -24,8 +22,7 @@ p2pt_status p2pt_copy_batch_async(p2pt_handle *h, const p2pt_copy_desc *descs, s
 
 size_t p2pt_batch_workspace_bytes(uint32_t max_count)
 {
-    (void)max_count; /* the kernel plans in shared memory: only the status record */
-    return sizeof(struct p2pt_batch_ws_head);
+    return p2pt__batch_workspace_size(max_count);
 }
 
 p2pt_status p2pt_copy_batch_device_async(p2pt_handle *h, const p2pt_copy_desc *descs,
@@ -36,13 +33,7 @@ p2pt_status p2pt_copy_batch_device_async(p2pt_handle *h, const p2pt_copy_desc *d
     if (st != P2PT_SUCCESS)
         return st;
     struct p2pt_op op;
-    memset(&op, 0, sizeof(op));
-    op.kind = P2PT_OP_DEVICE_BATCH;
-    op.fn = "p2pt_copy_batch_device_async";
-    op.device.descs = descs;
-    op.device.count = count;
-    op.device.max_count = max_count;
-    op.device.workspace = workspace;
-    op.device.stream = (CUstream)stream;
+    p2pt__op_device_batch(&op, "p2pt_copy_batch_device_async", descs, count, max_count,
+                          workspace, stream);
     return p2pt__op_run(h, &op, NULL);
 }

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "handle.h"
+#include "handles.h"
 #include "operation.h"
 
 static p2pt_status check_choice(const char *fn, const p2pt_choice *c)

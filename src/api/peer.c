@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "driver.h"
-#include "handle.h"
+#include "handles.h"
 
 /* Give `from`'s primary context access to `to`'s. Caller restores the
  * current context. */

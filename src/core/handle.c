@@ -12,8 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "auto.h"
-#include "handle.h"
+#include "handles.h"
 #include "policy.h"
 #include "router.h"
 #include "transport.h"
@@ -26,8 +25,8 @@ static void free_parts(struct p2pt_handle *h)
             h->engine_state[i].state != NULL)
             h->engine_state[i].engine->fini(h->engine_state[i].state);
     p2pt__windows_free(&h->windows);
-    if (h->policy != NULL && h->policy->fini != NULL)
-        h->policy->fini(h);
+    if (h->policy != NULL && h->policy->fini != NULL && h->policy_state != NULL)
+        h->policy->fini(h->policy_state);
     free(h);
 }
 
@@ -46,15 +45,11 @@ p2pt_status p2pt__handle_new(const struct p2pt_config *cfg, p2pt_logger_t logger
     p2pt__windows_init(&h->windows);
     h->log.fn = logger;
     h->log.level = cfg->log_level;
-    h->transport = p2pt__transport_find(cfg->transport);
-    if (h->transport != NULL)
-        h->policy = &p2pt__policy_fixed;
-    else if (strcmp(cfg->transport, P2PT_AUTO_NAME) == 0)
-        h->policy = &p2pt__policy_auto;
-    else
+    h->policy = p2pt__policy_find(cfg->transport);
+    if (h->policy == NULL)
         st = p2pt__fail(P2PT_INTERNAL_ERROR, "transport \"%s\" vanished", cfg->transport);
     if (st == P2PT_SUCCESS && h->policy->init != NULL)
-        st = h->policy->init(h);
+        st = h->policy->init(h, &h->policy_state);
     for (int i = 0; st == P2PT_SUCCESS && p2pt__transport_at(i) != NULL; i++) {
         const struct p2pt_transport *e = p2pt__transport_at(i);
         if (e->init != NULL) {
@@ -108,14 +103,6 @@ bool p2pt__handle_free(struct p2pt_handle *h)
     if (found)
         free_parts(h);
     return found;
-}
-
-void *p2pt__engine_state(const struct p2pt_handle *h, const struct p2pt_transport *t)
-{
-    for (int i = 0; i < P2PT_MAX_TRANSPORTS; i++)
-        if (h->engine_state[i].engine == t)
-            return h->engine_state[i].state;
-    return NULL;
 }
 
 p2pt_status p2pt__check_handle(const p2pt_handle *h, const char *fn)

@@ -5,22 +5,28 @@
  *
  *   1. check the arguments (args.c), no driver call;
  *   2. resolve (resolve.c): enter the stream's context, held until the
- *      operation is done, and find every fact once;
+ *      operation is done, and find every fact once, those the handle's
+ *      policy asks for (P2PT_NEEDS_*) included, so routing asks the driver
+ *      nothing;
  *   3. route (router.c): the handle's policy picks the engine; a copy the
  *      engine cannot run goes to the fallback engine, counted and logged;
  *   4. validate (validate.c) the facts against that engine;
  *   5. dispatch to the engine, or describe the choice in a dry run;
  *   6. count.
  *
- * A device batch's engine depends on no fact of the batch, and a transport
- * that cannot take one is refused before its arguments are looked at, so
- * its route comes first.
+ * What differs by kind is data: each kind's steps are a row of `kinds`
+ * below, and p2pt__op_run takes any row through the same order. A device
+ * batch's engine depends on no fact of the batch, and a transport that
+ * cannot take one is refused before its arguments are looked at, so its
+ * row routes first.
  *
  * A host batch's pieces are checked (arguments in step 1, facts in step 4)
  * in one pass over its descriptors (batch_scan.c). An engine that writes
  * the descriptors into a buffer of its own (P2PT_CAP_BATCH_SCAN) makes that
  * pass itself, in step 5, before it enqueues anything; otherwise, and in a
- * dry run, step 4 makes it. The outcome is the operation steps 1 and 4
+ * dry run, step 4 makes it. A policy that routes by the batch's sums
+ * (P2PT_NEEDS_BATCH_SUMS) costs a pass of arguments alone before step 3.
+ * The outcome is the operation steps 1 and 4
  * would give in order: should a step before the pass fail (no driver, a
  * bad stream), the pieces' arguments are checked then, and a refused piece
  * is the error reported, or a batch of empty pieces succeeds with nothing
@@ -42,87 +48,58 @@ static void relaxed_add(_Atomic uint64_t *c, uint64_t n)
     atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
 
-/* Step 1. *nothing: the operation has nothing to enqueue. */
-static p2pt_status check(struct p2pt_op *op, bool *nothing)
+/* Where a step leaves the operation. */
+struct op_state {
+    const struct p2pt_transport *t;
+    char *why; /* a dry run's reason; NULL: a real run */
+    size_t len;
+    bool dry;
+    bool nothing; /* nothing to enqueue: done, successfully */
+    bool refused; /* validation (or a host batch's pass) said no: counted as rejected */
+};
+
+/* One kind's steps, in the order p2pt__op_run calls them. */
+struct op_kind {
+    /* Route before the arguments are checked (the engine depends on no
+     * fact of the operation). */
+    p2pt_status (*route_first)(struct p2pt_handle *h, struct op_state *s);
+    /* Step 1, no driver call. */
+    p2pt_status (*check)(struct p2pt_op *op, struct op_state *s);
+    /* Step 2: enter the stream's context (*pushed: undo with
+     * p2pt__stream_leave), then the kind's facts. */
+    p2pt_status (*resolve)(struct p2pt_handle *h, struct p2pt_op *op, bool *pushed);
+    /* Steps 3 and 4. */
+    p2pt_status (*route)(struct p2pt_handle *h, struct p2pt_op *op, struct op_state *s);
+    /* Step 5 of a dry run. */
+    p2pt_status (*describe)(struct p2pt_handle *h, struct p2pt_op *op,
+                            const struct p2pt_transport *t, p2pt_choice *c);
+    /* Steps 5 and 6 of a real run. */
+    p2pt_status (*dispatch)(struct p2pt_handle *h, struct p2pt_op *op, struct op_state *s);
+    /* When a step fails before the kind's arguments were all read: the
+     * outcome the arguments give (NULL: the failure stands). */
+    p2pt_status (*args_first)(struct p2pt_handle *h, struct p2pt_op *op, p2pt_status st,
+                              struct op_state *s);
+    /* An operation with nothing to enqueue: its dry run's path and reason,
+     * and whether a real run counts it in `batches`. */
+    const char *nothing_path, *nothing_reason;
+    bool nothing_counts_batch;
+};
+
+/* ---- A copy ---- */
+
+static p2pt_status copy_check(struct p2pt_op *op, struct op_state *s)
 {
-    p2pt_status st = P2PT_SUCCESS;
-    switch (op->kind) {
-    case P2PT_OP_COPY:
-        st = p2pt__check_args(op->copy.dst, op->copy.src, op->copy.bytes);
-        *nothing = op->copy.bytes == 0;
-        break;
-    case P2PT_OP_BATCH:
-        /* The pieces are read in the pass over the descriptors. */
-        st = p2pt__batch_head(op->fn, op->descs, op->count, op->stream, &op->batch);
-        *nothing = op->count == 0;
-        break;
-    case P2PT_OP_DEVICE_BATCH:
-        st = p2pt__device_batch_check(&op->device);
-        *nothing = false;
-        break;
-    }
-    return st;
+    s->nothing = op->copy.bytes == 0;
+    return p2pt__check_args(op->copy.dst, op->copy.src, op->copy.bytes);
 }
 
-/* Step 2: the stream's context entered (*pushed: undo with
- * p2pt__stream_leave), then the kind's own facts. */
-static p2pt_status resolve(struct p2pt_handle *h, struct p2pt_op *op, bool *pushed)
+static p2pt_status copy_resolve(struct p2pt_handle *h, struct p2pt_op *op, bool *pushed)
 {
     p2pt_status st = P2PT_SUCCESS;
-    switch (op->kind) {
-    case P2PT_OP_COPY:
-        P2PT_TRY(p2pt__stream_enter(op->copy.stream, &op->copy.ctx, &op->copy.device, pushed));
-        P2PT_TRY(p2pt__resolve_sides(&op->copy));
-        break;
-    case P2PT_OP_BATCH:
-        P2PT_TRY(p2pt__stream_enter(op->batch.stream, &op->batch.ctx, &op->batch.device, pushed));
-        break;
-    case P2PT_OP_DEVICE_BATCH:
-        P2PT_TRY(p2pt__stream_enter(op->device.stream, &op->device.ctx, &op->device.device,
-                                    pushed));
-        op->device.windows = p2pt__windows(&h->windows, op->device.device);
-        break;
-    }
-out:
-    return st;
-}
-
-/* A host batch for an engine without a batch step: every piece through the
- * pipeline as a copy of its own (routed and validated one by one). */
-static p2pt_status each_piece(struct p2pt_handle *h, const struct p2pt_batch *b,
-                              p2pt_choice *dry)
-{
-    for (size_t i = 0; i < b->count; i++) {
-        const p2pt_copy_desc *d = &b->descs[i];
-        struct p2pt_op piece;
-        p2pt_choice c;
-        p2pt__op_copy(&piece, "p2pt_copy_async", d->dst, d->src, (size_t)d->bytes, b->stream);
-        memset(&c, 0, sizeof(c));
-        p2pt_status st = p2pt__op_run(h, &piece, dry ? &c : NULL);
-        if (st != P2PT_SUCCESS)
-            return p2pt__piece_fail(st, i, b->count);
-    }
-    return P2PT_SUCCESS;
-}
-
-/* Steps 3 and 4 of a host batch. *nothing: no piece has bytes. */
-static p2pt_status route_batch(struct p2pt_handle *h, struct p2pt_batch *b, bool dry,
-                               const struct p2pt_transport **t, char *why, size_t len,
-                               bool *nothing)
-{
-    p2pt_status st = P2PT_SUCCESS;
-    if (h->policy->batch_sums) {
-        P2PT_TRY(p2pt__batch_scan(h, b, NULL, NULL, NULL));
-        if ((*nothing = b->pieces == 0))
-            return P2PT_SUCCESS;
-    }
-    P2PT_TRY(p2pt__route_batch(h, b, t, why, len));
-    P2PT_TRY(p2pt__route_link(h, *t, b->device, b->link));
-    if (!dry && ((*t)->caps & P2PT_CAP_BATCH_SCAN))
-        return P2PT_SUCCESS; /* the engine's own pass */
-    /* Without a batch step the pieces' facts are validated as copies. */
-    P2PT_TRY(p2pt__batch_scan(h, b, (*t)->copy_batch != NULL ? *t : NULL, NULL, NULL));
-    *nothing = b->pieces == 0;
+    P2PT_TRY(p2pt__stream_enter(op->copy.stream, &op->copy.ctx, &op->copy.device, pushed));
+    P2PT_TRY(p2pt__resolve_sides(&op->copy));
+    if (h->policy->needs & P2PT_NEEDS_CAPTURE)
+        P2PT_TRY(p2pt__stream_capturing(op->copy.stream, &op->copy.capturing));
 out:
     return st;
 }
@@ -146,183 +123,282 @@ out:
     return st;
 }
 
-/* Steps 3 and 4. *refused: validation (or a host batch's pass) said no. */
-static p2pt_status route_and_validate(struct p2pt_handle *h, struct p2pt_op *op, bool dry,
-                                      const struct p2pt_transport **t, char *why, size_t len,
-                                      bool *refused, bool *nothing)
+static p2pt_status copy_route(struct p2pt_handle *h, struct p2pt_op *op, struct op_state *s)
+{
+    p2pt_status st = p2pt__route(h, &op->copy, &s->t, s->why, s->len);
+    if (st == P2PT_SUCCESS)
+        st = copy_link_cap(h, &op->copy, s->t);
+    if (st != P2PT_SUCCESS)
+        return st;
+    st = p2pt__validate_copy(h, &op->copy, s->t);
+    s->refused = st != P2PT_SUCCESS;
+    return st;
+}
+
+static p2pt_status copy_describe(struct p2pt_handle *h, struct p2pt_op *op,
+                                 const struct p2pt_transport *t, p2pt_choice *c)
+{
+    (void)h;
+    c->transport = t->name;
+    c->path = p2pt__path_name(op->copy.path);
+    c->device = op->copy.device;
+    return P2PT_SUCCESS;
+}
+
+static p2pt_status copy_dispatch(struct p2pt_handle *h, struct p2pt_op *op, struct op_state *s)
 {
     p2pt_status st = P2PT_SUCCESS;
-    *refused = false;
-    switch (op->kind) {
-    case P2PT_OP_COPY:
-        P2PT_TRY(p2pt__route(h, &op->copy, t, why, len));
-        P2PT_TRY(copy_link_cap(h, &op->copy, *t));
-        st = p2pt__validate_copy(h, &op->copy, *t);
-        *refused = st != P2PT_SUCCESS;
-        break;
-    case P2PT_OP_BATCH:
-        st = route_batch(h, &op->batch, dry, t, why, len, nothing);
-        *refused = op->batch.refused;
-        break;
-    case P2PT_OP_DEVICE_BATCH:
-        st = p2pt__validate_device_batch(h, &op->device);
-        *refused = st != P2PT_SUCCESS;
-        break;
-    }
+    P2PT_TRY(s->t->copy(h, &op->copy));
+    relaxed_add(&h->stats.copies, 1);
+    relaxed_add(&h->stats.bytes, op->copy.bytes);
+    relaxed_add(&h->stats.engine_bytes[p2pt__transport_index(s->t)], op->copy.bytes);
 out:
     return st;
 }
 
-/* A host batch whose pass has not run when a step fails with `st`: its
- * pieces' arguments decide, as if they had been checked first. Returns the
- * outcome; *refused: a piece was refused; *nothing: every piece is empty. */
-static p2pt_status batch_args_first(struct p2pt_handle *h, struct p2pt_op *op, p2pt_status st,
-                                    bool *refused, bool *nothing)
+/* ---- A host batch ---- */
+
+static p2pt_status batch_check(struct p2pt_op *op, struct op_state *s)
 {
     struct p2pt_batch *b = &op->batch;
-    if (op->kind != P2PT_OP_BATCH || b->scanned || st == P2PT_SUCCESS)
+    s->nothing = b->count == 0;
+    /* The pieces are read in the pass over the descriptors. */
+    return p2pt__batch_head(op->fn, b->descs, b->count, b->stream, b);
+}
+
+static p2pt_status batch_resolve(struct p2pt_handle *h, struct p2pt_op *op, bool *pushed)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    P2PT_TRY(p2pt__stream_enter(op->batch.stream, &op->batch.ctx, &op->batch.device, pushed));
+    if (h->policy->needs & P2PT_NEEDS_FIRST_PIECE)
+        P2PT_TRY(p2pt__batch_first(&op->batch));
+out:
+    return st;
+}
+
+/* A host batch for an engine without a batch step: every piece through the
+ * pipeline as a copy of its own (routed and validated one by one). */
+static p2pt_status each_piece(struct p2pt_handle *h, const struct p2pt_batch *b,
+                              p2pt_choice *dry)
+{
+    for (size_t i = 0; i < b->count; i++) {
+        const p2pt_copy_desc *d = &b->descs[i];
+        struct p2pt_op piece;
+        p2pt_choice c;
+        p2pt__op_copy(&piece, "p2pt_copy_async", d->dst, d->src, (size_t)d->bytes, b->stream);
+        memset(&c, 0, sizeof(c));
+        p2pt_status st = p2pt__op_run(h, &piece, dry ? &c : NULL);
+        if (st != P2PT_SUCCESS)
+            return p2pt__piece_fail(st, i, b->count);
+    }
+    return P2PT_SUCCESS;
+}
+
+static p2pt_status batch_route(struct p2pt_handle *h, struct p2pt_op *op, struct op_state *s)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    struct p2pt_batch *b = &op->batch;
+    if (h->policy->needs & P2PT_NEEDS_BATCH_SUMS) {
+        P2PT_TRY(p2pt__batch_scan(h, b, NULL, NULL, NULL));
+        if ((s->nothing = b->pieces == 0))
+            goto out;
+    }
+    P2PT_TRY(p2pt__route_batch(h, b, &s->t, s->why, s->len));
+    P2PT_TRY(p2pt__route_link(h, s->t, b->device, b->link));
+    if (!s->dry && (s->t->caps & P2PT_CAP_BATCH_SCAN))
+        goto out; /* the engine's own pass */
+    /* Without a batch step the pieces' facts are validated as copies. */
+    P2PT_TRY(p2pt__batch_scan(h, b, s->t->copy_batch != NULL ? s->t : NULL, NULL, NULL));
+    s->nothing = b->pieces == 0;
+out:
+    s->refused = b->refused;
+    return st;
+}
+
+static p2pt_status batch_describe(struct p2pt_handle *h, struct p2pt_op *op,
+                                  const struct p2pt_transport *t, p2pt_choice *c)
+{
+    const struct p2pt_batch *b = &op->batch;
+    c->transport = t->name;
+    c->path = "batch";
+    c->device = b->device;
+    if (t->copy_batch == NULL)
+        return each_piece(h, b, c);
+    uint32_t cap = p2pt__batch_link_cap(b);
+    size_t used = strlen(c->reason);
+    if (cap != 0 && used < sizeof(c->reason))
+        snprintf(c->reason + used, sizeof(c->reason) - used,
+                 "; every piece crosses the host link (%zu h2d, %zu d2h), so at most %u "
+                 "CTAs (the table's 'link' lines)%s",
+                 b->h2d, b->d2h, cap,
+                 b->skewed == 0 && b->d2h == 0 && b->count > P2PT_BATCH_SMALL
+                     ? ", through the link kernel (a warp a piece)"
+                     : "");
+    return P2PT_SUCCESS;
+}
+
+static p2pt_status batch_dispatch(struct p2pt_handle *h, struct p2pt_op *op, struct op_state *s)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    struct p2pt_batch *b = &op->batch;
+    if (s->t->copy_batch == NULL)
+        st = each_piece(h, b, NULL);
+    else
+        st = s->t->copy_batch(h, b);
+    if (st != P2PT_SUCCESS) {
+        s->refused = b->refused;
+        return st;
+    }
+    if ((s->nothing = b->pieces == 0))
+        return P2PT_SUCCESS; /* the engine's pass found nothing to do: counted as such */
+    relaxed_add(&h->stats.engine_batches[p2pt__transport_index(s->t)], 1);
+    relaxed_add(&h->stats.batches, 1);
+    relaxed_add(&h->stats.batch_pieces, b->pieces);
+    return P2PT_SUCCESS;
+}
+
+/* A host batch whose pass has not run when a step fails with `st`: its
+ * pieces' arguments decide, as if they had been checked first. */
+static p2pt_status batch_args_first(struct p2pt_handle *h, struct p2pt_op *op, p2pt_status st,
+                                    struct op_state *s)
+{
+    struct p2pt_batch *b = &op->batch;
+    if (b->scanned)
         return st;
     p2pt_status a = p2pt__batch_scan(h, b, NULL, NULL, NULL);
     if (a != P2PT_SUCCESS) {
-        *refused = true;
+        s->refused = true;
         return a;
     }
     if (b->pieces == 0) {
-        *nothing = true;
+        s->nothing = true;
         return P2PT_SUCCESS;
     }
     return st;
 }
 
-/* Step 5 of a dry run. */
-static p2pt_status describe(struct p2pt_handle *h, struct p2pt_op *op,
-                            const struct p2pt_transport *t, p2pt_choice *c)
+/* ---- A device batch ---- */
+
+static p2pt_status device_route_first(struct p2pt_handle *h, struct op_state *s)
 {
-    c->transport = t->name;
-    switch (op->kind) {
-    case P2PT_OP_COPY:
-        c->path = p2pt__path_name(op->copy.path);
-        c->device = op->copy.device;
-        break;
-    case P2PT_OP_BATCH: {
-        c->path = "batch";
-        c->device = op->batch.device;
-        if (t->copy_batch == NULL)
-            return each_piece(h, &op->batch, c);
-        const struct p2pt_batch *b = &op->batch;
-        uint32_t cap = p2pt__batch_link_cap(b);
-        size_t used = strlen(c->reason);
-        if (cap != 0 && used < sizeof(c->reason))
-            snprintf(c->reason + used, sizeof(c->reason) - used,
-                     "; every piece crosses the host link (%zu h2d, %zu d2h), so at most %u "
-                     "CTAs (the table's 'link' lines)%s",
-                     b->h2d, b->d2h, cap,
-                     b->skewed == 0 && b->d2h == 0 && b->count > P2PT_BATCH_SMALL
-                         ? ", through the link kernel (a warp a piece)"
-                         : "");
-        break;
-    }
-    case P2PT_OP_DEVICE_BATCH:
-        c->path = "batch";
-        c->device = op->device.device;
-        break;
-    }
-    return P2PT_SUCCESS;
+    return p2pt__route_device_batch(h, &s->t, s->why, s->len);
 }
 
-/* Steps 5 and 6 of a real run. */
-static p2pt_status dispatch(struct p2pt_handle *h, struct p2pt_op *op,
-                            const struct p2pt_transport *t)
+static p2pt_status device_check(struct p2pt_op *op, struct op_state *s)
+{
+    (void)s;
+    return p2pt__device_batch_check(&op->device);
+}
+
+static p2pt_status device_resolve(struct p2pt_handle *h, struct p2pt_op *op, bool *pushed)
 {
     p2pt_status st = P2PT_SUCCESS;
-    int e = p2pt__transport_index(t);
-    switch (op->kind) {
-    case P2PT_OP_COPY:
-        P2PT_TRY(t->copy(h, &op->copy));
-        relaxed_add(&h->stats.copies, 1);
-        relaxed_add(&h->stats.bytes, op->copy.bytes);
-        relaxed_add(&h->stats.engine_bytes[e], op->copy.bytes);
-        break;
-    case P2PT_OP_BATCH:
-        if (t->copy_batch == NULL)
-            P2PT_TRY(each_piece(h, &op->batch, NULL));
-        else
-            P2PT_TRY(t->copy_batch(h, &op->batch));
-        if (op->batch.pieces == 0)
-            break; /* the engine's pass found nothing to do: counted as such */
-        relaxed_add(&h->stats.engine_batches[e], 1);
-        relaxed_add(&h->stats.batches, 1);
-        relaxed_add(&h->stats.batch_pieces, op->batch.pieces);
-        break;
-    case P2PT_OP_DEVICE_BATCH:
-        P2PT_TRY(t->copy_batch_device(h, &op->device));
-        relaxed_add(&h->stats.device_batches, 1);
-        relaxed_add(&h->stats.engine_batches[e], 1);
-        break;
-    }
+    P2PT_TRY(p2pt__stream_enter(op->device.stream, &op->device.ctx, &op->device.device, pushed));
+    op->device.windows = p2pt__windows(&h->windows, op->device.device);
 out:
     return st;
 }
 
-/* A dry run's answer for an operation with nothing to enqueue. */
-static void describe_nothing(const struct p2pt_op *op, p2pt_choice *c)
+static p2pt_status device_validate(struct p2pt_handle *h, struct p2pt_op *op,
+                                   struct op_state *s)
 {
-    c->transport = "none";
-    c->device = -1;
-    if (op->kind == P2PT_OP_COPY) {
-        c->path = "other";
-        snprintf(c->reason, sizeof(c->reason), "0 bytes: nothing is enqueued");
-    } else {
-        c->path = "batch";
-        snprintf(c->reason, sizeof(c->reason), "no piece has bytes: nothing is enqueued");
-    }
+    p2pt_status st = p2pt__validate_device_batch(h, &op->device);
+    s->refused = st != P2PT_SUCCESS;
+    return st;
 }
 
-/* The end of an operation with nothing to enqueue. */
-static void count_nothing(struct p2pt_handle *h, const struct p2pt_op *op, p2pt_choice *dry)
+static p2pt_status device_describe(struct p2pt_handle *h, struct p2pt_op *op,
+                                   const struct p2pt_transport *t, p2pt_choice *c)
 {
-    if (dry)
-        describe_nothing(op, dry);
-    else if (op->kind == P2PT_OP_BATCH && op->count != 0)
+    (void)h;
+    c->transport = t->name;
+    c->path = "batch";
+    c->device = op->device.device;
+    return P2PT_SUCCESS;
+}
+
+static p2pt_status device_dispatch(struct p2pt_handle *h, struct p2pt_op *op,
+                                   struct op_state *s)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    P2PT_TRY(s->t->copy_batch_device(h, &op->device));
+    relaxed_add(&h->stats.device_batches, 1);
+    relaxed_add(&h->stats.engine_batches[p2pt__transport_index(s->t)], 1);
+out:
+    return st;
+}
+
+static const struct op_kind kinds[] = {
+    [P2PT_OP_COPY] = {.check = copy_check,
+                      .resolve = copy_resolve,
+                      .route = copy_route,
+                      .describe = copy_describe,
+                      .dispatch = copy_dispatch,
+                      .nothing_path = "other",
+                      .nothing_reason = "0 bytes: nothing is enqueued"},
+    [P2PT_OP_BATCH] = {.check = batch_check,
+                       .resolve = batch_resolve,
+                       .route = batch_route,
+                       .describe = batch_describe,
+                       .dispatch = batch_dispatch,
+                       .args_first = batch_args_first,
+                       .nothing_path = "batch",
+                       .nothing_reason = "no piece has bytes: nothing is enqueued",
+                       .nothing_counts_batch = true},
+    [P2PT_OP_DEVICE_BATCH] = {.route_first = device_route_first,
+                              .check = device_check,
+                              .resolve = device_resolve,
+                              .route = device_validate,
+                              .describe = device_describe,
+                              .dispatch = device_dispatch},
+};
+
+/* The end of an operation with nothing to enqueue. */
+static void count_nothing(struct p2pt_handle *h, const struct op_kind *k, p2pt_choice *dry)
+{
+    if (dry) {
+        dry->transport = "none";
+        dry->device = -1;
+        dry->path = k->nothing_path;
+        snprintf(dry->reason, sizeof(dry->reason), "%s", k->nothing_reason);
+    } else if (k->nothing_counts_batch) {
         relaxed_add(&h->stats.batches, 1);
+    }
 }
 
 p2pt_status p2pt__op_run(struct p2pt_handle *h, struct p2pt_op *op, p2pt_choice *dry)
 {
     p2pt_status st = P2PT_SUCCESS;
-    const struct p2pt_transport *t = NULL;
-    char *why = dry ? dry->reason : NULL;
-    size_t len = dry ? sizeof(dry->reason) : 0;
-    bool pushed = false, nothing = false, refused = false;
+    const struct op_kind *k = &kinds[op->kind];
+    struct op_state s = {.why = dry ? dry->reason : NULL,
+                         .len = dry ? sizeof(dry->reason) : 0,
+                         .dry = dry != NULL};
+    bool pushed = false;
 
-    if (op->kind == P2PT_OP_DEVICE_BATCH &&
-        (st = p2pt__route_device_batch(h, &t, why, len)) != P2PT_SUCCESS)
+    if (k->route_first && (st = k->route_first(h, &s)) != P2PT_SUCCESS)
         return st;
-    if ((st = check(op, &nothing)) != P2PT_SUCCESS) {
+    if ((st = k->check(op, &s)) != P2PT_SUCCESS) {
         if (dry == NULL)
             relaxed_add(&h->stats.rejected, 1);
         return st;
     }
-    if (nothing)
+    if (s.nothing)
         goto out;
-    if ((st = resolve(h, op, &pushed)) != P2PT_SUCCESS)
+    if ((st = k->resolve(h, op, &pushed)) != P2PT_SUCCESS)
         goto out;
-    if ((st = route_and_validate(h, op, dry != NULL, &t, why, len, &refused, &nothing)) !=
-            P2PT_SUCCESS ||
-        nothing)
+    if ((st = k->route(h, op, &s)) != P2PT_SUCCESS || s.nothing)
         goto out;
     if (dry)
-        st = describe(h, op, t, dry);
-    else if ((st = dispatch(h, op, t)) != P2PT_SUCCESS)
-        refused = op->kind == P2PT_OP_BATCH && op->batch.refused;
-    else if (op->kind == P2PT_OP_BATCH && op->batch.pieces == 0)
-        nothing = true, st = P2PT_SUCCESS;
+        st = k->describe(h, op, s.t, dry);
+    else
+        st = k->dispatch(h, op, &s);
 out:
-    st = batch_args_first(h, op, st, &refused, &nothing);
+    if (k->args_first != NULL && st != P2PT_SUCCESS)
+        st = k->args_first(h, op, st, &s);
     p2pt__stream_leave(pushed);
-    if (st == P2PT_SUCCESS && nothing)
-        count_nothing(h, op, dry);
-    else if (st != P2PT_SUCCESS && refused && dry == NULL)
+    if (st == P2PT_SUCCESS && s.nothing)
+        count_nothing(h, k, dry);
+    else if (st != P2PT_SUCCESS && s.refused && dry == NULL)
         relaxed_add(&h->stats.rejected, 1);
     return st;
 }

@@ -27,16 +27,13 @@ enum p2pt_op_kind {
 struct p2pt_op {
     enum p2pt_op_kind kind;
     const char *fn; /* the entry point, for messages */
-    /* The kind's own: the caller fills the arguments (copy: dst, src,
-     * bytes, stream; device batch: descs, count, max_count, workspace,
-     * stream); the pipeline fills the rest. */
-    struct p2pt_request copy;
-    struct p2pt_device_batch device;
-    /* A host batch's arguments; the pipeline fills `batch` from them. */
-    const p2pt_copy_desc *descs;
-    size_t count;
-    void *stream;
-    struct p2pt_batch batch;
+    /* The kind's own: its constructor fills the arguments, the pipeline
+     * the facts. */
+    union {
+        struct p2pt_request copy;
+        struct p2pt_batch batch;
+        struct p2pt_device_batch device;
+    };
 };
 
 /* A copy operation for entry point `fn`: only its own part is set (a copy
@@ -60,9 +57,24 @@ static inline void p2pt__op_batch(struct p2pt_op *op, const char *fn, const p2pt
     memset(op, 0, sizeof(*op));
     op->kind = P2PT_OP_BATCH;
     op->fn = fn;
-    op->descs = descs;
-    op->count = count;
-    op->stream = stream;
+    op->batch.descs = descs;
+    op->batch.count = count;
+    op->batch.stream = (CUstream)stream;
+}
+
+/* A device-batch operation for entry point `fn`. */
+static inline void p2pt__op_device_batch(struct p2pt_op *op, const char *fn,
+                                         const p2pt_copy_desc *descs, const uint32_t *count,
+                                         uint32_t max_count, void *workspace, void *stream)
+{
+    memset(op, 0, sizeof(*op));
+    op->kind = P2PT_OP_DEVICE_BATCH;
+    op->fn = fn;
+    op->device.descs = descs;
+    op->device.count = count;
+    op->device.max_count = max_count;
+    op->device.workspace = workspace;
+    op->device.stream = (CUstream)stream;
 }
 
 /*

@@ -8,7 +8,7 @@
 #define P2PT_TMA_H
 
 #include "launch.h"
-#include "transport.h"
+#include "registry.h"
 
 /* The TMA transport's kernels and their entry points, in entries order. */
 P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_tma_copy;    /* kernels/tma_copy.cu */
@@ -25,6 +25,12 @@ enum {
     P2PT_BATCH_ENTRY_RING
 };
 
+/* The TMA engine's counters, kept in its per-handle state and reported in
+ * p2pt_properties (tma_launches, stream_launches, batch_launches). */
+struct p2pt_tma_counters {
+    _Atomic uint64_t launches, stream_launches, batch_launches;
+};
+P2PT_INTERNAL struct p2pt_tma_counters *p2pt__tma_counters(const struct p2pt_handle *h);
 /* The CTAs one copy launch may use on the module's device under this
  * handle's configuration, kept per (handle, device) (status 4 when the ring
  * does not fit its shared memory). */

@@ -13,13 +13,22 @@
 #include "handle.h"
 #include "batch_scan.h"
 #include "coalesce.h"
-#include "transport.h"
+#include "registry.h"
 
 /* Per handle: one bit per (stream device, remote device) pair already
  * warned about a staged copy. */
 struct ce_state {
     _Atomic uint64_t warned_pairs[P2PT_MAX_DEVICES];
+    /* p2pt_properties.ce_copies and ce_operations. */
+    _Atomic uint64_t copies, operations;
 };
+
+static void ce_count(const struct p2pt_handle *h, uint64_t copies, uint64_t operations)
+{
+    struct ce_state *cs = p2pt__engine_state(h, &p2pt__transport_ce);
+    atomic_fetch_add_explicit(&cs->copies, copies, memory_order_relaxed);
+    atomic_fetch_add_explicit(&cs->operations, operations, memory_order_relaxed);
+}
 
 static p2pt_status ce_init(const struct p2pt_handle *h, void **state)
 {
@@ -82,8 +91,7 @@ static p2pt_status ce_copy(struct p2pt_handle *h, const struct p2pt_request *r)
     warn_staged(h, r, &r->src_side, r->src);
     P2PT_CU(p2pt__cu.cuMemcpyAsync((CUdeviceptr)(uintptr_t)r->dst,
                                    (CUdeviceptr)(uintptr_t)r->src, r->bytes, r->stream));
-    atomic_fetch_add_explicit(&h->stats.ce_copies, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&h->stats.ce_operations, 1, memory_order_relaxed);
+    ce_count(h, 1, 1);
 out:
     return st;
 }
@@ -232,20 +240,28 @@ static p2pt_status ce_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b)
         size_t *sizes = (size_t *)(srcs + (c.n - lo));
         P2PT_TRY(submit_1d(g + lo, c.n - lo, batch_ok, dsts, srcs, sizes, b->stream));
     }
-    atomic_fetch_add_explicit(&h->stats.ce_copies, b->pieces, memory_order_relaxed);
-    atomic_fetch_add_explicit(&h->stats.ce_operations, c.n, memory_order_relaxed);
+    ce_count(h, b->pieces, c.n);
 out:
     free(mem);
     return st;
 }
 
+static void ce_report(const struct p2pt_handle *h, int e, const void *state, p2pt_properties *p)
+{
+    const struct ce_state *cs = state;
+    p->ce_copies = atomic_load_explicit(&cs->copies, memory_order_relaxed);
+    p->ce_operations = atomic_load_explicit(&cs->operations, memory_order_relaxed);
+    p->ce_bytes = atomic_load(&h->stats.engine_bytes[e]);
+    p->ce_batches = atomic_load(&h->stats.engine_batches[e]);
+}
+
 const struct p2pt_transport p2pt__transport_ce = {
     .name = "ce",
-    .caps = P2PT_CAP_LOCAL | P2PT_CAP_PEER | P2PT_CAP_STAGED | P2PT_CAP_ANY_ALIGN |
-            P2PT_CAP_CAPTURE | P2PT_CAP_BATCH | P2PT_CAP_FALLBACK | P2PT_CAP_BATCH_SCAN,
+    .caps = P2PT_CAP_STAGED | P2PT_CAP_FALLBACK | P2PT_CAP_BATCH_SCAN,
     .min_cc = 0,
     .init = ce_init,
     .fini = ce_fini,
+    .report = ce_report,
     .can_copy = ce_can_copy,
     .prepare = ce_prepare,
     .copy = ce_copy,

@@ -43,7 +43,14 @@ const struct p2pt_kernel p2pt__kernel_stream_copy = {
  * yet. */
 struct tma_state {
     _Atomic uint32_t grid[P2PT_MAX_DEVICES];
+    struct p2pt_tma_counters counters;
 };
+
+struct p2pt_tma_counters *p2pt__tma_counters(const struct p2pt_handle *h)
+{
+    struct tma_state *ts = p2pt__engine_state(h, &p2pt__transport_tma);
+    return &ts->counters;
+}
 
 static p2pt_status tma_init(const struct p2pt_handle *h, void **state)
 {
@@ -175,8 +182,8 @@ static p2pt_status stream_copy(struct p2pt_handle *h, const struct p2pt_request 
     void *params[] = {&d, &s, &head, &body, &tail};
     P2PT_TRY(p2pt__kernel_launch(h, m->fn[P2PT_STREAM_ENTRY_COPY], ctas == 0 ? 1u : (unsigned)ctas,
                               P2PT_STREAM_THREADS, 0, stream, params));
-    atomic_fetch_add_explicit(&h->stats.tma_launches, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&h->stats.stream_launches, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p2pt__tma_counters(h)->launches, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p2pt__tma_counters(h)->stream_launches, 1, memory_order_relaxed);
 out:
     return st;
 }
@@ -212,18 +219,29 @@ static p2pt_status tma_copy(struct p2pt_handle *h, const struct p2pt_request *r)
     unsigned smem = plan.chunks ? (unsigned)(plan.chunk * (size_t)stages) : 0;
     P2PT_TRY(p2pt__kernel_launch(h, m->fn[P2PT_TMA_ENTRY_COPY], grid, P2PT_TMA_THREADS, smem,
                               stream, params));
-    atomic_fetch_add_explicit(&h->stats.tma_launches, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p2pt__tma_counters(h)->launches, 1, memory_order_relaxed);
 out:
     return st;
 }
 
+static void tma_report(const struct p2pt_handle *h, int e, const void *state,
+                       p2pt_properties *p)
+{
+    const struct p2pt_tma_counters *c = &((const struct tma_state *)state)->counters;
+    p->tma_launches = atomic_load_explicit(&c->launches, memory_order_relaxed);
+    p->stream_launches = atomic_load_explicit(&c->stream_launches, memory_order_relaxed);
+    p->batch_launches = atomic_load_explicit(&c->batch_launches, memory_order_relaxed);
+    p->tma_bytes = atomic_load(&h->stats.engine_bytes[e]);
+    p->tma_batches = atomic_load(&h->stats.engine_batches[e]);
+}
+
 const struct p2pt_transport p2pt__transport_tma = {
     .name = "tma",
-    .caps = P2PT_CAP_LOCAL | P2PT_CAP_PEER | P2PT_CAP_CAPTURE | P2PT_CAP_BATCH | P2PT_CAP_BATCH_SCAN |
-            P2PT_CAP_DEVICE_BATCH,
+    .caps = P2PT_CAP_BATCH_SCAN | P2PT_CAP_DEVICE_BATCH,
     .min_cc = 90,
     .init = tma_init,
     .fini = tma_fini,
+    .report = tma_report,
     .can_copy = tma_can_copy,
     .prepare = tma_prepare,
     .copy = tma_copy,

@@ -14,7 +14,7 @@
  * stream (programmatic dependent launch overlaps each with the previous
  * one's tail). The driver copies the parameters at launch, and graph
  * capture into the graph, so the caller's array is free on return either
- * way. The pass (src/core/batch_scan.c) checks every piece before anything
+ * way. The pass (src/transfer/batch_scan.c) checks every piece before anything
  * is enqueued: a refused piece leaves the stream untouched.
  *
  * Device descriptors: one launch; its CTAs read the count and the
@@ -76,7 +76,7 @@ static p2pt_status launch_params(struct p2pt_handle *h, const struct p2pt_module
     unsigned grid = tiles < most ? (unsigned)tiles : most;
     void *params[] = {param};
     P2PT_TRY(p2pt__kernel_launch(h, fn, grid, P2PT_BATCH_THREADS, 0, stream, params));
-    atomic_fetch_add_explicit(&h->stats.batch_launches, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p2pt__tma_counters(h)->batch_launches, 1, memory_order_relaxed);
 out:
     return st;
 }
@@ -149,7 +149,7 @@ p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h, const struct p2pt
     void *params[] = {&dev};
     P2PT_TRY(p2pt__kernel_launch(h, m->fn[P2PT_BATCH_ENTRY_DEVICE], grid, P2PT_BATCH_THREADS, 0,
                               stream, params));
-    atomic_fetch_add_explicit(&h->stats.batch_launches, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p2pt__tma_counters(h)->batch_launches, 1, memory_order_relaxed);
 out:
     return st;
 }

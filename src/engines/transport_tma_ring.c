@@ -2,7 +2,7 @@
 /*
  * The staging ring for TMA host batches: the host writes each batch's
  * descriptors once, into pinned host memory, in the same pass that checks
- * them (src/core/batch_scan.c), and kernels/batch_copy.cu's ring entry
+ * them (src/transfer/batch_scan.c), and kernels/batch_copy.cu's ring entry
  * reads them there, over the bus, each block of descriptors once (the
  * first CTA serving it copies it to the ring's GPU memory for the others).
  * With P2P_TRANSPORT_BATCH_STAGING=gpu, one copy on the stream moves them
@@ -296,7 +296,7 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
             s->start = at;
             r->n_slots++;
             r->head = at + need;
-            atomic_fetch_add_explicit(&h->stats.batch_launches, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&p2pt__tma_counters(h)->batch_launches, 1, memory_order_relaxed);
         }
     }
     if (st != P2PT_SUCCESS)

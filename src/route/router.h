@@ -1,35 +1,26 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The engine registry and the router (router.c): which engines exist, and
- * which one runs an operation. The router asks the handle's policy
- * (policy.h), then, for a copy, the engine's can_copy: a refusal sends the
- * copy to the fallback engine, counted per engine and logged once per
- * handle whatever the policy.
+ * The router (router.c): which engine runs an operation. The router asks
+ * the handle's policy (policy.h), then, for a copy, the engine's can_copy:
+ * a refusal sends the copy to the fallback engine, counted per engine and
+ * logged once per handle whatever the policy. The engines it picks from
+ * are the registry's (registry.h).
  */
 #ifndef P2PT_ROUTER_H
 #define P2PT_ROUTER_H
 
 #include "config.h"
-#include "transport.h"
+#include "registry.h"
 
 struct p2pt_policy;
 
-/* Case-insensitive lookup in the registry; NULL when unknown. */
-P2PT_INTERNAL const struct p2pt_transport *p2pt__transport_find(const char *name);
-/* The registry's i-th engine, NULL past the end. */
-P2PT_INTERNAL const struct p2pt_transport *p2pt__transport_at(int i);
-/* The registry's names in order, at most `max` of them; returns how many
- * (an engine's index in a crossover table is its registry position). */
-P2PT_INTERNAL int p2pt__engine_names(const char **names, int max);
-/* Its position in the registry (the index of per-engine counters). */
-P2PT_INTERNAL int p2pt__transport_index(const struct p2pt_transport *t);
-/* The engine that runs any request (P2PT_CAP_FALLBACK). */
-P2PT_INTERNAL const struct p2pt_transport *p2pt__fallback_engine(void);
-/* The first engine with every capability in `caps`; NULL when none. */
-P2PT_INTERNAL const struct p2pt_transport *p2pt__engine_with(unsigned caps);
-/* The handle's transport name: a registered one, or "auto". */
+/* The policy a P2P_TRANSPORT value selects (case-insensitive): the fixed
+ * one for an engine's name, else a named policy (auto); NULL when none. */
+P2PT_INTERNAL const struct p2pt_policy *p2pt__policy_find(const char *name);
+/* The handle's transport name: a registered engine's, or its policy's. */
 P2PT_INTERNAL const char *p2pt__handle_transport_name(const struct p2pt_handle *h);
-/* p2pt__config_parse against the registry's names (plus "auto"). */
+/* p2pt__config_parse against the registry's names and the named
+ * policies'. */
 P2PT_INTERNAL p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *options,
                                             const char *transport_override);
 
@@ -42,7 +33,7 @@ P2PT_INTERNAL p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char 
  */
 P2PT_INTERNAL p2pt_status p2pt__route(struct p2pt_handle *h, const struct p2pt_request *r,
                                       const struct p2pt_transport **t, char *why, size_t len);
-/* The same for a host batch (stream resolved; see p2pt_policy.batch_sums). */
+/* The same for a host batch (stream resolved; see P2PT_NEEDS_BATCH_SUMS). */
 P2PT_INTERNAL p2pt_status p2pt__route_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
                                             const struct p2pt_transport **t, char *why,
                                             size_t len);

@@ -24,10 +24,10 @@ P2PT_INTERNAL void p2pt__auto_free(struct p2pt_auto *a);
 P2PT_INTERNAL p2pt_status p2pt__auto_check_machine(struct p2pt_handle *h);
 
 /* The CTAs that saturate the host link of `device` in each direction
- * ({h2d, d2h}; 0: no cap): the `link` lines of the table the device uses
- * under auto, else of its built-in table (looked up once per process and
- * device). A policy input: the router hands them to kernel engines. */
-P2PT_INTERNAL p2pt_status p2pt__auto_link_ctas(struct p2pt_handle *h, int device,
-                                               uint32_t out[2]);
+ * ({h2d, d2h}; 0: no cap): the `link` lines of the built-in table for its
+ * architecture (looked up once per process and device), for policies
+ * without a table of their own; auto reads the table the device uses. A
+ * policy input: the router hands them to kernel engines. */
+P2PT_INTERNAL p2pt_status p2pt__auto_builtin_link_ctas(int device, uint32_t out[2]);
 
 #endif /* P2PT_AUTO_H */

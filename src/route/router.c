@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The registry of engines (curl's available_backends[] pattern) and the
- * router that picks one for each operation. Adding an engine is its own
- * file (with the descriptor of its kernel), its kernel in kernels/, and its
- * name in P2PT_ENGINES. The handle's policy (policy_fixed.c, or auto in
- * route_auto.c) chooses; the router applies the engine's can_copy and the
- * fallback, the same for every policy.
+ * The router that picks an engine for each operation, and the registry of
+ * policies. The handle's policy (policy_fixed.c, or auto in route_auto.c)
+ * chooses from the engines' registry (engines/registry.c); the router
+ * applies the engine's can_copy and the fallback, the same for every
+ * policy.
  */
 #include <stdio.h>
 #include <string.h>
@@ -16,78 +15,32 @@
 #include "policy.h"
 #include "router.h"
 
-/* The registered engines, in the order auto's tables number them: each is
- * p2pt__transport_<name>, defined in its own file. One engine has
- * P2PT_CAP_FALLBACK: it runs any request. */
-#define P2PT_ENGINES(X) X(ce) X(tma)
+/* The policies P2P_TRANSPORT names besides the engines, NULL-terminated;
+ * an engine's name selects the fixed policy. */
+static const struct p2pt_policy *const policies[] = {&p2pt__policy_auto, NULL};
 
-#define P2PT_ENGINE_EXTERN(n) P2PT_INTERNAL extern const struct p2pt_transport p2pt__transport_##n;
-#define P2PT_ENGINE_ENTRY(n) &p2pt__transport_##n,
-P2PT_ENGINES(P2PT_ENGINE_EXTERN)
-
-/* NULL-terminated. */
-static const struct p2pt_transport *const transports[] = {P2PT_ENGINES(P2PT_ENGINE_ENTRY) NULL};
-_Static_assert(P2PT_ARRAY_LEN(transports) - 1 <= P2PT_MAX_TRANSPORTS,
-               "more engines than P2PT_MAX_TRANSPORTS: raise it in engine_limits.h");
-
-
-const struct p2pt_transport *p2pt__transport_find(const char *name)
+const struct p2pt_policy *p2pt__policy_find(const char *name)
 {
-    if (name == NULL)
-        return NULL;
-    for (size_t i = 0; transports[i] != NULL; i++)
-        if (strcasecmp(name, transports[i]->name) == 0)
-            return transports[i];
+    if (p2pt__transport_find(name) != NULL)
+        return &p2pt__policy_fixed;
+    for (size_t i = 0; name != NULL && policies[i] != NULL; i++)
+        if (strcasecmp(name, policies[i]->name) == 0)
+            return policies[i];
     return NULL;
-}
-
-const struct p2pt_transport *p2pt__transport_at(int i)
-{
-    return i >= 0 && i < (int)P2PT_ARRAY_LEN(transports) ? transports[i] : NULL;
-}
-
-int p2pt__engine_names(const char **names, int max)
-{
-    int n = 0;
-    while (n < max && transports[n] != NULL) {
-        names[n] = transports[n]->name;
-        n++;
-    }
-    return n;
-}
-
-int p2pt__transport_index(const struct p2pt_transport *t)
-{
-    int i = 0;
-    while (transports[i] != NULL && transports[i] != t)
-        i++;
-    return i;
 }
 
 const char *p2pt__handle_transport_name(const struct p2pt_handle *h)
 {
-    return h->policy->name != NULL ? h->policy->name : h->transport->name;
-}
-
-const struct p2pt_transport *p2pt__fallback_engine(void)
-{
-    return p2pt__engine_with(P2PT_CAP_FALLBACK);
-}
-
-const struct p2pt_transport *p2pt__engine_with(unsigned caps)
-{
-    for (size_t i = 0; transports[i] != NULL; i++)
-        if ((transports[i]->caps & caps) == caps)
-            return transports[i];
-    return NULL;
+    return h->policy->transport_name(h);
 }
 
 p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *options,
                               const char *transport_override)
 {
-    const char *names[P2PT_MAX_TRANSPORTS + 1];
+    const char *names[P2PT_MAX_TRANSPORTS + P2PT_ARRAY_LEN(policies)];
     int n = p2pt__engine_names(names, P2PT_MAX_TRANSPORTS);
-    names[n++] = P2PT_AUTO_NAME;
+    for (size_t i = 0; policies[i] != NULL; i++)
+        names[n++] = policies[i]->name;
     return p2pt__config_parse(cfg, options, transport_override, names, n);
 }
 
@@ -163,9 +116,9 @@ p2pt_status p2pt__route_link(struct p2pt_handle *h, const struct p2pt_transport 
                              uint32_t link[2])
 {
     link[0] = link[1] = 0;
-    if (!runs_kernels(t))
+    if (!runs_kernels(t) || h->policy->link_ctas == NULL)
         return P2PT_SUCCESS;
-    return p2pt__auto_link_ctas(h, device, link);
+    return h->policy->link_ctas(h, device, link);
 }
 
 p2pt_status p2pt__route_device_batch(struct p2pt_handle *h, const struct p2pt_transport **t,

@@ -17,8 +17,9 @@
 #include "validate.h"
 
 static p2pt_status refuse_side(const struct p2pt_request *r, const struct p2pt_side *s,
-                               const char *name, const void *p, bool staged_ok)
+                               const char *name, const void *p, const struct p2pt_transport *t)
 {
+    const bool staged_ok = (t->caps & P2PT_CAP_STAGED) != 0;
     switch (s->reach) {
     case P2PT_REACH_MAPPED:
         return P2PT_SUCCESS;
@@ -33,8 +34,8 @@ static p2pt_status refuse_side(const struct p2pt_request *r, const struct p2pt_s
             return P2PT_SUCCESS;
         return p2pt__fail(P2PT_INVALID_ARGUMENT,
                           "%s %p is not memory CUDA knows (pageable host memory?): the "
-                          "TMA transport needs device memory or pinned, mapped host memory",
-                          name, p);
+                          "%s transport needs device memory or pinned, mapped host memory",
+                          name, p, t->name);
     case P2PT_REACH_UNMAPPED:
         if (staged_ok)
             return P2PT_SUCCESS;
@@ -47,15 +48,16 @@ static p2pt_status refuse_side(const struct p2pt_request *r, const struct p2pt_s
     return p2pt__fail(P2PT_INTERNAL_ERROR, "unknown reach %d", (int)s->reach);
 }
 
-p2pt_status p2pt__refuse(const struct p2pt_request *r, bool staged_ok)
+p2pt_status p2pt__refuse(const struct p2pt_request *r, const struct p2pt_transport *t)
 {
-    p2pt_status st = refuse_side(r, &r->dst_side, "dst", r->dst, staged_ok);
+    p2pt_status st = refuse_side(r, &r->dst_side, "dst", r->dst, t);
     if (st == P2PT_SUCCESS)
-        st = refuse_side(r, &r->src_side, "src", r->src, staged_ok);
+        st = refuse_side(r, &r->src_side, "src", r->src, t);
     return st;
 }
 
-p2pt_status p2pt__piece_facts(const struct p2pt_batch *b, size_t i, bool staged_ok, bool refuse,
+p2pt_status p2pt__piece_facts(const struct p2pt_batch *b, size_t i,
+                             const struct p2pt_transport *t, bool refuse,
                              struct p2pt_alloc_memo *memo, int hints[2], struct p2pt_side *dst,
                              struct p2pt_side *src)
 {
@@ -85,7 +87,7 @@ p2pt_status p2pt__piece_facts(const struct p2pt_batch *b, size_t i, bool staged_
     r.device = b->device;
     r.dst_side = *dst;
     r.src_side = *src;
-    if ((st = p2pt__refuse(&r, staged_ok)) != P2PT_SUCCESS)
+    if ((st = p2pt__refuse(&r, t)) != P2PT_SUCCESS)
         return p2pt__piece_fail(st, i, b->count);
     return P2PT_SUCCESS;
 }
@@ -120,7 +122,7 @@ p2pt_status p2pt__validate_copy(const struct p2pt_handle *h, const struct p2pt_r
 {
     if (!h->cfg.validate)
         return P2PT_SUCCESS;
-    return p2pt__refuse(r, (t->caps & P2PT_CAP_STAGED) != 0);
+    return p2pt__refuse(r, t);
 }
 
 p2pt_status p2pt__validate_device_batch(const struct p2pt_handle *h,
@@ -143,7 +145,7 @@ p2pt_status p2pt__validate_device_batch(const struct p2pt_handle *h,
     P2PT_TRY(p2pt__check_range("p2pt_copy_batch_device_async: count", b->count,
                                sizeof(*b->count), b->device, NULL));
     P2PT_TRY(p2pt__check_range("p2pt_copy_batch_device_async: workspace", b->workspace,
-                               p2pt_batch_workspace_bytes(b->max_count), b->device, NULL));
+                               p2pt__batch_workspace_size(b->max_count), b->device, NULL));
     last_checked = (struct checked_buffers){b->ctx, b->descs, b->count, b->workspace,
                                             b->max_count, {id[0], id[1], id[2]}};
 out:

@@ -8,9 +8,11 @@
  * with a remedy or trusted.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "driver.h"
 #include "p2pt_kernel_abi.h"
+#include "batch.h"
 #include "request.h"
 
 /*
@@ -150,6 +152,25 @@ p2pt_status p2pt__resolve(struct p2pt_request *r)
 out:
     p2pt__ctx_leave(pushed);
     return st;
+}
+
+p2pt_status p2pt__batch_first(struct p2pt_batch *b)
+{
+    struct p2pt_request *r = &b->first;
+    size_t i = 0;
+
+    memset(r, 0, sizeof(*r));
+    while (i < b->count && b->descs[i].bytes == 0)
+        i++;
+    if (i == b->count)
+        return P2PT_SUCCESS;
+    r->dst = b->descs[i].dst;
+    r->src = b->descs[i].src;
+    r->bytes = (size_t)b->descs[i].bytes;
+    r->stream = b->stream;
+    r->ctx = b->ctx;
+    r->device = b->device;
+    return p2pt__resolve_sides(r);
 }
 
 p2pt_status p2pt__stream_capturing(CUstream stream, bool *capturing)

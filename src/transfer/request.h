@@ -57,6 +57,8 @@ struct p2pt_request {
     struct p2pt_side dst_side, src_side;
     bool coaligned; /* dst == src modulo 16 */
     enum p2pt_path path;
+    bool capturing; /* the stream captures into a graph (asked only for a
+                       policy that reads it) */
     /* Set by the router for a kernel engine: the most CTAs the launch may
      * use (the host link's CTAs when one side is pinned host memory); 0: no
      * cap beyond the handle's. */
@@ -92,6 +94,11 @@ P2PT_INTERNAL p2pt_status p2pt__resolve(struct p2pt_request *r);
 /* The same with the stream's context already current and r->ctx and
  * r->device filled (the operation pipeline holds it). */
 P2PT_INTERNAL p2pt_status p2pt__resolve_sides(struct p2pt_request *r);
+/* The first piece of `b` with bytes, located and classified as a copy
+ * would be, into b->first (first.bytes == 0: every piece is empty); the
+ * stream's context is current. */
+struct p2pt_batch;
+P2PT_INTERNAL p2pt_status p2pt__batch_first(struct p2pt_batch *b);
 /* Is `stream` capturing into a graph? */
 P2PT_INTERNAL p2pt_status p2pt__stream_capturing(CUstream stream, bool *capturing);
 

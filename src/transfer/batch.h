@@ -17,6 +17,9 @@ struct p2pt_batch {
     CUstream stream;
     CUcontext ctx;
     int device; /* the stream's device */
+    /* Its first piece with bytes, resolved as a copy (p2pt__batch_first),
+     * for a policy that routes by it. */
+    struct p2pt_request first;
     /* What the pass over the descriptors found (batch_scan.c), valid once
      * `scanned`: */
     bool scanned;
@@ -29,6 +32,7 @@ struct p2pt_batch {
     size_t h2d, d2h;
     size_t skewed;  /* pieces whose dst and src differ modulo 16 */
     size_t queries; /* pointer queries the pass made (one per allocation) */
+    unsigned passes; /* passes over the descriptors so far, whoever made them */
     /* Set by the router for a kernel engine: the CTAs that saturate the
      * host link, h2d and d2h (0: no cap). A launch whose pieces all cross
      * it takes no more. */
@@ -62,5 +66,15 @@ struct p2pt_device_batch {
 
 /* Most descriptors one device batch may declare (max_count). */
 #define P2PT_DEVICE_BATCH_MAX (1u << 24)
+
+/* The workspace a device batch of `max_count` descriptors needs
+ * (p2pt_batch_workspace_bytes): the kernel plans in shared memory, so only
+ * its status record. Here, beside the kernel's layout, so that validation
+ * sizes the buffer without calling the public API. */
+static inline size_t p2pt__batch_workspace_size(uint32_t max_count)
+{
+    (void)max_count;
+    return sizeof(struct p2pt_batch_ws_head);
+}
 
 #endif /* P2PT_BATCH_H */

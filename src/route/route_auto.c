@@ -8,11 +8,10 @@
  * each able to say why in words (p2pt_explain_copy/_batch).
  *
  * The hot path is a per-device pointer load, a walk over at most 16 bands
- * and the chosen transport's can_copy. The only driver calls it may add are
- * cuStreamIsCapturing, made only where the table's graph bands and copy
- * bands disagree about this size, and, for a host batch on a device whose
- * table has `batch h2d` or `batch d2h` bands, the location of the first
- * piece's two sides (batch_path).
+ * and the chosen transport's can_copy. The facts it reads beyond a copy's
+ * own (the stream's capture state; a host batch's first piece, located)
+ * are gathered by resolve because the policy asks for them (needs), so
+ * routing asks the driver nothing but, once per device, its architecture.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,7 +146,7 @@ out:
 p2pt_status p2pt__auto_check_machine(struct p2pt_handle *h)
 {
     p2pt_status st = P2PT_SUCCESS;
-    const struct p2pt_auto *a = h->autos;
+    const struct p2pt_auto *a = h->policy_state;
     char text[4096], name[96] = "", first[160] = "";
     int count = 0;
 
@@ -189,7 +188,7 @@ static p2pt_status device_table(struct p2pt_handle *h, int ordinal,
                                 const struct p2pt_auto_table **out)
 {
     p2pt_status st = P2PT_SUCCESS;
-    struct p2pt_auto *a = h->autos;
+    struct p2pt_auto *a = h->policy_state;
     char name[96] = "";
     int cc = 0;
     bool cached = ordinal >= 0 && ordinal < P2PT_MAX_DEVICES;
@@ -255,12 +254,15 @@ out:
     return st;
 }
 
-p2pt_status p2pt__auto_link_ctas(struct p2pt_handle *h, int device, uint32_t out[2])
+p2pt_status p2pt__auto_builtin_link_ctas(int device, uint32_t out[2])
+{
+    return builtin_link_ctas(device, out);
+}
+
+static p2pt_status auto_link_ctas(struct p2pt_handle *h, int device, uint32_t out[2])
 {
     p2pt_status st = P2PT_SUCCESS;
     const struct p2pt_auto_table *t = NULL;
-    if (h->autos == NULL)
-        return builtin_link_ctas(device, out);
     P2PT_TRY(device_table(h, device, &t));
     out[0] = t->link[0];
     out[1] = t->link[1];
@@ -308,7 +310,7 @@ static p2pt_status auto_copy(struct p2pt_handle *h, const struct p2pt_request *r
                              const struct p2pt_transport **t, char *why, size_t len)
 {
     p2pt_status st = P2PT_SUCCESS;
-    const struct p2pt_auto *a = h->autos;
+    const struct p2pt_auto *a = h->policy_state;
     const struct p2pt_auto_table *tab = NULL;
     char band[160] = "", size[24], name[16];
     int p = table_path(r);
@@ -334,9 +336,7 @@ static p2pt_status auto_copy(struct p2pt_handle *h, const struct p2pt_request *r
     uint32_t e = p2pt__auto_pick(l, r->bytes);
     const struct p2pt_auto_list *g = &tab->graph[p];
     if (g->n != 0 && p2pt__auto_pick(g, r->bytes) != e) {
-        bool capturing = false;
-        P2PT_TRY(p2pt__stream_capturing(r->stream, &capturing));
-        if (capturing) {
+        if (r->capturing) {
             l = g;
             list = "graph";
             e = p2pt__auto_pick(l, r->bytes);
@@ -356,40 +356,17 @@ out:
 
 /*
  * The table's path of a host batch, for its `batch h2d` and `batch d2h`
- * lists. A batch is routed before its pieces are checked and carries no
- * facts about its sides, so the first piece with bytes stands for it: its
- * two sides are located (two pointer queries; the stream's context is
- * current) and classified as a copy would be. The engines run any mix of
- * pieces; this only picks the list.
+ * lists: the first piece with bytes stands for it (resolved as a copy,
+ * b->first). The engines run any mix of pieces; this only picks the list.
  */
-static p2pt_status batch_path(const struct p2pt_batch *b, int *path)
+static int batch_path(const struct p2pt_batch *b)
 {
-    p2pt_status st = P2PT_SUCCESS;
-    struct p2pt_request r;
-    size_t i = 0;
-
-    *path = -1;
-    while (i < b->count && b->descs[i].bytes == 0)
-        i++;
-    if (i == b->count)
-        return P2PT_SUCCESS;
-    memset(&r, 0, sizeof(r));
-    r.dst = b->descs[i].dst;
-    r.src = b->descs[i].src;
-    r.bytes = (size_t)b->descs[i].bytes;
-    r.stream = b->stream;
-    r.ctx = b->ctx;
-    r.device = b->device;
-    P2PT_TRY(p2pt__resolve_sides(&r));
-    *path = table_path(&r);
-out:
-    return st;
+    return b->first.bytes != 0 ? table_path(&b->first) : -1;
 }
 
 /* The table's engine for a host batch, by its mean piece size: from the
  * `batch h2d` (`d2h`) list when the table has one and the batch's first
- * piece is h2d (d2h), else from the `batch` list. Tables without host
- * batch lists locate nothing. */
+ * piece is h2d (d2h), else from the `batch` list. */
 static p2pt_status auto_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
                               const struct p2pt_transport **t, char *why, size_t len)
 {
@@ -400,7 +377,7 @@ static p2pt_status auto_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
 
     P2PT_TRY(device_table(h, b->device, &tab));
     if (tab->host_batch[0].n != 0 || tab->host_batch[1].n != 0)
-        P2PT_TRY(batch_path(b, &p));
+        p = batch_path(b);
     const struct p2pt_auto_list *l = &tab->batch;
     if (p >= P2PT_AUTO_H2D) {
         const char *pn = p2pt__auto_path_names[p];
@@ -417,7 +394,7 @@ static p2pt_status auto_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
     uint64_t m = b->pieces ? b->bytes / b->pieces : 0;
     *t = p2pt__transport_at((int)p2pt__auto_pick(l, m));
     if (why) {
-        band_text(h->autos, name, l, m, band, sizeof(band));
+        band_text(h->policy_state, name, l, m, band, sizeof(band));
         snprintf(why, len, "auto: batch of %zu pieces, mean %s bytes%s; table %s: %s", b->pieces,
                  p2pt__auto_size_text(m, mean), first, tab->source, band);
     }
@@ -458,23 +435,46 @@ out:
     return st;
 }
 
-static p2pt_status auto_init(struct p2pt_handle *h)
+static p2pt_status auto_init(const struct p2pt_handle *h, void **state)
 {
-    return p2pt__auto_load(&h->cfg, &h->autos);
+    struct p2pt_auto *a = NULL;
+    p2pt_status st = p2pt__auto_load(&h->cfg, &a);
+    *state = a;
+    return st;
 }
 
-static void auto_fini(struct p2pt_handle *h)
+static void auto_fini(void *state)
 {
-    p2pt__auto_free(h->autos);
-    h->autos = NULL;
+    p2pt__auto_free(state);
+}
+
+static const char *auto_name(const struct p2pt_handle *h)
+{
+    (void)h;
+    return P2PT_AUTO_NAME;
+}
+
+/* A table file is reported by the configuration; without one, auto says
+ * it routes by its built-in tables. */
+static void auto_report(const struct p2pt_handle *h, p2pt_properties *p)
+{
+    (void)h;
+    if (p->auto_table == NULL)
+        p->auto_table = "built-in";
 }
 
 const struct p2pt_policy p2pt__policy_auto = {
     .name = P2PT_AUTO_NAME,
+    /* the batch table is by mean piece size; graph bands and h2d/d2h
+     * batch lists by the stream and the first piece */
+    .needs = P2PT_NEEDS_BATCH_SUMS | P2PT_NEEDS_CAPTURE | P2PT_NEEDS_FIRST_PIECE,
     .init = auto_init,
     .fini = auto_fini,
+    .after_driver = p2pt__auto_check_machine,
+    .link_ctas = auto_link_ctas,
+    .transport_name = auto_name,
+    .report = auto_report,
     .route_copy = auto_copy,
-    .batch_sums = true, /* the batch table is by mean piece size */
     .route_batch = auto_batch,
     .route_device_batch = auto_device_batch,
     .prepare = auto_prepare,

@@ -20,13 +20,13 @@ P2PT_INTERNAL p2pt_status p2pt__validate_copy(const struct p2pt_handle *h,
 /* Piece i of a host batch, outside the registered windows: both sides
  * located through the batch's memo (*dst, *src; hints[] the memo slots the
  * two sides were last found in) and, when `refuse`, checked
- * against an engine (`staged_ok`: see p2pt__refuse) and refused when a side
+ * against engine `t` (see p2pt__refuse) and refused when a side
  * runs past the end of its allocation; the stream's context is current. A
  * host batch's pieces are validated in the pass over its descriptors
  * (batch_scan.c), pieces inside windows by a range check. */
 struct p2pt_alloc_memo;
 P2PT_INTERNAL p2pt_status p2pt__piece_facts(const struct p2pt_batch *b, size_t i,
-                                            bool staged_ok, bool refuse,
+                                            const struct p2pt_transport *t, bool refuse,
                                             struct p2pt_alloc_memo *memo, int hints[2],
                                             struct p2pt_side *dst, struct p2pt_side *src);
 /* A device batch's three buffers: memory of its device, inside one
@@ -35,10 +35,11 @@ P2PT_INTERNAL p2pt_status p2pt__piece_facts(const struct p2pt_batch *b, size_t i
 P2PT_INTERNAL p2pt_status p2pt__validate_device_batch(const struct p2pt_handle *h,
                                                       const struct p2pt_device_batch *b);
 /*
- * Refuse a request whose facts an engine cannot cope with. `staged_ok`: the
- * engine lets the driver stage memory the stream's device cannot map (the
- * copy engine does; a kernel would fault).
+ * Refuse a request whose facts engine `t` cannot cope with, naming it. With
+ * P2PT_CAP_STAGED the engine lets the driver stage memory the stream's
+ * device cannot map (the copy engine does; a kernel would fault).
  */
-P2PT_INTERNAL p2pt_status p2pt__refuse(const struct p2pt_request *r, bool staged_ok);
+P2PT_INTERNAL p2pt_status p2pt__refuse(const struct p2pt_request *r,
+                                       const struct p2pt_transport *t);
 
 #endif /* P2PT_VALIDATE_H */

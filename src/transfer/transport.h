@@ -3,7 +3,7 @@
  * Engines (transports). An engine describes itself: its name, what it can
  * do, whether it can run one request and why not, its private state and its
  * steps. Adding one is its own file, its kernel, and one registry line
- * (router.c).
+ * (engines/registry.c).
  */
 #ifndef P2PT_TRANSPORT_H
 #define P2PT_TRANSPORT_H
@@ -15,15 +15,13 @@
 struct p2pt_handle;
 struct p2pt_kernel;
 
-/* What a transport can do (p2pt_transport.caps). */
-#define P2PT_CAP_LOCAL (1u << 0)   /* both sides on the stream's device */
-#define P2PT_CAP_PEER (1u << 1)    /* push and pull through a peer mapping */
+/* What a transport can do that the pipeline and the policies ask about
+ * (p2pt_transport.caps); what every engine does (local and peer copies,
+ * capture after prepare) and what its hooks say (copy_batch, can_copy's
+ * alignment test) needs no bit. */
 #define P2PT_CAP_STAGED (1u << 2)  /* memory the stream's device cannot map
                                       (pageable host, unmapped peer memory),
                                       staged by the driver */
-#define P2PT_CAP_ANY_ALIGN (1u << 3) /* dst and src need not be co-aligned */
-#define P2PT_CAP_CAPTURE (1u << 4) /* capturable into a CUDA graph (after prepare) */
-#define P2PT_CAP_BATCH (1u << 5)   /* a host batch in one operation (copy_batch) */
 #define P2PT_CAP_DEVICE_BATCH (1u << 6) /* descriptors read from GPU memory */
 #define P2PT_CAP_FALLBACK (1u << 7) /* runs any request: where a copy goes when
                                        the chosen engine's can_copy says no */
@@ -44,6 +42,10 @@ struct p2pt_transport {
      * freed at p2pt_finalize. */
     p2pt_status (*init)(const struct p2pt_handle *h, void **state);
     void (*fini)(void *state);
+    /* Fill the p2pt_properties fields it owns (NULL: none): the counters
+     * it keeps in its state, and its share of the handle's per-engine
+     * counters (`e`: its registry index) under its own names. */
+    void (*report)(const struct p2pt_handle *h, int e, const void *state, p2pt_properties *p);
     /* One-time work for `device` in the current/primary context. May JIT;
      * never called during stream capture. */
     p2pt_status (*prepare)(struct p2pt_handle *h, int device);
@@ -60,11 +62,6 @@ struct p2pt_transport {
      * all; each is described beside the code that launches it). */
     const struct p2pt_kernel *kernels[6];
 };
-
-/* The engines the tests and the benchmark name directly (the registry,
- * router.c, declares every engine it lists). */
-P2PT_INTERNAL extern const struct p2pt_transport p2pt__transport_ce;
-P2PT_INTERNAL extern const struct p2pt_transport p2pt__transport_tma;
 
 /* How many kernels transport `t` compiles. */
 static inline int p2pt__kernel_count(const struct p2pt_transport *t)

@@ -45,7 +45,8 @@ static inline int piece_dir(const struct p2pt_batch *b, const struct p2pt_side *
 }
 
 static inline __attribute__((always_inline)) p2pt_status
-scan_loop(const struct p2pt_batch *b, const struct p2pt_window_set *ws, bool staged_ok,
+scan_loop(const struct p2pt_batch *b, const struct p2pt_window_set *ws,
+          const struct p2pt_transport *t,
           bool refuse, struct p2pt_alloc_memo *memo, struct p2pt_batch_desc *out,
           struct p2pt_coalesce *groups, const bool facts, const bool write, const bool group,
           struct scan_out *o)
@@ -84,8 +85,7 @@ scan_loop(const struct p2pt_batch *b, const struct p2pt_window_set *ws, bool sta
                 slo = sm->start, shi = sm->start + sm->size;
             } else {
                 struct p2pt_side ds, ss;
-                p2pt_status st =
-                    p2pt__piece_facts(b, i, staged_ok, refuse, memo, memo_hint, &ds, &ss);
+                p2pt_status st = p2pt__piece_facts(b, i, t, refuse, memo, memo_hint, &ds, &ss);
                 if (st != P2PT_SUCCESS)
                     return st;
                 dir = piece_dir(b, &ds, &ss);
@@ -126,20 +126,20 @@ static p2pt_status scan(const struct p2pt_handle *h, struct p2pt_batch *b,
     const bool refuse = t != NULL && h->cfg.validate;
     const bool facts = t != NULL && (refuse || want_facts);
     const struct p2pt_window_set *ws = facts ? p2pt__windows(&h->windows, b->device) : NULL;
-    const bool staged_ok = t != NULL && (t->caps & P2PT_CAP_STAGED) != 0;
     struct p2pt_alloc_memo memo;
     struct scan_out o = {0, 0, 0, 0, 0, 0};
     p2pt_status st;
     p2pt__memo_init(&memo, b->device);
     if (groups != NULL)
-        st = scan_loop(b, ws, staged_ok, refuse, &memo, NULL, groups, true, false, true, &o);
+        st = scan_loop(b, ws, t, refuse, &memo, NULL, groups, true, false, true, &o);
     else if (facts)
-        st = out ? scan_loop(b, ws, staged_ok, refuse, &memo, out, NULL, true, true, false, &o)
-                 : scan_loop(b, ws, staged_ok, refuse, &memo, NULL, NULL, true, false, false, &o);
+        st = out ? scan_loop(b, ws, t, refuse, &memo, out, NULL, true, true, false, &o)
+                 : scan_loop(b, ws, t, refuse, &memo, NULL, NULL, true, false, false, &o);
     else
-        st = out ? scan_loop(b, NULL, false, false, NULL, out, NULL, false, true, false, &o)
-                 : scan_loop(b, NULL, false, false, NULL, NULL, NULL, false, false, false, &o);
+        st = out ? scan_loop(b, NULL, NULL, false, NULL, out, NULL, false, true, false, &o)
+                 : scan_loop(b, NULL, NULL, false, NULL, NULL, NULL, false, false, false, &o);
     b->scanned = true;
+    b->passes++;
     b->refused = st != P2PT_SUCCESS;
     b->pieces = o.pieces;
     b->h2d = o.h2d;

@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * How often a host batch's descriptors are read. A batch of 16,384 pieces
+ * is 384 KiB of descriptors, so each pass over them is most of what the
+ * call costs the host beyond its fixed calls. Over the fake driver
+ * (tests/fault/fake_cuda.c), a host batch through the pipeline is read
+ * once under a fixed engine, whichever, real run or dry run; under auto
+ * twice (the table picks the engine by mean piece size, so the pieces are
+ * summed before routing, then the engine makes its own pass).
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "batch_test.h"
+
+#define PIECES 64
+#define PIECE 256
+
+#ifdef P2PT_FAKE_CUDA_PATH
+static p2pt_handle *fake_handle(const char *transport)
+{
+    setenv("P2P_CUDA_LIBRARY", P2PT_FAKE_CUDA_PATH, 1);
+    setenv("P2P_NVRTC_LIBRARY", P2PT_FAKE_NVRTC_PATH, 1);
+    setenv("P2P_TRANSPORT_CACHE_DIR", "off", 1);
+    cr_assert_eq(p2pt_test_driver_load(P2PT_FAKE_CUDA_PATH), P2PT_SUCCESS, "%s",
+                 p2pt__last_error_text());
+    gt_use_device(0);
+    p2pt_init_args a = {sizeof(a), NULL, transport};
+    p2pt_handle *h = NULL;
+    cr_assert_eq(p2pt_init(&a, &h), P2PT_SUCCESS, "%s", p2pt_last_error(NULL));
+    return h;
+}
+
+/* The passes one host batch of device memory takes, real (`dry` false) or
+ * explained. */
+static unsigned passes(const char *transport, bool dry)
+{
+    p2pt_handle *h = fake_handle(transport);
+    struct gt_buf dst = gt_alloc(PIECES * PIECE), src = gt_alloc(PIECES * PIECE);
+    p2pt_copy_desc d[PIECES];
+    for (size_t i = 0; i < PIECES; i++)
+        d[i] = (p2pt_copy_desc){(void *)(uintptr_t)(dst.ptr + i * PIECE),
+                                (const void *)(uintptr_t)(src.ptr + i * PIECE), PIECE};
+    struct p2pt_op op;
+    p2pt_choice c = {sizeof(c)};
+    p2pt__op_batch(&op, "p2pt_copy_batch_async", d, PIECES, NULL);
+    cr_assert_eq(p2pt__op_run(h, &op, dry ? &c : NULL), P2PT_SUCCESS, "%s %s: %s", transport,
+                 dry ? "explained" : "real", p2pt_last_error(NULL));
+    p2pt_finalize(h);
+    return op.batch.passes;
+}
+#endif
+
+static void require_fake_driver(void)
+{
+#ifndef P2PT_FAKE_CUDA_PATH
+    cr_skip_test("the fake driver is not built here (tests/fault/)");
+#endif
+}
+
+Test(batch_passes, a_fixed_engine_reads_the_descriptors_once)
+{
+    require_fake_driver();
+#ifdef P2PT_FAKE_CUDA_PATH
+    const char *engines[] = {"ce", "tma"};
+    for (int i = 0; i < 2; i++) {
+        cr_expect_eq(passes(engines[i], false), 1, "%s, real run", engines[i]);
+        cr_expect_eq(passes(engines[i], true), 1, "%s, dry run", engines[i]);
+    }
+#endif
+}
+
+Test(batch_passes, auto_sums_the_pieces_before_it_routes_then_the_engine_reads_them)
+{
+    require_fake_driver();
+#ifdef P2PT_FAKE_CUDA_PATH
+    cr_expect_eq(passes("auto", false), 2);
+    cr_expect_eq(passes("auto", true), 2);
+#endif
+}

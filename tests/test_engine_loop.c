@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A new engine is one file: `loop`, an engine built only into this test
+ * binary, copies host-to-host pieces with a byte loop on the host. It is
+ * registered through the registry's hook and nothing else in src/ names
+ * it, yet, over the fake driver (tests/fault/fake_cuda.c), P2P_TRANSPORT
+ * accepts its name; copies and host batches are routed to it, explained
+ * and counted in its per-engine slot; a copy it cannot run (device memory)
+ * goes to the fallback engine, counted as its fallback; and a device
+ * batch is refused with status 6 naming it.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "batch_test.h"
+
+/* ------------------------------------------------------------ the engine */
+
+/* Both sides host memory (pageable or pinned): the host can reach both. */
+static bool loop_can_copy(const struct p2pt_handle *h, const struct p2pt_request *r,
+                          const char **why)
+{
+    (void)h;
+    if (r->dst_side.device < 0 && r->src_side.device < 0)
+        return true;
+    *why = "a side is device memory, out of the host's reach";
+    return false;
+}
+
+static p2pt_status loop_prepare(struct p2pt_handle *h, int device)
+{
+    (void)h;
+    (void)device;
+    return P2PT_SUCCESS;
+}
+
+/* Stream order: what the stream holds finishes first. */
+static void loop_bytes(CUstream stream, void *dst, const void *src, size_t n)
+{
+    tcu.cuStreamSynchronize(stream);
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    for (size_t i = 0; i < n; i++)
+        d[i] = s[i];
+}
+
+static p2pt_status loop_copy(struct p2pt_handle *h, const struct p2pt_request *r)
+{
+    (void)h;
+    loop_bytes(r->stream, r->dst, r->src, r->bytes);
+    return P2PT_SUCCESS;
+}
+
+/* Every piece was checked by the pipeline's pass (b->scanned). */
+static p2pt_status loop_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b)
+{
+    (void)h;
+    for (size_t i = 0; i < b->count; i++)
+        loop_bytes(b->stream, b->descs[i].dst, b->descs[i].src, (size_t)b->descs[i].bytes);
+    return P2PT_SUCCESS;
+}
+
+static const struct p2pt_transport loop_engine = {
+    .name = "loop",
+    .caps = P2PT_CAP_STAGED,
+    .can_copy = loop_can_copy,
+    .prepare = loop_prepare,
+    .copy = loop_copy,
+    .copy_batch = loop_copy_batch,
+};
+
+/* ------------------------------------------------------------- the tests */
+
+#ifdef P2PT_FAKE_CUDA_PATH
+static p2pt_handle *loop_handle(void)
+{
+    setenv("P2P_CUDA_LIBRARY", P2PT_FAKE_CUDA_PATH, 1);
+    setenv("P2P_NVRTC_LIBRARY", P2PT_FAKE_NVRTC_PATH, 1);
+    setenv("P2P_TRANSPORT_CACHE_DIR", "off", 1);
+    cr_assert_eq(p2pt_test_driver_load(P2PT_FAKE_CUDA_PATH), P2PT_SUCCESS, "%s",
+                 p2pt__last_error_text());
+    gt_use_device(0);
+    cr_assert_eq(p2pt__engine_register(&loop_engine), P2PT_SUCCESS, "%s",
+                 p2pt__last_error_text());
+    p2pt_init_args a = {sizeof(a), NULL, "loop"};
+    p2pt_handle *h = NULL;
+    cr_assert_eq(p2pt_init(&a, &h), P2PT_SUCCESS, "%s", p2pt_last_error(NULL));
+    return h;
+}
+
+static p2pt_properties props(p2pt_handle *h)
+{
+    p2pt_properties p;
+    memset(&p, 0, sizeof(p));
+    p.size = sizeof(p);
+    cr_assert_eq(p2pt_get_properties(h, &p), P2PT_SUCCESS);
+    return p;
+}
+
+static int loop_index(const p2pt_properties *p)
+{
+    for (int e = 0; e < P2PT_PROPERTIES_ENGINES; e++)
+        if (p->engine_name[e] != NULL && strcmp(p->engine_name[e], "loop") == 0)
+            return e;
+    cr_assert_fail("no engine named loop in p2pt_properties");
+    return -1;
+}
+#endif
+
+static void require_fake_driver(void)
+{
+#ifndef P2PT_FAKE_CUDA_PATH
+    cr_skip_test("the fake driver is not built here (tests/fault/)");
+#endif
+}
+
+Test(engine_loop, is_chosen_by_name_runs_host_copies_and_counts_them)
+{
+    require_fake_driver();
+#ifdef P2PT_FAKE_CUDA_PATH
+    p2pt_handle *h = loop_handle();
+    p2pt_properties p = props(h);
+    cr_expect_str_eq(p.transport, "loop");
+    int e = loop_index(&p);
+    char src[300], dst[300];
+    for (size_t i = 0; i < sizeof(src); i++)
+        src[i] = (char)(i * 7 + 1);
+    memset(dst, 0, sizeof(dst));
+
+    p2pt_choice c = {sizeof(c)};
+    cr_assert_eq(p2pt_explain_copy(h, dst, src, 100, NULL, &c), P2PT_SUCCESS, "%s",
+                 p2pt_last_error(NULL));
+    cr_expect_str_eq(c.transport, "loop");
+    cr_expect(strstr(c.reason, "P2P_TRANSPORT=loop") != NULL, "%s", c.reason);
+    cr_assert_eq(p2pt_copy_async(h, dst, src, 100, NULL), P2PT_SUCCESS, "%s",
+                 p2pt_last_error(NULL));
+    cr_expect_eq(memcmp(dst, src, 100), 0);
+
+    p2pt_copy_desc d[2] = {{dst + 100, src + 100, 150}, {dst + 250, src + 250, 50}};
+    cr_assert_eq(p2pt_explain_batch(h, d, 2, NULL, &c), P2PT_SUCCESS, "%s",
+                 p2pt_last_error(NULL));
+    cr_expect_str_eq(c.transport, "loop");
+    cr_assert_eq(p2pt_copy_batch_async(h, d, 2, NULL), P2PT_SUCCESS, "%s",
+                 p2pt_last_error(NULL));
+    cr_expect_eq(memcmp(dst, src, sizeof(src)), 0);
+
+    p = props(h);
+    cr_expect_eq(p.engine_bytes[e], 100);
+    cr_expect_eq(p.engine_batches[e], 1);
+    cr_expect_eq(p.batch_pieces, 2);
+    cr_expect_eq(p.ce_bytes + p.tma_bytes + p.ce_batches + p.tma_batches, 0);
+    p2pt_finalize(h);
+#endif
+}
+
+Test(engine_loop, what_it_cannot_run_goes_to_the_fallback_and_is_counted_as_its_fallback)
+{
+    require_fake_driver();
+#ifdef P2PT_FAKE_CUDA_PATH
+    p2pt_handle *h = loop_handle();
+    struct gt_buf dev = gt_alloc(64);
+    char host[64] = {0};
+    p2pt_choice c = {sizeof(c)};
+    cr_assert_eq(p2pt_explain_copy(h, host, (void *)(uintptr_t)dev.ptr, 64, NULL, &c),
+                 P2PT_SUCCESS, "%s", p2pt_last_error(NULL));
+    cr_expect_str_eq(c.transport, "ce");
+    cr_expect(strstr(c.reason, "but loop cannot") != NULL, "%s", c.reason);
+    cr_assert_eq(p2pt_copy_async(h, host, (void *)(uintptr_t)dev.ptr, 64, NULL), P2PT_SUCCESS,
+                 "%s", p2pt_last_error(NULL));
+    p2pt_properties p = props(h);
+    int e = loop_index(&p);
+    cr_expect_eq(p.engine_fallbacks[e], 1);
+    cr_expect_eq(p.ce_fallbacks, 1);
+    cr_expect_eq(p.ce_bytes, 64);
+    cr_expect_eq(p.engine_bytes[e], 0);
+    p2pt_finalize(h);
+#endif
+}
+
+Test(engine_loop, a_device_batch_is_refused_naming_it)
+{
+    require_fake_driver();
+#ifdef P2PT_FAKE_CUDA_PATH
+    p2pt_handle *h = loop_handle();
+    struct gt_buf descs = gt_alloc(64), count = gt_alloc(16), ws = gt_alloc(256);
+    p2pt_status st = p2pt_copy_batch_device_async(
+        h, (const p2pt_copy_desc *)(uintptr_t)descs.ptr, (const uint32_t *)(uintptr_t)count.ptr,
+        4, (void *)(uintptr_t)ws.ptr, NULL);
+    cr_expect_eq(st, P2PT_NOT_SUPPORTED);
+    cr_expect(strstr(p2pt_last_error(NULL), "loop") != NULL, "%s", p2pt_last_error(NULL));
+    p2pt_finalize(h);
+#endif
+}
