@@ -145,6 +145,7 @@ static void memo_counts(void)
     free(d);
     gt_free(&gpu);
     gt_free(&host);
+    GT_CHECK(tcu.cuStreamDestroy(s));
 }
 
 Test(offload_fake, the_pass_asks_the_driver_once_per_allocation)
@@ -194,6 +195,7 @@ static void memo_refusals(void)
     free(pageable);
     gt_free(&gpu);
     gt_free(&host);
+    GT_CHECK(tcu.cuStreamDestroy(s));
 }
 
 Test(offload_fake, pageable_memory_and_pieces_past_their_allocation_are_refused)
@@ -231,6 +233,7 @@ static void memo_not_stale(const char *transport)
         gt_free(&b);
     }
     p2pt_finalize(h);
+    GT_CHECK(tcu.cuStreamDestroy(s));
 }
 
 Test(offload_fake, pools_freed_and_allocated_again_are_asked_about_again)
@@ -273,6 +276,7 @@ static void ce_block_major(bool h2d, size_t n, size_t off)
     free(d);
     gt_free(&gpu);
     gt_free(&host);
+    GT_CHECK(tcu.cuStreamDestroy(s));
 }
 
 static void ce_layer_major_random(bool h2d)
@@ -311,6 +315,7 @@ static void ce_layer_major_random(bool h2d)
     free(d);
     gt_free(&gpu);
     gt_free(&host);
+    GT_CHECK(tcu.cuStreamDestroy(s));
 }
 
 Test(offload_fake, ce_groups_a_block_major_batch_into_one_2d_copy_per_block)
@@ -383,6 +388,7 @@ static void ce_many_pieces(void)
     free(d);
     gt_free(&src);
     gt_free(&dst);
+    GT_CHECK(tcu.cuStreamDestroy(s));
 }
 
 Test(offload_fake, ce_copies_100000_pieces_in_broken_runs_exactly)
@@ -437,6 +443,7 @@ static void budget_zero(void)
     }
     gt_free(&gpu);
     gt_free(&host);
+    GT_CHECK(tcu.cuStreamDestroy(s));
 }
 
 Test(offload_fake, budget_zero_launches_no_kernel_and_explain_says_why)
@@ -486,6 +493,7 @@ static void budget_n(void)
     gt_free(&a);
     gt_free(&b);
     gt_free(&host);
+    GT_CHECK(tcu.cuStreamDestroy(s));
 }
 
 Test(offload_fake, a_budget_of_n_never_launches_a_wider_grid)
@@ -565,6 +573,7 @@ static void link_caps(void)
     gt_free(&gpu);
     gt_free(&gpu2);
     gt_free(&host);
+    GT_CHECK(tcu.cuStreamDestroy(s));
 }
 
 Test(offload_fake, tma_batches_across_the_host_link_take_only_its_ctas)
@@ -627,6 +636,7 @@ static void link_kernel_odd_pieces(bool skew)
     free(d);
     gt_free(&gpu);
     gt_free(&host);
+    GT_CHECK(tcu.cuStreamDestroy(s));
 }
 
 Test(offload_gpu, the_link_kernel_copies_odd_pieces_byte_exact)
