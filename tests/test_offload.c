@@ -271,6 +271,15 @@ static void ce_block_major(bool h2d, size_t n, size_t off)
     p2pt_properties p = props(h);
     cr_expect_eq(p.ce_operations, blocks, "%s: %llu operations for %zu blocks", what,
                  (unsigned long long)p.ce_operations, blocks);
+    /* Explain counts the same groups. */
+    p2pt_choice c;
+    memset(&c, 0, sizeof(c));
+    c.size = sizeof(c);
+    GT_OK(p2pt_explain_batch(h, d, blocks * layers, s, &c));
+    char want[96];
+    snprintf(want, sizeof(want), "%zu pieces grouped into %zu copy-engine operations: %zu 2D",
+             blocks * layers, blocks, blocks);
+    cr_expect(strstr(c.reason, want) != NULL, "%s: explain says: %s", what, c.reason);
     cr_expect_eq(p.kernel_launches, 0);
     p2pt_finalize(h);
     free(d);

@@ -205,8 +205,15 @@ static p2pt_status batch_route(struct p2pt_handle *h, struct p2pt_op *op, struct
     }
     P2PT_TRY(p2pt__route_batch(h, b, &s->t, s->why, s->len));
     P2PT_TRY(p2pt__route_link(h, s->t, b->device, b->link));
-    if (!s->dry && (s->t->caps & P2PT_CAP_BATCH_SCAN))
-        goto out; /* the engine's own pass */
+    if ((s->t->caps & P2PT_CAP_BATCH_SCAN) && !s->dry)
+        goto out; /* the engine's own pass, in step 5 */
+    if ((s->t->caps & P2PT_CAP_BATCH_SCAN) && s->t->explain_batch != NULL) {
+        /* A dry run: the engine's own pass, which says what it would do. */
+        size_t used = strlen(s->why);
+        P2PT_TRY(s->t->explain_batch(h, b, s->why + used, s->len - used));
+        s->nothing = b->pieces == 0;
+        goto out;
+    }
     /* Without a batch step the pieces' facts are validated as copies. */
     P2PT_TRY(p2pt__batch_scan(h, b, s->t->copy_batch != NULL ? s->t : NULL, NULL, NULL));
     s->nothing = b->pieces == 0;
@@ -224,16 +231,6 @@ static p2pt_status batch_describe(struct p2pt_handle *h, struct p2pt_op *op,
     c->device = b->device;
     if (t->copy_batch == NULL)
         return each_piece(h, b, c);
-    uint32_t cap = p2pt__batch_link_cap(b);
-    size_t used = strlen(c->reason);
-    if (cap != 0 && used < sizeof(c->reason))
-        snprintf(c->reason + used, sizeof(c->reason) - used,
-                 "; every piece crosses the host link (%zu h2d, %zu d2h), so at most %u "
-                 "CTAs (the table's 'link' lines)%s",
-                 b->h2d, b->d2h, cap,
-                 b->skewed == 0 && b->d2h == 0 && b->count > P2PT_BATCH_SMALL
-                     ? ", through the link kernel (a warp a piece)"
-                     : "");
     return P2PT_SUCCESS;
 }
 

@@ -40,6 +40,14 @@ P2PT_INTERNAL p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, struct p2p
 /* `most` CTAs, or fewer when every piece of scanned batch `b` crosses the
  * host link (p2pt__batch_link_cap). */
 P2PT_INTERNAL unsigned p2pt__tma_link_grid(const struct p2pt_batch *b, unsigned most);
+/* Does scanned batch `b` take the link kernel (kernels/link_copy.cu) when
+ * the staging ring serves it? Every piece crosses the host link in a
+ * direction P2PT_LINK_DIRS names, co-aligned, more than the parameters'
+ * small batch. */
+P2PT_INTERNAL bool p2pt__tma_link_kernel(const struct p2pt_batch *b);
+/* The explain_batch hook: the pass, and the CTAs and kernel in words. */
+P2PT_INTERNAL p2pt_status p2pt__tma_explain_batch(const struct p2pt_handle *h,
+                                                  struct p2pt_batch *b, char *why, size_t len);
 /* A host batch through the context's staging ring (transport_tma_ring.c):
  * the pass over its descriptors into a slot, then one launch of up to
  * `most` CTAs: of the batch kernel (module `m`), or, when every piece

@@ -6,6 +6,7 @@
  * when the two devices cannot reach each other). It runs any request, so it
  * is also the router's fallback (P2PT_CAP_FALLBACK).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -255,6 +256,32 @@ static void ce_report(const struct p2pt_handle *h, int e, const void *state, p2p
     p->ce_batches = atomic_load(&h->stats.engine_batches[e]);
 }
 
+/* A host batch's dry run: the same pass and grouping, counted in words. */
+static p2pt_status ce_explain_batch(const struct p2pt_handle *h, struct p2pt_batch *b, char *why,
+                                    size_t len)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    struct p2pt_coalesce c;
+    struct p2pt_copy_group *g = b->count <= SIZE_MAX / sizeof(*g) ? malloc(b->count * sizeof(*g))
+                                                                   : NULL;
+    if (g == NULL)
+        return p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory for a batch of %zu", b->count);
+    p2pt__coalesce_init(&c, g);
+    P2PT_TRY(p2pt__batch_scan_groups(h, b, &p2pt__transport_ce, &c));
+    size_t two_d = 0;
+    for (size_t i = 0; i < c.n; i++)
+        two_d += p2pt__group_is_2d(&g[i]);
+    if (b->pieces != 0 && len > 0)
+        snprintf(why, len,
+                 "; %zu pieces grouped into %zu copy-engine operations: %zu 2D copies (runs of "
+                 "equal pieces at constant strides) and %zu plain ones (pieces adjacent on both "
+                 "sides merged), each kind in one batched driver call where the driver allows",
+                 b->pieces, c.n, two_d, c.n - two_d);
+out:
+    free(g);
+    return st;
+}
+
 const struct p2pt_transport p2pt__transport_ce = {
     .name = "ce",
     .caps = P2PT_CAP_STAGED | P2PT_CAP_FALLBACK | P2PT_CAP_BATCH_SCAN,
@@ -266,5 +293,6 @@ const struct p2pt_transport p2pt__transport_ce = {
     .prepare = ce_prepare,
     .copy = ce_copy,
     .copy_batch = ce_copy_batch,
+    .explain_batch = ce_explain_batch,
     .copy_batch_device = NULL, /* only a kernel reads descriptors from GPU memory */
 };

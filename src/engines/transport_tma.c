@@ -246,6 +246,7 @@ const struct p2pt_transport p2pt__transport_tma = {
     .prepare = tma_prepare,
     .copy = tma_copy,
     .copy_batch = p2pt__tma_copy_batch,
+    .explain_batch = p2pt__tma_explain_batch,
     .copy_batch_device = p2pt__tma_copy_batch_device,
     .kernels = {&p2pt__kernel_tma_copy, &p2pt__kernel_stream_copy, &p2pt__kernel_batch_copy,
                 &p2pt__kernel_link_copy, NULL},

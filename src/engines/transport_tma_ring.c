@@ -42,15 +42,6 @@ const struct p2pt_kernel p2pt__kernel_link_copy = {
     .defines = {NULL},
 };
 
-/* The directions whose batches take the link kernel (1 h2d, 2 d2h; an
- * experiment's build may set it). h2d only: beside a GEMM the batch kernel
- * moved d2h batches at 0.70-0.76 of the contiguous copy on the same 3 CTAs
- * where the link kernel moved 0.52-0.58, and alone as fast
- * (bench/results/offload.md, "the link kernel"). */
-#ifndef P2PT_LINK_DIRS
-#define P2PT_LINK_DIRS 1
-#endif
-
 #define RING_BYTES (8u << 20) /* 349,525 descriptors in flight */
 #define RING_SLOTS 64         /* batches in flight per context */
 /* P2P_TRANSPORT_BATCH_STAGING=auto reads the pinned ring in place at
@@ -260,10 +251,8 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
      * slot is recorded as busy, the ring is never used again, so that no
      * later batch writes where a pending copy or kernel may still read. */
     most = p2pt__tma_link_grid(b, most);
-    if (lm != NULL && p2pt__batch_link_cap(b) != 0 && b->skewed == 0 &&
-        (b->h2d == 0 || (P2PT_LINK_DIRS & 1)) && (b->d2h == 0 || (P2PT_LINK_DIRS & 2))) {
-        /* Every piece crosses the host link, co-aligned: the link kernel,
-         * a warp a piece, no plan (kernels/link_copy.cu). */
+    if (lm != NULL && p2pt__tma_link_kernel(b)) {
+        /* The link kernel: a warp a piece, no plan (kernels/link_copy.cu). */
         {
             struct p2pt_link_params lp = {(unsigned long long)descs, (unsigned)b->pieces,
                                           in_place ? P2PT_RING_HOST : 0};

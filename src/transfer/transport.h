@@ -56,6 +56,13 @@ struct p2pt_transport {
      * enqueued. NULL: the entry point loops over copy, one resolved request
      * per piece. */
     p2pt_status (*copy_batch)(struct p2pt_handle *h, struct p2pt_batch *b);
+    /* A host batch's dry run (p2pt_explain_batch), for an engine with
+     * P2PT_CAP_BATCH_SCAN: the one pass over the descriptors copy_batch
+     * would make (the same checks and refusals), nothing enqueued, and what
+     * the engine would do in words appended to why[0, len). NULL: the
+     * pipeline's pass, and no words. */
+    p2pt_status (*explain_batch)(const struct p2pt_handle *h, struct p2pt_batch *b, char *why,
+                                 size_t len);
     /* Enqueue a device-descriptor batch. NULL: not supported (status 6). */
     p2pt_status (*copy_batch_device)(struct p2pt_handle *h, const struct p2pt_device_batch *b);
     /* The kernels it compiles at run time, NULL-ended (prepare loads them
