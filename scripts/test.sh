@@ -26,7 +26,7 @@
 #      and its CPU suite run, so that no test depends on where the checkout is
 #
 # On a 2-core CPU machine (no GPU) the whole script takes several minutes once
-# the packages are installed (README, Tests, gives one measured run), most of
+# the packages are installed (docs/TESTING.md gives one measured run), most of
 # it in the valgrind phase. On a machine without a GPU the GPU tests skip with
 # their reason; on a GPU machine they run for real.
 #
