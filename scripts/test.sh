@@ -155,7 +155,7 @@ suite_counts() {
     /^\[SKIP\] / {
       why = i ? substr(line, i + 2) : "no reason given"
       if (why == "Test is disabled") why = "Test is disabled (left out by --filter, or .disabled)"
-      print why >> skips
+      else print why >> skips
       suite = name; sub(/::.*/, "", suite)
       n[why]++; skipped++
       if (index(" " suites[why] " ", " " suite " ") == 0)
@@ -179,13 +179,16 @@ suite_counts() {
   passed=$(sed -n 's/.*Passing: \([0-9]*\).*/\1/p' <<<"$synthesis")
   failed=$(sed -n 's/.*Failing: \([0-9]*\).*/\1/p' <<<"$synthesis")
   crashed=$(sed -n 's/.*Crashing: \([0-9]*\).*/\1/p' <<<"$synthesis")
-  skipped=$(grep -c '^\[SKIP\] ' "$log" || true)
+  # Tests that --filter leaves out read "Test is disabled": not run, not skipped.
+  skipped=$(grep '^\[SKIP\] ' "$log" | grep -vc ': Test is disabled$' || true)
   [ "${crashed:-0}" -le "${failed:-0}" ] || failed=$crashed
-  count "$name" "${passed:-0}" "${failed:-0}" "${skipped:-0}"
   if [ "$rc" = 0 ] && [ "${passed:-0}" = 0 ]; then
+    # Counted as one failure, so that the closing count agrees with the status.
     echo "test.sh: $name ran no test (log: $log)" >&2
+    count "$name" 0 1 "${skipped:-0}"
     return 1
   fi
+  count "$name" "${passed:-0}" "${failed:-0}" "${skipped:-0}"
   return "$rc"
 }
 

@@ -29,8 +29,8 @@ static void require_python(void)
 {
     char out[256];
     if (P2PT_SANITIZED)
-        cr_skip_test("libp2pt.so is built with AddressSanitizer here, which python3 cannot "
-                     "load without preloading the ASan runtime");
+        cr_skip_test("needs a build without AddressSanitizer: python3 cannot load this "
+                     "libp2pt.so without preloading the ASan runtime");
     if (run("python3 -c 'import ctypes' 2>&1", out, sizeof(out)) != 0)
         cr_skip_test("no python3: none on the PATH");
 }
