@@ -31,6 +31,12 @@ static char *read_doc(const char *name)
     return buf;
 }
 
+static const char *next_line(const char *line)
+{
+    const char *nl = strchr(line, '\n');
+    return nl ? nl + 1 : NULL;
+}
+
 static bool known(const char *const *names, size_t n, const char *name)
 {
     for (size_t i = 0; i < n; i++)
@@ -44,7 +50,7 @@ static bool known(const char *const *names, size_t n, const char *name)
 static size_t env_md_names(const char *text, char names[][64], size_t max)
 {
     size_t n = 0;
-    for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+    for (const char *line = text; line && *line; line = next_line(line)) {
         if (strncmp(line, "| `P2P_", 7) != 0)
             continue;
         const char *end = strchr(line + 3, '`');
@@ -167,8 +173,10 @@ static void doc_table(const char *text, const char *doc, char *out, size_t len)
     const char *start = strchr(mark, '\n'), *end;
     cr_assert_not_null(start);
     start++;
-    for (end = start; *end == '|';)
-        end = strchr(end, '\n') ? strchr(end, '\n') + 1 : end + strlen(end);
+    for (end = start; end && *end == '|';)
+        end = next_line(end);
+    if (end == NULL)
+        end = start + strlen(start);
     snprintf(out, len, "%.*s", (int)(end - start), start);
 }
 
