@@ -11,7 +11,10 @@ import gc
 
 import pytest
 
-torch = pytest.importorskip("torch")
+try:
+    import torch
+except ImportError as e:  # worded as the C tests word a missing resource
+    pytest.skip(f"no PyTorch: {e}", allow_module_level=True)
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device: PyTorch sees none", allow_module_level=True)
 
