@@ -7,6 +7,8 @@
  * dlsym, as a framework that already has CUDA would simply call them.
  *
  *   dlopen_consumer [path/to/libp2pt.so]
+ * Without a path it loads the libp2pt.so beside its own executable (where
+ * the build puts both), whatever the working directory.
  * Exit status: 0 on success, otherwise the p2pt status code (7 = no driver)
  * or 100+ for a failure of the example's own CUDA calls or a wrong byte.
  */
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "p2pt_plugin.h"
 
@@ -31,9 +34,25 @@ typedef int (*free_t)(unsigned long long ptr);
 
 #define SYM(type, name) (type)(cuda ? dlsym(cuda, name) : NULL)
 
+/* "<this executable's folder>/libp2pt.so"; the bare name (the loader's
+ * search path) if Linux's /proc/self/exe cannot be read. A path relative
+ * to the working directory would work from one folder only. */
+static const char *library_beside_me(char *buf, size_t len)
+{
+    ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+    buf[n > 0 ? n : 0] = '\0';
+    char *slash = strrchr(buf, '/');
+    const char name[] = "/libp2pt.so";
+    if (slash == NULL || (size_t)(slash - buf) + sizeof(name) > len)
+        return "libp2pt.so";
+    memcpy(slash, name, sizeof(name));
+    return buf;
+}
+
 int main(int argc, char **argv)
 {
-    const char *path = argc > 1 ? argv[1] : "./libp2pt.so";
+    char here[4096];
+    const char *path = argc > 1 ? argv[1] : library_beside_me(here, sizeof(here));
     void *so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (so == NULL) {
         fprintf(stderr, "cannot load %s: %s\n", path, dlerror());

@@ -20,16 +20,20 @@
 #      p2pt::p2pt_static) and pkg_check_modules
 #   6. Python: pip install . into a fresh venv, then pytest tests/python
 #   7. plain suite: every test of the plain build, with a count of the
-#      skipped ones by reason; the last line printed is Criterion's
-#      "Synthesis:" line and the exit status is the suite's
+#      skipped ones by reason and Criterion's "Synthesis:" line
+#   8. elsewhere: the tree copied under a hidden folder named like a build
+#      folder ($TMPDIR/.../.hidden/builds/p2pt), built there (no benchmark)
+#      and its CPU suite run, so that no test depends on where the checkout is
 #
 # On a 2-core CPU machine (no GPU) the whole script takes several minutes once
-# the packages are installed (README, Tests, gives one measured run), most of
+# the packages are installed (docs/TESTING.md gives one measured run), most of
 # it in the valgrind phase. On a machine without a GPU the GPU tests skip with
 # their reason; on a GPU machine they run for real.
 #
 #   scripts/test.sh                             all phases
 #   scripts/test.sh --help                      this text
+#   scripts/test.sh -- --filter 'config/*'      arguments after -- go to the
+#                                               Criterion binary (every suite run)
 #   P2PT_TEST_SANITIZE=0 scripts/test.sh        skip phase 1
 #   P2PT_TEST_FUZZ_SECONDS=0 scripts/test.sh    skip phase 2 (or N seconds each)
 #   P2PT_TEST_VALGRIND=0 scripts/test.sh        skip phase 4
@@ -37,13 +41,23 @@
 #                                               or pytest cannot be had)
 #   P2PT_BUILD_ROOT=/tmp/x scripts/test.sh      build directories under /tmp/x
 #                                               instead of the source tree
-#   extra arguments go to the Criterion binary (e.g. --filter 'config/*')
+#   P2PT_TEST_HIDDEN=0 scripts/test.sh          skip phase 8
+#
+# Any other argument is refused (exit 2). A phase that runs no test fails.
+# The last line is the count over every phase, "total: N passed, N failed,
+# N skipped"; the line before it names the phases and the skip reasons.
 set -euo pipefail
-case "${1:-}" in
-  -h | --help)
-    sed -n '2,/^set -euo pipefail/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
-    exit 0 ;;
-esac
+usage() { sed -n '3,/^set -euo pipefail/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
+criterion_args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h | --help) usage; exit 0 ;;
+    --) shift; criterion_args=("$@"); break ;;
+    *) echo "test.sh: unknown argument '$1' (Criterion arguments go after --)" >&2
+       usage >&2
+       exit 2 ;;
+  esac
+done
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 mkdir -p "${P2PT_BUILD_ROOT:-.}"
@@ -93,21 +107,45 @@ if [ -d "$ROOT/.gpudeps/include/criterion" ]; then
 fi
 jobs=$(nproc 2>/dev/null || echo 2)
 
+# The counts of every phase, printed when the script ends however it ends, so
+# that its last line is always the closing count. A phase that fails outside
+# a test suite (a build, the install consumers) counts as one failed check.
+total_pass=0 total_fail=0 total_skip=0
+phase_counts=""
+phase="" phase_counted=1
+SKIPS=$(mktemp)
+begin_phase() { phase=$1; phase_counted=0; }
+# count NAME PASSED FAILED SKIPPED
+count() {
+  total_pass=$((total_pass + $2)) total_fail=$((total_fail + $3)) total_skip=$((total_skip + $4))
+  phase_counts="$phase_counts${phase_counts:+, }$1 $2/$3/$4"
+  phase_counted=1
+}
+finish() {
+  local rc=$?
+  if [ "$rc" != 0 ] && [ "$phase_counted" = 0 ]; then count "$phase" 0 1 0; fi
+  # Reasons are grouped by their text before the first ": " (tests word a
+  # missing resource as "no CUDA device: why", "needs 2 CUDA devices: ...").
+  local reasons
+  reasons=$(awk '{ i = index($0, ": "); r = i ? substr($0, 1, i - 1) : $0; n[r]++ }
+    END { for (r in n) printf "%d %s\n", n[r], r }' "$SKIPS" | sort -rn |
+    awk '{ n = $1; sub(/^[0-9]+ /, ""); printf "%s%d %s", (NR > 1 ? "; " : ""), n, $0 }')
+  rm -f "$SKIPS"
+  echo "test.sh: passed/failed/skipped by phase: ${phase_counts:-none}; skipped by reason: ${reasons:-none}"
+  echo "total: $total_pass passed, $total_fail failed, $total_skip skipped"
+  exit "$rc"
+}
+trap finish EXIT
+
 # A suite runs with --verbose into a log, so that every skipped test
 # and its reason is known; what is streamed is what needs reading (failures,
 # crashes, the tests' own output), not the RUN/PASS/SKIP lines.
-# run_suite LOG COMMAND...: the suite, its skips by reason, its Synthesis
-# line; returns its exit status.
-run_suite() {
-  local log=$1 rc synthesis
-  shift
-  set +e
-  "$@" --verbose 2>&1 | tee "$log" |
-    grep --line-buffered -vE '^\[(RUN |PASS|SKIP)\] |^\[====\] (Running [0-9]+ tests? from |Synthesis:)|^\[----\] Criterion v'
-  rc=${PIPESTATUS[0]}
-  set -e
+# suite_counts NAME LOG RC: its skips by reason, its Synthesis line, its counts
+# added to the total; fails when the suite failed or ran no test.
+suite_counts() {
+  local name=$1 log=$2 rc=$3 synthesis passed failed crashed skipped
   # "[SKIP] suite::test: reason": count by reason, naming the suites.
-  awk '
+  awk -v skips="$SKIPS" '
     /^\[(RUN |SKIP)\] / {
       line = substr($0, 8)
       i = index(line, ": ")
@@ -117,6 +155,7 @@ run_suite() {
     /^\[SKIP\] / {
       why = i ? substr(line, i + 2) : "no reason given"
       if (why == "Test is disabled") why = "Test is disabled (left out by --filter, or .disabled)"
+      else print why >> skips
       suite = name; sub(/::.*/, "", suite)
       n[why]++; skipped++
       if (index(" " suites[why] " ", " " suite " ") == 0)
@@ -130,41 +169,82 @@ run_suite() {
       close("sort -rn")
     }' "$log"
   synthesis=$(grep -E '^\[====\] Synthesis:' "$log" | tail -1 || true)
-  if [ -n "$synthesis" ]; then
-    echo "$synthesis"
-  else
-    echo "test.sh: the suite printed no Synthesis line (exit status $rc; log: $log)"
+  if [ -z "$synthesis" ]; then
+    echo "test.sh: $name printed no Synthesis line (exit status $rc; log: $log)" >&2
+    return $((rc == 0 ? 1 : rc))
   fi
+  echo "$synthesis"
+  # "Synthesis: Tested: N | Passing: N | Failing: N | Crashing: N"; a crash
+  # is counted among the failing ones.
+  passed=$(sed -n 's/.*Passing: \([0-9]*\).*/\1/p' <<<"$synthesis")
+  failed=$(sed -n 's/.*Failing: \([0-9]*\).*/\1/p' <<<"$synthesis")
+  crashed=$(sed -n 's/.*Crashing: \([0-9]*\).*/\1/p' <<<"$synthesis")
+  # Tests that --filter leaves out read "Test is disabled": not run, not skipped.
+  skipped=$(grep '^\[SKIP\] ' "$log" | grep -vc ': Test is disabled$' || true)
+  [ "${crashed:-0}" -le "${failed:-0}" ] || failed=$crashed
+  if [ "$rc" = 0 ] && [ "${passed:-0}" = 0 ]; then
+    # Counted as one failure, so that the closing count agrees with the status.
+    echo "test.sh: $name ran no test (log: $log)" >&2
+    count "$name" 0 1 "${skipped:-0}"
+    return 1
+  fi
+  count "$name" "${passed:-0}" "${failed:-0}" "${skipped:-0}"
   return "$rc"
+}
+
+# run_suite NAME LOG COMMAND...: the suite, streamed as said above.
+run_suite() {
+  local name=$1 log=$2 rc
+  shift 2
+  set +e
+  "$@" --verbose 2>&1 | tee "$log" |
+    grep --line-buffered -vE '^\[(RUN |PASS|SKIP)\] |^\[====\] (Running [0-9]+ tests? from |Synthesis:)|^\[----\] Criterion v'
+  rc=${PIPESTATUS[0]}
+  set -e
+  suite_counts "$name" "$log" "$rc"
 }
 
 if [ "${P2PT_TEST_SANITIZE:-1}" != 0 ]; then
   echo "== ASan + UBSan build: CPU tests (GPU tests skip under the sanitizers)"
+  begin_phase asan
   cmake -S . -B "$ASAN_DIR" -DP2PT_SANITIZE=ON -DP2PT_BUILD_BENCH=OFF "${cmake_args[@]}" >/dev/null
   cmake --build "$ASAN_DIR" -j"$jobs" >/dev/null
-  set +e
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 P2PT_TEST_NO_GPU=1 \
-    run_suite "$ASAN_DIR/suite.log" "$ASAN_DIR/p2pt-tests" --jobs "$jobs" "$@"
-  rc=$?
-  set -e
-  [ $rc = 0 ] || exit $rc
+    run_suite asan "$ASAN_DIR/suite.log" "$ASAN_DIR/p2pt-tests" --jobs "$jobs" "${criterion_args[@]}"
+  # fault_loop NAME LOG COMMAND...: each failure point the loop tried counts
+  # as one check; a loop that tried none fails.
+  fault_loop() {
+    local name=$1 log=$2 points
+    shift 2
+    begin_phase "$name"
+    "$@" | tee "$log"
+    points=$(sed -n 's/^fault-injection: \([0-9]*\) points,.*/\1/p' "$log" | tail -1)
+    if [ "${points:-0}" = 0 ]; then
+      echo "test.sh: $name tried no failure point ($log)" >&2
+      return 1
+    fi
+    count "$name" "$points" 0 0
+  }
   echo "== fault injection: every driver, NVRTC and cubin-cache failure point, under the sanitizers"
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 "$ASAN_DIR/p2pt-fault-loop" \
-    "$ASAN_DIR/p2pt-fault-workload" "$ASAN_DIR/libp2pt_fake_cuda.so" \
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 fault_loop fault "$ASAN_DIR/fault.log" \
+    "$ASAN_DIR/p2pt-fault-loop" "$ASAN_DIR/p2pt-fault-workload" "$ASAN_DIR/libp2pt_fake_cuda.so" \
     "$ASAN_DIR/libp2pt_fake_nvrtc.so" "$jobs"
   echo "== the same loop through the GPU shim (libp2pt_fault_cuda.so), here over the fake driver"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 P2PT_FAULT_SKIP=cuda \
-    P2PT_FAULT_REAL_CUDA="$ASAN_DIR/libp2pt_fake_cuda.so" "$ASAN_DIR/p2pt-fault-loop" \
+    P2PT_FAULT_REAL_CUDA="$ASAN_DIR/libp2pt_fake_cuda.so" fault_loop fault-shim \
+    "$ASAN_DIR/fault-shim.log" "$ASAN_DIR/p2pt-fault-loop" \
     "$ASAN_DIR/p2pt-fault-workload" "$ASAN_DIR/libp2pt_fault_cuda.so" \
     "$ASAN_DIR/libp2pt_fake_nvrtc.so" "$jobs"
   echo "== sticky errors over the fake driver (a kernel that faults poisons its context)"
+  begin_phase sticky
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 P2P_CUDA_LIBRARY="$ASAN_DIR/libp2pt_fake_cuda.so" \
-    P2P_NVRTC_LIBRARY="$ASAN_DIR/libp2pt_fake_nvrtc.so" "$ASAN_DIR/p2pt-tests" \
-    --filter 'sticky_error/*'
+    P2P_NVRTC_LIBRARY="$ASAN_DIR/libp2pt_fake_nvrtc.so" run_suite sticky \
+    "$ASAN_DIR/sticky.log" "$ASAN_DIR/p2pt-tests" --filter 'sticky_error/*'
 fi
 
 if [ "$fuzz_seconds" != 0 ]; then
   echo "== libFuzzer: config parsing, chunk planning, batch planning and auto-table parsing, ${fuzz_seconds}s each"
+  begin_phase fuzz
   CC=clang cmake -S . -B "$FUZZ_DIR" -DP2PT_FUZZ=ON -DP2PT_SANITIZE=ON -DP2PT_BUILD_TESTS=OFF \
     -DP2PT_BUILD_BENCH=OFF -DP2PT_WERROR=ON >/dev/null
   cmake --build "$FUZZ_DIR" -j"$jobs" \
@@ -177,12 +257,18 @@ if [ "$fuzz_seconds" != 0 ]; then
       exit 1
     fi
     grep -E "^Done" "$FUZZ_DIR/$f.log" | sed "s/^/$f: /"
+    if ! grep -qE '^Done [1-9][0-9]* runs' "$FUZZ_DIR/$f.log"; then
+      echo "test.sh: $f ran no input ($FUZZ_DIR/$f.log)" >&2
+      exit 1
+    fi
   done
+  count fuzz 4 0 0
 fi
 
 # Release is what users ship; -g only adds debug info for valgrind's reports
 # and changes no warning.
 echo "== plain build: Release, -Werror"
+begin_phase build
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS_RELEASE="-O3 -DNDEBUG -g" \
   -DCMAKE_INSTALL_PREFIX=/usr "${cmake_args[@]}" >/dev/null
 cmake --build "$BUILD" -j"$jobs" >/dev/null
@@ -193,18 +279,25 @@ if [ "$use_valgrind" != 0 ]; then
   # nm) are not followed: a forked shell's copy of the test's heap reads as
   # leaked at exec, and nm's plugin loading trips a known ld.so false report.
   echo "== valgrind memcheck: CPU tests"
-  if ! P2PT_TEST_NO_GPU=1 valgrind --trace-children=yes --trace-children-skip='*/sh,*/nm' \
-      --error-exitcode=9 --leak-check=full \
-      --errors-for-leak-kinds=definite --show-leak-kinds=definite -q \
-      "$BUILD/p2pt-tests" --jobs "$jobs" "$@" >"$BUILD/valgrind.log" 2>&1; then
+  begin_phase valgrind
+  set +e
+  P2PT_TEST_NO_GPU=1 valgrind --trace-children=yes --trace-children-skip='*/sh,*/nm' \
+    --error-exitcode=9 --leak-check=full \
+    --errors-for-leak-kinds=definite --show-leak-kinds=definite -q \
+    "$BUILD/p2pt-tests" --jobs "$jobs" --verbose "${criterion_args[@]}" >"$BUILD/valgrind.log" 2>&1
+  rc=$?
+  set -e
+  if [ $rc != 0 ]; then
     grep -v '^\[' "$BUILD/valgrind.log" | head -60
     echo "test.sh: valgrind found errors ($BUILD/valgrind.log)" >&2
-    exit 1
   fi
+  # Its skips are the plain suite's; they are counted, not listed twice.
+  suite_counts valgrind "$BUILD/valgrind.log" "$rc" >/dev/null
   grep -E "Synthesis" "$BUILD/valgrind.log" | sed 's/^/valgrind: /'
 fi
 
 echo "== install: pkg-config and find_package consumers build and run"
+begin_phase install
 # As a distribution packages it: prefix /usr (so a multiarch libdir on
 # Debian) under DESTDIR; pkg-config is pointed at the staged tree.
 libdir=$(sed -n 's/^CMAKE_INSTALL_LIBDIR:PATH=//p' "$BUILD/CMakeCache.txt")
@@ -231,6 +324,7 @@ for c in consumer_cmake consumer_cmake_static consumer_pkgconfig; do
   LD_LIBRARY_PATH="$BUILD/install-test/$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     "$BUILD/install-consumer/$c"
 done
+count install 5 0 0
 
 # The Python package, installed the way a user installs it (pip install . into
 # a fresh venv; scikit-build-core comes from the package index), then the
@@ -242,6 +336,7 @@ done
 python_mode=${P2PT_TEST_PYTHON:-auto}
 if [ "$python_mode" != 0 ]; then
   echo "== Python package: pip install . into a fresh venv, then pytest tests/python"
+  begin_phase pytest
   PYDIR=$BUILD_ROOT/build-python
   rm -rf "$PYDIR" && mkdir -p "$PYDIR"
   why=""
@@ -260,6 +355,8 @@ if [ "$python_mode" != 0 ]; then
       exit 1
     fi
     echo "test.sh: Python phase skipped: $why"
+    echo "Python phase skipped: $why" >>"$SKIPS"
+    count pytest 0 0 1
   else
     "$PYDIR/venv/bin/python" -c 'import p2pt; print("pip install .: p2pt", p2pt.__version__, "from", p2pt.library_path())'
     set +e
@@ -271,6 +368,11 @@ if [ "$python_mode" != 0 ]; then
     # pytest's last line is its summary ("12 passed, 1 skipped in 0.2s").
     if [ $prc != 0 ]; then cat "$PYDIR/pytest.log"; else grep -E '^SKIPPED' "$PYDIR/pytest.log" || true; fi
     echo "pytest: $(tail -1 "$PYDIR/pytest.log")"
+    # "SKIPPED [2] tests/python/test_x.py:12: reason" counts 2 under reason.
+    sed -n 's/^SKIPPED \[\([0-9]*\)\] [^ ]*:[0-9]*: \(.*\)/\1 \2/p' "$PYDIR/pytest.log" |
+      while read -r n why; do for _ in $(seq "$n"); do echo "$why"; done; done >>"$SKIPS"
+    pytest_n() { tail -1 "$PYDIR/pytest.log" | grep -oE "[0-9]+ $1" | grep -oE '^[0-9]+' || echo 0; }
+    count pytest "$(pytest_n passed)" $(($(pytest_n failed) + $(pytest_n error))) "$(pytest_n skipped)"
     if [ $prc != 0 ]; then
       echo "test.sh: pytest exited $prc ($PYDIR/pytest.log; 5 means it collected no test)" >&2
       exit 1
@@ -279,4 +381,27 @@ if [ "$python_mode" != 0 ]; then
 fi
 
 echo "== plain suite"
-run_suite "$BUILD/suite.log" "$BUILD/p2pt-tests" --jobs "$jobs" "$@"
+begin_phase plain
+run_suite plain "$BUILD/suite.log" "$BUILD/p2pt-tests" --jobs "$jobs" "${criterion_args[@]}"
+
+if [ "${P2PT_TEST_HIDDEN:-1}" != 0 ]; then
+  echo "== elsewhere: the tree under a hidden folder, its CPU suite"
+  begin_phase elsewhere
+  if ! git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
+    echo "test.sh: phase 8 skipped: $ROOT is not a git checkout (its file list comes from git)"
+    echo "elsewhere phase skipped: not a git checkout" >>"$SKIPS"
+    count elsewhere 0 0 1
+  else
+    away=$(mktemp -d)
+    copy=$away/.hidden/builds/p2pt
+    mkdir -p "$copy"
+    # The files a checkout of this tree has, changes not yet committed included.
+    git -C "$ROOT" ls-files -z --cached --others --exclude-standard |
+      (cd "$ROOT" && tar --null -T - --ignore-failed-read -cf - 2>/dev/null) | tar -xf - -C "$copy"
+    (cd "$copy" && cmake -S . -B build -DP2PT_BUILD_BENCH=OFF "${cmake_args[@]}" >/dev/null &&
+      cmake --build build -j"$jobs" >/dev/null)
+    P2PT_TEST_NO_GPU=1 run_suite elsewhere "$copy/build/suite.log" "$copy/build/p2pt-tests" \
+      --jobs "$jobs" "${criterion_args[@]}"
+    rm -rf "$away"
+  fi
+fi

@@ -30,17 +30,27 @@
                      p2pt_status_string(gt_s_), p2pt_last_error(NULL));        \
     } while (0)
 
-/* Skip unless `n` CUDA devices are usable; P2PT_TEST_NO_GPU=1 skips too (the
- * sanitizer run, where the driver's allocations confuse ASan). */
+/*
+ * Every test skipped for want of a device words it one way, "no CUDA device:
+ * why" or "needs N CUDA devices: found M", so that scripts/test.sh counts
+ * them under one reason. P2PT_TEST_NO_GPU=1 (the sanitizer and valgrind runs,
+ * where the driver's allocations confuse the checkers) skips them all.
+ */
+#define GT_SKIP_NO_GPU_ASKED()                                                 \
+    do {                                                                       \
+        const char *gt_no_ = getenv("P2PT_TEST_NO_GPU");                       \
+        if (gt_no_ != NULL && strcmp(gt_no_, "1") == 0)                        \
+            cr_skip_test("no CUDA device: P2PT_TEST_NO_GPU=1 asks for none");  \
+    } while (0)
+
+/* Skip unless `n` CUDA devices are usable. */
 static inline void gt_require_gpus(int n)
 {
     /* Tests count NVRTC compilations: a cubin cached on disk by an earlier
      * test (or run) would make those counts lie. The cache's own tests
      * (test_cubin_cache.c) set a private directory after this call. */
     setenv("P2P_TRANSPORT_CACHE_DIR", "off", 1);
-    const char *no = getenv("P2PT_TEST_NO_GPU");
-    if (no != NULL && strcmp(no, "1") == 0)
-        cr_skip_test("no CUDA device: P2PT_TEST_NO_GPU=1 (sanitizer run)");
+    GT_SKIP_NO_GPU_ASKED();
     const char *lib = getenv("P2P_CUDA_LIBRARY");
     if (p2pt_test_driver_load(lib ? lib : "libcuda.so.1") != P2PT_SUCCESS)
         cr_skip_test("no CUDA device: %s", p2pt__last_error_text());
@@ -76,7 +86,7 @@ static inline void gt_use_fake_driver(void)
                  p2pt__last_error_text());
     gt_use_device(0);
 #else
-    cr_skip_test("the fake driver is not built here (tests/fault/)");
+    cr_skip_test("no fake driver: tests/fault/ is not built here");
 #endif
 }
 

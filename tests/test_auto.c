@@ -78,7 +78,7 @@ static void require_hopper(void)
 {
     gt_require_gpus(1);
     if (device_cc(0) < 90)
-        cr_skip_test("auto's tma bands need sm_90 or newer: device 0 is sm_%d", device_cc(0));
+        cr_skip_test("needs sm_90 or newer: device 0 is sm_%d (auto's tma bands)", device_cc(0));
 }
 
 /* Local copies below 1 MiB to tma, from 1 MiB to ce; captured copies all

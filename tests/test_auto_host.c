@@ -261,8 +261,8 @@ static void require_hopper(void)
 {
     gt_require_gpus(1);
     if (device_cc(0) < 90)
-        cr_skip_test("the host lists under test name tma, which needs sm_90 or newer: device 0 "
-                     "is sm_%d",
+        cr_skip_test("needs sm_90 or newer: device 0 is sm_%d (the host lists under test name "
+                     "tma)",
                      device_cc(0));
     gt_use_device(0);
 }
@@ -465,7 +465,7 @@ Test(auto_host_gpu, calibrate_writes_the_host_lines, .timeout = 300)
 {
     require_hopper();
 #ifndef P2PT_BENCH_PATH
-    cr_skip_test("p2pt-bench is not built here (-DP2PT_BUILD_BENCH=OFF)");
+    cr_skip_test("no p2pt-bench: built with -DP2PT_BUILD_BENCH=OFF");
 #else
     char path[64], cmd[512];
     table_file(path, "");

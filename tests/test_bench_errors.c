@@ -33,7 +33,7 @@ static int bench(const char *env, char *out, size_t len)
 static void require_bench(void)
 {
 #ifndef P2PT_BENCH_PATH
-    cr_skip_test("p2pt-bench is not built here (-DP2PT_BUILD_BENCH=OFF)");
+    cr_skip_test("no p2pt-bench: built with -DP2PT_BUILD_BENCH=OFF");
 #endif
 }
 

@@ -341,9 +341,7 @@ static struct first_prepare prepare_in_child(void)
  * device in a child, so the skip reason is still given. */
 static void require_gpu_without_touching_it(void)
 {
-    const char *no = getenv("P2PT_TEST_NO_GPU");
-    if (no != NULL && strcmp(no, "1") == 0)
-        cr_skip_test("no CUDA device: P2PT_TEST_NO_GPU=1 (sanitizer run)");
+    GT_SKIP_NO_GPU_ASKED();
     fflush(NULL);
     pid_t pid = fork();
     cr_assert_geq(pid, 0);

@@ -323,9 +323,7 @@ Test(ipc, another_process_exports_memory_and_tma_pushes_into_it)
 {
     /* Fork before this process touches CUDA: a child of an initialised
      * CUDA process cannot use CUDA. */
-    const char *no = getenv("P2PT_TEST_NO_GPU");
-    if (no != NULL && strcmp(no, "1") == 0)
-        cr_skip_test("no CUDA device: P2PT_TEST_NO_GPU=1 (sanitizer run)");
+    GT_SKIP_NO_GPU_ASKED();
     int sv[2];
     cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     pid_t pid = fork();
@@ -344,7 +342,7 @@ Test(ipc, another_process_exports_memory_and_tma_pushes_into_it)
         cr_assert_eq(got, 0, "owner process died before answering (exit %d)",
                      WIFEXITED(status) ? WEXITSTATUS(status) : -1);
         gt_require_gpus(2); /* skips with the reason */
-        cr_skip_test("owner process could not set up GPU 1 memory");
+        cr_skip_test("needs 2 CUDA devices: the owner process could not set up GPU 1 memory");
     }
     cr_assert_eq(m.kind, 'R');
     cr_assert(fd >= 0, "no file descriptor arrived");

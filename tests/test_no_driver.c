@@ -38,7 +38,7 @@ Test(no_driver, missing_library_is_status_7_naming_it)
 Test(no_driver, the_toolkit_stub_is_status_7_naming_stub_library)
 {
     if (access(P2PT_STUB_LIBCUDA, R_OK) != 0)
-        cr_skip_test("no stub library at %s", P2PT_STUB_LIBCUDA);
+        cr_skip_test("no stub libcuda: none at %s", P2PT_STUB_LIBCUDA);
     setenv("P2P_CUDA_LIBRARY", P2PT_STUB_LIBCUDA, 1);
     void *ctx = NULL;
     cr_assert_eq(p2pt_plugin_v1.init(NULL, &ctx), P2PT_NO_DRIVER);
@@ -52,7 +52,7 @@ Test(no_driver, default_library_missing_is_status_7_naming_libcuda)
     void *probe = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (probe != NULL) {
         dlclose(probe);
-        cr_skip_test("a CUDA driver is installed here: the no-driver path needs a machine without one");
+        cr_skip_test("needs no CUDA driver: one is installed here");
     }
     p2pt_handle *h = NULL;
     cr_assert_eq(p2pt_init(NULL, &h), P2PT_NO_DRIVER);

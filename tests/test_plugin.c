@@ -140,6 +140,22 @@ Test(plugin, the_example_consumer_runs_or_explains)
                   "exit %d: %s", code, out);
 }
 
+Test(plugin, the_example_consumer_finds_the_library_beside_it_from_any_directory)
+{
+    /* No path given, run from /: a library found reaches init, which
+     * refuses the transport (status 4) before it looks for a driver. */
+    char cmd[2048], out[2048];
+    snprintf(cmd, sizeof(cmd), "cd / && P2P_TRANSPORT=bogus '%s' 2>&1", P2PT_CONSUMER_PATH);
+    FILE *f = popen(cmd, "r");
+    cr_assert_not_null(f);
+    size_t n = fread(out, 1, sizeof(out) - 1, f);
+    out[n] = '\0';
+    int status = pclose(f);
+    cr_assert(WIFEXITED(status), "consumer did not exit normally: %s", out);
+    cr_assert_eq(WEXITSTATUS(status), P2PT_INVALID_ARGUMENT, "exit %d: %s", WEXITSTATUS(status),
+                 out);
+}
+
 Test(plugin, the_example_consumer_explains_a_bad_transport_with_status_4)
 {
     /* Runs the same everywhere: configuration is checked before the driver. */

@@ -29,10 +29,10 @@ static void require_python(void)
 {
     char out[256];
     if (P2PT_SANITIZED)
-        cr_skip_test("libp2pt.so is built with AddressSanitizer here, which python3 cannot "
-                     "load without preloading the ASan runtime");
+        cr_skip_test("needs a build without AddressSanitizer: python3 cannot load this "
+                     "libp2pt.so without preloading the ASan runtime");
     if (run("python3 -c 'import ctypes' 2>&1", out, sizeof(out)) != 0)
-        cr_skip_test("no python3 here");
+        cr_skip_test("no python3: none on the PATH");
 }
 
 Test(python, the_module_raises_p2pt_errors_with_status_and_text)
@@ -63,7 +63,7 @@ static void moe(const char *extra)
     char out[8192], cmd[2048];
     if (run("python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>&1",
             out, sizeof(out)) != 0)
-        cr_skip_test("no PyTorch with CUDA here");
+        cr_skip_test("no PyTorch with CUDA: python3 cannot import one");
     snprintf(cmd, sizeof(cmd),
              "P2PT_LIBRARY='%s' P2P_TRANSPORT_CACHE_DIR=off python3 '%s/examples/moe_dispatch.py' "
              "--tokens 1024 --replays 6 %s 2>&1",

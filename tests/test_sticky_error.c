@@ -84,9 +84,7 @@ static int child(int fd, const char *transport)
 
 static void sticky_error_is_reported(const char *transport)
 {
-    const char *no = getenv("P2PT_TEST_NO_GPU");
-    if (no != NULL && strcmp(no, "1") == 0)
-        cr_skip_test("no CUDA device: P2PT_TEST_NO_GPU=1 (sanitizer run)");
+    GT_SKIP_NO_GPU_ASKED();
     setenv("P2P_TRANSPORT_CACHE_DIR", "off", 1);
     int fds[2];
     cr_assert_eq(pipe(fds), 0);

@@ -167,6 +167,12 @@ static const char *const known_vars[] = {
     "P2P_TRANSPORT_STREAM_MIN", "P2P_TRANSPORT_BATCH_STAGING", "P2P_TRANSPORT_SM_BUDGET",
 };
 
+const char *const *p2pt__config_known_vars(size_t *n)
+{
+    *n = P2PT_ARRAY_LEN(known_vars);
+    return known_vars;
+}
+
 /* Edit distance of a and b, capped (names are short). */
 static size_t edit_distance(const char *a, const char *b)
 {

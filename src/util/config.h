@@ -61,6 +61,9 @@ P2PT_INTERNAL p2pt_status p2pt__config_parse(struct p2pt_config *cfg, const char
 /* WARN, through `log`, about every P2P_* variable of the environment that
  * looks like one of p2pt's but is not (a misspelling), naming the closest. */
 P2PT_INTERNAL void p2pt__config_warn_unknown_env(const struct p2pt_logger *log);
+/* Every variable p2pt reads (the names `options` takes too), `*n` of them;
+ * env.md documents exactly these (tests/test_docs.c). */
+P2PT_INTERNAL const char *const *p2pt__config_known_vars(size_t *n);
 /* Decimal with an optional binary K/M/G/T suffix; false on junk or overflow. */
 P2PT_INTERNAL bool p2pt__parse_size(const char *s, unsigned long long *out);
 /* Shared memory one CTA's ring needs for this configuration. */

@@ -42,6 +42,16 @@ def test_installed_package_loads_the_library_it_ships():
     assert _build_version.version == p2pt.__version__
 
 
+def test_installed_metadata_has_the_headers_version(root):
+    # pyproject.toml reads the version from include/p2pt.h with a regex; a
+    # header reformatted past that regex would ship a wheel of another version.
+    if os.environ.get("P2PT_TEST_INSTALLED") != "1":
+        pytest.skip("needs an installed package: a source tree has no distribution metadata "
+                    "(P2PT_TEST_INSTALLED=1 checks an installed one)")
+    from importlib import metadata
+    assert metadata.version("p2pt") == header_version(root) == p2pt.__version__
+
+
 def test_no_driver_is_status_7_naming_the_library():
     r = run_python("import p2pt\ntry:\n    p2pt.Handle(transport='tma')\n"
                    "except p2pt.Error as e:\n    print(e.status, e.status_name, e.text)\n",
@@ -97,7 +107,7 @@ def test_batch_status_reads_a_workspace_prefix():
 
 def test_a_missing_library_names_every_path_tried(tmp_path):
     if os.environ.get("P2PT_TEST_INSTALLED") == "1":
-        pytest.skip("an installed package always finds the library it ships")
+        pytest.skip("needs a source tree: an installed package always finds the library it ships")
     r = run_python("import p2pt\ntry:\n    p2pt.load()\nexcept OSError as e:\n    print(e)\n",
                    P2PT_LIBRARY=str(tmp_path / "libnothing.so"), LD_LIBRARY_PATH="")
     assert "libnothing.so" in r.stdout and "P2PT_LIBRARY" in r.stdout, r.stdout + r.stderr

@@ -11,9 +11,12 @@ import gc
 
 import pytest
 
-torch = pytest.importorskip("torch")
+try:
+    import torch
+except ImportError as e:  # worded as the C tests word a missing resource
+    pytest.skip(f"no PyTorch: {e}", allow_module_level=True)
 if not torch.cuda.is_available():
-    pytest.skip("PyTorch sees no CUDA device", allow_module_level=True)
+    pytest.skip("no CUDA device: PyTorch sees none", allow_module_level=True)
 
 import p2pt  # noqa: E402
 import p2pt.torch as pt  # noqa: E402
@@ -21,7 +24,7 @@ import p2pt.torch as pt  # noqa: E402
 
 def hopper():
     if torch.cuda.get_device_capability(0) < (9, 0):
-        pytest.skip("row copies run as a TMA kernel: compute capability 9.0 or later")
+        pytest.skip("needs sm_90 or newer: row copies run as a TMA kernel")
 
 
 @pytest.fixture
@@ -202,7 +205,7 @@ def test_properties_explain_and_topology_through_the_handle(h):
 def test_peer_rows_land_on_the_other_gpu(h):
     hopper()
     if torch.cuda.device_count() < 2:
-        pytest.skip("needs 2 GPUs")
+        pytest.skip(f"needs 2 CUDA devices: found {torch.cuda.device_count()}")
     h.peer_enable(0, 1)
     src = rows(64)
     dst = torch.zeros(64, 1024, dtype=torch.bfloat16, device="cuda:1")

@@ -5,7 +5,10 @@ torch.compile keep them in its graph), and their fake implementations give
 the right shapes without a GPU. Skips without PyTorch."""
 import pytest
 
-torch = pytest.importorskip("torch")
+try:
+    import torch
+except ImportError as e:  # worded as the C tests word a missing resource
+    pytest.skip(f"no PyTorch: {e}", allow_module_level=True)
 import p2pt.torch as pt  # noqa: E402,F401  (registers the operations)
 
 
