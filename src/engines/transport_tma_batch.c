@@ -28,7 +28,6 @@
  * CTAs that saturate it (the router's b->link): a transfer that PCIe caps
  * gains nothing from more, and they hold SMs that compute beside it needs.
  */
-#include <stdio.h>
 #include <string.h>
 
 #include "batch_plan.h"
@@ -50,41 +49,6 @@ const struct p2pt_kernel p2pt__kernel_batch_copy = {
 static _Thread_local struct p2pt_batch_large large;
 static _Thread_local struct p2pt_batch_small small;
 static _Thread_local struct p2pt_batch_dev_params dev;
-
-/* The directions whose batches take the link kernel (1 h2d, 2 d2h; an
- * experiment's build may set it). h2d only: beside a GEMM the batch kernel
- * moved d2h batches at 0.70-0.76 of the contiguous copy on the same 3 CTAs
- * where the link kernel moved 0.52-0.58, and alone as fast
- * (bench/results/offload.md, "the link kernel"). */
-#ifndef P2PT_LINK_DIRS
-#define P2PT_LINK_DIRS 1
-#endif
-
-bool p2pt__tma_link_kernel(const struct p2pt_batch *b)
-{
-    return b->count > P2PT_BATCH_SMALL && p2pt__batch_link_cap(b) != 0 && b->skewed == 0 &&
-           (b->h2d == 0 || (P2PT_LINK_DIRS & 1)) && (b->d2h == 0 || (P2PT_LINK_DIRS & 2));
-}
-
-p2pt_status p2pt__tma_explain_batch(const struct p2pt_handle *h, struct p2pt_batch *b, char *why,
-                                    size_t len)
-{
-    p2pt_status st = p2pt__batch_scan(h, b, &p2pt__transport_tma, NULL, NULL);
-    uint32_t cap = p2pt__batch_link_cap(b);
-    if (st == P2PT_SUCCESS && cap != 0 && len > 0)
-        snprintf(why, len,
-                 "; every piece crosses the host link (%zu h2d, %zu d2h), so at most %u CTAs "
-                 "(the table's 'link' lines)%s",
-                 b->h2d, b->d2h, cap,
-                 p2pt__tma_link_kernel(b) ? ", through the link kernel (a warp a piece)" : "");
-    return st;
-}
-
-unsigned p2pt__tma_link_grid(const struct p2pt_batch *b, unsigned most)
-{
-    uint32_t cap = p2pt__batch_link_cap(b);
-    return cap != 0 && cap < most ? cap : most;
-}
 
 /* One launch of up to P2PT_BATCH_LARGE pieces, already in large.desc. */
 static p2pt_status launch_params(struct p2pt_handle *h, const struct p2pt_module *m, size_t n,

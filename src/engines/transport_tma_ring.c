@@ -33,15 +33,6 @@
 #include "batch_scan.h"
 #include "tma.h"
 
-const struct p2pt_kernel p2pt__kernel_link_copy = {
-    .name = "link_copy",
-    .file = "kernels/link_copy.cu",
-    .source = p2pt__link_copy_source,
-    .entries = {"p2pt_link_copy", NULL},
-    .min_cc = 90,
-    .defines = {NULL},
-};
-
 #define RING_BYTES (8u << 20) /* 349,525 descriptors in flight */
 #define RING_SLOTS 64         /* batches in flight per context */
 /* P2P_TRANSPORT_BATCH_STAGING=auto reads the pinned ring in place at

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * TMA batches across the host link: a batch whose every piece has one side
+ * in pinned host memory is bound by PCIe, not by the SMs. The router hands
+ * it the CTAs that saturate the link in each direction (the table's `link`
+ * lines, b->link); this file holds what the TMA engine does with them: how
+ * many CTAs a launch then takes, whether the link kernel
+ * (kernels/link_copy.cu) runs it, and how a dry run says so. The batch and
+ * ring files (transport_tma_batch.c, transport_tma_ring.c) apply it.
+ */
+#include <stdio.h>
+
+#include "batch_scan.h"
+#include "tma.h"
+
+const struct p2pt_kernel p2pt__kernel_link_copy = {
+    .name = "link_copy",
+    .file = "kernels/link_copy.cu",
+    .source = p2pt__link_copy_source,
+    .entries = {"p2pt_link_copy", NULL},
+    .min_cc = 90,
+    .defines = {NULL},
+};
+
+/* The directions whose batches take the link kernel (1 h2d, 2 d2h; an
+ * experiment's build may set it). h2d only: beside a GEMM the batch kernel
+ * moved d2h batches at 0.70-0.76 of the contiguous copy on the same 3 CTAs
+ * where the link kernel moved 0.52-0.58, and alone as fast
+ * (bench/results/offload.md, "the link kernel"). */
+#ifndef P2PT_LINK_DIRS
+#define P2PT_LINK_DIRS 1
+#endif
+
+unsigned p2pt__tma_link_grid(const struct p2pt_batch *b, unsigned most)
+{
+    uint32_t cap = p2pt__batch_link_cap(b);
+    return cap != 0 && cap < most ? cap : most;
+}
+
+bool p2pt__tma_link_kernel(const struct p2pt_batch *b)
+{
+    return b->count > P2PT_BATCH_SMALL && p2pt__batch_link_cap(b) != 0 && b->skewed == 0 &&
+           (b->h2d == 0 || (P2PT_LINK_DIRS & 1)) && (b->d2h == 0 || (P2PT_LINK_DIRS & 2));
+}
+
+p2pt_status p2pt__tma_explain_batch(const struct p2pt_handle *h, struct p2pt_batch *b, char *why,
+                                    size_t len)
+{
+    p2pt_status st = p2pt__batch_scan(h, b, &p2pt__transport_tma, NULL, NULL);
+    uint32_t cap = p2pt__batch_link_cap(b);
+    if (st == P2PT_SUCCESS && cap != 0 && len > 0)
+        snprintf(why, len,
+                 "; every piece crosses the host link (%zu h2d, %zu d2h), so at most %u CTAs "
+                 "(the table's 'link' lines)%s",
+                 b->h2d, b->d2h, cap,
+                 p2pt__tma_link_kernel(b) ? ", through the link kernel (a warp a piece)" : "");
+    return st;
+}
