@@ -19,12 +19,7 @@
 #ifdef P2PT_FAKE_CUDA_PATH
 static p2pt_handle *fake_handle(const char *transport)
 {
-    setenv("P2P_CUDA_LIBRARY", P2PT_FAKE_CUDA_PATH, 1);
-    setenv("P2P_NVRTC_LIBRARY", P2PT_FAKE_NVRTC_PATH, 1);
-    setenv("P2P_TRANSPORT_CACHE_DIR", "off", 1);
-    cr_assert_eq(p2pt_test_driver_load(P2PT_FAKE_CUDA_PATH), P2PT_SUCCESS, "%s",
-                 p2pt__last_error_text());
-    gt_use_device(0);
+    gt_use_fake_driver();
     p2pt_init_args a = {sizeof(a), NULL, transport};
     p2pt_handle *h = NULL;
     cr_assert_eq(p2pt_init(&a, &h), P2PT_SUCCESS, "%s", p2pt_last_error(NULL));

@@ -74,12 +74,7 @@ static const struct p2pt_transport loop_engine = {
 #ifdef P2PT_FAKE_CUDA_PATH
 static p2pt_handle *loop_handle(void)
 {
-    setenv("P2P_CUDA_LIBRARY", P2PT_FAKE_CUDA_PATH, 1);
-    setenv("P2P_NVRTC_LIBRARY", P2PT_FAKE_NVRTC_PATH, 1);
-    setenv("P2P_TRANSPORT_CACHE_DIR", "off", 1);
-    cr_assert_eq(p2pt_test_driver_load(P2PT_FAKE_CUDA_PATH), P2PT_SUCCESS, "%s",
-                 p2pt__last_error_text());
-    gt_use_device(0);
+    gt_use_fake_driver();
     cr_assert_eq(p2pt__engine_register(&loop_engine), P2PT_SUCCESS, "%s",
                  p2pt__last_error_text());
     p2pt_init_args a = {sizeof(a), NULL, "loop"};
