@@ -16,8 +16,11 @@ Each way is timed (CUDA events, warm-up, median of --runs) for:
 and the GB/s of each printed. --overlap runs each beside a loop of bf16
 8192 x 8192 torch.matmul on another stream and prints how much slower the
 matmul ran (its time alone measured just before each case) and the
-transfer's GB/s beside it. --sm-budget N passes P2P_TRANSPORT_SM_BUDGET=N
-to swap_blocks.
+transfer's GB/s beside it, both loops starting together and the
+transfers lasting the whole matmul loop. Then each swap_blocks row as a
+fraction of the contiguous copy_, and the host time of one swap_blocks
+call against the C library's enqueue of the same pieces. --sm-budget N
+passes P2P_TRANSPORT_SM_BUDGET=N to swap_blocks.
 
     python3 examples/kv_offload.py
     python3 examples/kv_offload.py --overlap
@@ -30,6 +33,7 @@ import math
 import os
 import statistics
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 
@@ -180,10 +184,18 @@ class Matmul:
         self.c = torch.empty_like(self.a)
         self.count = count
         self.stream = torch.cuda.Stream()
+        # cuBLAS picks and loads its kernel at the first call: a time alone
+        # that includes it is several times the steady one.
+        with torch.cuda.stream(self.stream):
+            for _ in range(3):
+                torch.matmul(self.a, self.b, out=self.c)
+        torch.cuda.synchronize()
 
-    def enqueue(self):
+    def enqueue(self, after=None):
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         with torch.cuda.stream(self.stream):
+            if after is not None:
+                self.stream.wait_event(after)
             e0.record()
             for _ in range(self.count):
                 torch.matmul(self.a, self.b, out=self.c)
@@ -191,20 +203,28 @@ class Matmul:
         return e0, e1
 
     def alone(self):
-        """Milliseconds per matmul with nothing beside it."""
+        """Milliseconds per matmul with nothing else on the GPU."""
         torch.cuda.synchronize()
         e0, e1 = self.enqueue()
         e1.synchronize()
         return e0.elapsed_time(e1) / self.count
 
     def beside(self, fn, fn_ms, stream):
-        """(ms per matmul, transfer ms) with fn repeated on `stream` over
-        about the matmul loop's span."""
-        alone = self.alone()
-        reps = max(1, math.ceil(self.count * alone / fn_ms))
+        """(ms per matmul alone, ms per matmul beside fn, transfer ms) with fn
+        repeated on `stream` over the whole matmul loop: both loops wait
+        for one event behind a sleep kernel, so that both are queued before
+        either starts and they start together, and fn repeats until past
+        the loop's end even at its speed alone."""
+        alone = self.alone()  # just before, with nothing queued
+        reps = math.ceil(self.count * alone / fn_ms) + 1
         torch.cuda.synchronize()
-        m0, m1 = self.enqueue()
+        gate = torch.cuda.current_stream()
+        torch.cuda._sleep(50_000_000)  # ~25 ms: time to queue both loops
+        go = torch.cuda.Event()
+        go.record(gate)
+        m0, m1 = self.enqueue(after=go)
         with torch.cuda.stream(stream):
+            stream.wait_event(go)
             c0, c1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             c0.record()
             for _ in range(reps):
@@ -212,6 +232,32 @@ class Matmul:
             c1.record()
         torch.cuda.synchronize()
         return alone, m0.elapsed_time(m1) / self.count, c0.elapsed_time(c1) / reps
+
+
+def host_overhead(c, runs=21):
+    """Host microseconds per call, median: the C library's enqueue of the
+    offload's descriptors (copy_batch_at, descriptors built beforehand) and
+    a whole swap_blocks with the CPU mapping, each after a synchronize so
+    that neither waits on the other's copies."""
+    h = pt.handle()
+    n, layers = c.out_map.shape[0], len(c.gl)
+    bb = c.gl[0].stride(0) * c.gl[0].element_size()
+    dst = torch.tensor([t.data_ptr() for t in c.pl])[:, None] + c.out_map[:, 1] * bb
+    src = torch.tensor([t.data_ptr() for t in c.gl])[:, None] + c.out_map[:, 0] * bb
+    descs = torch.stack([dst, src, torch.full_like(dst, bb)], -1).reshape(n * layers, 3)
+    stream = torch.cuda.current_stream().cuda_stream
+    b = c.a.sm_budget
+    calls = (lambda: h.copy_batch_at(descs.data_ptr(), n * layers, stream),
+             lambda: pt.swap_blocks(c.gl, c.pl, c.out_map, sm_budget=b))
+    times = ([], [])
+    for _ in range(runs):
+        for fn, t in zip(calls, times):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            fn()
+            t.append((time.perf_counter() - t0) * 1e6)
+    torch.cuda.synchronize()
+    return n * layers, statistics.median(times[0]), statistics.median(times[1])
 
 
 def main():
@@ -240,6 +286,7 @@ def main():
         head += f"  {'beside matmul: offload GB/s, matmul slower':>44}  {'restore':>18}"
     print(head)
     bad = 0
+    rates = {}
     for label, (off, res), lands in methods:
         # One checked run of each way, from poisoned destinations.
         c.poison()
@@ -262,6 +309,7 @@ def main():
             print(f"kv_offload: {label}: {wrong} blocks hold wrong bytes", file=sys.stderr)
             bad += 1
         t_off, t_res = timed(off, a.runs, stream), timed(res, a.runs, stream)
+        rates[label] = (c.bytes / t_off / 1e6, c.bytes / t_res / 1e6)
         line = (f"kv_offload: {label:<26} {c.bytes / t_off / 1e6:12.1f} "
                 f"{c.bytes / t_res / 1e6:12.1f}")
         if mm:
@@ -273,6 +321,15 @@ def main():
                              f"({alone:.2f} ms alone)")
             line += "  " + "  ".join(cells)
         print(line)
+    ref = rates["contiguous copy_"]
+    for label, (r_off, r_res) in rates.items():
+        if label.startswith("swap_blocks"):
+            print(f"kv_offload: {label} / contiguous copy_: offload {r_off / ref[0]:.2f}, "
+                  f"restore {r_res / ref[1]:.2f}")
+    pieces, c_us, swap_us = host_overhead(c)
+    print(f"kv_offload: host time a call, CPU mapping, {pieces} pieces (median): the C "
+          f"enqueue (copy_batch_at) {c_us:.0f} us, swap_blocks {swap_us:.0f} us: "
+          f"{swap_us - c_us:.0f} us of Python")
     print(f"kv_offload: {'every byte checked: right' if not bad else f'{bad} methods WRONG'}")
     return 0 if not bad else 1
 

@@ -32,9 +32,11 @@ explicitly); at most properties()["max_windows"] storages per device. Run
 an operation once per device (or call prepare) before capturing a graph:
 the first use compiles and loads the kernel and registers the windows.
 """
+import itertools
 import math
 import os
 import threading
+import weakref
 import warnings
 from contextlib import nullcontext
 from typing import List, Optional
@@ -47,6 +49,14 @@ except ImportError:
 
 from . import _handle
 from ._lib import Error, Status
+
+try:
+    # The host batch of a CPU mapping is built with NumPy where it is there:
+    # a NumPy op on a few thousand numbers costs a microsecond or two, a torch
+    # op on the CPU several times that, which adds up per swap.
+    import numpy as _np
+except ImportError:
+    _np = None
 
 __all__ = ["handle", "prepare", "copy_", "copy_batch_", "copy_rows_", "copy_batch_device_",
            "swap_blocks", "row_descriptors", "register_window", "batch_status", "check_status",
@@ -150,7 +160,12 @@ def _stream(stream):
     return torch.cuda.stream(stream) if stream is not None else nullcontext()
 
 
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
 def _cur():
+    if _raw_stream is not None:  # the same handle without a Stream object
+        return _raw_stream(torch.cuda.current_device())
     return torch.cuda.current_stream().cuda_stream
 
 
@@ -240,12 +255,17 @@ def _hold_pinned(tensors):
         if storage.nbytes() == 0 or storage.data_ptr() in seen:
             continue
         seen.add(storage.data_ptr())
-        device = torch.cuda.current_device()
-        byte = _scratch.get(device)
-        if byte is None:
-            byte = _scratch[device] = torch.empty(1, dtype=torch.uint8, device="cuda")
-        first = torch.empty(0, dtype=torch.uint8).set_(storage, 0, (1,), (1,))
-        byte.copy_(first, non_blocking=True)
+        _touch(storage)
+
+
+def _touch(storage):
+    """The 1-byte copy of _hold_pinned from the first byte of a pinned `storage`."""
+    device = torch.cuda.current_device()
+    byte = _scratch.get(device)
+    if byte is None:
+        byte = _scratch[device] = torch.empty(1, dtype=torch.uint8, device="cuda")
+    first = torch.empty(0, dtype=torch.uint8).set_(storage, 0, (1,), (1,))
+    byte.copy_(first, non_blocking=True)
 
 
 def _flat_bytes(t):
@@ -546,12 +566,7 @@ def _block_bytes(t, name):
     return bb
 
 
-def _swap_check(srcs, dsts, mapping):
-    """Every check of swap_blocks that needs no value of the mapping: the
-    block bytes of each layer."""
-    if len(srcs) != len(dsts):
-        raise ValueError(f"p2pt.torch.swap_blocks: {len(srcs)} src layers and {len(dsts)} dst "
-                         f"layers; the lists must have the same length")
+def _mapping_check(mapping):
     if mapping.dtype != torch.int64 or mapping.dim() != 2 or mapping.shape[1] != 2:
         raise ValueError(f"p2pt.torch.swap_blocks: block_mapping must be an int64 tensor of "
                          f"shape [n, 2] (src block, dst block); got {mapping.dtype} of shape "
@@ -559,6 +574,16 @@ def _swap_check(srcs, dsts, mapping):
     if mapping.device.type not in ("cpu", "cuda"):
         raise ValueError(f"p2pt.torch.swap_blocks: block_mapping is on {mapping.device}; "
                          f"expected the CPU (a host batch) or the GPU (a device batch)")
+
+
+def _swap_check(srcs, dsts, mapping=None):
+    """Every check of swap_blocks that needs no value of the mapping: the
+    block bytes of each layer."""
+    if len(srcs) != len(dsts):
+        raise ValueError(f"p2pt.torch.swap_blocks: {len(srcs)} src layers and {len(dsts)} dst "
+                         f"layers; the lists must have the same length")
+    if mapping is not None:
+        _mapping_check(mapping)
     sizes = []
     for i, (s, d) in enumerate(zip(srcs, dsts)):
         if s.dtype != d.dtype or tuple(s.shape[1:]) != tuple(d.shape[1:]) or \
@@ -590,20 +615,209 @@ def _check_ids(ids, limits, side, col):
                          f"{limit} blocks)")
 
 
+def _repeats(ids):
+    """Whether a NumPy array of ids holds one twice."""
+    ids = _np.sort(ids)
+    return bool((ids[1:] == ids[:-1]).any())
+
+
+def _disjoint(ranges):
+    """Whether the [start, end) byte ranges share no byte."""
+    spans = sorted(r for r in ranges if r[1] > r[0])
+    return all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+
+
+class _Layout:
+    """What a swap needs of its two lists of layers and of no mapping: the
+    checks of _swap_check, done once, and the numbers the descriptors are
+    built from. A layout serves the same tensor objects again (see
+    _layout), so a swap of the same layers pays for none of it twice."""
+
+    def __init__(self, src, dst):
+        self.sizes = _swap_check(src, dst)
+        self.layers = len(self.sizes)
+        self.src_ptrs = tuple(t.data_ptr() for t in src)
+        self.dst_ptrs = tuple(t.data_ptr() for t in dst)
+        self.src_rows = [t.shape[0] for t in src]
+        self.dst_rows = [t.shape[0] for t in dst]
+        self.slow = _pageable("swap_blocks", [(t, f"src[{i}]") for i, t in enumerate(src)] +
+                              [(t, f"dst[{i}]") for i, t in enumerate(dst)])
+        uniform = self.layers and len(set(self.sizes)) == 1
+        self.block = self.sizes[0] if uniform else None
+        self.min_src = min(self.src_rows) if self.layers else 0
+        self.min_dst = min(self.dst_rows) if self.layers else 0
+        self.same_rows = len(set(self.src_rows)) <= 1 and len(set(self.dst_rows)) <= 1
+        # Pieces never race when every dst layer's blocks lie apart from every
+        # other dst layer's and from every src layer's: then only a repeated
+        # dst id (a block written twice) can, which the ids alone tell. Views
+        # that interleave (layers of a [blocks, layers, ...] tensor, a src
+        # and a dst in one storage) keep the check on addresses.
+        dst_spans = [(p, p + r * b) for p, r, b in zip(self.dst_ptrs, self.dst_rows, self.sizes)]
+        src_spans = [(p, p + r * b) for p, r, b in zip(self.src_ptrs, self.src_rows, self.sizes)]
+        self.disjoint = _disjoint(dst_spans) and all(
+            _disjoint([d, s]) for d in dst_spans for s in src_spans) if self.layers else True
+        # One layer per storage: the windows to register and the pinned
+        # blocks to hold, found once instead of per layer and call.
+        seen, self.storages = set(), []
+        for side, tensors in ((0, src), (1, dst)):
+            for i, t in enumerate(tensors):
+                st = t.untyped_storage()
+                base = st.data_ptr()
+                if base not in seen:
+                    seen.add(base)
+                    self.storages.append((side, i, base, st.nbytes(),
+                                          not t.is_cuda and t.is_pinned()))
+        self.pinned = [(side, i) for side, i, _, n, pin in self.storages if pin and n]
+        self.refs = [weakref.ref(t) for t in src] + [weakref.ref(t) for t in dst]
+        self.meta = {}  # device index -> (bases and block bytes, limits) on that GPU
+        if _np is not None and self.layers:
+            # (layers, 1, 3): dst base, src base, 0; the block bytes as a
+            # scalar or (layers, 1, 1): descriptors = bases + [d, s, 1] * bytes.
+            self.np_bases = _np.array([self.dst_ptrs, self.src_ptrs, [0] * self.layers],
+                                      dtype=_np.int64).T.reshape(self.layers, 1, 3).copy()
+            self.np_block = self.block if self.block is not None else \
+                _np.array(self.sizes, dtype=_np.int64).reshape(self.layers, 1, 1)
+        # The host batch's buffers by row count, reused: fresh pages for a
+        # few hundred KiB at every call cost more than filling them. The C
+        # library reads the descriptors before it returns, and the lock
+        # keeps two threads swapping these layers from sharing them.
+        self.buffers = {}
+        self.lock = threading.Lock()
+
+    def serves(self, src, dst):
+        """Whether this layout was made of these very tensors, which still
+        point where they did (a tensor alive keeps its storage alive, so
+        whatever was checked of the storage still holds)."""
+        refs = self.refs
+        for r, t in zip(refs, itertools.chain(src, dst)):
+            if r() is not t:
+                return False
+        return tuple(map(_data_ptr, src)) == self.src_ptrs and \
+            tuple(map(_data_ptr, dst)) == self.dst_ptrs
+
+    def _meta_cpu(self):
+        layers = self.layers
+        base = torch.tensor([self.dst_ptrs, self.src_ptrs, [0] * layers], dtype=torch.int64)
+        block = torch.tensor(self.sizes, dtype=torch.int64)
+        return (base.t().reshape(layers, 1, 3).contiguous(),
+                block[:, None, None].expand(layers, 1, 3).contiguous(),
+                torch.tensor([self.src_rows, self.dst_rows], dtype=torch.int64))
+
+    def _meta(self, device):
+        """((layers, 1, 3) dst base, src base, 0; (layers, 1, 3) block bytes;
+        (2, layers) blocks of each src and dst layer), on `device`."""
+        if device.type != "cuda":
+            return self._meta_cpu()
+        m = self.meta.get(device.index)
+        if m is None:
+            m = self.meta[device.index] = tuple(_meta_on(t, device) for t in self._meta_cpu())
+        return m
+
+    def pieces(self, mapping, device):
+        """The (layers * n, 3) int64 descriptors, layer-major, on `device`
+        (the mapping's): for layer l and row i, dst base + d * block bytes,
+        src base + s * block bytes, block bytes; built as base + [d, s, 1]
+        * block bytes, in three ops where every layer has one block size."""
+        n, layers = mapping.shape[0], self.layers
+        base, block, _ = self._meta(device)
+        ids = torch.nn.functional.pad(mapping.flip(1), (0, 1), value=1)  # (n, 3): d, s, 1
+        descs = torch.empty(layers, n, 3, dtype=torch.int64, device=device)
+        if self.block is not None:
+            torch.add(base, ids, alpha=self.block, out=descs)
+        else:
+            torch.add(base, ids * block, out=descs)
+        return descs.view(layers * n, 3)
+
+    def host_pieces(self, mapping):
+        """The descriptors of a CPU mapping as a NumPy array, after the checks
+        of a host batch (ValueError naming the first bad row): every id in
+        its layers, no block written twice or written and read. The array is
+        the layout's buffer: hold self.lock until the batch has read it."""
+        ids = mapping.numpy()
+        n = ids.shape[0]
+        s_ids, d_ids = ids[:, 0], ids[:, 1]
+        (lo_s, lo_d), (hi_s, hi_d) = ids.min(0).tolist(), ids.max(0).tolist()
+        if lo_s < 0 or hi_s >= self.min_src:
+            _check_ids(mapping[:, 0], self.src_rows, "src", 0)
+        if lo_d < 0 or hi_d >= self.min_dst:
+            _check_ids(mapping[:, 1], self.dst_rows, "dst", 1)
+        bufs = self.buffers.get(n)
+        if bufs is None:
+            if len(self.buffers) >= 8:
+                self.buffers.clear()
+            bufs = self.buffers[n] = (_np.ones((n, 3), dtype=_np.int64),
+                                      _np.empty((self.layers, n, 3), dtype=_np.int64))
+        rows, descs = bufs
+        rows[:, 0] = d_ids
+        rows[:, 1] = s_ids
+        _np.add(self.np_bases, rows * self.np_block, out=descs)
+        descs = descs.reshape(self.layers * n, 3)
+        if not self.disjoint or (n > 1 and _repeats(d_ids)):
+            _check_overlaps(torch.from_numpy(descs), n)
+        return descs
+
+    def checked_pieces(self, mapping, device):
+        """pieces() for a mapping whose ids cannot be read on the host: the
+        pieces of an id outside its layer get NULL addresses, which no window
+        holds, so the kernel skips them and the status record counts them,
+        and nothing is written outside dst even where a window covers more
+        than the view."""
+        descs = self.pieces(mapping, device)
+        n = mapping.shape[0]
+        rows = self._meta(device)[2]
+        if self.same_rows:
+            # id // rows is 0 exactly for 0 <= id < rows: one division for
+            # both columns, one any() for the row, the same for every layer.
+            bad = torch.div(mapping, rows[:, 0], rounding_mode="floor").any(1)
+            descs.view(self.layers, n, 3)[:, :, :2].masked_fill_(bad[None, :, None], 0)
+        else:
+            bad = torch.logical_or(
+                torch.div(mapping[:, 0][None, :], rows[0][:, None], rounding_mode="floor"),
+                torch.div(mapping[:, 1][None, :], rows[1][:, None], rounding_mode="floor"))
+            descs[:, :2].masked_fill_(bad.view(-1, 1), 0)
+        return descs
+
+    def windows(self, h, device, src, dst):
+        """Register a window for each storage not yet in one (on first use,
+        or after release or a handle's close)."""
+        for side, i, base, nbytes, _ in self.storages:
+            w = h._windows.get((device, base))
+            if w is None or w.nbytes < nbytes or not w.registered:
+                t = (src, dst)[side][i]
+                h.window(device, base, nbytes, t.untyped_storage())
+
+    def hold_pinned(self, src, dst):
+        """_hold_pinned for the pinned storages, known already."""
+        if self.pinned and not torch.cuda.is_current_stream_capturing():
+            for side, i in self.pinned:
+                _touch((src, dst)[side][i].untyped_storage())
+
+
+_data_ptr = torch.Tensor.data_ptr
+_layouts = {}  # (ids of the src tensors, ids of the dst tensors) -> _Layout
+_LAYOUTS_MAX = 64
+
+
+def _layout(src, dst):
+    """The _Layout of these layers: the one made for these very tensors
+    before, else a new one (all checks made; ValueError on bad layers).
+    vLLM and the like swap the same per-layer tensors at every step."""
+    key = (tuple(map(id, src)), tuple(map(id, dst)))
+    lay = _layouts.get(key)
+    if lay is not None and lay.serves(src, dst):
+        return lay
+    lay = _Layout(src, dst)
+    if len(_layouts) >= _LAYOUTS_MAX:
+        # Views made afresh at every call never come back: start over
+        # rather than keep their weak references.
+        _layouts.clear()
+    _layouts[key] = lay
+    return lay
+
+
 def _pieces(srcs, dsts, mapping, sizes, device):
-    """The (layers * n, 3) int64 descriptors, layer-major, built with torch
-    ops on `device` (the mapping's): each column one broadcast sum of a base
-    per layer and an id times the block bytes per layer."""
-    meta = torch.tensor([[d.data_ptr() for d in dsts], [s.data_ptr() for s in srcs], sizes],
-                        dtype=torch.int64)
-    if device.type == "cuda":
-        meta = _meta_on(meta, device)
-    n, layers = mapping.shape[0], len(sizes)
-    descs = torch.empty(layers, n, 3, dtype=torch.int64, device=device)
-    torch.add(meta[0][:, None], mapping[:, 1][None, :] * meta[2][:, None], out=descs[:, :, 0])
-    torch.add(meta[1][:, None], mapping[:, 0][None, :] * meta[2][:, None], out=descs[:, :, 1])
-    descs[:, :, 2] = meta[2][:, None]
-    return descs.view(layers * n, 3)
+    """The (layers * n, 3) int64 descriptors, layer-major, on `device`."""
+    return _Layout(srcs, dsts).pieces(mapping, device)
 
 
 # The bases and block bytes of a set of layers, in GPU memory, by value:
@@ -666,59 +880,68 @@ def _swap_by_torch(srcs, dsts, mapping, sizes):
         _blocks_view(d, bb).index_copy_(0, mapping[:, 1].to(d.device), picked.to(d.device))
 
 
+def _done(pieces, device):
+    """The status record of a host batch that copied every piece."""
+    if pieces < 2**31:
+        st = torch.tensor([pieces, pieces, 0, -1, 0, 0, 0, 0], dtype=torch.int32)
+        return st if device.type == "cpu" else st.to(device)
+    return _status(pieces, pieces, 0, _UINT32_MAX, 0, device)
+
+
+def _swap(src, dst, block_mapping, hid):
+    """swap_blocks itself: the body of p2pt::swap_blocks."""
+    if len(src) != len(dst):
+        _swap_check(src, dst)  # raises, naming both lengths
+    _mapping_check(block_mapping)
+    lay = _layout(src, dst)
+    n, layers = block_mapping.shape[0], lay.layers
+    pieces = n * layers
+    if block_mapping.is_cuda and not lay.slow:
+        return _swap_on_gpu(lay, src, dst, block_mapping, hid)
+    mapping = block_mapping.cpu()  # a sync only in the slow path: a GPU mapping, a pageable side
+    if pieces == 0:
+        return _no_pieces(block_mapping.device)
+    if _np is not None and not lay.slow:
+        with lay.lock:
+            descs = lay.host_pieces(mapping)
+            h = _get(hid)
+            _ready(h, _device())
+            h.copy_batch_at(descs.ctypes.data, pieces, _cur())  # read before it returns
+        lay.hold_pinned(src, dst)
+        return _done(pieces, block_mapping.device)
+    _check_ids(mapping[:, 0], lay.src_rows, "src", 0)
+    _check_ids(mapping[:, 1], lay.dst_rows, "dst", 1)
+    descs = lay.pieces(mapping, mapping.device)
+    _check_overlaps(descs, n)
+    if lay.slow:
+        _swap_by_torch(src, dst, mapping, lay.sizes)
+    else:  # no NumPy
+        h = _get(hid)
+        _ready(h, _device())
+        h.copy_batch_at(descs.data_ptr(), pieces, _cur())  # reads descs before it returns
+        lay.hold_pinned(src, dst)
+    return _done(pieces, block_mapping.device)
+
+
 @torch.library.custom_op("p2pt::swap_blocks", mutates_args=("dst",))
 def _swap_blocks_op(src: List[torch.Tensor], dst: List[torch.Tensor],
                     block_mapping: torch.Tensor, hid: int) -> torch.Tensor:
-    sizes = _swap_check(src, dst, block_mapping)
-    n, layers = block_mapping.shape[0], len(sizes)
-    pieces = n * layers
-    slow = _pageable("swap_blocks", [(t, f"src[{i}]") for i, t in enumerate(src)] +
-                     [(t, f"dst[{i}]") for i, t in enumerate(dst)])
-    on_gpu = block_mapping.is_cuda
-    if on_gpu and not slow:
-        return _swap_on_gpu(src, dst, block_mapping, sizes, hid)
-    mapping = block_mapping.cpu()  # a sync only in the slow path: a GPU mapping, a pageable side
-    _check_ids(mapping[:, 0], [t.shape[0] for t in src], "src", 0)
-    _check_ids(mapping[:, 1], [t.shape[0] for t in dst], "dst", 1)
-    if pieces == 0:
-        return _no_pieces(block_mapping.device)
-    descs = _pieces(src, dst, mapping, sizes, mapping.device)
-    _check_overlaps(descs, n)
-    if slow:
-        _swap_by_torch(src, dst, mapping, sizes)
-    else:
-        h = _get(hid)
-        _ready(h, _device())
-        h.copy_batch_at(descs.data_ptr(), pieces, _cur())
-        _hold_pinned(list(src) + list(dst))
-    return _status(pieces, pieces, 0, _UINT32_MAX, 0, block_mapping.device)
+    return _swap(src, dst, block_mapping, hid)
 
 
 def _checked_pieces(src, dst, mapping, sizes, device):
-    """_pieces for a mapping whose ids cannot be read on the host: the
-    pieces of an id outside its layer get NULL addresses, which no window
-    holds, so the kernel skips them and the status record counts them, and
-    nothing is written outside dst even where a window covers more than the
-    view."""
-    descs = _pieces(src, dst, mapping, sizes, device)
-    lim = torch.tensor([[t.shape[0] for t in src], [t.shape[0] for t in dst]],
-                       dtype=torch.int64)
-    if device.type == "cuda":
-        lim = _meta_on(lim, device)
-    si, di = mapping[:, 0][None, :], mapping[:, 1][None, :]
-    bad = (si < 0) | (si >= lim[0][:, None]) | (di < 0) | (di >= lim[1][:, None])
-    descs[:, :2].masked_fill_(bad.view(-1, 1), 0)
-    return descs
+    """_Layout.checked_pieces for these layers (sizes: their block bytes)."""
+    return _Layout(src, dst).checked_pieces(mapping, device)
 
 
-def _swap_on_gpu(src, dst, mapping, sizes, hid):
+def _swap_on_gpu(lay, src, dst, mapping, hid):
     h = _get(hid)
     device = _device()
     gpu = torch.device("cuda", device)
     if mapping.device != gpu:
         raise ValueError(f"p2pt.torch.swap_blocks: block_mapping is on {mapping.device}, the "
                          f"stream on {gpu}: a GPU mapping must be on the stream's device")
-    n, layers = mapping.shape[0], len(sizes)
+    n, layers = mapping.shape[0], lay.layers
     pieces = n * layers
     if pieces == 0:
         return _no_pieces(gpu)
@@ -727,12 +950,26 @@ def _swap_on_gpu(src, dst, mapping, sizes, hid):
     if pieces > cap:
         raise ValueError(f"p2pt.torch.swap_blocks: {n} blocks x {layers} layers = {pieces} "
                          f"pieces, over the {cap} one device batch takes")
-    descs = _checked_pieces(src, dst, mapping, sizes, gpu)
-    count = torch.full((1,), pieces, dtype=torch.int32, device=gpu)
-    _windows(h, device, list(src) + list(dst))
+    descs = lay.checked_pieces(mapping, gpu)
+    count = _count(pieces, gpu)
+    lay.windows(h, device, src, dst)
     st = _device_batch(h, descs, count, pieces, device)
-    _hold_pinned(list(src) + list(dst))
+    lay.hold_pinned(src, dst)
     return st
+
+
+_counts = {}  # (device, pieces) -> a GPU int32 holding pieces, read by device batches
+
+
+def _count(pieces, gpu):
+    """A GPU tensor holding `pieces`, made once per value: no batch writes it."""
+    key = (gpu.index, pieces)
+    c = _counts.get(key)
+    if c is None:
+        if len(_counts) >= 256:
+            _counts.clear()
+        c = _counts[key] = torch.full((1,), pieces, dtype=torch.int32, device=gpu)
+    return c
 
 
 _caps = {}
@@ -747,7 +984,28 @@ def _batch_max(h):
 
 @_swap_blocks_op.register_fake
 def _(src, dst, block_mapping, hid):
+    from torch._guards import TracingContext
+    if TracingContext.try_get() is not None and any(d.storage_offset() != 0 for d in dst):
+        _leave_graph()
     return torch.empty(8, dtype=torch.int32, device=block_mapping.device)
+
+
+def _leave_graph():
+    """Keep a swap whose dst layers start inside their storage (views such
+    as pool.unbind(0)) out of a compiled graph: inductor copies such a
+    mutated view back through a copy of its storage that it reads from the
+    view's first byte instead of the storage's, past the storage's end (a
+    crash, or bytes written outside the tensor). torch.compile answers
+    this exception of the fake kernel with a graph break, and runs the swap
+    eagerly there (fullgraph=True: an error naming the operation)."""
+    if "compile" not in _warned:
+        _warned.add("compile")
+        warnings.warn("p2pt.torch.swap_blocks: dst layers that are views starting inside their "
+                      "storage run outside the compiled graph (inductor mishandles such mutated "
+                      "views); pass tensors of their own to keep the swap in the graph",
+                      stacklevel=2)
+    from torch._subclasses.fake_tensor import UnsupportedOperatorException
+    raise UnsupportedOperatorException(torch.ops.p2pt.swap_blocks.default)
 
 
 # ------------------------------------------------------------ the public calls
@@ -833,7 +1091,11 @@ def swap_blocks(src, dst, block_mapping, *, stream=None, handle=None, sm_budget=
     hid = _hid(handle, sm_budget)
     srcs, dsts = _layers(src, "src"), _layers(dst, "dst")
     with _stream(stream):
-        st = torch.ops.p2pt.swap_blocks(srcs, dsts, block_mapping, hid)
+        if _plain_eager(srcs, dsts, block_mapping):
+            st = _swap(srcs, dsts, block_mapping, hid)
+            _mutated(dsts)
+        else:
+            st = torch.ops.p2pt.swap_blocks(srcs, dsts, block_mapping, hid)
         if check:
             if torch.compiler.is_compiling():
                 raise RuntimeError("p2pt.torch.swap_blocks: check=True reads the status on the "
@@ -841,6 +1103,48 @@ def swap_blocks(src, dst, block_mapping, *, stream=None, handle=None, sm_budget=
                                    "outside it")
             _check_swap(st, block_mapping.shape[0] if block_mapping.dim() else 0)
     return st
+
+
+_Tensor = torch.Tensor
+_is_fn_mode = getattr(torch._C, "_is_torch_function_mode_enabled", None)
+_dispatch_depth = getattr(torch._C, "_len_torch_dispatch_stack", None)
+_tracing = getattr(torch._C, "_get_tracing_state", None)
+_functorch = getattr(getattr(torch._C, "_functorch", None), "maybe_current_level", None)
+EAGER_DIRECT = None not in (_is_fn_mode, _dispatch_depth, _tracing, _functorch)
+
+
+def _plain_eager(srcs, dsts, mapping):
+    """Whether swap_blocks may run its body without the dispatcher: plain
+    tensors, eager, no mode, tracer or transform that must see the
+    operation, no dst that autograd follows. The dispatcher's round trip of
+    two lists of tensors costs more than the swap's own work on the host,
+    and an eager call with none of these would reach the same body
+    (_swap) through it; everything else still goes through the operation."""
+    if not EAGER_DIRECT or torch.compiler.is_compiling() or _is_fn_mode() or \
+            _dispatch_depth() or _tracing() is not None or _functorch() is not None:
+        return False
+    if type(mapping) is not _Tensor:
+        return False
+    for t in dsts:
+        if type(t) is not _Tensor or t.requires_grad:
+            return False
+    for t in srcs:
+        if type(t) is not _Tensor:
+            return False
+    return True
+
+
+def _mutated(dsts):
+    """Bump the version counter of every dst, as the operation's in-place
+    kernel does, so that autograd sees the write (inference tensors have
+    no counter)."""
+    bump = torch.autograd.graph.increment_version
+    try:
+        bump(dsts)
+    except (RuntimeError, TypeError, AttributeError):
+        for t in dsts:
+            if not t.is_inference():
+                bump(t)
 
 
 def _check_swap(st, n):

@@ -4,7 +4,10 @@ torch copies, with a warning): the mapped blocks land byte for byte and
 nothing else changes, a padded block is copied whole, every bad input is
 refused by name before a byte is written, the operation is registered with
 its mutation and passes torch.library.opcheck, torch.compile keeps it in
-one graph with the eager result, and sm_budget gets a handle per value.
+one graph with the eager result (views that start inside their storage
+at a graph break), an eager swap bumps the version of every dst, the same
+layers swapped again are checked again and follow a storage that moved,
+and sm_budget gets a handle per value.
 Skips without PyTorch."""
 import warnings
 
@@ -211,6 +214,63 @@ def test_compile_keeps_swap_blocks_in_one_graph_with_the_eager_result():
     out = torch.compile(step, fullgraph=True, backend="aot_eager")(src, got, m)
     assert torch.equal(out, ref)
     assert all(torch.equal(g.view(torch.uint8), e.view(torch.uint8)) for g, e in zip(got, eager))
+
+
+def test_compiled_views_inside_a_storage_swap_at_a_graph_break():
+    def step(src, dst, m):
+        return pt.swap_blocks(src, dst, m)
+
+    graphs = []
+
+    def backend(gm, inputs):
+        graphs.append(str(gm.graph))
+        return gm.forward
+
+    src = torch.randn(2, 6, 4, 8)
+    m = torch.tensor([[5, 0], [1, 4]])
+    eager, got = poisoned(2, 5, 4, 8), poisoned(2, 5, 4, 8)
+    st = step(list(src.unbind(0)), list(eager.unbind(0)), m)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        out = torch.compile(step, backend=backend)(list(src.unbind(0)), list(got.unbind(0)), m)
+    assert any("run outside the compiled graph" in str(x.message) for x in w)
+    assert not any("swap_blocks" in g for g in graphs), graphs
+    assert torch.equal(got.view(torch.uint8), eager.view(torch.uint8))
+    assert torch.equal(out, st)
+
+
+def test_an_eager_swap_bumps_the_version_of_every_dst():
+    dst = [poisoned(4, 8), poisoned(4, 8)]
+    before = [d._version for d in dst]
+    pt.swap_blocks([torch.randn(4, 8), torch.randn(4, 8)], dst, M)
+    assert all(d._version > v for d, v in zip(dst, before))
+
+
+def test_the_same_layers_again_are_checked_again_and_follow_their_storage():
+    src, dst = [torch.randn(4, 8)], [poisoned(4, 8)]
+    pt.swap_blocks(src, dst, torch.tensor([[0, 1]]))
+    refused(ValueError, r"block_mapping\[0, 1\] = 4: dst block ids", src, dst,
+            torch.tensor([[0, 4]]))
+    refused(ValueError, "each destination block may appear once", src, dst,
+            torch.tensor([[0, 2], [1, 2]]))
+    old = torch.empty(0).set_(dst[0].untyped_storage(), 0, (4, 8), (8, 1))
+    kept = old.clone()
+    dst[0].set_(poisoned(4, 8).untyped_storage(), 0, (4, 8), (8, 1))  # the same tensor, moved
+    pt.swap_blocks(src, dst, torch.tensor([[2, 3]]))
+    assert torch.equal(dst[0][3], src[0][2])
+    assert (dst[0][:3].view(torch.uint8) == POISON).all()
+    assert torch.equal(old, kept), "the storage it left is not written"
+
+
+def test_layers_whose_padded_blocks_interleave_are_refused():
+    # Layer l of a [blocks, layers, ...] tensor: stride(0) spans every
+    # layer, so the padded blocks of the two layers share bytes.
+    # (The last block of each view is padded too: a fifth block keeps it
+    # inside the storage.)
+    src = torch.randn(5, 2, 8)
+    dst = poisoned(5, 2, 8)
+    refused(ValueError, "pieces write the same bytes", [src[:4, 0], src[:4, 1]],
+            [dst[:4, 0], dst[:4, 1]], torch.tensor([[0, 1]]))
 
 
 def test_fake_swap_gives_the_status_record_on_the_mappings_device():

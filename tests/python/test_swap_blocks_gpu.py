@@ -6,7 +6,8 @@ too, and nothing outside the mapped destination blocks changes; a padded
 block travels whole; an id out of range on the GPU is skipped, counted and
 raised by check=True, never written, even inside the same storage; a
 captured graph follows five new mappings; torch.compile keeps the swap in
-one graph with the eager bytes; opcheck passes on every operation in both
+one graph with the eager bytes, and swaps views that start inside their
+storage at a graph break (never a crash); opcheck passes on every operation in both
 directions; copy_, copy_batch_ and copy_rows_ take pinned tensors on
 either side, and a pageable one with a warning. Skips without a GPU (a
 Hopper GPU for device batches, which run as a kernel)."""
@@ -120,6 +121,12 @@ def test_offload_then_restore_every_byte(h, where):
                        as_bytes(gpu)[:, out[:, 0].cpu()])
 
 
+def test_without_numpy_the_host_batch_is_built_with_torch(h, monkeypatch):
+    monkeypatch.setattr(pt, "_np", None)
+    swap_and_check(gpu_cache(), host_pool(),
+                   random_mapping(40, GPU_BLOCKS, HOST_BLOCKS, seed=11), h)
+
+
 @pytest.mark.parametrize("where", ["cpu", "cuda"])
 def test_gpu_to_gpu_on_one_device(h, where):
     if where == "cuda":
@@ -180,6 +187,26 @@ def test_cpu_ids_out_of_range_are_refused_before_any_write(h):
     assert torch.equal(as_bytes(pool), before)
 
 
+def test_pinned_swaps_refuse_races_before_any_write(h):
+    gpu, pool = gpu_cache(), host_pool()
+    src, dst = layers(gpu), layers(pool)
+    pt.swap_blocks(src, dst, random_mapping(8, GPU_BLOCKS, HOST_BLOCKS, seed=9), handle=h)
+    torch.cuda.synchronize()
+    before = as_bytes(pool)
+    with pytest.raises(ValueError, match="each destination block may appear once"):
+        pt.swap_blocks(src, dst, torch.tensor([[0, 1], [2, 3], [4, 1]]), handle=h)
+    one = gpu_cache()
+    with pytest.raises(ValueError, match="both a source and a destination"):
+        pt.swap_blocks(layers(one), layers(one), torch.tensor([[1, 2], [2, 3]]), handle=h)
+    pair = torch.empty(HOST_BLOCKS, 2, *BLOCK, dtype=torch.bfloat16, pin_memory=True)
+    two = torch.randn(GPU_BLOCKS, 2, *BLOCK, device="cuda").to(torch.bfloat16)
+    with pytest.raises(ValueError, match="pieces write the same bytes"):
+        pt.swap_blocks([two[:-1, 0], two[:-1, 1]], [pair[:-1, 0], pair[:-1, 1]],
+                       torch.tensor([[0, 1]]), handle=h)
+    torch.cuda.synchronize()
+    assert torch.equal(as_bytes(pool), before)
+
+
 @pytest.mark.parametrize("direction", ["offload", "restore"])
 def test_a_captured_swap_follows_five_new_mappings(h, direction):
     hopper()
@@ -212,6 +239,17 @@ def test_a_captured_swap_follows_five_new_mappings(h, direction):
             f"replay {replay}"
 
 
+def own_tensors(pool):
+    """The layers of `pool` as pinned tensors of their own (each starts its
+    storage), as vLLM allocates them."""
+    out = []
+    for layer in pool.unbind(0):
+        t = torch.empty(layer.shape, dtype=layer.dtype, pin_memory=True)
+        t.copy_(layer)
+        out.append(t)
+    return out
+
+
 @pytest.mark.parametrize("where", ["cpu", "cuda"])
 def test_compile_keeps_the_swap_in_one_graph_with_the_eager_bytes(h, where):
     if where == "cuda":
@@ -222,21 +260,49 @@ def test_compile_keeps_the_swap_in_one_graph_with_the_eager_bytes(h, where):
     def step(src, dst, mapping):
         return pt.swap_blocks(src, dst, mapping, handle=h)
 
-    warm = host_pool()
-    pt.swap_blocks(layers(gpu), layers(warm), m, handle=h)  # prepare, windows
+    warm = own_tensors(host_pool())
+    pt.swap_blocks(layers(gpu), warm, m, handle=h)  # prepare, windows
     torch.cuda.synchronize()
-    scratch = host_pool()
-    explain = torch._dynamo.explain(step)(layers(gpu), layers(scratch), m)
+    scratch = own_tensors(host_pool())
+    explain = torch._dynamo.explain(step)(layers(gpu), scratch, m)
     torch.cuda.synchronize()  # the pinned pool may be reused once freed
     assert explain.graph_break_count == 0 and explain.graph_count == 1
-    eager, compiled = host_pool(), host_pool()
-    before = as_bytes(eager)
-    st_e = step(layers(gpu), layers(eager), m)
-    st_c = torch.compile(step, fullgraph=True)(layers(gpu), layers(compiled), m)
+    eager, compiled = own_tensors(host_pool()), own_tensors(host_pool())
+    before = as_bytes(torch.stack(eager))
+    st_e = step(layers(gpu), eager, m)
+    st_c = torch.compile(step, fullgraph=True)(layers(gpu), compiled, m)
     torch.cuda.synchronize()
-    expect(eager, gpu, m, before)
-    assert torch.equal(as_bytes(compiled), as_bytes(eager))
+    expect(torch.stack(eager), gpu, m, before)
+    assert all(torch.equal(c.view(torch.uint8), e.view(torch.uint8))
+               for c, e in zip(compiled, eager))
     assert torch.equal(st_c.cpu(), st_e.cpu())
+
+
+@pytest.mark.parametrize("direction", ["offload", "restore"])
+def test_compiled_views_inside_a_storage_swap_at_a_graph_break_with_the_eager_bytes(h, direction):
+    # Inductor copies a mutated view that starts inside its storage back
+    # through a copy read from the view's first byte, past the storage's
+    # end: this crashed the process before the swap of such views left the
+    # graph.
+    gpu, pool = gpu_cache(), host_pool(poison=False)
+    src, dst_eager, dst_compiled = (gpu, host_pool(), host_pool()) if direction == "offload" \
+        else (pool, gpu_cache(poison=True), gpu_cache(poison=True))
+    m = random_mapping(24, src.shape[1], dst_eager.shape[1], seed=8)
+
+    def step(s, d, mapping):
+        return pt.swap_blocks(s, d, mapping, handle=h)
+
+    before = as_bytes(dst_eager)
+    st_e = step(layers(src), layers(dst_eager), m)
+    with pytest.warns(UserWarning, match="run outside the compiled graph"):
+        st_c = torch.compile(step)(layers(src), layers(dst_compiled), m)
+    torch.cuda.synchronize()
+    expect(dst_eager, src, m, before)
+    assert torch.equal(as_bytes(dst_compiled), as_bytes(dst_eager))
+    assert torch.equal(st_c.cpu(), st_e.cpu())
+    torch._dynamo.reset()  # else fullgraph=True reuses the translation made just above
+    with pytest.raises(Exception, match="(?i)unsupported|graph break"):
+        torch.compile(step, fullgraph=True)(layers(src), layers(dst_compiled), m)
 
 
 @pytest.mark.parametrize("direction", ["offload", "restore"])
