@@ -2,7 +2,8 @@
 /*
  * How the copy engine groups a host batch (src/plans/coalesce.h), on a CPU:
  * pieces adjacent on both sides become one copy; runs of equal pieces at
- * constant strides become one 2D copy (a KV block's layers); a run never
+ * constant strides become one 2D copy (a KV block's layers), shorter runs
+ * than four their pieces again; a run never
  * leaves the allocations of its first piece, and a piece whose allocations
  * are unknown stays alone; and, replayed row by row, the groups copy
  * exactly the bytes the pieces name, at odd sizes and offsets, with pieces
@@ -99,19 +100,50 @@ Test(coalesce, strides_must_be_positive_hold_a_row_and_fit_a_pitch)
     p2pt__coalesce_add(&c, 0x80000000ull, 0x100000100ull, 64, 0, 1ull << 40, 0x100000000ull,
                        0x300000000ull);
     cr_expect_eq(p2pt__coalesce_end(&c), 2);
-    /* A third row off the stride ends the run. */
+    /* A fifth row off the stride ends a run of four. */
     p2pt__coalesce_init(&c, g);
-    add(&c, DLO, SLO, 256);
-    add(&c, DLO + 512, SLO + 1024, 256);
-    add(&c, DLO + 1024, SLO + 2000, 256);
+    for (int k = 0; k < 4; k++)
+        add(&c, DLO + 512 * (uint64_t)k, SLO + 1024 * (uint64_t)k, 256);
+    add(&c, DLO + 2048, SLO + 5000, 256);
     cr_expect_eq(p2pt__coalesce_end(&c), 2);
-    cr_expect_eq(g[0].height, 2);
+    cr_expect_eq(g[0].height, 4);
     /* A piece of another size ends it too. */
     p2pt__coalesce_init(&c, g);
-    add(&c, DLO, SLO, 256);
-    add(&c, DLO + 512, SLO + 1024, 256);
-    add(&c, DLO + 1024, SLO + 2048, 255);
+    for (int k = 0; k < 4; k++)
+        add(&c, DLO + 512 * (uint64_t)k, SLO + 1024 * (uint64_t)k, 256);
+    add(&c, DLO + 2048, SLO + 4096, 255);
     cr_expect_eq(p2pt__coalesce_end(&c), 2);
+    cr_expect_eq(g[0].height, 4);
+}
+
+Test(coalesce, runs_under_four_rows_go_back_to_their_pieces)
+{
+    /* Any two equal pieces whose addresses both rise look like a run of
+     * two (64 KiB pieces at random host slots): they stay plain copies,
+     * as do runs of three; a run of four is one 2D copy. */
+    struct p2pt_copy_group g[16];
+    struct p2pt_coalesce c;
+    p2pt__coalesce_init(&c, g);
+    add(&c, DLO, SLO, 65536);
+    add(&c, DLO + 7 * 65536, SLO + 3 * 65536, 65536);
+    add(&c, DLO + 2 * 65536, SLO + 9 * 65536, 65536);
+    add(&c, DLO + 20 * 65536, SLO + 10 * 65536, 65536);
+    add(&c, DLO + 21 * 65536, SLO + 20 * 65536, 65536);
+    add(&c, DLO + 22 * 65536, SLO + 30 * 65536, 65536);
+    size_t n = p2pt__coalesce_end(&c);
+    cr_assert_eq(n, 6, "%zu groups", n);
+    for (size_t i = 0; i < n; i++)
+        cr_expect_not(p2pt__group_is_2d(&g[i]), "group %zu is %llu rows", i,
+                      (unsigned long long)g[i].height);
+    cr_expect_eq(g[3].dst, DLO + 20 * 65536);
+    cr_expect_eq(g[4].src, SLO + 20 * 65536);
+    cr_expect_eq(g[5].dst, DLO + 22 * 65536);
+    p2pt__coalesce_init(&c, g);
+    for (int k = 0; k < 4; k++)
+        add(&c, DLO + 65536 * (uint64_t)k, SLO + 3 * 65536 * (uint64_t)k, 65536);
+    cr_assert_eq(p2pt__coalesce_end(&c), 1);
+    cr_expect(p2pt__group_is_2d(&g[0]));
+    cr_expect_eq(g[0].height, 4);
 }
 
 /* Apply the groups to real memory, row by row, as the driver would. */

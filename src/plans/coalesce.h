@@ -6,9 +6,10 @@
  * submitted. Pieces of a batch run in any order by contract, so grouping
  * them is allowed:
  *   - pieces adjacent on both sides become one copy;
- *   - runs of equal pieces whose destinations and sources advance by
- *     constant strides become one 2D copy (a KV-cache block's layers sit
- *     at a constant stride on the GPU and side by side in the host pool).
+ *   - runs of at least P2PT_COALESCE_MIN_ROWS equal pieces whose
+ *     destinations and sources advance by constant strides become one 2D
+ *     copy (a KV-cache block's layers sit at a constant stride on the GPU
+ *     and side by side in the host pool).
  * A run never leaves the allocations of its first piece, on either side:
  * one driver operation must not span two allocations, even where their
  * addresses touch.
@@ -21,6 +22,12 @@
 /* The largest row pitch a 2D copy takes (CU_DEVICE_ATTRIBUTE_MAX_PITCH on
  * Hopper: 2^31 - 1). */
 #define P2PT_COALESCE_MAX_PITCH 0x7fffffffull
+/* The fewest rows a run needs to become a 2D copy. Any two equal pieces
+ * whose addresses both rise look like a run of two, and on an H100 a batch
+ * of such pairs (64 KiB pieces at random host slots) moved 0.63 of the
+ * contiguous copy as 2D copies against 0.91 as plain ones
+ * (bench/results/offload.md): a shorter run goes back to its pieces. */
+#define P2PT_COALESCE_MIN_ROWS 4
 
 /* One copy-engine operation: `height` rows of `width` bytes, row k from
  * src + k * spitch to dst + k * dpitch. height 1: a plain copy (pitches 0). */
@@ -49,6 +56,21 @@ static inline void p2pt__coalesce_init(struct p2pt_coalesce *c, struct p2pt_copy
     c->g = g;
     c->n = 0;
     c->open = false;
+}
+
+/* Close the open run g[n]: a 2D run of fewer than P2PT_COALESCE_MIN_ROWS
+ * rows goes back to its pieces, a plain copy each (there is room: never
+ * more groups than pieces). Returns the new count. */
+static inline size_t p2pt__coalesce_close(struct p2pt_coalesce *c)
+{
+    struct p2pt_copy_group r = c->g[c->n];
+    if (p2pt__group_is_2d(&r) && r.height < P2PT_COALESCE_MIN_ROWS)
+        for (uint64_t k = 0; k < r.height; k++)
+            c->g[c->n++] = (struct p2pt_copy_group){r.dst + k * r.dpitch, r.src + k * r.spitch,
+                                                    r.width, 1, 0, 0};
+    else
+        c->n++;
+    return c->n;
 }
 
 /*
@@ -83,7 +105,7 @@ static inline void p2pt__coalesce_add(struct p2pt_coalesce *c, uint64_t d, uint6
         }
     }
     if (c->open)
-        r = &c->g[++c->n];
+        r = &c->g[p2pt__coalesce_close(c)];
     *r = (struct p2pt_copy_group){d, s, n, 1, 0, 0};
     c->open = dhi != 0;
     c->dlo = dlo;
@@ -98,7 +120,7 @@ static inline void p2pt__coalesce_add(struct p2pt_coalesce *c, uint64_t d, uint6
 static inline size_t p2pt__coalesce_end(struct p2pt_coalesce *c)
 {
     if (c->open) {
-        c->n++;
+        p2pt__coalesce_close(c);
         c->open = false;
     }
     return c->n;
