@@ -259,18 +259,26 @@ typedef struct p2pt_copy_desc {
  * source or destination. The array may be reused as soon as the call
  * returns (graph capture keeps its own copy). Each piece is checked like a
  * single copy (NULL, wrap-around, overlap of its own ranges; with
- * P2P_TRANSPORT_VALIDATE=1 where its addresses live, a cheap range check
- * when both sides lie in windows registered for the stream's device):
+ * P2P_TRANSPORT_VALIDATE=1 where its addresses live: one pointer query per
+ * allocation the batch touches, a cheap range check when both sides lie in
+ * windows registered for the stream's device; a piece must lie inside one
+ * allocation):
  * a refused piece refuses the whole batch before anything is enqueued
  * (status 4 naming its index). Zero-byte pieces are skipped; count 0
  * succeeds.
- *   tma: one kernel launch per properties.batch_per_launch pieces (1344),
+ *   tma: one kernel launch (more than 128 pieces: through a pinned staging
+ *        ring; without it, one per properties.batch_per_launch pieces),
  *        any size and alignment per piece, every piece through aligned
  *        16-byte loads and stores (shifted where dst and src are not
- *        co-aligned); large pieces are spread over every SM.
- *   ce:  cuMemcpyBatchAsync where the driver has it and it is safe (not the
- *        legacy default stream, not while capturing), else one
- *        cuMemcpyAsync per piece.
+ *        co-aligned); large pieces are spread over every SM. A batch whose
+ *        pieces all have one side in pinned host memory takes only the
+ *        CTAs that saturate PCIe (the auto table's `link` lines), and
+ *        P2P_TRANSPORT_SM_BUDGET bounds every launch.
+ *   ce:  the pieces grouped first: adjacent on both sides merge, runs of
+ *        four or more equal pieces at constant strides become 2D copies
+ *        (cuMemcpy3DBatchAsync), the rest cuMemcpyBatchAsync, where the
+ *        driver has them and it is safe (not the legacy default stream,
+ *        not while capturing), else one call per group.
  * Thread-safe; capturable after p2pt_prepare.
  */
 P2PT_API p2pt_status p2pt_copy_batch_async(p2pt_handle *h, const p2pt_copy_desc *descs,
