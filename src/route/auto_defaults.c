@@ -31,6 +31,8 @@
  * (bench/results/offload.md): the fewest that reach about 0.9 of the
  * contiguous copy alone and keep the GEMM's slowdown within that of a
  * copy-engine copy. More add no bandwidth and hold SMs the GEMM waits for.
+ * Measured on an H100; the H200 table carries the same numbers, not yet
+ * measured there.
  */
 static const char sm90_h100[] = "p2pt-auto 1\n"
                                 "arch sm_90\n"
