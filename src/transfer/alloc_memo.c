@@ -12,7 +12,6 @@ p2pt_status p2pt__memo_side(struct p2pt_alloc_memo *m, uint64_t a, int *hint,
         *out = *known;
         return P2PT_SUCCESS;
     }
-    m->queries++;
     p2pt_status st = p2pt__locate((const void *)(uintptr_t)a, m->device, out);
     if (st != P2PT_SUCCESS || out->size == 0)
         return st;

@@ -18,7 +18,6 @@
 struct p2pt_alloc_memo {
     int device; /* the stream's device, as p2pt__locate needs it */
     int n, next;
-    size_t queries; /* driver queries made through this memo */
     struct p2pt_side e[P2PT_MEMO_SLOTS];
 };
 
@@ -26,7 +25,6 @@ static inline void p2pt__memo_init(struct p2pt_alloc_memo *m, int device)
 {
     m->device = device;
     m->n = m->next = 0;
-    m->queries = 0;
 }
 
 /* The remembered allocation holding `a`, trying slot *hint first (a batch's

@@ -31,7 +31,6 @@ struct p2pt_batch {
      * needed anyway). */
     size_t h2d, d2h;
     size_t skewed;  /* pieces whose dst and src differ modulo 16 */
-    size_t queries; /* pointer queries the pass made (one per allocation) */
     unsigned passes; /* passes over the descriptors so far, whoever made them */
     /* Set by the router for a kernel engine: the CTAs that saturate the
      * host link, h2d and d2h (0: no cap). A launch whose pieces all cross

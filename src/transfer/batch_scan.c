@@ -146,7 +146,6 @@ static p2pt_status scan(const struct p2pt_handle *h, struct p2pt_batch *b,
     b->d2h = o.d2h;
     b->skewed = o.skewed;
     b->bytes = o.bytes;
-    b->queries = memo.queries;
     if (tiles != NULL)
         *tiles = o.tiles;
     return st;
