@@ -214,9 +214,7 @@ out:
  * half and d2h in the low, with bit 63 set once known. */
 static _Atomic uint64_t builtin_link[P2PT_MAX_DEVICES];
 
-/* The link lines of the built-in table for device `ordinal` (its
- * architecture and name): what a handle without tables of its own uses. */
-static p2pt_status builtin_link_ctas(int ordinal, uint32_t out[2])
+p2pt_status p2pt__auto_builtin_link_ctas(int ordinal, uint32_t out[2])
 {
     p2pt_status st = P2PT_SUCCESS;
     char name[96] = "";
@@ -252,11 +250,6 @@ static p2pt_status builtin_link_ctas(int ordinal, uint32_t out[2])
 out:
     free(t);
     return st;
-}
-
-p2pt_status p2pt__auto_builtin_link_ctas(int device, uint32_t out[2])
-{
-    return builtin_link_ctas(device, out);
 }
 
 static p2pt_status auto_link_ctas(struct p2pt_handle *h, int device, uint32_t out[2])
