@@ -201,8 +201,25 @@ out:
 }
 
 /*
+ * The pass over a host batch that checks every piece and groups them
+ * (coalesce.h), for the copy and its dry run alike. *mem holds the groups
+ * (room for every piece), then `extra` bytes a piece for the caller; free
+ * it whatever the outcome.
+ */
+static p2pt_status group_pieces(const struct p2pt_handle *h, struct p2pt_batch *b, size_t extra,
+                                char **mem, struct p2pt_coalesce *c)
+{
+    const size_t per = sizeof(struct p2pt_copy_group) + extra;
+    *mem = b->count <= SIZE_MAX / per ? malloc(b->count * per) : NULL;
+    if (*mem == NULL)
+        return p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory for a batch of %zu", b->count);
+    p2pt__coalesce_init(c, (struct p2pt_copy_group *)*mem);
+    return p2pt__batch_scan_groups(h, b, &p2pt__transport_ce, c);
+}
+
+/*
  * A host batch through the copy engine: one pass over the descriptors checks
- * every piece and groups them (coalesce.h), then the 2D groups go in one
+ * every piece and groups them, then the 2D groups go in one
  * cuMemcpy3DBatchAsync and the rest in one cuMemcpyBatchAsync. Nothing is
  * enqueued before every piece passed.
  */
@@ -210,17 +227,13 @@ static p2pt_status ce_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b)
 {
     p2pt_status st = P2PT_SUCCESS;
     struct p2pt_coalesce c;
-    /* Groups first, then (after partitioning) the arguments of the two
-     * driver calls: the 3D ops are the largest per group. */
-    const size_t per = sizeof(struct p2pt_copy_group) + sizeof(CUDA_MEMCPY3D_BATCH_OP);
-    char *mem = b->count <= SIZE_MAX / per ? malloc(b->count * per) : NULL;
-    if (mem == NULL)
-        return p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory for a batch of %zu", b->count);
-    struct p2pt_copy_group *g = (struct p2pt_copy_group *)mem;
-    p2pt__coalesce_init(&c, g);
-    P2PT_TRY(p2pt__batch_scan_groups(h, b, &p2pt__transport_ce, &c));
+    char *mem = NULL;
+    /* After the groups, the arguments of the two driver calls: the 3D ops
+     * are the largest per group. */
+    P2PT_TRY(group_pieces(h, b, sizeof(CUDA_MEMCPY3D_BATCH_OP), &mem, &c));
     if (b->pieces == 0)
         goto out;
+    struct p2pt_copy_group *g = c.g;
     /* 2D groups to the front, plain ones to the back, in place. */
     size_t lo = 0, hi = c.n;
     while (lo < hi) {
@@ -262,15 +275,11 @@ static p2pt_status ce_explain_batch(const struct p2pt_handle *h, struct p2pt_bat
 {
     p2pt_status st = P2PT_SUCCESS;
     struct p2pt_coalesce c;
-    struct p2pt_copy_group *g = b->count <= SIZE_MAX / sizeof(*g) ? malloc(b->count * sizeof(*g))
-                                                                   : NULL;
-    if (g == NULL)
-        return p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory for a batch of %zu", b->count);
-    p2pt__coalesce_init(&c, g);
-    P2PT_TRY(p2pt__batch_scan_groups(h, b, &p2pt__transport_ce, &c));
+    char *mem = NULL;
+    P2PT_TRY(group_pieces(h, b, 0, &mem, &c));
     size_t two_d = 0;
     for (size_t i = 0; i < c.n; i++)
-        two_d += p2pt__group_is_2d(&g[i]);
+        two_d += p2pt__group_is_2d(&c.g[i]);
     if (b->pieces != 0 && len > 0)
         snprintf(why, len,
                  "; %zu pieces grouped into %zu copy-engine operations: %zu 2D copies (runs of "
@@ -278,7 +287,7 @@ static p2pt_status ce_explain_batch(const struct p2pt_handle *h, struct p2pt_bat
                  "sides merged), each kind in one batched driver call where the driver allows",
                  b->pieces, c.n, two_d, c.n - two_d);
 out:
-    free(g);
+    free(mem);
     return st;
 }
 
