@@ -327,22 +327,25 @@ static void ce_layer_major_random(bool h2d)
     GT_CHECK(tcu.cuStreamDestroy(s));
 }
 
-Test(offload_fake, ce_groups_a_block_major_batch_into_one_2d_copy_per_block)
+/* Both ways, KV blocks of 16 KiB and odd sizes at odd offsets. */
+static void ce_block_major_cases(void)
 {
-    use_fake_driver();
     ce_block_major(false, 16384, 0);
     ce_block_major(true, 16384, 0);
     ce_block_major(false, 1000, 7);
     ce_block_major(true, 4099, 13);
 }
 
+Test(offload_fake, ce_groups_a_block_major_batch_into_one_2d_copy_per_block)
+{
+    use_fake_driver();
+    ce_block_major_cases();
+}
+
 Test(offload_gpu, ce_groups_a_block_major_batch_into_one_2d_copy_per_block)
 {
     use_gpu();
-    ce_block_major(false, 16384, 0);
-    ce_block_major(true, 16384, 0);
-    ce_block_major(false, 1000, 7);
-    ce_block_major(true, 4099, 13);
+    ce_block_major_cases();
 }
 
 Test(offload_fake, ce_takes_a_layer_major_batch_of_random_slots_piece_by_piece)
