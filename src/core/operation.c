@@ -111,9 +111,7 @@ static p2pt_status copy_link_cap(struct p2pt_handle *h, struct p2pt_request *r,
 {
     p2pt_status st = P2PT_SUCCESS;
     uint32_t link[2] = {0, 0};
-    int dir = p2pt__side_mapped_host(&r->src_side) && r->dst_side.device == r->device   ? 0
-              : p2pt__side_mapped_host(&r->dst_side) && r->src_side.device == r->device ? 1
-                                                                                        : -1;
+    int dir = p2pt__link_dir(&r->dst_side, &r->src_side, r->device);
     r->grid_cap = 0;
     if (dir < 0)
         return P2PT_SUCCESS;

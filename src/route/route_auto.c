@@ -30,6 +30,9 @@ _Static_assert(P2PT_AUTO_LOCAL == (int)P2PT_PATH_LOCAL && P2PT_AUTO_PUSH == (int
                    P2PT_AUTO_PULL == (int)P2PT_PATH_PULL &&
                    P2PT_AUTO_GPU_PATHS == (int)P2PT_PATH_OTHER,
                "auto_table.h's paths between GPUs follow enum p2pt_path");
+_Static_assert(P2PT_AUTO_D2H - P2PT_AUTO_H2D == P2PT_LINK_D2H - P2PT_LINK_H2D &&
+                   P2PT_LINK_H2D == 0,
+               "auto_table.h's h2d and d2h follow request.h's link directions");
 
 #define MAX_BUILTINS 8
 
@@ -288,11 +291,8 @@ static int table_path(const struct p2pt_request *r)
 {
     if (r->path != P2PT_PATH_OTHER)
         return (int)r->path;
-    if (p2pt__side_mapped_host(&r->src_side) && r->dst_side.device == r->device)
-        return P2PT_AUTO_H2D;
-    if (p2pt__side_mapped_host(&r->dst_side) && r->src_side.device == r->device)
-        return P2PT_AUTO_D2H;
-    return -1;
+    int dir = p2pt__link_dir(&r->dst_side, &r->src_side, r->device);
+    return dir < 0 ? -1 : P2PT_AUTO_H2D + dir - P2PT_LINK_H2D;
 }
 
 /* The table's engine for a resolved copy; the router applies its can_copy

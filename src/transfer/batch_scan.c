@@ -34,16 +34,6 @@ static inline int link_dir(bool dst_host, bool src_host)
     return src_host == dst_host ? -1 : src_host ? 0 : 1;
 }
 
-/* The host-link direction of a piece whose sides are located: 0 h2d, 1 d2h,
- * -1 neither. */
-static inline int piece_dir(const struct p2pt_batch *b, const struct p2pt_side *ds,
-                            const struct p2pt_side *ss)
-{
-    return p2pt__side_mapped_host(ds) && ss->device == b->device   ? 1
-           : p2pt__side_mapped_host(ss) && ds->device == b->device ? 0
-                                                                   : -1;
-}
-
 static inline __attribute__((always_inline)) p2pt_status
 scan_loop(const struct p2pt_batch *b, const struct p2pt_window_set *ws,
           const struct p2pt_transport *t,
@@ -80,7 +70,7 @@ scan_loop(const struct p2pt_batch *b, const struct p2pt_window_set *ws,
                        !p2pt__side_straddles(dm, d, n) && !p2pt__side_straddles(sm, s, n)) {
                 /* The common case, inline: both sides in remembered
                  * allocations, mapped, the piece inside them. */
-                dir = piece_dir(b, dm, sm);
+                dir = p2pt__link_dir(dm, sm, b->device);
                 dlo = dm->start, dhi = dm->start + dm->size;
                 slo = sm->start, shi = sm->start + sm->size;
             } else {
@@ -88,7 +78,7 @@ scan_loop(const struct p2pt_batch *b, const struct p2pt_window_set *ws,
                 p2pt_status st = p2pt__piece_facts(b, i, t, refuse, memo, memo_hint, &ds, &ss);
                 if (st != P2PT_SUCCESS)
                     return st;
-                dir = piece_dir(b, &ds, &ss);
+                dir = p2pt__link_dir(&ds, &ss, b->device);
                 dlo = ds.start, dhi = ds.start + ds.size;
                 slo = ss.start, shi = ss.start + ss.size;
                 if (ds.size == 0 || ss.size == 0)

@@ -47,6 +47,20 @@ static inline bool p2pt__side_mapped_host(const struct p2pt_side *s)
     return s->host && s->reach == P2PT_REACH_MAPPED;
 }
 
+/* Which way a piece with these sides crosses the host link of `device`
+ * (the stream's): 0 h2d (pinned host memory to the device), 1 d2h, -1
+ * neither. auto's h2d and d2h lists and the host-link CTAs both read it. */
+enum { P2PT_LINK_H2D, P2PT_LINK_D2H };
+static inline int p2pt__link_dir(const struct p2pt_side *dst, const struct p2pt_side *src,
+                                 int device)
+{
+    if (p2pt__side_mapped_host(src) && dst->device == device)
+        return P2PT_LINK_H2D;
+    if (p2pt__side_mapped_host(dst) && src->device == device)
+        return P2PT_LINK_D2H;
+    return -1;
+}
+
 struct p2pt_request {
     void *dst;
     const void *src;
