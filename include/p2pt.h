@@ -285,6 +285,38 @@ P2PT_API p2pt_status p2pt_copy_batch_async(p2pt_handle *h, const p2pt_copy_desc 
                                            size_t count, void *stream);
 
 /*
+ * Blocks: a cache cut into layers of equal blocks (a KV cache: one layer per
+ * attention layer, K and V as layers of their own), moved by a block
+ * mapping, as vLLM's swap_blocks does. Layer l's block i is the
+ * `block_bytes` bytes at base + i * block_bytes on each side; a block's
+ * bytes include any padding, so the stride is the block.
+ */
+typedef struct p2pt_block_layer {
+    size_t size;          /* sizeof(p2pt_block_layer): the array is read at this stride */
+    void *dst;            /* the destination layer's block 0 */
+    const void *src;      /* the source layer's block 0 */
+    uint64_t block_bytes; /* one block, and the distance between blocks, on both sides */
+    uint64_t dst_blocks;  /* blocks in the destination layer: ids from 0 to this - 1 */
+    uint64_t src_blocks;  /* the same for the source layer */
+} p2pt_block_layer;
+
+/*
+ * For each of the `pairs` rows (s, d) of `mapping` (int64, row-major, as a
+ * [pairs, 2] tensor holds it) and each of the `n_layers` layers: block s of
+ * the layer's src to block d of its dst, all of it ONE host batch
+ * (p2pt_copy_batch_async's contract, engines and explain included), with
+ * the pieces built inside the library: no descriptor array to write.
+ * Refused with status 4, before anything is enqueued, naming the row or
+ * layer: an id outside its layer, a destination block listed twice, a
+ * destination block that another row reads, layers whose blocks overlap,
+ * sizes that overflow. `mapping` and `layers` may be reused as soon as the
+ * call returns. Thread-safe; capturable after p2pt_prepare.
+ */
+P2PT_API p2pt_status p2pt_copy_blocks_async(p2pt_handle *h, const p2pt_block_layer *layers,
+                                            size_t n_layers, const int64_t *mapping,
+                                            size_t pairs, void *stream);
+
+/*
  * Windows: the memory a device-descriptor batch may touch. Register
  * [base, base + bytes) for batches on streams of `device` (its mapping as
  * seen from `device`'s current or primary context: device memory, peer
@@ -373,6 +405,10 @@ P2PT_API p2pt_status p2pt_explain_copy(p2pt_handle *h, const void *dst, const vo
  * goes to the kernel transport: only a kernel reads GPU descriptors. */
 P2PT_API p2pt_status p2pt_explain_batch(p2pt_handle *h, const p2pt_copy_desc *descs,
                                         size_t count, void *stream, p2pt_choice *choice);
+/* The same for blocks (p2pt_copy_blocks_async). */
+P2PT_API p2pt_status p2pt_explain_blocks(p2pt_handle *h, const p2pt_block_layer *layers,
+                                         size_t n_layers, const int64_t *mapping, size_t pairs,
+                                         void *stream, p2pt_choice *choice);
 
 /* Static string for a status code; "unknown status" for other values. */
 P2PT_API const char *p2pt_status_string(p2pt_status status);

@@ -102,6 +102,16 @@ typedef struct p2pt_plugin_v1 {
                                 void *stream, p2pt_choice *choice);
     p2pt_status (*explain_batch)(void *ctx, const p2pt_copy_desc *descs, size_t count,
                                  void *stream, p2pt_choice *choice);
+    /* ---- end of the 0.2.0 release (struct_size 152 on LP64) ---- */
+
+    /* Blocks moved by a mapping (p2pt.h's p2pt_copy_blocks_async and
+     * p2pt_explain_blocks); check struct_size >
+     * offsetof(p2pt_plugin_v1_t, copy_blocks_async). Thread-safe. */
+    p2pt_status (*copy_blocks_async)(void *ctx, const p2pt_block_layer *layers, size_t n_layers,
+                                     const int64_t *mapping, size_t pairs, void *stream);
+    p2pt_status (*explain_blocks)(void *ctx, const p2pt_block_layer *layers, size_t n_layers,
+                                  const int64_t *mapping, size_t pairs, void *stream,
+                                  p2pt_choice *choice);
     /* ---- append below ---- */
 } p2pt_plugin_v1_t;
 

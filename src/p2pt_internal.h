@@ -33,6 +33,7 @@
 #include "auto.h"
 #include "batch.h"
 #include "batch_plan.h"
+#include "block_plan.h"
 #include "chunk_plan.h"
 #include "coalesce.h"
 #include "common.h"

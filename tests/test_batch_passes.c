@@ -6,7 +6,9 @@
  * (tests/fault/fake_cuda.c), a host batch through the pipeline is read
  * once under a fixed engine, whichever, real run or dry run; under auto
  * twice (the table picks the engine by mean piece size, so the pieces are
- * summed before routing, then the engine makes its own pass).
+ * summed before routing, then the engine makes its own pass), except when
+ * the sums come with the batch: pieces built from blocks
+ * (p2pt_copy_blocks_async) are read once under auto too.
  */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -28,7 +30,7 @@ static p2pt_handle *fake_handle(const char *transport)
 
 /* The passes one host batch of device memory takes, real (`dry` false) or
  * explained. */
-static unsigned passes(const char *transport, bool dry)
+static unsigned passes(const char *transport, bool dry, bool blocks)
 {
     p2pt_handle *h = fake_handle(transport);
     struct gt_buf dst = gt_alloc(PIECES * PIECE), src = gt_alloc(PIECES * PIECE);
@@ -39,6 +41,10 @@ static unsigned passes(const char *transport, bool dry)
     struct p2pt_op op;
     p2pt_choice c = {sizeof(c)};
     p2pt__op_batch(&op, "p2pt_copy_batch_async", d, PIECES, NULL);
+    if (blocks) { /* the same pieces as blocks: one layer, block i to block i */
+        struct p2pt_block_pieces p = {d, PIECES, PIECES, PIECES, PIECES * PIECE, true};
+        p2pt__op_blocks(&op, "p2pt_copy_blocks_async", &p, NULL);
+    }
     cr_assert_eq(p2pt__op_run(h, &op, dry ? &c : NULL), P2PT_SUCCESS, "%s %s: %s", transport,
                  dry ? "explained" : "real", p2pt_last_error(NULL));
     p2pt_finalize(h);
@@ -59,8 +65,9 @@ Test(batch_passes, a_fixed_engine_reads_the_descriptors_once)
 #ifdef P2PT_FAKE_CUDA_PATH
     const char *engines[] = {"ce", "tma"};
     for (int i = 0; i < 2; i++) {
-        cr_expect_eq(passes(engines[i], false), 1, "%s, real run", engines[i]);
-        cr_expect_eq(passes(engines[i], true), 1, "%s, dry run", engines[i]);
+        cr_expect_eq(passes(engines[i], false, false), 1, "%s, real run", engines[i]);
+        cr_expect_eq(passes(engines[i], true, false), 1, "%s, dry run", engines[i]);
+        cr_expect_eq(passes(engines[i], false, true), 1, "%s, blocks", engines[i]);
     }
 #endif
 }
@@ -69,7 +76,16 @@ Test(batch_passes, auto_sums_the_pieces_before_it_routes_then_the_engine_reads_t
 {
     require_fake_driver();
 #ifdef P2PT_FAKE_CUDA_PATH
-    cr_expect_eq(passes("auto", false), 2);
-    cr_expect_eq(passes("auto", true), 2);
+    cr_expect_eq(passes("auto", false, false), 2);
+    cr_expect_eq(passes("auto", true, false), 2);
+#endif
+}
+
+Test(batch_passes, auto_reads_pieces_built_from_blocks_once)
+{
+    require_fake_driver();
+#ifdef P2PT_FAKE_CUDA_PATH
+    cr_expect_eq(passes("auto", false, true), 1, "real run");
+    cr_expect_eq(passes("auto", true, true), 1, "dry run");
 #endif
 }

@@ -216,6 +216,21 @@ class Handle:
         check(self._lib.p2pt_copy_batch_async(self._h, ctypes.cast(address, _DESCS), count,
                                               stream or None))
 
+    def copy_blocks_at(self, layers, n_layers, mapping, pairs, stream=None):
+        """p2pt_copy_blocks_async: `n_layers` BlockLayer records at host
+        address `layers` and `pairs` (src id, dst id) int64 rows at host
+        address `mapping` (a contiguous (pairs, 2) int64 tensor's data_ptr),
+        both read before the call returns."""
+        check(self._lib.p2pt_copy_blocks_async(self._h, layers, n_layers, mapping, pairs,
+                                               stream or None))
+
+    def explain_blocks_at(self, layers, n_layers, mapping, pairs, stream=None):
+        """What copy_blocks_at would do, and why (p2pt_explain_blocks)."""
+        c = S.Choice(size=ctypes.sizeof(S.Choice))
+        check(self._lib.p2pt_explain_blocks(self._h, layers, n_layers, mapping, pairs,
+                                            stream or None, ctypes.byref(c)))
+        return self._choice(c)
+
     workspace_bytes = staticmethod(workspace_bytes)
 
     def copy_batch_device(self, descs, count, max_count, workspace, stream=None):

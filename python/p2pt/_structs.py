@@ -51,6 +51,12 @@ class CopyDesc(ctypes.Structure):
     _fields_ = [("dst", _P), ("src", _P), ("bytes", _U64)]
 
 
+class BlockLayer(ctypes.Structure):
+    """One layer of a block-structured cache (p2pt_copy_blocks_async)."""
+    _fields_ = [("size", _SZ), ("dst", _P), ("src", _P), ("block_bytes", _U64),
+                ("dst_blocks", _U64), ("src_blocks", _U64)]
+
+
 class BatchStatus(ctypes.Structure):
     """What a device batch leaves at the start of its workspace."""
     _fields_ = [("count", _U32), ("copied", _U32), ("skipped", _U32), ("first_bad", _U32),
@@ -85,12 +91,14 @@ class PluginV1(ctypes.Structure):
             "copy_batch_async", "copy_batch_device_async", "batch_workspace_bytes",
             "window_register", "window_unregister",
             # end of the batch v1 release
-            "explain_copy", "explain_batch")]
+            "explain_copy", "explain_batch",
+            # end of the 0.2.0 release
+            "copy_blocks_async", "explain_blocks")]
 
 
 # C name of each structure, for the layout test.
 C_NAMES = {
     "p2pt_init_args": InitArgs, "p2pt_properties": Properties, "p2pt_copy_desc": CopyDesc,
     "p2pt_batch_status": BatchStatus, "p2pt_choice": Choice, "p2pt_peer_link": PeerLink,
-    "p2pt_topology_t": Topology, "p2pt_plugin_v1_t": PluginV1,
+    "p2pt_topology_t": Topology, "p2pt_plugin_v1_t": PluginV1, "p2pt_block_layer": BlockLayer,
 }

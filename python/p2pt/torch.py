@@ -32,6 +32,7 @@ explicitly); at most properties()["max_windows"] storages per device. Run
 an operation once per device (or call prepare) before capturing a graph:
 the first use compiles and loads the kernel and registers the windows.
 """
+import ctypes
 import itertools
 import math
 import os
@@ -48,6 +49,7 @@ except ImportError:
     raise ImportError("p2pt.torch needs PyTorch: pip install p2pt[torch]") from None
 
 from . import _handle
+from . import _structs
 from ._lib import Error, Status
 
 try:
@@ -677,6 +679,15 @@ class _Layout:
                                       dtype=_np.int64).T.reshape(self.layers, 1, 3).copy()
             self.np_block = self.block if self.block is not None else \
                 _np.array(self.sizes, dtype=_np.int64).reshape(self.layers, 1, 1)
+        # The layers as p2pt_block_layer records: a CPU mapping goes to
+        # p2pt_copy_blocks_async, which builds the pieces in C.
+        n_layers = self.layers
+        self.c_layers = (_structs.BlockLayer * max(n_layers, 1))()
+        for i in range(n_layers):
+            self.c_layers[i] = _structs.BlockLayer(
+                ctypes.sizeof(_structs.BlockLayer), self.dst_ptrs[i], self.src_ptrs[i],
+                self.sizes[i], self.dst_rows[i], self.src_rows[i])
+        self.c_layers_at = ctypes.addressof(self.c_layers)
         # The host batch's buffers by row count, reused: fresh pages for a
         # few hundred KiB at every call cost more than filling them. The C
         # library reads the descriptors before it returns, and the lock
@@ -727,6 +738,21 @@ class _Layout:
         else:
             torch.add(base, ids * block, out=descs)
         return descs.view(layers * n, 3)
+
+    def host_check(self, mapping):
+        """host_pieces' checks without building the pieces where the ids
+        alone tell (ValueError naming the first bad row): every id in its
+        layers, and, where layers are apart, no dst id twice. Layers that
+        share bytes are checked on the pieces' addresses."""
+        ids = mapping.numpy()
+        (lo_s, lo_d), (hi_s, hi_d) = ids.min(0).tolist(), ids.max(0).tolist()
+        if lo_s < 0 or hi_s >= self.min_src:
+            _check_ids(mapping[:, 0], self.src_rows, "src", 0)
+        if lo_d < 0 or hi_d >= self.min_dst:
+            _check_ids(mapping[:, 1], self.dst_rows, "dst", 1)
+        if not self.disjoint or (ids.shape[0] > 1 and _repeats(ids[:, 1])):
+            with self.lock:
+                self.host_pieces(mapping)
 
     def host_pieces(self, mapping):
         """The descriptors of a CPU mapping as a NumPy array, after the checks
@@ -902,11 +928,12 @@ def _swap(src, dst, block_mapping, hid):
     if pieces == 0:
         return _no_pieces(block_mapping.device)
     if _np is not None and not lay.slow:
-        with lay.lock:
-            descs = lay.host_pieces(mapping)
-            h = _get(hid)
-            _ready(h, _device())
-            h.copy_batch_at(descs.ctypes.data, pieces, _cur())  # read before it returns
+        # The checks on the ids here (ValueError), the pieces built in C.
+        mapping = mapping.contiguous()
+        lay.host_check(mapping)
+        h = _get(hid)
+        _ready(h, _device())
+        h.copy_blocks_at(lay.c_layers_at, lay.layers, mapping.data_ptr(), n, _cur())
         lay.hold_pinned(src, dst)
         return _done(pieces, block_mapping.device)
     _check_ids(mapping[:, 0], lay.src_rows, "src", 0)

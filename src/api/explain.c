@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * p2pt_explain_copy and p2pt_explain_batch: what the real call would do
- * with a request, and why, without doing it: the dry run of the same
+ * p2pt_explain_copy and p2pt_explain_batch (p2pt_explain_blocks is in
+ * blocks.c): what the real call would do with a request, and why, without doing it: the dry run of the same
  * operation pipeline (operation.c), so they decide as the real call does,
  * refusals included; they enqueue nothing and count nothing.
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "explain.h"
 #include "handles.h"
-#include "operation.h"
 
 static p2pt_status check_choice(const char *fn, const p2pt_choice *c)
 {
@@ -34,9 +34,7 @@ static void give(p2pt_choice *out, const p2pt_choice *c)
         out->reason[sizeof(out->reason) - 1] = '\0';
 }
 
-/* The dry run of `op`: the same pipeline as the real call, stopped before
- * the engine, its choice copied out. */
-static p2pt_status dry_run(p2pt_handle *h, struct p2pt_op *op, p2pt_choice *choice)
+p2pt_status p2pt__dry_run(p2pt_handle *h, struct p2pt_op *op, p2pt_choice *choice)
 {
     p2pt_status st = p2pt__check_handle(h, op->fn);
     p2pt_choice c;
@@ -55,7 +53,7 @@ p2pt_status p2pt_explain_copy(p2pt_handle *h, const void *dst, const void *src, 
 {
     struct p2pt_op op;
     p2pt__op_copy(&op, "p2pt_explain_copy", (void *)(uintptr_t)dst, src, bytes, stream);
-    return dry_run(h, &op, choice);
+    return p2pt__dry_run(h, &op, choice);
 }
 
 p2pt_status p2pt_explain_batch(p2pt_handle *h, const p2pt_copy_desc *descs, size_t count,
@@ -63,5 +61,5 @@ p2pt_status p2pt_explain_batch(p2pt_handle *h, const p2pt_copy_desc *descs, size
 {
     struct p2pt_op op;
     p2pt__op_batch(&op, "p2pt_explain_batch", descs, count, stream);
-    return dry_run(h, &op, choice);
+    return p2pt__dry_run(h, &op, choice);
 }

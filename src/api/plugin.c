@@ -79,6 +79,20 @@ static p2pt_status plugin_explain_batch(void *ctx, const p2pt_copy_desc *descs, 
     return p2pt_explain_batch(ctx, descs, count, stream, choice);
 }
 
+static p2pt_status plugin_copy_blocks_async(void *ctx, const p2pt_block_layer *layers,
+                                            size_t n_layers, const int64_t *mapping,
+                                            size_t pairs, void *stream)
+{
+    return p2pt_copy_blocks_async(ctx, layers, n_layers, mapping, pairs, stream);
+}
+
+static p2pt_status plugin_explain_blocks(void *ctx, const p2pt_block_layer *layers,
+                                         size_t n_layers, const int64_t *mapping, size_t pairs,
+                                         void *stream, p2pt_choice *choice)
+{
+    return p2pt_explain_blocks(ctx, layers, n_layers, mapping, pairs, stream, choice);
+}
+
 const p2pt_plugin_v1_t p2pt_plugin_v1 = {
     .abi_version = P2PT_PLUGIN_ABI_VERSION,
     .struct_size = sizeof(p2pt_plugin_v1_t),
@@ -100,4 +114,6 @@ const p2pt_plugin_v1_t p2pt_plugin_v1 = {
     .window_unregister = plugin_window_unregister,
     .explain_copy = plugin_explain_copy,
     .explain_batch = plugin_explain_batch,
+    .copy_blocks_async = plugin_copy_blocks_async,
+    .explain_blocks = plugin_explain_blocks,
 };

@@ -25,7 +25,9 @@
  * the descriptors into a buffer of its own (P2PT_CAP_BATCH_SCAN) makes that
  * pass itself, in step 5, before it enqueues anything; otherwise, and in a
  * dry run, step 4 makes it. A policy that routes by the batch's sums
- * (P2PT_NEEDS_BATCH_SUMS) costs a pass of arguments alone before step 3.
+ * (P2PT_NEEDS_BATCH_SUMS) costs a pass of arguments alone before step 3,
+ * unless the sums came with the batch (blocks: the mapping's rows times
+ * the layers' block bytes).
  * The outcome is the operation steps 1 and 4
  * would give in order: should a step before the pass fail (no driver, a
  * bad stream), the pieces' arguments are checked then, and a refused piece
@@ -161,7 +163,7 @@ static p2pt_status batch_check(struct p2pt_op *op, struct op_state *s)
     struct p2pt_batch *b = &op->batch;
     s->nothing = b->count == 0;
     /* The pieces are read in the pass over the descriptors. */
-    return p2pt__batch_head(op->fn, b->descs, b->count, b->stream, b);
+    return p2pt__batch_head(op->fn, b);
 }
 
 static p2pt_status batch_resolve(struct p2pt_handle *h, struct p2pt_op *op, bool *pushed)
@@ -187,7 +189,7 @@ static p2pt_status each_piece(struct p2pt_handle *h, const struct p2pt_batch *b,
         memset(&c, 0, sizeof(c));
         p2pt_status st = p2pt__op_run(h, &piece, dry ? &c : NULL);
         if (st != P2PT_SUCCESS)
-            return p2pt__piece_fail(st, i, b->count);
+            return p2pt__piece_fail(st, b, i);
     }
     return P2PT_SUCCESS;
 }
@@ -197,7 +199,8 @@ static p2pt_status batch_route(struct p2pt_handle *h, struct p2pt_op *op, struct
     p2pt_status st = P2PT_SUCCESS;
     struct p2pt_batch *b = &op->batch;
     if (h->policy->needs & P2PT_NEEDS_BATCH_SUMS) {
-        P2PT_TRY(p2pt__batch_scan(h, b, NULL, NULL, NULL));
+        if (!b->sums_known)
+            P2PT_TRY(p2pt__batch_scan(h, b, NULL, NULL, NULL));
         if ((s->nothing = b->pieces == 0))
             goto out;
     }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "batch.h"
+#include "block_plan.h"
 
 struct p2pt_handle;
 
@@ -60,6 +61,19 @@ static inline void p2pt__op_batch(struct p2pt_op *op, const char *fn, const p2pt
     op->batch.descs = descs;
     op->batch.count = count;
     op->batch.stream = (CUstream)stream;
+}
+
+/* A host batch whose pieces were built from blocks (block_plan.h): `rows`
+ * pieces a layer, so that a refusal names the layer and the row, and its
+ * sums known from the plan. */
+static inline void p2pt__op_blocks(struct p2pt_op *op, const char *fn,
+                                   const struct p2pt_block_pieces *p, void *stream)
+{
+    p2pt__op_batch(op, fn, p->descs, p->count, stream);
+    op->batch.rows = p->rows;
+    op->batch.pieces = p->pieces;
+    op->batch.bytes = p->bytes;
+    op->batch.sums_known = p->sums_known;
 }
 
 /* A device-batch operation for entry point `fn`. */

@@ -34,34 +34,35 @@ p2pt_status p2pt__check_args(void *dst, const void *src, size_t bytes)
     return P2PT_SUCCESS;
 }
 
-p2pt_status p2pt__piece_fail(p2pt_status st, size_t i, size_t count)
+p2pt_status p2pt__piece_fail(p2pt_status st, const struct p2pt_batch *b, size_t i)
 {
     char why[1536];
     snprintf(why, sizeof(why), "%s", p2pt__last_error_text());
-    return p2pt__fail(st, "p2pt_copy_batch_async: piece %zu of %zu: %s", i, count, why);
+    if (b->rows != 0)
+        return p2pt__fail(st, "%s: layer %zu, row %zu (piece %zu of %zu): %s", b->fn,
+                          i / b->rows, i % b->rows, i, b->count, why);
+    return p2pt__fail(st, "%s: piece %zu of %zu: %s", b->fn, i, b->count, why);
 }
 
-p2pt_status p2pt__batch_head(const char *fn, const p2pt_copy_desc *descs, size_t count,
-                             void *stream, struct p2pt_batch *b)
+p2pt_status p2pt__batch_head(const char *fn, struct p2pt_batch *b)
 {
-    if (descs == NULL && count != 0)
-        return p2pt__fail(P2PT_INVALID_ARGUMENT, "%s: descs is NULL with count %zu", fn, count);
-    memset(b, 0, sizeof(*b));
-    b->descs = descs;
-    b->count = count;
-    b->stream = (CUstream)stream;
+    if (b->descs == NULL && b->count != 0)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT, "%s: descs is NULL with count %zu", fn,
+                          b->count);
+    b->fn = fn;
     return P2PT_SUCCESS;
 }
 
-p2pt_status p2pt__piece_args_fail(const p2pt_copy_desc *d, size_t i, size_t count)
+p2pt_status p2pt__piece_args_fail(const struct p2pt_batch *b, size_t i)
 {
+    const p2pt_copy_desc *d = &b->descs[i];
     p2pt_status st;
     if (d->bytes > SIZE_MAX)
         st = p2pt__fail(P2PT_INVALID_ARGUMENT, "%llu bytes do not fit in size_t",
                         (unsigned long long)d->bytes);
     else
         st = p2pt__check_args(d->dst, d->src, (size_t)d->bytes);
-    return p2pt__piece_fail(st, i, count);
+    return p2pt__piece_fail(st, b, i);
 }
 
 p2pt_status p2pt__device_batch_check(const struct p2pt_device_batch *b)

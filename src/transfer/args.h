@@ -18,17 +18,17 @@ static inline bool p2pt__args_ok(uintptr_t d, uintptr_t s, uint64_t n)
     return n == 0 || (n <= SIZE_MAX && d != 0 && s != 0 && n <= UINTPTR_MAX - d &&
                       n <= UINTPTR_MAX - s && (d >= s + n || s >= d + n));
 }
-/* A host batch as a whole (`fn` names the entry point in messages: NULL
- * descs with a count): fills *b's descs, count and stream. Its pieces are
- * checked in the pass over the descriptors (batch_scan.c). */
-P2PT_INTERNAL p2pt_status p2pt__batch_head(const char *fn, const p2pt_copy_desc *descs,
-                                           size_t count, void *stream, struct p2pt_batch *b);
-/* Piece i of `count`, whose arguments p2pt__args_ok refused: the status and
- * the message that says why. */
-P2PT_INTERNAL p2pt_status p2pt__piece_args_fail(const p2pt_copy_desc *d, size_t i, size_t count);
+/* A host batch as a whole, as its operation's constructor filled it (`fn`
+ * names the entry point in messages): NULL descs with a count. Its pieces
+ * are checked in the pass over the descriptors (batch_scan.c). */
+P2PT_INTERNAL p2pt_status p2pt__batch_head(const char *fn, struct p2pt_batch *b);
+/* Piece i of batch `b`, whose arguments p2pt__args_ok refused: the status
+ * and the message that says why. */
+P2PT_INTERNAL p2pt_status p2pt__piece_args_fail(const struct p2pt_batch *b, size_t i);
 /* A device batch's buffers: non-NULL, aligned, max_count in range. */
 P2PT_INTERNAL p2pt_status p2pt__device_batch_check(const struct p2pt_device_batch *b);
-/* The last error, prefixed with which piece of a host batch it is about. */
-P2PT_INTERNAL p2pt_status p2pt__piece_fail(p2pt_status st, size_t i, size_t count);
+/* The last error, prefixed with which piece of host batch `b` it is about
+ * (its layer and row when it came from blocks). */
+P2PT_INTERNAL p2pt_status p2pt__piece_fail(p2pt_status st, const struct p2pt_batch *b, size_t i);
 
 #endif /* P2PT_ARGS_H */

@@ -14,6 +14,14 @@
 struct p2pt_batch {
     const p2pt_copy_desc *descs;
     size_t count;
+    const char *fn; /* the entry point, for messages */
+    /* Pieces built from blocks (p2pt_copy_blocks_async): piece i is row
+     * i % rows of layer i / rows, as messages name it; 0: the caller's
+     * descriptors. */
+    size_t rows;
+    /* `pieces` and `bytes` known before any pass (blocks): a policy that
+     * routes by them needs no pass of its own. */
+    bool sums_known;
     CUstream stream;
     CUcontext ctx;
     int device; /* the stream's device */

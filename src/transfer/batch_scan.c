@@ -54,7 +54,7 @@ scan_loop(const struct p2pt_batch *b, const struct p2pt_window_set *ws,
             continue;
         const uintptr_t d = (uintptr_t)descs[i].dst, s = (uintptr_t)descs[i].src;
         if (!p2pt__args_ok(d, s, n))
-            return p2pt__piece_args_fail(&descs[i], i, count);
+            return p2pt__piece_args_fail(b, i);
         uint64_t dlo = 0, dhi = 0, slo = 0, shi = 0;
         if (facts) {
             int dir;

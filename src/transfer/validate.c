@@ -66,7 +66,7 @@ p2pt_status p2pt__piece_facts(const struct p2pt_batch *b, size_t i,
     const uint64_t a_dst = (uint64_t)(uintptr_t)d->dst, a_src = (uint64_t)(uintptr_t)d->src;
     if ((st = p2pt__memo_side(memo, a_dst, &hints[0], dst)) != P2PT_SUCCESS ||
         (st = p2pt__memo_side(memo, a_src, &hints[1], src)) != P2PT_SUCCESS)
-        return p2pt__piece_fail(st, i, b->count);
+        return p2pt__piece_fail(st, b, i);
     if (!refuse)
         return P2PT_SUCCESS;
     const struct p2pt_side *sides[2] = {dst, src};
@@ -80,7 +80,7 @@ p2pt_status p2pt__piece_facts(const struct p2pt_batch *b, size_t i,
                            k == 0 ? "dst" : "src", (void *)(uintptr_t)at[k],
                            (unsigned long long)d->bytes, (void *)(uintptr_t)sides[k]->start,
                            (unsigned long long)sides[k]->size),
-                i, b->count);
+                b, i);
     struct p2pt_request r;
     r.dst = d->dst;
     r.src = d->src;
@@ -88,7 +88,7 @@ p2pt_status p2pt__piece_facts(const struct p2pt_batch *b, size_t i,
     r.dst_side = *dst;
     r.src_side = *src;
     if ((st = p2pt__refuse(&r, t)) != P2PT_SUCCESS)
-        return p2pt__piece_fail(st, i, b->count);
+        return p2pt__piece_fail(st, b, i);
     return P2PT_SUCCESS;
 }
 

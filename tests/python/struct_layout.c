@@ -121,5 +121,15 @@ int main(void)
     FIELD(p2pt_plugin_v1_t, window_unregister);
     FIELD(p2pt_plugin_v1_t, explain_copy);
     FIELD(p2pt_plugin_v1_t, explain_batch);
+    FIELD(p2pt_plugin_v1_t, copy_blocks_async);
+    FIELD(p2pt_plugin_v1_t, explain_blocks);
+
+    SIZE(p2pt_block_layer);
+    FIELD(p2pt_block_layer, size);
+    FIELD(p2pt_block_layer, dst);
+    FIELD(p2pt_block_layer, src);
+    FIELD(p2pt_block_layer, block_bytes);
+    FIELD(p2pt_block_layer, dst_blocks);
+    FIELD(p2pt_block_layer, src_blocks);
     return 0;
 }

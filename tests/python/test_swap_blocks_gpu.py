@@ -121,6 +121,29 @@ def test_offload_then_restore_every_byte(h, where):
                        as_bytes(gpu)[:, out[:, 0].cpu()])
 
 
+def test_a_cpu_mapping_is_one_batch_built_in_c(h):
+    """p2pt_copy_blocks_async takes the ids as they are: one batch of
+    KV x n pieces, also from a mapping that is a non-contiguous view, and
+    explain_blocks_at names the engine that ran it."""
+    gpu, pool = gpu_cache(), host_pool()
+    m = random_mapping(33, GPU_BLOCKS, HOST_BLOCKS, seed=5)
+    view = torch.stack([m[:, 0], m[:, 1]], 0).t()  # the same rows, strides (1, n)
+    assert not view.is_contiguous()
+    before = h.properties()
+    swap_and_check(gpu, pool, view, h)
+    after = h.properties()
+    assert after["batches"] - before["batches"] == 1
+    assert after["batch_pieces"] - before["batch_pieces"] == KV * 33
+    lay = pt._layout(layers(gpu), layers(pool))
+    ids = m.contiguous()
+    choice = h.explain_blocks_at(lay.c_layers_at, lay.layers, ids.data_ptr(), 33,
+                                 torch.cuda.current_stream().cuda_stream)
+    assert choice.path == "batch" and choice.transport in ("ce", "tma")
+    with pytest.raises(p2pt.Error, match=r"mapping row 0: src block 64, but layer 0 has 64"):
+        bad = torch.tensor([[GPU_BLOCKS, 0]])
+        h.copy_blocks_at(lay.c_layers_at, lay.layers, bad.data_ptr(), 1)
+
+
 def test_without_numpy_the_host_batch_is_built_with_torch(h, monkeypatch):
     monkeypatch.setattr(pt, "_np", None)
     swap_and_check(gpu_cache(), host_pool(),

@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * p2pt__block_plan: a block mapping and a cache's layers as one host
+ * batch's pieces. The checks cost what the mapping costs, not what the
+ * pieces cost, where they can: when no layer's blocks overlap another
+ * layer's (separate tensors, the common case), a block is written twice
+ * exactly when a dst id repeats, which the ids alone tell. Layers that
+ * share bytes (views that interleave, one tensor as both sides) are
+ * checked piece by piece, by address.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "block_plan.h"
+
+/* Above this many layers the layers are not compared pairwise: their pieces are. */
+#define PAIRWISE_LAYERS_MAX 256
+
+struct span {
+    uint64_t lo, hi;
+};
+
+struct layers_facts {
+    size_t stride;              /* bytes between the caller's layer records */
+    uint64_t min_src, min_dst;  /* the fewest blocks of any layer with bytes */
+    size_t min_src_at, min_dst_at;
+    bool disjoint;              /* no layer's dst meets another's dst or any src */
+};
+
+static const p2pt_block_layer *layer_at(const p2pt_block_layer *layers, size_t stride, size_t i)
+{
+    return (const p2pt_block_layer *)(const void *)((const char *)layers + i * stride);
+}
+
+static bool meet(struct span a, struct span b)
+{
+    return a.lo < b.hi && b.lo < a.hi;
+}
+
+/* The bytes of `blocks` blocks of `bb` from `base`, or a refusal. */
+static p2pt_status layer_span(const char *fn, size_t l, const char *side, const void *base,
+                              uint64_t blocks, uint64_t bb, struct span *out)
+{
+    uint64_t len;
+    const uint64_t lo = (uint64_t)(uintptr_t)base;
+    if (__builtin_mul_overflow(blocks, bb, &len) || lo + len < lo)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s: layer %zu: %llu %s blocks of %llu bytes from %p run past the end "
+                          "of the address space",
+                          fn, l, (unsigned long long)blocks, side, (unsigned long long)bb, base);
+    if (base == NULL && len != 0)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT, "%s: layer %zu: %s is NULL with %llu blocks",
+                          fn, l, side, (unsigned long long)blocks);
+    out->lo = lo;
+    out->hi = lo + len;
+    return P2PT_SUCCESS;
+}
+
+static p2pt_status check_layers(const char *fn, const p2pt_block_layer *layers, size_t n,
+                                struct layers_facts *f)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    if (layers[0].size < sizeof(p2pt_block_layer))
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s: layers[0].size is %zu; set each layer's size to "
+                          "sizeof(p2pt_block_layer) (%zu in this build)",
+                          fn, layers[0].size, sizeof(p2pt_block_layer));
+    f->stride = layers[0].size;
+    f->min_src = f->min_dst = UINT64_MAX;
+    f->min_src_at = f->min_dst_at = 0;
+    f->disjoint = n <= PAIRWISE_LAYERS_MAX;
+    struct span dst[PAIRWISE_LAYERS_MAX], src[PAIRWISE_LAYERS_MAX], d, s;
+    for (size_t l = 0; l < n; l++) {
+        const p2pt_block_layer *L = layer_at(layers, f->stride, l);
+        if (L->size != f->stride)
+            return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                              "%s: layer %zu: size %zu, layer 0's is %zu: every layer record is "
+                              "sizeof(p2pt_block_layer)",
+                              fn, l, L->size, f->stride);
+        P2PT_TRY(layer_span(fn, l, "dst", L->dst, L->dst_blocks, L->block_bytes, &d));
+        P2PT_TRY(layer_span(fn, l, "src", L->src, L->src_blocks, L->block_bytes, &s));
+        if (L->block_bytes != 0 && L->src_blocks < f->min_src)
+            f->min_src = L->src_blocks, f->min_src_at = l;
+        if (L->block_bytes != 0 && L->dst_blocks < f->min_dst)
+            f->min_dst = L->dst_blocks, f->min_dst_at = l;
+        if (f->disjoint)
+            dst[l] = d, src[l] = s;
+    }
+    for (size_t l = 0; f->disjoint && l < n; l++)
+        for (size_t m = 0; f->disjoint && m < n; m++)
+            f->disjoint = !meet(dst[l], src[m]) && (l == m || !meet(dst[l], dst[m]));
+out:
+    return st;
+}
+
+/* Every id of the mapping inside every layer that has bytes. */
+static p2pt_status check_ids(const char *fn, const int64_t *mapping, size_t pairs,
+                             const struct layers_facts *f)
+{
+    for (size_t r = 0; r < pairs; r++)
+        for (int k = 0; k < 2; k++) {
+            const int64_t id = mapping[2 * r + k];
+            const uint64_t have = k == 0 ? f->min_src : f->min_dst;
+            if (id >= 0 && (uint64_t)id < have)
+                continue;
+            const char *side = k == 0 ? "src" : "dst";
+            if (id < 0)
+                return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                                  "%s: mapping row %zu: %s block %lld: ids start at 0", fn, r,
+                                  side, (long long)id);
+            return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                              "%s: mapping row %zu: %s block %lld, but layer %zu has %llu %s "
+                              "blocks (ids 0 to %llu)",
+                              fn, r, side, (long long)id, k == 0 ? f->min_src_at : f->min_dst_at,
+                              (unsigned long long)have, side, (unsigned long long)have - 1);
+        }
+    return P2PT_SUCCESS;
+}
+
+struct keyed {
+    uint64_t key, end;
+    size_t at;
+};
+
+static int by_key(const void *a, const void *b)
+{
+    const struct keyed *x = a, *y = b;
+    return x->key < y->key ? -1 : x->key > y->key ? 1 : (x->at > y->at) - (x->at < y->at);
+}
+
+/* Disjoint layers: a destination block is written twice exactly when its id repeats. */
+static p2pt_status check_repeats(const char *fn, const int64_t *mapping, size_t pairs)
+{
+    struct keyed *ids = malloc(pairs * sizeof(*ids));
+    if (ids == NULL)
+        return p2pt__fail(P2PT_SYSTEM_ERROR, "%s: no memory for %zu ids", fn, pairs);
+    for (size_t r = 0; r < pairs; r++)
+        ids[r] = (struct keyed){(uint64_t)mapping[2 * r + 1], 0, r};
+    qsort(ids, pairs, sizeof(*ids), by_key);
+    p2pt_status st = P2PT_SUCCESS;
+    for (size_t i = 1; i < pairs && st == P2PT_SUCCESS; i++)
+        if (ids[i].key == ids[i - 1].key)
+            st = p2pt__fail(P2PT_INVALID_ARGUMENT,
+                            "%s: mapping rows %zu and %zu both write dst block %llu: each "
+                            "destination block may appear once",
+                            fn, ids[i - 1].at, ids[i].at, (unsigned long long)ids[i].key);
+    free(ids);
+    return st;
+}
+
+/* Layers that share bytes: the pieces' ranges by address. Any two
+ * destinations that meet, sorted by start, include two neighbours that
+ * meet; a destination meets a source when a source that starts before the
+ * destination ends reaches past its start (the prefix maximum of ends). */
+static p2pt_status check_addresses(const char *fn, const p2pt_copy_desc *descs, size_t count,
+                                   size_t pairs)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    size_t n = 0;
+    struct keyed *dst = malloc(count * sizeof(*dst)), *src = malloc(count * sizeof(*src));
+    if (dst == NULL || src == NULL) {
+        st = p2pt__fail(P2PT_SYSTEM_ERROR, "%s: no memory to check %zu pieces", fn, count);
+        goto out;
+    }
+    for (size_t i = 0; i < count; i++) {
+        const uint64_t b = descs[i].bytes;
+        if (b == 0)
+            continue;
+        dst[n] = (struct keyed){(uint64_t)(uintptr_t)descs[i].dst, 0, i};
+        dst[n].end = dst[n].key + b;
+        src[n] = (struct keyed){(uint64_t)(uintptr_t)descs[i].src, 0, i};
+        src[n].end = src[n].key + b;
+        n++;
+    }
+    qsort(dst, n, sizeof(*dst), by_key);
+    qsort(src, n, sizeof(*src), by_key);
+    for (size_t i = 1; i < n; i++)
+        if (dst[i].key < dst[i - 1].end) {
+            const size_t a = dst[i - 1].at, b = dst[i].at;
+            st = p2pt__fail(P2PT_INVALID_ARGUMENT,
+                            "%s: layer %zu, row %zu and layer %zu, row %zu: pieces write the "
+                            "same bytes",
+                            fn, a / pairs, a % pairs, b / pairs, b % pairs);
+            goto out;
+        }
+    /* src[i].end becomes the largest end of src[0 .. i], src[i].at the piece that has it. */
+    for (size_t i = 1; i < n; i++)
+        if (src[i - 1].end > src[i].end)
+            src[i].end = src[i - 1].end, src[i].at = src[i - 1].at;
+    for (size_t i = 0; i < n; i++) {
+        size_t lo = 0, hi = n; /* sources that start before this destination ends: [0, lo) */
+        while (lo < hi) {
+            const size_t mid = lo + (hi - lo) / 2;
+            if (src[mid].key < dst[i].end)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo > 0 && src[lo - 1].end > dst[i].key) {
+            const size_t a = dst[i].at, b = src[lo - 1].at;
+            st = p2pt__fail(P2PT_INVALID_ARGUMENT,
+                            "%s: layer %zu, row %zu writes bytes that layer %zu, row %zu reads: "
+                            "a block may not be both a source and a destination",
+                            fn, a / pairs, a % pairs, b / pairs, b % pairs);
+            goto out;
+        }
+    }
+out:
+    free(dst);
+    free(src);
+    return st;
+}
+
+p2pt_status p2pt__block_plan(const char *fn, const p2pt_block_layer *layers, size_t n_layers,
+                             const int64_t *mapping, size_t pairs, struct p2pt_block_pieces *out)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    struct layers_facts f;
+    size_t n, bytes;
+    memset(out, 0, sizeof(*out));
+    out->sums_known = true;
+    if ((layers == NULL && n_layers != 0) || (mapping == NULL && pairs != 0))
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s: layers %p with n_layers %zu, mapping %p with %zu pairs: expected "
+                          "non-NULL arrays where the count is not 0",
+                          fn, (const void *)layers, n_layers, (const void *)mapping, pairs);
+    if (n_layers == 0 || pairs == 0)
+        return P2PT_SUCCESS;
+    if (__builtin_mul_overflow(n_layers, pairs, &n) ||
+        __builtin_mul_overflow(n, sizeof(p2pt_copy_desc), &bytes))
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s: %zu layers x %zu pairs: more pieces than memory can describe", fn,
+                          n_layers, pairs);
+    P2PT_TRY(check_layers(fn, layers, n_layers, &f));
+    P2PT_TRY(check_ids(fn, mapping, pairs, &f));
+    if (f.disjoint)
+        P2PT_TRY(check_repeats(fn, mapping, pairs));
+    p2pt_copy_desc *d = malloc(bytes);
+    if (d == NULL)
+        return p2pt__fail(P2PT_SYSTEM_ERROR, "%s: no memory for %zu pieces", fn, n);
+    uint64_t layer_bytes;
+    for (size_t l = 0; l < n_layers; l++) {
+        const p2pt_block_layer *L = layer_at(layers, f.stride, l);
+        const uint64_t bb = L->block_bytes;
+        char *dl = L->dst;
+        const char *sl = L->src;
+        p2pt_copy_desc *e = d + l * pairs;
+        for (size_t r = 0; r < pairs; r++) {
+            e[r].dst = bb ? dl + (uint64_t)mapping[2 * r + 1] * bb : NULL;
+            e[r].src = bb ? sl + (uint64_t)mapping[2 * r] * bb : NULL;
+            e[r].bytes = bb;
+        }
+        if (bb != 0)
+            out->pieces += pairs;
+        if (__builtin_mul_overflow((uint64_t)pairs, bb, &layer_bytes) ||
+            __builtin_add_overflow(out->bytes, layer_bytes, &out->bytes))
+            out->sums_known = false;
+    }
+    if (!f.disjoint && (st = check_addresses(fn, d, n, pairs)) != P2PT_SUCCESS) {
+        free(d);
+        memset(out, 0, sizeof(*out));
+        return st;
+    }
+    out->descs = d;
+    out->count = n;
+    out->rows = pairs;
+out:
+    return st;
+}

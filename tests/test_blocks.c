@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * p2pt_copy_blocks_async and p2pt_explain_blocks: a KV cache's layers and
+ * a block mapping as one host batch. Each case runs over the fake driver
+ * (tests/fault/fake_cuda.c, any machine; copies are memcpy, kernels do
+ * nothing) and on a real GPU (skipped without one, with the reason), with
+ * the handle's transport from P2P_TRANSPORT. It proves:
+ *   - offload (GPU to pinned host) and restore (back) of random blocks at
+ *     odd block sizes and offsets land every byte where the mapping says,
+ *     and nothing outside (guards, and every block the mapping skips);
+ *   - the batch is one operation: `batches` counts 1, `batch_pieces`
+ *     counts layers x rows;
+ *   - a refused mapping enqueues nothing and changes no destination byte;
+ *   - a piece the batch's pass refuses (a layer running past the end of
+ *     its allocation) is named by its layer and row;
+ *   - explain_blocks gives the engine and reason explain_batch gives for
+ *     the same pieces.
+ */
+#include "batch_test.h"
+
+static bool on_fake;
+
+static void use_fake_driver(void)
+{
+    gt_use_fake_driver();
+    on_fake = true;
+}
+
+static void use_gpu(void)
+{
+    gt_require_gpus(1);
+    gt_use_device(0);
+    on_fake = false;
+}
+
+static p2pt_properties props(const p2pt_handle *h)
+{
+    p2pt_properties p;
+    memset(&p, 0, sizeof(p));
+    p.size = sizeof(p);
+    GT_OK(p2pt_get_properties(h, &p));
+    return p;
+}
+
+enum { LAYERS = 6, GPU_BLOCKS = 40, HOST_BLOCKS = 24, PAIRS = 17, OFF = 3 };
+
+/* The cache: LAYERS layers of `bb`-byte blocks in one GPU pool and one
+ * pinned host pool, each layer's block 0 at an odd offset. */
+struct cache {
+    struct gt_buf gpu, host;
+    uint64_t bb;
+};
+
+static struct cache cache_new(uint64_t bb)
+{
+    struct cache c = {gt_alloc(LAYERS * GPU_BLOCKS * bb + OFF),
+                      gt_alloc_host(LAYERS * HOST_BLOCKS * bb + OFF), bb};
+    return c;
+}
+
+static void cache_layers(const struct cache *c, bool offload, p2pt_block_layer *ls)
+{
+    for (size_t l = 0; l < LAYERS; l++) {
+        CUdeviceptr g = c->gpu.ptr + OFF + l * GPU_BLOCKS * c->bb;
+        CUdeviceptr p = c->host.ptr + OFF + l * HOST_BLOCKS * c->bb;
+        ls[l] = (p2pt_block_layer){sizeof(ls[l]), (void *)(uintptr_t)(offload ? p : g),
+                                   (const void *)(uintptr_t)(offload ? g : p), c->bb,
+                                   offload ? HOST_BLOCKS : GPU_BLOCKS,
+                                   offload ? GPU_BLOCKS : HOST_BLOCKS};
+    }
+}
+
+/* Distinct random ids in [0, n) for column `col` of the mapping. */
+static void random_ids(int64_t *map, int col, size_t n, uint64_t seed)
+{
+    struct bt_rng r = {seed * 0x9E3779B97F4A7C15ull + 11};
+    int64_t *perm = malloc(n * sizeof(*perm));
+    cr_assert_not_null(perm);
+    for (size_t i = 0; i < n; i++)
+        perm[i] = (int64_t)i;
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = bt_next(&r) % (i + 1);
+        int64_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    for (size_t i = 0; i < PAIRS; i++)
+        map[2 * i + col] = perm[i];
+    free(perm);
+}
+
+/* The pieces the mapping means, written out here independently. */
+static void expected_pieces(const p2pt_block_layer *ls, const int64_t *map, p2pt_copy_desc *d)
+{
+    for (size_t l = 0; l < LAYERS; l++)
+        for (size_t r = 0; r < PAIRS; r++) {
+            d[l * PAIRS + r].dst = (char *)ls[l].dst + map[2 * r + 1] * ls[l].block_bytes;
+            d[l * PAIRS + r].src = (const char *)ls[l].src + map[2 * r] * ls[l].block_bytes;
+            d[l * PAIRS + r].bytes = ls[l].block_bytes;
+        }
+}
+
+static void one_way(uint64_t bb, bool offload)
+{
+    p2pt_handle *h = gt_handle(NULL);
+    struct cache c = cache_new(bb);
+    struct gt_buf *src = offload ? &c.gpu : &c.host, *dst = offload ? &c.host : &c.gpu;
+    gt_fill(src, 1000 + bb + offload);
+    gt_poison(dst);
+    p2pt_block_layer ls[LAYERS];
+    int64_t map[2 * PAIRS];
+    p2pt_copy_desc want[LAYERS * PAIRS];
+    cache_layers(&c, offload, ls);
+    random_ids(map, 0, offload ? GPU_BLOCKS : HOST_BLOCKS, bb);
+    random_ids(map, 1, offload ? HOST_BLOCKS : GPU_BLOCKS, bb + 1);
+    expected_pieces(ls, map, want);
+    unsigned char *src_host = bt_host_copy(src);
+    CUstream s;
+    GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    const p2pt_properties before = props(h);
+    GT_OK(p2pt_copy_blocks_async(h, ls, LAYERS, map, PAIRS, s));
+    GT_CHECK(tcu.cuStreamSynchronize(s));
+    const p2pt_properties after = props(h);
+    cr_assert_eq(after.batches - before.batches, 1);
+    cr_assert_eq(after.batch_pieces - before.batch_pieces, LAYERS * PAIRS);
+    char what[96];
+    snprintf(what, sizeof(what), "%s of %llu-byte blocks through %s",
+             offload ? "offload" : "restore", (unsigned long long)bb, after.transport);
+    if (!on_fake || after.kernel_launches == before.kernel_launches)
+        bt_expect(dst, src, src_host, want, LAYERS * PAIRS, NULL, what);
+    free(src_host);
+    GT_CHECK(tcu.cuStreamDestroy(s));
+    gt_free(&c.gpu);
+    gt_free(&c.host);
+    p2pt_finalize(h);
+}
+
+static void both_ways(void)
+{
+    const uint64_t sizes[] = {4100, 16384, 37};
+    for (size_t i = 0; i < P2PT_ARRAY_LEN(sizes); i++) {
+        one_way(sizes[i], true);
+        one_way(sizes[i], false);
+    }
+}
+
+Test(blocks_fake, offload_and_restore_land_every_block_where_the_mapping_says)
+{
+    use_fake_driver();
+    both_ways();
+}
+
+Test(blocks_gpu, offload_and_restore_land_every_block_where_the_mapping_says)
+{
+    use_gpu();
+    both_ways();
+}
+
+/* A mapping the plan refuses: nothing enqueued, no byte of dst changed. A
+ * layer in pageable memory: the pass names the layer and the row. */
+static void refusals(void)
+{
+    p2pt_handle *h = gt_handle(NULL);
+    struct cache c = cache_new(4096);
+    gt_fill(&c.gpu, 5);
+    gt_poison(&c.host);
+    p2pt_block_layer ls[LAYERS];
+    int64_t map[2 * PAIRS];
+    cache_layers(&c, true, ls);
+    random_ids(map, 0, GPU_BLOCKS, 1);
+    random_ids(map, 1, HOST_BLOCKS, 2);
+    map[2 * 4 + 1] = HOST_BLOCKS; /* one past the end */
+    const p2pt_properties before = props(h);
+    cr_assert_eq(p2pt_copy_blocks_async(h, ls, LAYERS, map, PAIRS, NULL), P2PT_INVALID_ARGUMENT);
+    cr_assert(strstr(p2pt_last_error(h), "mapping row 4: dst block 24") != NULL, "%s",
+              p2pt_last_error(h));
+    GT_CHECK(tcu.cuCtxSynchronize());
+    cr_assert_eq(props(h).batches, before.batches);
+    bt_expect(&c.host, &c.gpu, NULL, NULL, 0, NULL, "a refused mapping");
+    map[2 * 4 + 1] = 0;
+    random_ids(map, 1, HOST_BLOCKS, 2);
+    /* One row whose block in layer 2 starts 100 bytes before the end of
+     * the host pool's allocation: it straddles the end. */
+    ls[2].dst = (void *)(uintptr_t)(c.host.base + c.host.n + 2 * GT_GUARD - 100);
+    map[1] = 0;
+    p2pt_status st = p2pt_copy_blocks_async(h, ls, LAYERS, map, 1, NULL);
+    cr_assert_eq(st, P2PT_INVALID_ARGUMENT, "status %d: %s", st, p2pt_last_error(h));
+    const char *msg = p2pt_last_error(h);
+    cr_assert(strstr(msg, "p2pt_copy_blocks_async: layer 2, row 0 (piece 2 of 6)") != NULL &&
+                  strstr(msg, "runs past the end of its allocation") != NULL,
+              "%s", msg);
+    cr_assert_eq(props(h).batches, before.batches);
+    gt_free(&c.gpu);
+    gt_free(&c.host);
+    p2pt_finalize(h);
+}
+
+Test(blocks_fake, a_refused_mapping_enqueues_nothing_and_names_the_row)
+{
+    use_fake_driver();
+    refusals();
+}
+
+Test(blocks_gpu, a_refused_mapping_enqueues_nothing_and_names_the_row)
+{
+    use_gpu();
+    refusals();
+}
+
+static void explain_agrees(void)
+{
+    p2pt_handle *h = gt_handle(NULL);
+    struct cache c = cache_new(16384);
+    p2pt_block_layer ls[LAYERS];
+    int64_t map[2 * PAIRS];
+    p2pt_copy_desc want[LAYERS * PAIRS];
+    cache_layers(&c, true, ls);
+    random_ids(map, 0, GPU_BLOCKS, 3);
+    random_ids(map, 1, HOST_BLOCKS, 4);
+    expected_pieces(ls, map, want);
+    p2pt_choice a = {sizeof(a)}, b = {sizeof(b)};
+    GT_OK(p2pt_explain_blocks(h, ls, LAYERS, map, PAIRS, NULL, &a));
+    GT_OK(p2pt_explain_batch(h, want, LAYERS * PAIRS, NULL, &b));
+    cr_assert_str_eq(a.transport, b.transport);
+    cr_assert_str_eq(a.path, "batch");
+    cr_assert_str_eq(a.reason, b.reason);
+    cr_assert_eq(p2pt_explain_blocks(h, ls, LAYERS, map, PAIRS, NULL, NULL),
+                 P2PT_INVALID_ARGUMENT);
+    gt_free(&c.gpu);
+    gt_free(&c.host);
+    p2pt_finalize(h);
+}
+
+Test(blocks_fake, explain_blocks_says_what_explain_batch_says)
+{
+    use_fake_driver();
+    explain_agrees();
+}
+
+Test(blocks_gpu, explain_blocks_says_what_explain_batch_says)
+{
+    use_gpu();
+    explain_agrees();
+}
