@@ -29,6 +29,7 @@ status: 0 when every byte matched (or there is no GPU, said in one line),
 1 when one did not, 2 when it cannot run.
 """
 import argparse
+import ctypes
 import math
 import os
 import statistics
@@ -42,6 +43,7 @@ try:
 except ImportError:
     print("kv_offload: PyTorch is not installed (pip install p2pt[torch])", file=sys.stderr)
     sys.exit(2)
+import p2pt  # noqa: E402
 import p2pt.torch as pt  # noqa: E402
 
 BLOCK = (16, 8, 64)  # tokens, heads, head dim: 16 KiB of bf16
@@ -236,18 +238,19 @@ class Matmul:
 
 def host_overhead(c, runs=21):
     """Host microseconds per call, median: the C library's enqueue of the
-    offload's descriptors (copy_batch_at, descriptors built beforehand) and
-    a whole swap_blocks with the CPU mapping, each after a synchronize so
-    that neither waits on the other's copies."""
+    offload (p2pt_copy_blocks_async with the same layers and mapping: what
+    swap_blocks calls) and a whole swap_blocks with the CPU mapping, each
+    after a synchronize so that neither waits on the other's copies."""
     h = pt.handle()
     n, layers = c.out_map.shape[0], len(c.gl)
     bb = c.gl[0].stride(0) * c.gl[0].element_size()
-    dst = torch.tensor([t.data_ptr() for t in c.pl])[:, None] + c.out_map[:, 1] * bb
-    src = torch.tensor([t.data_ptr() for t in c.gl])[:, None] + c.out_map[:, 0] * bb
-    descs = torch.stack([dst, src, torch.full_like(dst, bb)], -1).reshape(n * layers, 3)
+    recs = (p2pt.BlockLayer * layers)(*[
+        p2pt.BlockLayer(ctypes.sizeof(p2pt.BlockLayer), d.data_ptr(), s.data_ptr(), bb,
+                        d.shape[0], s.shape[0]) for s, d in zip(c.gl, c.pl)])
+    ids = c.out_map.contiguous()
     stream = torch.cuda.current_stream().cuda_stream
     b = c.a.sm_budget
-    calls = (lambda: h.copy_batch_at(descs.data_ptr(), n * layers, stream),
+    calls = (lambda: h.copy_blocks_at(ctypes.addressof(recs), layers, ids.data_ptr(), n, stream),
              lambda: pt.swap_blocks(c.gl, c.pl, c.out_map, sm_budget=b))
     times = ([], [])
     for _ in range(runs):
@@ -328,7 +331,7 @@ def main():
                   f"restore {r_res / ref[1]:.2f}")
     pieces, c_us, swap_us = host_overhead(c)
     print(f"kv_offload: host time a call, CPU mapping, {pieces} pieces (median): the C "
-          f"enqueue (copy_batch_at) {c_us:.0f} us, swap_blocks {swap_us:.0f} us: "
+          f"enqueue (p2pt_copy_blocks_async) {c_us:.0f} us, swap_blocks {swap_us:.0f} us: "
           f"{swap_us - c_us:.0f} us of Python")
     print(f"kv_offload: {'every byte checked: right' if not bad else f'{bad} methods WRONG'}")
     return 0 if not bad else 1

@@ -19,11 +19,12 @@ from ._handle import (BATCH_SKIPPED_OVER_MAX, BATCH_SKIPPED_OVERLAP, BATCH_SKIPP
                       BATCH_SKIPPED_WINDOW, BatchStatus, Choice, Handle, Link, Topology, Window,
                       descs_array, read_batch_status, workspace_bytes)
 from ._lib import Error, Status, last_error, library_path, load, plugin_table, status_string
-from ._structs import TOPOLOGY_MAX_DEVICES, CopyDesc
+from ._structs import TOPOLOGY_MAX_DEVICES, BlockLayer, CopyDesc
 from ._version import __version__
 
 __all__ = [
     "Error", "Status", "Handle", "Window", "Choice", "Link", "Topology", "BatchStatus", "CopyDesc",
+    "BlockLayer",
     "load", "library_path", "plugin_table", "last_error", "status_string", "workspace_bytes",
     "descs_array", "read_batch_status", "TOPOLOGY_MAX_DEVICES", "BATCH_SKIPPED_WINDOW",
     "BATCH_SKIPPED_OVER_MAX", "BATCH_SKIPPED_OVERLAP", "BATCH_SKIPPED_TOO_LARGE", "__version__",
