@@ -35,6 +35,7 @@ the first use compiles and loads the kernel and registers the windows.
 import ctypes
 import itertools
 import math
+import operator
 import os
 import threading
 import weakref
@@ -51,14 +52,6 @@ except ImportError:
 from . import _handle
 from . import _structs
 from ._lib import Error, Status
-
-try:
-    # The host batch of a CPU mapping is built with NumPy where it is there:
-    # a NumPy op on a few thousand numbers costs a microsecond or two, a torch
-    # op on the CPU several times that, which adds up per swap.
-    import numpy as _np
-except ImportError:
-    _np = None
 
 __all__ = ["handle", "prepare", "copy_", "copy_batch_", "copy_rows_", "copy_batch_device_",
            "swap_blocks", "row_descriptors", "register_window", "batch_status", "check_status",
@@ -617,12 +610,6 @@ def _check_ids(ids, limits, side, col):
                          f"{limit} blocks)")
 
 
-def _repeats(ids):
-    """Whether a NumPy array of ids holds one twice."""
-    ids = _np.sort(ids)
-    return bool((ids[1:] == ids[:-1]).any())
-
-
 def _disjoint(ranges):
     """Whether the [start, end) byte ranges share no byte."""
     spans = sorted(r for r in ranges if r[1] > r[0])
@@ -672,13 +659,6 @@ class _Layout:
         self.pinned = [(side, i) for side, i, _, n, pin in self.storages if pin and n]
         self.refs = [weakref.ref(t) for t in src] + [weakref.ref(t) for t in dst]
         self.meta = {}  # device index -> (bases and block bytes, limits) on that GPU
-        if _np is not None and self.layers:
-            # (layers, 1, 3): dst base, src base, 0; the block bytes as a
-            # scalar or (layers, 1, 1): descriptors = bases + [d, s, 1] * bytes.
-            self.np_bases = _np.array([self.dst_ptrs, self.src_ptrs, [0] * self.layers],
-                                      dtype=_np.int64).T.reshape(self.layers, 1, 3).copy()
-            self.np_block = self.block if self.block is not None else \
-                _np.array(self.sizes, dtype=_np.int64).reshape(self.layers, 1, 1)
         # The layers as p2pt_block_layer records: a CPU mapping goes to
         # p2pt_copy_blocks_async, which builds the pieces in C.
         n_layers = self.layers
@@ -688,12 +668,6 @@ class _Layout:
                 ctypes.sizeof(_structs.BlockLayer), self.dst_ptrs[i], self.src_ptrs[i],
                 self.sizes[i], self.dst_rows[i], self.src_rows[i])
         self.c_layers_at = ctypes.addressof(self.c_layers)
-        # The host batch's buffers by row count, reused: fresh pages for a
-        # few hundred KiB at every call cost more than filling them. The C
-        # library reads the descriptors before it returns, and the lock
-        # keeps two threads swapping these layers from sharing them.
-        self.buffers = {}
-        self.lock = threading.Lock()
 
     def serves(self, src, dst):
         """Whether this layout was made of these very tensors, which still
@@ -738,49 +712,6 @@ class _Layout:
         else:
             torch.add(base, ids * block, out=descs)
         return descs.view(layers * n, 3)
-
-    def host_check(self, mapping):
-        """host_pieces' checks without building the pieces where the ids
-        alone tell (ValueError naming the first bad row): every id in its
-        layers, and, where layers are apart, no dst id twice. Layers that
-        share bytes are checked on the pieces' addresses."""
-        ids = mapping.numpy()
-        (lo_s, lo_d), (hi_s, hi_d) = ids.min(0).tolist(), ids.max(0).tolist()
-        if lo_s < 0 or hi_s >= self.min_src:
-            _check_ids(mapping[:, 0], self.src_rows, "src", 0)
-        if lo_d < 0 or hi_d >= self.min_dst:
-            _check_ids(mapping[:, 1], self.dst_rows, "dst", 1)
-        if not self.disjoint or (ids.shape[0] > 1 and _repeats(ids[:, 1])):
-            with self.lock:
-                self.host_pieces(mapping)
-
-    def host_pieces(self, mapping):
-        """The descriptors of a CPU mapping as a NumPy array, after the checks
-        of a host batch (ValueError naming the first bad row): every id in
-        its layers, no block written twice or written and read. The array is
-        the layout's buffer: hold self.lock until the batch has read it."""
-        ids = mapping.numpy()
-        n = ids.shape[0]
-        s_ids, d_ids = ids[:, 0], ids[:, 1]
-        (lo_s, lo_d), (hi_s, hi_d) = ids.min(0).tolist(), ids.max(0).tolist()
-        if lo_s < 0 or hi_s >= self.min_src:
-            _check_ids(mapping[:, 0], self.src_rows, "src", 0)
-        if lo_d < 0 or hi_d >= self.min_dst:
-            _check_ids(mapping[:, 1], self.dst_rows, "dst", 1)
-        bufs = self.buffers.get(n)
-        if bufs is None:
-            if len(self.buffers) >= 8:
-                self.buffers.clear()
-            bufs = self.buffers[n] = (_np.ones((n, 3), dtype=_np.int64),
-                                      _np.empty((self.layers, n, 3), dtype=_np.int64))
-        rows, descs = bufs
-        rows[:, 0] = d_ids
-        rows[:, 1] = s_ids
-        _np.add(self.np_bases, rows * self.np_block, out=descs)
-        descs = descs.reshape(self.layers * n, 3)
-        if not self.disjoint or (n > 1 and _repeats(d_ids)):
-            _check_overlaps(torch.from_numpy(descs), n)
-        return descs
 
     def checked_pieces(self, mapping, device):
         """pieces() for a mapping whose ids cannot be read on the host: the
@@ -927,27 +858,33 @@ def _swap(src, dst, block_mapping, hid):
     mapping = block_mapping.cpu()  # a sync only in the slow path: a GPU mapping, a pageable side
     if pieces == 0:
         return _no_pieces(block_mapping.device)
-    if _np is not None and not lay.slow:
-        # The checks on the ids here (ValueError), the pieces built in C.
+    if not lay.slow:
+        # One call: the C library checks the ids and builds the pieces. What
+        # it refuses, the checks here explain (a ValueError naming the row)
+        # where the mapping is at fault.
         mapping = mapping.contiguous()
-        lay.host_check(mapping)
         h = _get(hid)
         _ready(h, _device())
-        h.copy_blocks_at(lay.c_layers_at, lay.layers, mapping.data_ptr(), n, _cur())
+        try:
+            h.copy_blocks_at(lay.c_layers_at, lay.layers, mapping.data_ptr(), n, _cur())
+        except Error as e:
+            if e.status == Status.INVALID_ARGUMENT:
+                _host_checks(lay, mapping, n)
+            raise
         lay.hold_pinned(src, dst)
         return _done(pieces, block_mapping.device)
+    _host_checks(lay, mapping, n)
+    _swap_by_torch(src, dst, mapping, lay.sizes)
+    return _done(pieces, block_mapping.device)
+
+
+def _host_checks(lay, mapping, n):
+    """The checks of a CPU mapping, in torch (ValueError naming the first
+    bad row): every id in its layers, no block written twice or written
+    and read."""
     _check_ids(mapping[:, 0], lay.src_rows, "src", 0)
     _check_ids(mapping[:, 1], lay.dst_rows, "dst", 1)
-    descs = lay.pieces(mapping, mapping.device)
-    _check_overlaps(descs, n)
-    if lay.slow:
-        _swap_by_torch(src, dst, mapping, lay.sizes)
-    else:  # no NumPy
-        h = _get(hid)
-        _ready(h, _device())
-        h.copy_batch_at(descs.data_ptr(), pieces, _cur())  # reads descs before it returns
-        lay.hold_pinned(src, dst)
-    return _done(pieces, block_mapping.device)
+    _check_overlaps(lay.pieces(mapping, mapping.device), n)
 
 
 @torch.library.custom_op("p2pt::swap_blocks", mutates_args=("dst",))
@@ -1077,10 +1014,13 @@ def copy_batch_device_(descs, count, *, max_count=None, stream=None, handle=None
 
 
 def _layers(x, role):
+    """x as a list of tensors (a list given is used as it is: nothing here
+    or below writes it)."""
     if isinstance(x, torch.Tensor):
         return [x]
-    if isinstance(x, (list, tuple)) and all(isinstance(t, torch.Tensor) for t in x):
-        return list(x)
+    if isinstance(x, (list, tuple)) and (set(map(type, x)) <= _PLAIN or
+                                         all(isinstance(t, torch.Tensor) for t in x)):
+        return x if type(x) is list else list(x)
     raise TypeError(f"p2pt.torch.swap_blocks: {role} must be a tensor or a list of tensors "
                     f"(one per layer), not {type(x).__name__}")
 
@@ -1133,6 +1073,8 @@ def swap_blocks(src, dst, block_mapping, *, stream=None, handle=None, sm_budget=
 
 
 _Tensor = torch.Tensor
+_PLAIN = {_Tensor}
+_requires_grad = operator.attrgetter("requires_grad")
 _is_fn_mode = getattr(torch._C, "_is_torch_function_mode_enabled", None)
 _dispatch_depth = getattr(torch._C, "_len_torch_dispatch_stack", None)
 _tracing = getattr(torch._C, "_get_tracing_state", None)
@@ -1150,15 +1092,9 @@ def _plain_eager(srcs, dsts, mapping):
     if not EAGER_DIRECT or torch.compiler.is_compiling() or _is_fn_mode() or \
             _dispatch_depth() or _tracing() is not None or _functorch() is not None:
         return False
-    if type(mapping) is not _Tensor:
-        return False
-    for t in dsts:
-        if type(t) is not _Tensor or t.requires_grad:
-            return False
-    for t in srcs:
-        if type(t) is not _Tensor:
-            return False
-    return True
+    # One pass in C per question, not a Python loop per layer.
+    return type(mapping) is _Tensor and set(map(type, dsts)) <= _PLAIN and \
+        set(map(type, srcs)) <= _PLAIN and not any(map(_requires_grad, dsts))
 
 
 def _mutated(dsts):
