@@ -164,7 +164,7 @@ static void print_header(int argc, char **argv, int count)
     printf("# tma settings: chunk %s, %d stages, max CTAs %s, L2 hint %s, validation %s, "
            "PDL %s (P2P_TRANSPORT_*; the sweep sets its own)\n",
            bench_fmt_size(pr.chunk_bytes, chunk, sizeof(chunk)), pr.stages, ctas,
-           bench_handles[T_TMA]->cfg.l2_evict_first ? "evict_first" : "none",
+           p2pt__tma_settings(bench_handles[T_TMA])->l2_evict_first ? "evict_first" : "none",
            pr.validate ? "on" : "off", pr.pdl ? "on" : "off");
     printf("# bandwidth = payload bytes / time, each copy counted once (N bytes copied = N "
            "bytes, on any path; bidir adds both directions); GB/s = 1e9 bytes/s\n");

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer harness: configuration parsing. The input is split at NUL bytes
- * into values for every variable config.c reads; whatever they hold, the
+ * into values for the variables the configuration reads; whatever they hold, the
  * parse must either succeed with values inside the documented limits or fail
  * with P2PT_INVALID_ARGUMENT and a non-empty message. Never crash, never
  * read past a value.
@@ -44,10 +44,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct p2pt_config cfg;
     p2pt_status st = p2pt__config_read(&cfg, NULL, NULL);
     if (st == P2PT_SUCCESS) {
-        if (cfg.chunk_bytes < P2PT_CHUNK_MIN || cfg.chunk_bytes > P2PT_CHUNK_MAX ||
-            cfg.chunk_bytes % 16 != 0 || cfg.stages < P2PT_STAGES_MIN ||
-            cfg.stages > P2PT_STAGES_MAX || cfg.max_ctas < 0 ||
-            cfg.max_ctas > P2PT_MAX_CTAS_MAX || p2pt__config_smem_bytes(&cfg) > P2PT_CHUNK_MAX ||
+        const struct p2pt_tma_settings *t = p2pt__tma_settings_in(&cfg);
+        if (t->chunk_bytes < P2PT_CHUNK_MIN || t->chunk_bytes > P2PT_CHUNK_MAX ||
+            t->chunk_bytes % 16 != 0 || t->stages < P2PT_STAGES_MIN ||
+            t->stages > P2PT_STAGES_MAX || t->launch.max_ctas < 0 ||
+            t->launch.max_ctas > P2PT_MAX_CTAS_MAX || p2pt__tma_smem_bytes(t) > P2PT_CHUNK_MAX ||
             (cfg.validate != 0 && cfg.validate != 1) ||
             (p2pt__transport_find(cfg.transport) == NULL &&
              strcmp(cfg.transport, P2PT_AUTO_NAME) != 0))

@@ -13,7 +13,8 @@
  *   route/     router.h (routing, the fallback, the registry of policies),
  *              policy.h (what a policy is), auto.h and auto_table.h (auto)
  *   engines/   registry.h (the engines, in order), launch.h (kernel
- *              launches), tma.h
+ *              launches), tma.h and tma_settings.h (the TMA engine's
+ *              settings)
  *   transfer/  what core and the engines share: request.h (one request,
  *              resolved), batch.h, transport.h (what an engine is), handle.h,
  *              windows.h, args.h, batch_scan.h (the pass over a host batch),
@@ -22,8 +23,8 @@
  *   cuda/      driver.h: the driver's entry points, contexts
  *   plans/     chunk_plan.h, batch_plan.h, coalesce.h: how copies and
  *              batches are cut up (CUDA-free)
- *   util/      common.h (status text, load-once, logger), config.h
- *              (CUDA-free)
+ *   util/      common.h (status text, load-once, logger), config.h and
+ *              settings.h (the configuration, declared settings; CUDA-free)
  */
 #ifndef P2PT_INTERNAL_H
 #define P2PT_INTERNAL_H

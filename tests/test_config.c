@@ -19,6 +19,12 @@
 
 static struct p2pt_config cfg;
 
+/* The TMA engine's settings as the last read left them (its group). */
+static const struct p2pt_tma_settings *tma(void)
+{
+    return p2pt__tma_settings_in(&cfg);
+}
+
 static p2pt_status read_with(const char *var, const char *value)
 {
     setenv(var, value, 1);
@@ -57,13 +63,13 @@ Test(config, defaults_without_environment)
 {
     cr_assert_eq(p2pt__config_read(&cfg, NULL, NULL), P2PT_SUCCESS);
     cr_expect_str_eq(cfg.transport, "ce");
-    cr_expect_eq(cfg.chunk_bytes, 49152);
-    cr_expect(cfg.stages >= 1 && cfg.stages <= 16);
-    cr_expect_eq(cfg.max_ctas, 0);
+    cr_expect_eq(tma()->chunk_bytes, 49152);
+    cr_expect(tma()->stages >= 1 && tma()->stages <= 16);
+    cr_expect_eq(tma()->launch.max_ctas, 0);
     cr_expect_eq(cfg.validate, 1);
     cr_expect_eq(cfg.log_level, P2PT_LOG_WARN);
     cr_expect_str_eq(cfg.cuda_library, "libcuda.so.1");
-    cr_expect(p2pt__config_smem_bytes(&cfg) <= P2PT_CHUNK_MAX);
+    cr_expect(p2pt__tma_smem_bytes(tma()) <= P2PT_CHUNK_MAX);
 }
 
 Test(config, transport_names_are_case_insensitive)
@@ -105,9 +111,9 @@ Test(config, init_argument_overrides_the_environment)
 Test(config, chunk_bytes_accepts_multiples_of_16_with_suffixes)
 {
     cr_assert_eq(read_with("P2P_TRANSPORT_CHUNK_BYTES", "32K"), P2PT_SUCCESS);
-    cr_assert_eq(cfg.chunk_bytes, 32768);
+    cr_assert_eq(tma()->chunk_bytes, 32768);
     cr_assert_eq(read_with("P2P_TRANSPORT_CHUNK_BYTES", "16"), P2PT_SUCCESS);
-    cr_assert_eq(cfg.chunk_bytes, 16);
+    cr_assert_eq(tma()->chunk_bytes, 16);
 }
 
 Test(config, bad_chunk_bytes_are_rejected_with_the_value)
@@ -126,10 +132,10 @@ Test(config, stages_and_cta_caps_have_limits)
     expect_rejected("P2P_TRANSPORT_STAGES", "0", "1 to 16");
     expect_rejected("P2P_TRANSPORT_STAGES", "17", "1 to 16");
     cr_assert_eq(read_with("P2P_TRANSPORT_STAGES", "2"), P2PT_SUCCESS);
-    cr_assert_eq(cfg.stages, 2);
+    cr_assert_eq(tma()->stages, 2);
     expect_rejected("P2P_TRANSPORT_MAX_CTAS", "4097", "4096");
     cr_assert_eq(read_with("P2P_TRANSPORT_MAX_CTAS", "32"), P2PT_SUCCESS);
-    cr_assert_eq(cfg.max_ctas, 32);
+    cr_assert_eq(tma()->launch.max_ctas, 32);
 }
 
 Test(config, a_ring_over_227k_names_both_values_and_the_limit)
@@ -162,7 +168,7 @@ Test(config, a_ring_of_exactly_227k_fits_and_16_bytes_more_does_not)
     setenv("P2P_TRANSPORT_STAGES", "2", 1);
     setenv("P2P_TRANSPORT_CHUNK_BYTES", "116224", 1); /* 2 x 116224 = 232448 */
     cr_assert_eq(p2pt__config_read(&cfg, NULL, NULL), P2PT_SUCCESS, "%s", p2pt__last_error_text());
-    cr_assert_eq(p2pt__config_smem_bytes(&cfg), 232448);
+    cr_assert_eq(p2pt__tma_smem_bytes(tma()), 232448);
     setenv("P2P_TRANSPORT_CHUNK_BYTES", "116240", 1);
     cr_assert_eq(p2pt__config_read(&cfg, NULL, NULL), P2PT_INVALID_ARGUMENT);
     const char *msg = p2pt__last_error_text();
@@ -170,7 +176,7 @@ Test(config, a_ring_of_exactly_227k_fits_and_16_bytes_more_does_not)
     setenv("P2P_TRANSPORT_CHUNK_BYTES", "227K", 1);
     setenv("P2P_TRANSPORT_STAGES", "1", 1);
     cr_assert_eq(p2pt__config_read(&cfg, NULL, NULL), P2PT_SUCCESS, "%s", p2pt__last_error_text());
-    cr_assert_eq(cfg.chunk_bytes, 232448);
+    cr_assert_eq(tma()->chunk_bytes, 232448);
 }
 
 Test(config, log_levels_by_name_or_number)
@@ -215,7 +221,7 @@ Test(config, validate_and_l2_hint_switches)
     expect_rejected("P2P_TRANSPORT_VALIDATE", "yes", "0 or 1");
     expect_rejected("P2P_TRANSPORT_VALIDATE", "2", "0 or 1");
     cr_assert_eq(read_with("P2P_TRANSPORT_L2_HINT", "EVICT_FIRST"), P2PT_SUCCESS);
-    cr_assert_eq(cfg.l2_evict_first, 1);
+    cr_assert_eq(tma()->l2_evict_first, 1);
     expect_rejected("P2P_TRANSPORT_L2_HINT", "keep", "evict_first");
 }
 
@@ -283,9 +289,9 @@ Test(config, cache_dir_default_follows_xdg_then_home_then_none)
 Test(config, pdl_defaults_on_and_takes_only_0_or_1)
 {
     cr_assert_eq(p2pt__config_read(&cfg, NULL, NULL), P2PT_SUCCESS);
-    cr_assert_eq(cfg.pdl, 1);
+    cr_assert_eq(tma()->launch.pdl, 1);
     cr_assert_eq(read_with("P2P_TRANSPORT_PDL", "0"), P2PT_SUCCESS);
-    cr_assert_eq(cfg.pdl, 0);
+    cr_assert_eq(tma()->launch.pdl, 0);
     expect_rejected("P2P_TRANSPORT_PDL", "yes", "0 or 1");
     expect_rejected("P2P_TRANSPORT_PDL", "2", "0 or 1");
     expect_rejected("P2P_TRANSPORT_PDL", "", "set but empty");
@@ -307,25 +313,26 @@ Test(config, options_override_the_environment_for_that_read_only)
     cr_assert_eq(read_options("P2P_TRANSPORT_STAGES=2, P2P_TRANSPORT_CHUNK_BYTES=32K,"
                               "P2P_TRANSPORT_VALIDATE=0  P2P_TRANSPORT_LOG=info"),
                  P2PT_SUCCESS, "%s", p2pt__last_error_text());
-    cr_assert_eq(cfg.stages, 2);
-    cr_assert_eq(cfg.chunk_bytes, 32768);
+    cr_assert_eq(tma()->stages, 2);
+    cr_assert_eq(tma()->chunk_bytes, 32768);
     cr_assert_eq(cfg.validate, 0);
     cr_assert_eq(cfg.log_level, P2PT_LOG_INFO);
-    cr_assert_eq(cfg.max_ctas, 8, "a variable the options do not name comes from the environment");
+    cr_assert_eq(tma()->launch.max_ctas, 8,
+                 "a variable the options do not name comes from the environment");
     /* The environment itself is untouched: the next read without options sees it. */
     cr_assert_str_eq(getenv("P2P_TRANSPORT_STAGES"), "4");
     cr_assert_eq(read_options(NULL), P2PT_SUCCESS);
-    cr_assert_eq(cfg.stages, 4);
-    cr_assert_eq(cfg.chunk_bytes, 16384);
+    cr_assert_eq(tma()->stages, 4);
+    cr_assert_eq(tma()->chunk_bytes, 16384);
     /* An empty options string (or only separators) is no options. */
     cr_assert_eq(read_options(" ,, "), P2PT_SUCCESS);
-    cr_assert_eq(cfg.stages, 4);
+    cr_assert_eq(tma()->stages, 4);
 }
 
 Test(config, options_last_item_wins_and_the_transport_argument_beats_them)
 {
     cr_assert_eq(read_options("P2P_TRANSPORT_STAGES=2 P2P_TRANSPORT_STAGES=3"), P2PT_SUCCESS);
-    cr_assert_eq(cfg.stages, 3);
+    cr_assert_eq(tma()->stages, 3);
     setenv("P2P_TRANSPORT", "ce", 1);
     cr_assert_eq(read_options("P2P_TRANSPORT=tma"), P2PT_SUCCESS);
     cr_assert_str_eq(cfg.transport, "tma", "an options item beats the environment");
@@ -460,17 +467,17 @@ Test(version, string_is_built_from_the_numbers_cmake_reads)
 Test(config, stream_min_takes_sizes_and_zero_and_rejects_junk)
 {
     cr_assert_eq(read_with("P2P_TRANSPORT_STREAM_MIN", "16M"), P2PT_SUCCESS);
-    cr_assert_eq(cfg.stream_min, 16u << 20);
+    cr_assert_eq(tma()->stream_min, 16u << 20);
     cr_assert_eq(read_with("P2P_TRANSPORT_STREAM_MIN", "0"), P2PT_SUCCESS);
-    cr_assert_eq(cfg.stream_min, 0);
+    cr_assert_eq(tma()->stream_min, 0);
     unsetenv("P2P_TRANSPORT_STREAM_MIN");
     cr_assert_eq(p2pt__config_read(&cfg, NULL, NULL), P2PT_SUCCESS);
-    cr_assert_eq(cfg.stream_min, 8u << 20, "default: 8 MiB");
+    cr_assert_eq(tma()->stream_min, 8u << 20, "default: 8 MiB");
     expect_rejected("P2P_TRANSPORT_STREAM_MIN", "lots", "from 0 (never)");
     /* Sizes take the suffix the message prints: 1T is the limit itself. */
     cr_assert_eq(read_with("P2P_TRANSPORT_STREAM_MIN", "1T"), P2PT_SUCCESS, "%s",
                  p2pt__last_error_text());
-    cr_assert_eq(cfg.stream_min, 1ull << 40);
+    cr_assert_eq(tma()->stream_min, 1ull << 40);
     expect_rejected("P2P_TRANSPORT_STREAM_MIN", "2T", "to 1T bytes");
 }
 
@@ -492,12 +499,12 @@ Test(config, batch_staging_is_auto_gpu_or_host)
 {
     unsetenv("P2P_TRANSPORT_BATCH_STAGING");
     cr_assert_eq(p2pt__config_read(&cfg, NULL, NULL), P2PT_SUCCESS);
-    cr_assert_eq(cfg.batch_staging, P2PT_STAGING_AUTO, "default: by the batch's size");
+    cr_assert_eq(tma()->batch_staging, P2PT_STAGING_AUTO, "default: by the batch's size");
     cr_assert_eq(read_with("P2P_TRANSPORT_BATCH_STAGING", "HOST"), P2PT_SUCCESS);
-    cr_assert_eq(cfg.batch_staging, P2PT_STAGING_HOST);
+    cr_assert_eq(tma()->batch_staging, P2PT_STAGING_HOST);
     cr_assert_eq(read_with("P2P_TRANSPORT_BATCH_STAGING", "gpu"), P2PT_SUCCESS);
-    cr_assert_eq(cfg.batch_staging, P2PT_STAGING_GPU);
+    cr_assert_eq(tma()->batch_staging, P2PT_STAGING_GPU);
     cr_assert_eq(read_with("P2P_TRANSPORT_BATCH_STAGING", "Auto"), P2PT_SUCCESS);
-    cr_assert_eq(cfg.batch_staging, P2PT_STAGING_AUTO);
+    cr_assert_eq(tma()->batch_staging, P2PT_STAGING_AUTO);
     expect_rejected("P2P_TRANSPORT_BATCH_STAGING", "mapped", "expected auto, gpu or host");
 }

@@ -408,14 +408,16 @@ Test(tma_grid, one_or_two_ctas_per_sm_as_shared_memory_allows_capped_by_max_ctas
     memset(&m, 0, sizeof(m));
     m.sm_count = 132;
     m.smem_per_sm = 233472; /* H100: 228 KiB per SM */
+    /* The engine's own settings: its launches' cap lives there. */
+    struct p2pt_tma_settings *s = p2pt__tma_settings(h);
     /* 192 KiB rings: one per SM; 96 KiB: two; tiny ones: never more than two. */
-    cr_assert_eq(p2pt__kernel_ctas(h, &m, 192 * 1024), 132u);
-    cr_assert_eq(p2pt__kernel_ctas(h, &m, 96 * 1024), 264u);
-    cr_assert_eq(p2pt__kernel_ctas(h, &m, 4096), 264u);
+    cr_assert_eq(p2pt__kernel_ctas(h, &s->launch, &m, 192 * 1024), 132u);
+    cr_assert_eq(p2pt__kernel_ctas(h, &s->launch, &m, 96 * 1024), 264u);
+    cr_assert_eq(p2pt__kernel_ctas(h, &s->launch, &m, 4096), 264u);
     /* More than an SM holds still counts one CTA per SM: the callers refuse
      * a ring that does not fit before they ask. */
-    cr_assert_eq(p2pt__kernel_ctas(h, &m, 300 * 1024), 132u);
-    h->cfg.max_ctas = 32;
-    cr_assert_eq(p2pt__kernel_ctas(h, &m, 96 * 1024), 32u);
+    cr_assert_eq(p2pt__kernel_ctas(h, &s->launch, &m, 300 * 1024), 132u);
+    s->launch.max_ctas = 32;
+    cr_assert_eq(p2pt__kernel_ctas(h, &s->launch, &m, 96 * 1024), 32u);
     p2pt_finalize(h);
 }

@@ -13,86 +13,21 @@
 #include "policy.h"
 #include "router.h"
 
-p2pt_status p2pt_init(const p2pt_init_args *args, p2pt_handle **out)
-{
-    p2pt_status st = P2PT_SUCCESS;
-    struct p2pt_handle *h = NULL;
-    struct p2pt_config cfg;
-    p2pt_init_args a;
-
-    p2pt__clear_error();
-    if (out == NULL)
-        return p2pt__fail(P2PT_INVALID_ARGUMENT, "p2pt_init: out is NULL");
-    *out = NULL;
-    memset(&a, 0, sizeof(a));
-    if (args != NULL) {
-        if (args->size < offsetof(p2pt_init_args, logger) + sizeof(args->logger))
-            return p2pt__fail(P2PT_INVALID_ARGUMENT,
-                              "p2pt_init: args->size is %zu; set it to "
-                              "sizeof(p2pt_init_args) (%zu in this build)",
-                              args->size, sizeof(p2pt_init_args));
-        /* Read only the fields the caller's struct has. */
-        memcpy(&a, args, args->size < sizeof(a) ? args->size : sizeof(a));
-    }
-    a.size = sizeof(a);
-
-    /* Configuration first, and auto's table file: a typo is reported before
-     * any driver is needed. */
-    P2PT_TRY(p2pt__config_read(&cfg, a.options, a.transport));
-    P2PT_TRY(p2pt__handle_new(&cfg, a.logger, &h));
-    p2pt__config_warn_unknown_env(&h->log);
-    P2PT_TRY(p2pt__cuda_load(cfg.cuda_library));
-    P2PT_CU(p2pt__cu.cuDriverGetVersion(&h->driver_version));
-    P2PT_INFO(&h->log,
-              "p2pt %s: transport %s (chunk %zu B, %d stages, max CTAs %d, SM budget %d), "
-              "CUDA driver %d, validation %s",
-              P2PT_VERSION_STRING, p2pt__handle_transport_name(h), h->cfg.chunk_bytes,
-              h->cfg.stages, h->cfg.max_ctas, h->cfg.sm_budget, h->driver_version,
-              h->cfg.validate ? "on" : "off");
-    if (h->policy->after_driver != NULL)
-        P2PT_TRY(h->policy->after_driver(h));
-    *out = h;
-    h = NULL;
-out:
-    if (h != NULL)
-        p2pt__handle_free(h);
-    return st;
-}
-
-p2pt_status p2pt_finalize(p2pt_handle *h)
-{
-    if (h != NULL)
-        p2pt__handle_free(h);
-    return P2PT_SUCCESS;
-}
-
 _Static_assert(P2PT_MAX_TRANSPORTS <= P2PT_PROPERTIES_ENGINES,
                "p2pt_properties has a slot per registered engine");
 
-p2pt_status p2pt_get_properties(const p2pt_handle *h, p2pt_properties *props)
+/* Every property of live handle `h` (the whole struct; the caller copies
+ * what its own struct has room for). */
+static void fill_properties(const struct p2pt_handle *h, p2pt_properties *out)
 {
-    p2pt_status st = p2pt__check_handle(h, "p2pt_get_properties");
-    if (st != P2PT_SUCCESS)
-        return st;
-    if (props == NULL)
-        return p2pt__fail(P2PT_INVALID_ARGUMENT, "p2pt_get_properties: props is NULL");
-    if (props->size < sizeof(size_t))
-        return p2pt__fail(P2PT_INVALID_ARGUMENT,
-                          "p2pt_get_properties: props->size is %zu; set it to "
-                          "sizeof(p2pt_properties) (%zu in this build)",
-                          props->size, sizeof(p2pt_properties));
     p2pt_properties p;
     memset(&p, 0, sizeof(p));
-    p.size = props->size < sizeof(p) ? props->size : sizeof(p);
+    p.size = sizeof(p);
     p.transport = p2pt__handle_transport_name(h);
     p.version = P2PT_VERSION_STRING;
     p.abi_version = 1;
     p.driver_version = h->driver_version;
-    p.chunk_bytes = h->cfg.chunk_bytes;
-    p.stages = h->cfg.stages;
-    p.max_ctas = h->cfg.max_ctas;
     p.validate = h->cfg.validate;
-    p.pdl = h->cfg.pdl;
     p.copies = atomic_load(&h->stats.copies);
     p.bytes = atomic_load(&h->stats.bytes);
     for (int e = 0; e < P2PT_MAX_TRANSPORTS; e++)
@@ -122,10 +57,87 @@ p2pt_status p2pt_get_properties(const p2pt_handle *h, p2pt_properties *props)
     p.kernel_launches = atomic_load(&h->stats.kernel_launches);
     if (h->policy->report != NULL)
         h->policy->report(h, &p);
+    *out = p;
+}
+
+p2pt_status p2pt_init(const p2pt_init_args *args, p2pt_handle **out)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    struct p2pt_handle *h = NULL;
+    struct p2pt_config cfg;
+    struct p2pt_config_known known;
+    p2pt_init_args a;
+    p2pt_properties p;
+
+    p2pt__clear_error();
+    if (out == NULL)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT, "p2pt_init: out is NULL");
+    *out = NULL;
+    memset(&a, 0, sizeof(a));
+    if (args != NULL) {
+        if (args->size < offsetof(p2pt_init_args, logger) + sizeof(args->logger))
+            return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                              "p2pt_init: args->size is %zu; set it to "
+                              "sizeof(p2pt_init_args) (%zu in this build)",
+                              args->size, sizeof(p2pt_init_args));
+        /* Read only the fields the caller's struct has. */
+        memcpy(&a, args, args->size < sizeof(a) ? args->size : sizeof(a));
+    }
+    a.size = sizeof(a);
+
+    /* Configuration first, and auto's table file: a typo is reported before
+     * any driver is needed. */
+    p2pt__config_known(&known);
+    P2PT_TRY(p2pt__config_parse(&cfg, a.options, a.transport, &known));
+    P2PT_TRY(p2pt__handle_new(&cfg, a.logger, &h));
+    p2pt__config_warn_unknown_env(&h->log, &known);
+    P2PT_TRY(p2pt__cuda_load(cfg.cuda_library));
+    P2PT_CU(p2pt__cu.cuDriverGetVersion(&h->driver_version));
+    /* The engines' settings as the properties report them (each engine
+     * fills its own). */
+    fill_properties(h, &p);
+    P2PT_INFO(&h->log,
+              "p2pt %s: transport %s (chunk %zu B, %d stages, max CTAs %d, SM budget %d), "
+              "CUDA driver %d, validation %s",
+              P2PT_VERSION_STRING, p.transport, p.chunk_bytes, p.stages, p.max_ctas,
+              p.sm_budget, p.driver_version, p.validate ? "on" : "off");
+    if (h->policy->after_driver != NULL)
+        P2PT_TRY(h->policy->after_driver(h));
+    *out = h;
+    h = NULL;
+out:
+    if (h != NULL)
+        p2pt__handle_free(h);
+    return st;
+}
+
+p2pt_status p2pt_finalize(p2pt_handle *h)
+{
+    if (h != NULL)
+        p2pt__handle_free(h);
+    return P2PT_SUCCESS;
+}
+
+p2pt_status p2pt_get_properties(const p2pt_handle *h, p2pt_properties *props)
+{
+    p2pt_status st = p2pt__check_handle(h, "p2pt_get_properties");
+    if (st != P2PT_SUCCESS)
+        return st;
+    if (props == NULL)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT, "p2pt_get_properties: props is NULL");
+    if (props->size < sizeof(size_t))
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "p2pt_get_properties: props->size is %zu; set it to "
+                          "sizeof(p2pt_properties) (%zu in this build)",
+                          props->size, sizeof(p2pt_properties));
+    p2pt_properties p;
+    fill_properties(h, &p);
+    p.size = props->size < sizeof(p) ? props->size : sizeof(p);
     /* Fill only what the caller's struct has room for. */
     memcpy(props, &p, p.size);
     return P2PT_SUCCESS;
 }
+
 
 p2pt_status p2pt_prepare(p2pt_handle *h, int device)
 {

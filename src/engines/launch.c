@@ -12,25 +12,26 @@
 #define MAX_CTAS_PER_SM 2
 #define PER_CTA_SMEM_OVERHEAD 1024 /* driver-reserved shared memory per CTA */
 
-unsigned p2pt__kernel_grid(const struct p2pt_handle *h, const struct p2pt_module *m,
-                           unsigned per_sm)
+unsigned p2pt__kernel_grid(const struct p2pt_handle *h, const struct p2pt_launch_settings *ls,
+                           const struct p2pt_module *m, unsigned per_sm)
 {
     uint64_t g = (uint64_t)per_sm * (uint64_t)m->sm_count;
-    if (h->cfg.max_ctas > 0 && (uint64_t)h->cfg.max_ctas < g)
-        g = (uint64_t)h->cfg.max_ctas;
+    if (ls->max_ctas > 0 && (uint64_t)ls->max_ctas < g)
+        g = (uint64_t)ls->max_ctas;
     if (h->cfg.sm_budget > 0 && (uint64_t)h->cfg.sm_budget < g)
         g = (uint64_t)h->cfg.sm_budget;
     return g == 0 ? 1u : (unsigned)g;
 }
 
-unsigned p2pt__kernel_ctas(const struct p2pt_handle *h, const struct p2pt_module *m, size_t smem)
+unsigned p2pt__kernel_ctas(const struct p2pt_handle *h, const struct p2pt_launch_settings *ls,
+                           const struct p2pt_module *m, size_t smem)
 {
     uint64_t per_sm = (uint64_t)m->smem_per_sm / (smem + PER_CTA_SMEM_OVERHEAD);
     if (per_sm > MAX_CTAS_PER_SM)
         per_sm = MAX_CTAS_PER_SM;
     if (per_sm == 0)
         per_sm = 1;
-    return p2pt__kernel_grid(h, m, (unsigned)per_sm);
+    return p2pt__kernel_grid(h, ls, m, (unsigned)per_sm);
 }
 
 /* One launch, with programmatic dependent launch when asked for and the
@@ -38,8 +39,9 @@ unsigned p2pt__kernel_ctas(const struct p2pt_handle *h, const struct p2pt_module
  * with it): a copy right behind another one in the stream launches while
  * the first drains. Measured in bench/results/latency.md (back-to-back small
  * copies). */
-p2pt_status p2pt__kernel_launch(struct p2pt_handle *h, CUfunction fn, unsigned grid,
-                                unsigned block, unsigned smem, CUstream stream, void **params)
+p2pt_status p2pt__kernel_launch(struct p2pt_handle *h, const struct p2pt_launch_settings *ls,
+                                CUfunction fn, unsigned grid, unsigned block, unsigned smem,
+                                CUstream stream, void **params)
 {
     p2pt_status st = P2PT_SUCCESS;
     /* The budget is a promise to the caller: no launch is ever wider, and
@@ -49,7 +51,7 @@ p2pt_status p2pt__kernel_launch(struct p2pt_handle *h, CUfunction fn, unsigned g
         return p2pt__fail(P2PT_INTERNAL_ERROR,
                           "a launch of %u CTAs under P2P_TRANSPORT_SM_BUDGET=%d", grid,
                           h->cfg.sm_budget);
-    if (h->cfg.pdl && p2pt__cu.cuLaunchKernelEx != NULL) {
+    if (ls->pdl && p2pt__cu.cuLaunchKernelEx != NULL) {
         CUlaunchAttribute pdl;
         memset(&pdl, 0, sizeof(pdl));
         pdl.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;

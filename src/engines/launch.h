@@ -9,21 +9,32 @@
 #include "handle.h"
 #include "jit.h"
 
-/* `per_sm` CTAs per SM of the module's device, capped by
- * P2P_TRANSPORT_MAX_CTAS and P2P_TRANSPORT_SM_BUDGET; at least one. */
+/* What a kernel engine's own settings say about its launches. These
+ * helpers read no engine's settings: each engine hands in its own (the TMA
+ * engine's P2P_TRANSPORT_MAX_CTAS and P2P_TRANSPORT_PDL). */
+struct p2pt_launch_settings {
+    int max_ctas; /* CTAs per launch at most; 0 = no cap */
+    int pdl;      /* programmatic dependent launch, 0 or 1 */
+};
+
+/* `per_sm` CTAs per SM of the module's device, capped by ls->max_ctas and
+ * P2P_TRANSPORT_SM_BUDGET; at least one. */
 P2PT_INTERNAL unsigned p2pt__kernel_grid(const struct p2pt_handle *h,
+                                         const struct p2pt_launch_settings *ls,
                                          const struct p2pt_module *m, unsigned per_sm);
 /* CTAs of `smem` bytes of dynamic shared memory each one launch may use on
  * the module's device: one or two per SM as that memory allows, capped the
  * same way. */
 P2PT_INTERNAL unsigned p2pt__kernel_ctas(const struct p2pt_handle *h,
+                                         const struct p2pt_launch_settings *ls,
                                          const struct p2pt_module *m, size_t smem);
-/* Launch `fn` on `stream`, with programmatic dependent launch when the
- * handle asks for it and the driver has cuLaunchKernelEx; counted in the
- * handle's kernel_launches and max_grid. A grid over the SM budget is an
- * internal error, never a launch. */
-P2PT_INTERNAL p2pt_status p2pt__kernel_launch(struct p2pt_handle *h, CUfunction fn,
-                                              unsigned grid, unsigned block, unsigned smem,
-                                              CUstream stream, void **params);
+/* Launch `fn` on `stream`, with programmatic dependent launch when ls->pdl
+ * asks for it and the driver has cuLaunchKernelEx; counted in the handle's
+ * kernel_launches and max_grid. A grid over the SM budget is an internal
+ * error, never a launch. */
+P2PT_INTERNAL p2pt_status p2pt__kernel_launch(struct p2pt_handle *h,
+                                              const struct p2pt_launch_settings *ls,
+                                              CUfunction fn, unsigned grid, unsigned block,
+                                              unsigned smem, CUstream stream, void **params);
 
 #endif /* P2PT_LAUNCH_H */

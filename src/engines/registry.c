@@ -85,3 +85,20 @@ const struct p2pt_transport *p2pt__engine_with(unsigned caps)
             return transports[i];
     return NULL;
 }
+
+int p2pt__engine_settings(const struct p2pt_settings **groups, int max)
+{
+    int n = 0;
+    for (; n < max && transports[n] != NULL; n++)
+        groups[n] = transports[n]->settings;
+    return n;
+}
+
+const void *p2pt__engine_settings_in(const struct p2pt_config *cfg,
+                                     const struct p2pt_transport *t)
+{
+    int i = p2pt__transport_index(t);
+    if (transports[i] == NULL || i >= P2PT_SETTINGS_GROUPS)
+        return NULL;
+    return cfg->settings[i].bytes;
+}

@@ -31,5 +31,13 @@ P2PT_INTERNAL int p2pt__transport_index(const struct p2pt_transport *t);
 P2PT_INTERNAL const struct p2pt_transport *p2pt__fallback_engine(void);
 /* The first engine with every capability in `caps`; NULL when none. */
 P2PT_INTERNAL const struct p2pt_transport *p2pt__engine_with(unsigned caps);
+/* Each engine's declared settings in registry order (NULL for an engine
+ * that declares none), at most `max`; returns how many. Config reads group
+ * i into cfg->settings[i]. */
+P2PT_INTERNAL int p2pt__engine_settings(const struct p2pt_settings **groups, int max);
+/* Engine `t`'s settings as `cfg` read them (its group's slot); NULL for an
+ * engine outside the registry. */
+P2PT_INTERNAL const void *p2pt__engine_settings_in(const struct p2pt_config *cfg,
+                                                   const struct p2pt_transport *t);
 
 #endif /* P2PT_REGISTRY_H */

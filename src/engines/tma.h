@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * What the TMA transport's two files share (transport_tma.c: single
- * copies; transport_tma_batch.c: batches; transport_tma_ring.c: the host
- * batches' staging ring).
+ * What the TMA transport's files share (transport_tma.c: single copies;
+ * transport_tma_batch.c: batches; transport_tma_ring.c: the host batches'
+ * staging ring; tma_settings.c: its settings).
  */
 #ifndef P2PT_TMA_H
 #define P2PT_TMA_H
 
 #include "launch.h"
 #include "registry.h"
+#include "tma_settings.h"
 
 /* The TMA transport's kernels and their entry points, in entries order. */
 P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_tma_copy;    /* kernels/tma_copy.cu */
@@ -31,6 +32,8 @@ struct p2pt_tma_counters {
     _Atomic uint64_t launches, stream_launches, batch_launches;
 };
 P2PT_INTERNAL struct p2pt_tma_counters *p2pt__tma_counters(const struct p2pt_handle *h);
+/* What its settings say about every launch it makes (launch.c). */
+P2PT_INTERNAL const struct p2pt_launch_settings *p2pt__tma_launch(const struct p2pt_handle *h);
 /* The CTAs one copy launch may use on the module's device under this
  * handle's configuration, kept per (handle, device) (status 4 when the ring
  * does not fit its shared memory). */

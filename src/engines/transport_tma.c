@@ -38,10 +38,11 @@ const struct p2pt_kernel p2pt__kernel_stream_copy = {
 /* Bytes per CTA of the streaming kernel: a 16-byte unit per thread. */
 #define STREAM_CTA_BYTES (16u * P2PT_STREAM_THREADS)
 
-/* Per handle: per device, the CTAs one copy launch may use under the
- * handle's configuration, worked out once (prepare or first copy); 0 = not
- * yet. */
+/* Per handle: its settings (tma_settings.c declares them), per device the
+ * CTAs one copy launch may use under them, worked out once (prepare or
+ * first copy; 0 = not yet), and the counters. */
 struct tma_state {
+    struct p2pt_tma_settings settings;
     _Atomic uint32_t grid[P2PT_MAX_DEVICES];
     struct p2pt_tma_counters counters;
 };
@@ -52,12 +53,26 @@ struct p2pt_tma_counters *p2pt__tma_counters(const struct p2pt_handle *h)
     return &ts->counters;
 }
 
+struct p2pt_tma_settings *p2pt__tma_settings(const struct p2pt_handle *h)
+{
+    struct tma_state *ts = p2pt__engine_state(h, &p2pt__transport_tma);
+    return &ts->settings;
+}
+
+const struct p2pt_launch_settings *p2pt__tma_launch(const struct p2pt_handle *h)
+{
+    return &p2pt__tma_settings(h)->launch;
+}
+
+/* The settings as config read them become the engine's own for the
+ * handle's lifetime. */
 static p2pt_status tma_init(const struct p2pt_handle *h, void **state)
 {
-    (void)h;
-    *state = calloc(1, sizeof(struct tma_state));
-    if (*state == NULL)
+    struct tma_state *ts = calloc(1, sizeof(struct tma_state));
+    if (ts == NULL)
         return p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory for a p2pt handle");
+    ts->settings = *p2pt__tma_settings_in(&h->cfg);
+    *state = ts;
     return P2PT_SUCCESS;
 }
 
@@ -91,15 +106,16 @@ p2pt_status p2pt__tma_grid(struct p2pt_handle *h, const struct p2pt_module *m, u
     if (m->ordinal >= 0 && m->ordinal < P2PT_MAX_DEVICES &&
         (*grid = atomic_load_explicit(&ts->grid[m->ordinal], memory_order_relaxed)) != 0)
         return P2PT_SUCCESS;
-    size_t need = p2pt__config_smem_bytes(&h->cfg);
+    const struct p2pt_tma_settings *s = &ts->settings;
+    size_t need = p2pt__tma_smem_bytes(s);
     if (need > (size_t)m->smem_per_block_optin)
         return p2pt__fail(P2PT_INVALID_ARGUMENT,
                           "P2P_TRANSPORT_CHUNK_BYTES=%zu x P2P_TRANSPORT_STAGES=%d "
                           "needs %zu bytes of shared memory per CTA; device %d allows "
                           "%d",
-                          h->cfg.chunk_bytes, h->cfg.stages, need, m->ordinal,
+                          s->chunk_bytes, s->stages, need, m->ordinal,
                           m->smem_per_block_optin);
-    *grid = p2pt__kernel_ctas(h, m, need);
+    *grid = p2pt__kernel_ctas(h, &s->launch, m, need);
     if (m->ordinal >= 0 && m->ordinal < P2PT_MAX_DEVICES)
         atomic_store_explicit(&ts->grid[m->ordinal], *grid, memory_order_relaxed);
     return P2PT_SUCCESS;
@@ -138,7 +154,7 @@ out:
 static size_t chunk_for(const struct p2pt_handle *h, const struct p2pt_request *r,
                         uint64_t grid)
 {
-    size_t chunk = h->cfg.chunk_bytes;
+    size_t chunk = p2pt__tma_settings(h)->chunk_bytes;
     size_t body = r->bytes; /* an upper bound of the aligned body is enough */
     if (r->path != P2PT_PATH_LOCAL || body / chunk >= grid)
         return chunk;
@@ -158,8 +174,9 @@ static size_t chunk_for(const struct p2pt_handle *h, const struct p2pt_request *
  */
 static bool takes_stream_kernel(const struct p2pt_handle *h, const struct p2pt_request *r)
 {
-    return r->path == P2PT_PATH_LOCAL && h->cfg.stream_min != 0 &&
-           r->bytes >= h->cfg.stream_min && h->cfg.max_ctas == 0 && h->cfg.sm_budget < 0 &&
+    const struct p2pt_tma_settings *s = p2pt__tma_settings(h);
+    return r->path == P2PT_PATH_LOCAL && s->stream_min != 0 && r->bytes >= s->stream_min &&
+           s->launch.max_ctas == 0 && h->cfg.sm_budget < 0 &&
            r->bytes <= (uint64_t)0x7fffffffu * STREAM_CTA_BYTES;
 }
 
@@ -180,8 +197,9 @@ static p2pt_status stream_copy(struct p2pt_handle *h, const struct p2pt_request 
     const char *s = r->src;
     unsigned long long head = plan.head, body = plan.body, tail = plan.tail;
     void *params[] = {&d, &s, &head, &body, &tail};
-    P2PT_TRY(p2pt__kernel_launch(h, m->fn[P2PT_STREAM_ENTRY_COPY], ctas == 0 ? 1u : (unsigned)ctas,
-                              P2PT_STREAM_THREADS, 0, stream, params));
+    P2PT_TRY(p2pt__kernel_launch(h, p2pt__tma_launch(h), m->fn[P2PT_STREAM_ENTRY_COPY],
+                                 ctas == 0 ? 1u : (unsigned)ctas, P2PT_STREAM_THREADS, 0, stream,
+                                 params));
     atomic_fetch_add_explicit(&p2pt__tma_counters(h)->launches, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&p2pt__tma_counters(h)->stream_launches, 1, memory_order_relaxed);
 out:
@@ -198,6 +216,7 @@ static p2pt_status tma_copy(struct p2pt_handle *h, const struct p2pt_request *r)
 
     if (takes_stream_kernel(h, r))
         return stream_copy(h, r);
+    const struct p2pt_tma_settings *set = p2pt__tma_settings(h);
     P2PT_TRY(p2pt__jit_module(r->ctx, &p2pt__kernel_tma_copy, &h->cfg, &h->log, &stream, &m));
     P2PT_TRY(p2pt__tma_grid(h, m, &most));
     P2PT_TRY(p2pt__chunk_plan((uintptr_t)r->dst, (uintptr_t)r->src, r->bytes,
@@ -207,8 +226,8 @@ static p2pt_status tma_copy(struct p2pt_handle *h, const struct p2pt_request *r)
     const char *s = r->src;
     unsigned long long head = plan.head, body = plan.body, tail = plan.tail;
     unsigned long long chunks = plan.chunks;
-    unsigned chunk = (unsigned)plan.chunk, stages = (unsigned)h->cfg.stages;
-    unsigned flags = h->cfg.l2_evict_first ? P2PT_FLAG_EVICT_FIRST : 0u;
+    unsigned chunk = (unsigned)plan.chunk, stages = (unsigned)set->stages;
+    unsigned flags = set->l2_evict_first ? P2PT_FLAG_EVICT_FIRST : 0u;
     void *params[] = {&d, &s, &head, &body, &tail, &chunks, &chunk, &stages, &flags};
     uint64_t ctas = plan.chunks < most ? plan.chunks : most;
     if (r->grid_cap != 0 && ctas > r->grid_cap)
@@ -217,17 +236,24 @@ static p2pt_status tma_copy(struct p2pt_handle *h, const struct p2pt_request *r)
     /* The ring is sized for this copy's chunk, which may be smaller than
      * the configured one. */
     unsigned smem = plan.chunks ? (unsigned)(plan.chunk * (size_t)stages) : 0;
-    P2PT_TRY(p2pt__kernel_launch(h, m->fn[P2PT_TMA_ENTRY_COPY], grid, P2PT_TMA_THREADS, smem,
-                              stream, params));
+    P2PT_TRY(p2pt__kernel_launch(h, &set->launch, m->fn[P2PT_TMA_ENTRY_COPY], grid,
+                                 P2PT_TMA_THREADS, smem, stream, params));
     atomic_fetch_add_explicit(&p2pt__tma_counters(h)->launches, 1, memory_order_relaxed);
 out:
     return st;
 }
 
+/* Its counters, and its settings in the properties that have always
+ * reported them (chunk_bytes, stages, max_ctas, pdl). */
 static void tma_report(const struct p2pt_handle *h, int e, const void *state,
                        p2pt_properties *p)
 {
-    const struct p2pt_tma_counters *c = &((const struct tma_state *)state)->counters;
+    const struct tma_state *ts = state;
+    const struct p2pt_tma_counters *c = &ts->counters;
+    p->chunk_bytes = ts->settings.chunk_bytes;
+    p->stages = ts->settings.stages;
+    p->max_ctas = ts->settings.launch.max_ctas;
+    p->pdl = ts->settings.launch.pdl;
     p->tma_launches = atomic_load_explicit(&c->launches, memory_order_relaxed);
     p->stream_launches = atomic_load_explicit(&c->stream_launches, memory_order_relaxed);
     p->batch_launches = atomic_load_explicit(&c->batch_launches, memory_order_relaxed);
@@ -239,6 +265,7 @@ const struct p2pt_transport p2pt__transport_tma = {
     .name = "tma",
     .caps = P2PT_CAP_BATCH_SCAN | P2PT_CAP_DEVICE_BATCH,
     .min_cc = 90,
+    .settings = &p2pt__tma_settings_decl,
     .init = tma_init,
     .fini = tma_fini,
     .report = tma_report,

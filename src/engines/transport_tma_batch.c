@@ -69,7 +69,8 @@ static p2pt_status launch_params(struct p2pt_handle *h, const struct p2pt_module
     }
     unsigned grid = tiles < most ? (unsigned)tiles : most;
     void *params[] = {param};
-    P2PT_TRY(p2pt__kernel_launch(h, fn, grid, P2PT_BATCH_THREADS, 0, stream, params));
+    P2PT_TRY(p2pt__kernel_launch(h, p2pt__tma_launch(h), fn, grid, P2PT_BATCH_THREADS, 0, stream,
+                                 params));
     atomic_fetch_add_explicit(&p2pt__tma_counters(h)->batch_launches, 1, memory_order_relaxed);
 out:
     return st;
@@ -84,7 +85,7 @@ p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b)
     uint64_t tiles = 0;
 
     P2PT_TRY(p2pt__jit_module(b->ctx, &p2pt__kernel_batch_copy, &h->cfg, &h->log, &stream, &m));
-    unsigned most = p2pt__kernel_grid(h, m, P2PT_BATCH_CTAS_PER_SM);
+    unsigned most = p2pt__kernel_grid(h, p2pt__tma_launch(h), m, P2PT_BATCH_CTAS_PER_SM);
     if (b->count > P2PT_BATCH_SMALL) {
         bool done = false;
         /* The link kernel's module, where the router gave host-link caps:
@@ -138,11 +139,11 @@ p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h, const struct p2pt
     }
     /* CTA 0 writes the status record; every other copies. The work is
      * unknown until the kernel runs, so the grid is all the cap allows. */
-    unsigned grid = p2pt__kernel_grid(h, m, P2PT_BATCH_CTAS_PER_SM);
+    unsigned grid = p2pt__kernel_grid(h, p2pt__tma_launch(h), m, P2PT_BATCH_CTAS_PER_SM);
     grid = grid < 2 ? 2 : grid;
     void *params[] = {&dev};
-    P2PT_TRY(p2pt__kernel_launch(h, m->fn[P2PT_BATCH_ENTRY_DEVICE], grid, P2PT_BATCH_THREADS, 0,
-                              stream, params));
+    P2PT_TRY(p2pt__kernel_launch(h, p2pt__tma_launch(h), m->fn[P2PT_BATCH_ENTRY_DEVICE], grid,
+                                 P2PT_BATCH_THREADS, 0, stream, params));
     atomic_fetch_add_explicit(&p2pt__tma_counters(h)->batch_launches, 1, memory_order_relaxed);
 out:
     return st;

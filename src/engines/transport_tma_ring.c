@@ -229,7 +229,7 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
     *done = true;
     if (b->pieces == 0)
         goto out; /* nothing to enqueue; the slot was never taken */
-    const int staging = h->cfg.batch_staging;
+    const int staging = p2pt__tma_settings(h)->batch_staging;
     const bool in_place = staging != P2PT_STAGING_GPU;
     CUdeviceptr descs = (CUdeviceptr)(uintptr_t)(r->host + at); /* mapped: UVA */
     if (!in_place) {
@@ -251,8 +251,8 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
                                    (P2PT_LINK_THREADS / 32);
             unsigned grid = warps < most ? (unsigned)warps : most;
             void *lparams[] = {&lp};
-            st = p2pt__kernel_launch(h, lm->fn[P2PT_LINK_ENTRY_COPY], grid, P2PT_LINK_THREADS, 0,
-                                     b->stream, lparams);
+            st = p2pt__kernel_launch(h, p2pt__tma_launch(h), lm->fn[P2PT_LINK_ENTRY_COPY], grid,
+                                     P2PT_LINK_THREADS, 0, b->stream, lparams);
         }
     } else {
         struct p2pt_batch_ring_params p = {(unsigned long long)descs, (unsigned)b->pieces,
@@ -264,8 +264,8 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
         }
         void *params[] = {&p};
         unsigned grid = tiles < most ? (unsigned)tiles : most;
-        st = p2pt__kernel_launch(h, m->fn[P2PT_BATCH_ENTRY_RING], grid, P2PT_BATCH_THREADS, 0,
-                                 b->stream, params);
+        st = p2pt__kernel_launch(h, p2pt__tma_launch(h), m->fn[P2PT_BATCH_ENTRY_RING], grid,
+                                 P2PT_BATCH_THREADS, 0, b->stream, params);
     }
     if (st == P2PT_SUCCESS) {
         struct slot *s = &r->slot[(r->first + r->n_slots) % RING_SLOTS];

@@ -375,8 +375,9 @@ static p2pt_status load_module_locked(CUcontext ctx, unsigned long long id,
     if (major * 10 + minor < k->min_cc) {
         st = p2pt__fail(P2PT_NOT_SUPPORTED,
                         "the %s kernel (TMA) needs compute capability %d.%d, device %d is "
-                        "%d.%d; use P2P_TRANSPORT=ce on this device",
-                        k->name, k->min_cc / 10, k->min_cc % 10, (int)dev, major, minor);
+                        "%d.%d; use P2P_TRANSPORT=%s on this device",
+                        k->name, k->min_cc / 10, k->min_cc % 10, (int)dev, major, minor,
+                        cfg->fallback);
         goto out;
     }
     P2PT_TRY(cubin_locked(k, major * 10 + minor, cfg, jn, &slot));

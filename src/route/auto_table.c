@@ -58,6 +58,13 @@ static p2pt_status bad(const struct parser *ps, const char *fmt, ...)
     return p2pt__fail(P2PT_INVALID_ARGUMENT, "%s:%zu: %s", ps->source, ps->line, what);
 }
 
+/* The engine an example in a message shows: the first the caller named
+ * (the registry's first), or a placeholder when it named none. */
+static const char *example_engine(const struct parser *ps)
+{
+    return ps->n_engines > 0 ? ps->engines[0] : "ENGINE";
+}
+
 /* The next whitespace-separated token of *p, terminated in place; NULL when
  * none is left. */
 static char *token(char **p)
@@ -112,7 +119,7 @@ static p2pt_status read_band(struct parser *ps, char **p, const char *size, cons
     if (size == NULL)
         return bad(ps, "missing size (got ''; expected a size and an engine after '%s', "
                        "e.g. '%s 4M %s')",
-                   what, what, ps->n_engines > 0 ? ps->engines[0] : "ce");
+                   what, what, example_engine(ps));
     if (!p2pt__parse_size(size, &from) || from > MAX_FROM)
         return bad(ps, "not a size (got '%s'; expected bytes: a decimal number with an "
                        "optional K, M or G suffix, at most 2^62)",
@@ -319,8 +326,8 @@ p2pt_status p2pt__auto_table_parse(const char *text, size_t len, const char *sou
             const char *name = p2pt__auto_path_names[i];
             ps.line = ps.last[LAST_GRAPH(i)];
             return bad(&ps, "'graph %s' bands but no 'copy %s' bands (got 'graph %s'; "
-                            "expected a 'copy %s' list too, e.g. 'copy %s 0 ce')",
-                       name, name, name, name, name);
+                            "expected a 'copy %s' list too, e.g. 'copy %s 0 %s')",
+                       name, name, name, name, name, example_engine(&ps));
         }
     snprintf(t.source, sizeof(t.source), "%s", ps.source);
     *out = t;

@@ -34,14 +34,28 @@ const char *p2pt__handle_transport_name(const struct p2pt_handle *h)
     return h->policy->transport_name(h);
 }
 
+_Static_assert(P2PT_MAX_TRANSPORTS + P2PT_ARRAY_LEN(policies) - 1 <= P2PT_CONFIG_NAMES,
+               "config is told every engine's and policy's name: raise P2PT_CONFIG_NAMES");
+_Static_assert(P2PT_MAX_TRANSPORTS <= P2PT_SETTINGS_GROUPS,
+               "config holds a group of settings per engine: raise P2PT_SETTINGS_GROUPS");
+
+void p2pt__config_known(struct p2pt_config_known *known)
+{
+    memset(known, 0, sizeof(*known));
+    known->n_transports = p2pt__engine_names(known->transports, P2PT_MAX_TRANSPORTS);
+    for (size_t i = 0; policies[i] != NULL; i++)
+        known->transports[known->n_transports++] = policies[i]->name;
+    const struct p2pt_transport *fallback = p2pt__fallback_engine();
+    known->fallback = fallback != NULL ? fallback->name : NULL;
+    known->n_groups = p2pt__engine_settings(known->groups, P2PT_SETTINGS_GROUPS);
+}
+
 p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *options,
                               const char *transport_override)
 {
-    const char *names[P2PT_MAX_TRANSPORTS + P2PT_ARRAY_LEN(policies)];
-    int n = p2pt__engine_names(names, P2PT_MAX_TRANSPORTS);
-    for (size_t i = 0; policies[i] != NULL; i++)
-        names[n++] = policies[i]->name;
-    return p2pt__config_parse(cfg, options, transport_override, names, n);
+    struct p2pt_config_known known;
+    p2pt__config_known(&known);
+    return p2pt__config_parse(cfg, options, transport_override, &known);
 }
 
 /* Does engine `t` run kernels (and so hold SMs)? */

@@ -19,8 +19,11 @@ struct p2pt_policy;
 P2PT_INTERNAL const struct p2pt_policy *p2pt__policy_find(const char *name);
 /* The handle's transport name: a registered engine's, or its policy's. */
 P2PT_INTERNAL const char *p2pt__handle_transport_name(const struct p2pt_handle *h);
-/* p2pt__config_parse against the registry's names and the named
- * policies'. */
+/* What config is told about the engines (config.h): the registry's names
+ * and the named policies', the fallback engine, and each engine's declared
+ * settings by registry index. */
+P2PT_INTERNAL void p2pt__config_known(struct p2pt_config_known *known);
+/* p2pt__config_parse against p2pt__config_known. */
 P2PT_INTERNAL p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char *options,
                                             const char *transport_override);
 

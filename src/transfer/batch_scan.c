@@ -36,8 +36,8 @@ static inline int link_dir(bool dst_host, bool src_host)
 
 static inline __attribute__((always_inline)) p2pt_status
 scan_loop(const struct p2pt_batch *b, const struct p2pt_window_set *ws,
-          const struct p2pt_transport *t,
-          bool refuse, struct p2pt_alloc_memo *memo, struct p2pt_batch_desc *out,
+          const struct p2pt_transport *t, bool refuse, const char *fallback,
+          struct p2pt_alloc_memo *memo, struct p2pt_batch_desc *out,
           struct p2pt_coalesce *groups, const bool facts, const bool write, const bool group,
           struct scan_out *o)
 {
@@ -75,7 +75,8 @@ scan_loop(const struct p2pt_batch *b, const struct p2pt_window_set *ws,
                 slo = sm->start, shi = sm->start + sm->size;
             } else {
                 struct p2pt_side ds, ss;
-                p2pt_status st = p2pt__piece_facts(b, i, t, refuse, memo, memo_hint, &ds, &ss);
+                p2pt_status st = p2pt__piece_facts(b, i, t, refuse, fallback, memo, memo_hint,
+                                                   &ds, &ss);
                 if (st != P2PT_SUCCESS)
                     return st;
                 dir = p2pt__link_dir(&ds, &ss, b->device);
@@ -120,14 +121,15 @@ static p2pt_status scan(const struct p2pt_handle *h, struct p2pt_batch *b,
     struct scan_out o = {0, 0, 0, 0, 0, 0};
     p2pt_status st;
     p2pt__memo_init(&memo, b->device);
+    const char *fb = h->cfg.fallback;
     if (groups != NULL)
-        st = scan_loop(b, ws, t, refuse, &memo, NULL, groups, true, false, true, &o);
+        st = scan_loop(b, ws, t, refuse, fb, &memo, NULL, groups, true, false, true, &o);
     else if (facts)
-        st = out ? scan_loop(b, ws, t, refuse, &memo, out, NULL, true, true, false, &o)
-                 : scan_loop(b, ws, t, refuse, &memo, NULL, NULL, true, false, false, &o);
+        st = out ? scan_loop(b, ws, t, refuse, fb, &memo, out, NULL, true, true, false, &o)
+                 : scan_loop(b, ws, t, refuse, fb, &memo, NULL, NULL, true, false, false, &o);
     else
-        st = out ? scan_loop(b, NULL, NULL, false, NULL, out, NULL, false, true, false, &o)
-                 : scan_loop(b, NULL, NULL, false, NULL, NULL, NULL, false, false, false, &o);
+        st = out ? scan_loop(b, NULL, NULL, false, fb, NULL, out, NULL, false, true, false, &o)
+                 : scan_loop(b, NULL, NULL, false, fb, NULL, NULL, NULL, false, false, false, &o);
     b->scanned = true;
     b->passes++;
     b->refused = st != P2PT_SUCCESS;

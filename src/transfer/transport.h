@@ -34,6 +34,10 @@ struct p2pt_transport {
     const char *name;
     unsigned caps;
     int min_cc; /* lowest compute capability (major * 10 + minor); 0 = any */
+    /* The variables it reads (NULL: none): config reads them into the
+     * engine's slot of the handle's configuration (p2pt__engine_settings_in),
+     * and its init hook keeps its own copy. */
+    const struct p2pt_settings *settings;
     /* Can this transport run `r`? When not, *why says why (static text).
      * Pure: no driver call, no side effect. */
     bool (*can_copy)(const struct p2pt_handle *h, const struct p2pt_request *r,

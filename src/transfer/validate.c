@@ -16,8 +16,11 @@
 #include "alloc_memo.h"
 #include "validate.h"
 
+/* `fallback` is the engine that runs any request, which the remedy names
+ * (the handle's configuration has it from the registry). */
 static p2pt_status refuse_side(const struct p2pt_request *r, const struct p2pt_side *s,
-                               const char *name, const void *p, const struct p2pt_transport *t)
+                               const char *name, const void *p, const struct p2pt_transport *t,
+                               const char *fallback)
 {
     const bool staged_ok = (t->caps & P2PT_CAP_STAGED) != 0;
     switch (s->reach) {
@@ -42,22 +45,23 @@ static p2pt_status refuse_side(const struct p2pt_request *r, const struct p2pt_s
         return p2pt__fail(P2PT_INVALID_ARGUMENT,
                           "%s %p (device %d) is not mapped for device %d, where the "
                           "stream runs: enable access first (cuCtxEnablePeerAccess, "
-                          "cuMemSetAccess or cuMemPoolSetAccess), or use P2P_TRANSPORT=ce",
-                          name, p, s->device, r->device);
+                          "cuMemSetAccess or cuMemPoolSetAccess), or use P2P_TRANSPORT=%s",
+                          name, p, s->device, r->device, fallback);
     }
     return p2pt__fail(P2PT_INTERNAL_ERROR, "unknown reach %d", (int)s->reach);
 }
 
-p2pt_status p2pt__refuse(const struct p2pt_request *r, const struct p2pt_transport *t)
+p2pt_status p2pt__refuse(const struct p2pt_request *r, const struct p2pt_transport *t,
+                         const char *fallback)
 {
-    p2pt_status st = refuse_side(r, &r->dst_side, "dst", r->dst, t);
+    p2pt_status st = refuse_side(r, &r->dst_side, "dst", r->dst, t, fallback);
     if (st == P2PT_SUCCESS)
-        st = refuse_side(r, &r->src_side, "src", r->src, t);
+        st = refuse_side(r, &r->src_side, "src", r->src, t, fallback);
     return st;
 }
 
 p2pt_status p2pt__piece_facts(const struct p2pt_batch *b, size_t i,
-                             const struct p2pt_transport *t, bool refuse,
+                             const struct p2pt_transport *t, bool refuse, const char *fallback,
                              struct p2pt_alloc_memo *memo, int hints[2], struct p2pt_side *dst,
                              struct p2pt_side *src)
 {
@@ -87,7 +91,7 @@ p2pt_status p2pt__piece_facts(const struct p2pt_batch *b, size_t i,
     r.device = b->device;
     r.dst_side = *dst;
     r.src_side = *src;
-    if ((st = p2pt__refuse(&r, t)) != P2PT_SUCCESS)
+    if ((st = p2pt__refuse(&r, t, fallback)) != P2PT_SUCCESS)
         return p2pt__piece_fail(st, b, i);
     return P2PT_SUCCESS;
 }
@@ -122,7 +126,7 @@ p2pt_status p2pt__validate_copy(const struct p2pt_handle *h, const struct p2pt_r
 {
     if (!h->cfg.validate)
         return P2PT_SUCCESS;
-    return p2pt__refuse(r, t);
+    return p2pt__refuse(r, t, h->cfg.fallback);
 }
 
 p2pt_status p2pt__validate_device_batch(const struct p2pt_handle *h,

@@ -20,14 +20,15 @@ P2PT_INTERNAL p2pt_status p2pt__validate_copy(const struct p2pt_handle *h,
 /* Piece i of a host batch, outside the registered windows: both sides
  * located through the batch's memo (*dst, *src; hints[] the memo slots the
  * two sides were last found in) and, when `refuse`, checked
- * against engine `t` (see p2pt__refuse) and refused when a side
+ * against engine `t` (see p2pt__refuse, `fallback` as there) and refused when a side
  * runs past the end of its allocation; the stream's context is current. A
  * host batch's pieces are validated in the pass over its descriptors
  * (batch_scan.c), pieces inside windows by a range check. */
 struct p2pt_alloc_memo;
 P2PT_INTERNAL p2pt_status p2pt__piece_facts(const struct p2pt_batch *b, size_t i,
                                             const struct p2pt_transport *t, bool refuse,
-                                            struct p2pt_alloc_memo *memo, int hints[2],
+                                            const char *fallback, struct p2pt_alloc_memo *memo,
+                                            int hints[2],
                                             struct p2pt_side *dst, struct p2pt_side *src);
 /* A device batch's three buffers: memory of its device, inside one
  * allocation each (remembered per thread, so a replayed batch is checked
@@ -37,9 +38,11 @@ P2PT_INTERNAL p2pt_status p2pt__validate_device_batch(const struct p2pt_handle *
 /*
  * Refuse a request whose facts engine `t` cannot cope with, naming it. With
  * P2PT_CAP_STAGED the engine lets the driver stage memory the stream's
- * device cannot map (the copy engine does; a kernel would fault).
+ * device cannot map (the copy engine does; a kernel would fault). A remedy
+ * names engine `fallback` (the configuration's: the registry's engine that
+ * runs any request).
  */
 P2PT_INTERNAL p2pt_status p2pt__refuse(const struct p2pt_request *r,
-                                       const struct p2pt_transport *t);
+                                       const struct p2pt_transport *t, const char *fallback);
 
 #endif /* P2PT_VALIDATE_H */
