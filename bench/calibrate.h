@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * What the calibrate mode's two files share: mode_calibrate.c measures and
- * builds lists and writes the table; calibrate_host.c sets up pinned host
+ * What the calibrate mode's files share: calibrate_lists.c measures and
+ * builds the lists of one path; mode_calibrate.c asks it for the paths
+ * between GPUs and writes the table; calibrate_host.c sets up pinned host
  * memory and asks it for the h2d and d2h lists.
  */
 #ifndef P2PT_BENCH_CALIBRATE_H
