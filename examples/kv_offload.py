@@ -236,7 +236,7 @@ class Matmul:
         return alone, m0.elapsed_time(m1) / self.count, c0.elapsed_time(c1) / reps
 
 
-def host_overhead(c, runs=21):
+def host_overhead(c, runs=61):
     """Host microseconds per call, median: the C library's enqueue of the
     offload (p2pt_copy_blocks_async with the same layers and mapping: what
     swap_blocks calls) and a whole swap_blocks with the CPU mapping, each
