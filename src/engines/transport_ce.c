@@ -168,22 +168,16 @@ out:
     return st;
 }
 
-/* The plain groups: one batched copy where that is safe, else a copy each. */
-static p2pt_status submit_1d(const struct p2pt_copy_group *g, size_t n, bool batch_ok,
-                             CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,
-                             CUstream stream)
+/* The plain groups (their dsts, srcs and sizes): one batched copy where
+ * that is safe, else a copy each. */
+static p2pt_status submit_1d(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t n,
+                             bool batch_ok, CUstream stream)
 {
     p2pt_status st = P2PT_SUCCESS;
     if (!batch_ok || n == 1) {
         for (size_t i = 0; i < n; i++)
-            P2PT_CU(p2pt__cu.cuMemcpyAsync((CUdeviceptr)g[i].dst, (CUdeviceptr)g[i].src,
-                                           (size_t)(g[i].width * g[i].height), stream));
+            P2PT_CU(p2pt__cu.cuMemcpyAsync(dsts[i], srcs[i], sizes[i], stream));
         return P2PT_SUCCESS;
-    }
-    for (size_t i = 0; i < n; i++) {
-        dsts[i] = (CUdeviceptr)g[i].dst;
-        srcs[i] = (CUdeviceptr)g[i].src;
-        sizes[i] = (size_t)(g[i].width * g[i].height);
     }
     CUmemcpyAttributes attr;
     memset(&attr, 0, sizeof(attr));
@@ -229,31 +223,35 @@ static p2pt_status ce_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b)
     struct p2pt_coalesce c;
     char *mem = NULL;
     /* After the groups, the arguments of the two driver calls: the 3D ops
-     * are the largest per group. */
-    P2PT_TRY(group_pieces(h, b, sizeof(CUDA_MEMCPY3D_BATCH_OP), &mem, &c));
+     * (the largest per group), then the plain groups' three arrays. */
+    const size_t op_bytes = sizeof(CUDA_MEMCPY3D_BATCH_OP);
+    P2PT_TRY(group_pieces(h, b, op_bytes + 2 * sizeof(CUdeviceptr) + sizeof(size_t), &mem, &c));
     if (b->pieces == 0)
         goto out;
     struct p2pt_copy_group *g = c.g;
-    /* 2D groups to the front, plain ones to the back, in place. */
-    size_t lo = 0, hi = c.n;
-    while (lo < hi) {
-        if (p2pt__group_is_2d(&g[lo])) {
-            lo++;
+    void *ops = mem + b->count * sizeof(struct p2pt_copy_group);
+    CUdeviceptr *dsts = (CUdeviceptr *)(void *)((char *)ops + b->count * op_bytes);
+    CUdeviceptr *srcs = dsts + b->count;
+    size_t *sizes = (size_t *)(srcs + b->count);
+    /* 2D groups to the front, plain ones into the arrays of the batched
+     * copy, each in the batch's order: the driver takes the pieces of one
+     * cuMemcpyBatchAsync in the order given. */
+    size_t n2 = 0, n1 = 0;
+    for (size_t i = 0; i < c.n; i++) {
+        if (p2pt__group_is_2d(&g[i])) {
+            g[n2++] = g[i];
         } else {
-            struct p2pt_copy_group t = g[--hi];
-            g[hi] = g[lo];
-            g[lo] = t;
+            dsts[n1] = (CUdeviceptr)g[i].dst;
+            srcs[n1] = (CUdeviceptr)g[i].src;
+            sizes[n1] = (size_t)(g[i].width * g[i].height);
+            n1++;
         }
     }
     const bool batch_ok = batch_call_safe(b->stream);
-    void *args = mem + b->count * sizeof(struct p2pt_copy_group);
-    if (lo > 0)
-        P2PT_TRY(submit_2d(g, lo, batch_ok, args, b->stream));
-    if (c.n > lo) {
-        CUdeviceptr *dsts = args, *srcs = dsts + (c.n - lo);
-        size_t *sizes = (size_t *)(srcs + (c.n - lo));
-        P2PT_TRY(submit_1d(g + lo, c.n - lo, batch_ok, dsts, srcs, sizes, b->stream));
-    }
+    if (n2 > 0)
+        P2PT_TRY(submit_2d(g, n2, batch_ok, ops, b->stream));
+    if (n1 > 0)
+        P2PT_TRY(submit_1d(dsts, srcs, sizes, n1, batch_ok, b->stream));
     ce_count(h, b->pieces, c.n);
 out:
     free(mem);
