@@ -223,7 +223,10 @@ static void explain_agrees(void)
     GT_OK(p2pt_explain_batch(h, want, LAYERS * PAIRS, NULL, &b));
     cr_assert_str_eq(a.transport, b.transport);
     cr_assert_str_eq(a.path, "batch");
-    cr_assert_str_eq(a.reason, b.reason);
+    /* The same from the table's band on (auto words the mean differently
+     * when the sums come with the batch). */
+    const char *ta = strstr(a.reason, "table "), *tb = strstr(b.reason, "table ");
+    cr_assert_str_eq(ta ? ta : a.reason, tb ? tb : b.reason);
     cr_assert_eq(p2pt_explain_blocks(h, ls, LAYERS, map, PAIRS, NULL, NULL),
                  P2PT_INVALID_ARGUMENT);
     gt_free(&c.gpu);

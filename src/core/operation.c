@@ -24,10 +24,13 @@
  * in one pass over its descriptors (batch_scan.c). An engine that writes
  * the descriptors into a buffer of its own (P2PT_CAP_BATCH_SCAN) makes that
  * pass itself, in step 5, before it enqueues anything; otherwise, and in a
- * dry run, step 4 makes it. A policy that routes by the batch's sums
- * (P2PT_NEEDS_BATCH_SUMS) costs a pass of arguments alone before step 3,
- * unless the sums came with the batch (blocks: the mapping's rows times
- * the layers' block bytes).
+ * dry run, step 4 makes it. A policy that routes by the mean piece size
+ * (auto) takes it from one piece and leaves its band in the batch
+ * (mean_lo, mean_hi): the pass that finds the mean elsewhere stops before
+ * anything is enqueued, and steps 3 to 5 run again on the sums it found
+ * (a second pass, only then). Blocks bring their sums. A policy that needs
+ * the sums before it routes (P2PT_NEEDS_BATCH_SUMS) costs a pass of
+ * arguments alone before step 3.
  * The outcome is the operation steps 1 and 4
  * would give in order: should a step before the pass fail (no driver, a
  * bad stream), the pieces' arguments are checked then, and a refused piece
@@ -198,12 +201,12 @@ static p2pt_status batch_route(struct p2pt_handle *h, struct p2pt_op *op, struct
 {
     p2pt_status st = P2PT_SUCCESS;
     struct p2pt_batch *b = &op->batch;
-    if (h->policy->needs & P2PT_NEEDS_BATCH_SUMS) {
-        if (!b->sums_known)
-            P2PT_TRY(p2pt__batch_scan(h, b, NULL, NULL, NULL));
+    if ((h->policy->needs & P2PT_NEEDS_BATCH_SUMS) && !b->sums_known && !b->scanned) {
+        P2PT_TRY(p2pt__batch_scan(h, b, NULL, NULL, NULL));
         if ((s->nothing = b->pieces == 0))
             goto out;
     }
+again:
     P2PT_TRY(p2pt__route_batch(h, b, &s->t, s->why, s->len));
     P2PT_TRY(p2pt__route_link(h, s->t, b->device, b->link));
     if ((s->t->caps & P2PT_CAP_BATCH_SCAN) && !s->dry)
@@ -211,13 +214,16 @@ static p2pt_status batch_route(struct p2pt_handle *h, struct p2pt_op *op, struct
     if ((s->t->caps & P2PT_CAP_BATCH_SCAN) && s->t->explain_batch != NULL) {
         /* A dry run: the engine's own pass, which says what it would do. */
         size_t used = strlen(s->why);
-        P2PT_TRY(s->t->explain_batch(h, b, s->why + used, s->len - used));
-        s->nothing = b->pieces == 0;
-        goto out;
+        st = s->t->explain_batch(h, b, s->why + used, s->len - used);
+    } else {
+        /* Without a batch step the pieces' facts are validated as copies. */
+        st = p2pt__batch_scan(h, b, s->t->copy_batch != NULL ? s->t : NULL, NULL, NULL);
     }
-    /* Without a batch step the pieces' facts are validated as copies. */
-    P2PT_TRY(p2pt__batch_scan(h, b, s->t->copy_batch != NULL ? s->t : NULL, NULL, NULL));
-    s->nothing = b->pieces == 0;
+    if (st == P2PT__ROUTE_AGAIN) {
+        st = P2PT_SUCCESS; /* the policy's guess of the mean was wrong: route on the sums */
+        goto again;
+    }
+    s->nothing = st == P2PT_SUCCESS && b->pieces == 0;
 out:
     s->refused = b->refused;
     return st;
@@ -239,10 +245,15 @@ static p2pt_status batch_dispatch(struct p2pt_handle *h, struct p2pt_op *op, str
 {
     p2pt_status st = P2PT_SUCCESS;
     struct p2pt_batch *b = &op->batch;
-    if (s->t->copy_batch == NULL)
+    if (s->t->copy_batch == NULL) {
         st = each_piece(h, b, NULL);
-    else
-        st = s->t->copy_batch(h, b);
+    } else if ((st = s->t->copy_batch(h, b)) == P2PT__ROUTE_AGAIN) {
+        /* The engine's pass found the mean outside the policy's guess and
+         * enqueued nothing: route on the sums it found, then run the
+         * batch through the engine they choose (no guess left to fail). */
+        if ((st = batch_route(h, op, s)) == P2PT_SUCCESS && !s->nothing)
+            st = s->t->copy_batch == NULL ? each_piece(h, b, NULL) : s->t->copy_batch(h, b);
+    }
     if (st != P2PT_SUCCESS) {
         s->refused = b->refused;
         return st;
@@ -263,6 +274,7 @@ static p2pt_status batch_args_first(struct p2pt_handle *h, struct p2pt_op *op, p
     struct p2pt_batch *b = &op->batch;
     if (b->scanned)
         return st;
+    b->mean_lo = b->mean_hi = 0; /* the arguments alone: no route to check */
     p2pt_status a = p2pt__batch_scan(h, b, NULL, NULL, NULL);
     if (a != P2PT_SUCCESS) {
         s->refused = true;

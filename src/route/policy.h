@@ -45,8 +45,11 @@ struct p2pt_policy {
     p2pt_status (*route_copy)(struct p2pt_handle *h, const struct p2pt_request *r,
                               const struct p2pt_transport **t, char *why, size_t len);
     /* The engine for a host batch (stream resolved; with
-     * P2PT_NEEDS_BATCH_SUMS, b->pieces > 0). */
-    p2pt_status (*route_batch)(struct p2pt_handle *h, const struct p2pt_batch *b,
+     * P2PT_NEEDS_BATCH_SUMS, b->pieces > 0). A policy that routes by the
+     * mean piece size before any pass may guess it and set b->mean_lo/hi
+     * (batch.h); the pipeline asks again, with the sums, when the pass
+     * finds the guess wrong. */
+    p2pt_status (*route_batch)(struct p2pt_handle *h, struct p2pt_batch *b,
                                const struct p2pt_transport **t, char *why, size_t len);
     /* The engine for a device batch: one with P2PT_CAP_DEVICE_BATCH, or
      * status 6 saying why there is none. Depends on no fact of the batch. */

@@ -41,7 +41,7 @@ static p2pt_status fixed_copy(struct p2pt_handle *h, const struct p2pt_request *
     return P2PT_SUCCESS;
 }
 
-static p2pt_status fixed_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
+static p2pt_status fixed_batch(struct p2pt_handle *h, struct p2pt_batch *b,
                                const struct p2pt_transport **t, char *why, size_t len)
 {
     (void)b;

@@ -359,8 +359,11 @@ static int batch_path(const struct p2pt_batch *b)
 
 /* The table's engine for a host batch, by its mean piece size: from the
  * `batch h2d` (`d2h`) list when the table has one and the batch's first
- * piece is h2d (d2h), else from the `batch` list. */
-static p2pt_status auto_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
+ * piece is h2d (d2h), else from the `batch` list. Before any pass the mean
+ * is guessed from the first piece, and the band of the guess goes to
+ * b->mean_lo/hi, which the engine's pass checks (batch.h): a batch of
+ * equal pieces is read once. */
+static p2pt_status auto_batch(struct p2pt_handle *h, struct p2pt_batch *b,
                               const struct p2pt_transport **t, char *why, size_t len)
 {
     p2pt_status st = P2PT_SUCCESS;
@@ -384,12 +387,30 @@ static p2pt_status auto_batch(struct p2pt_handle *h, const struct p2pt_batch *b,
                      pn, pn);
         }
     }
-    uint64_t m = b->pieces ? b->bytes / b->pieces : 0;
-    *t = p2pt__transport_at((int)p2pt__auto_pick(l, m));
+    const bool sums = b->scanned || b->sums_known;
+    uint64_t m = sums ? (b->pieces ? b->bytes / b->pieces : 0) : (uint64_t)b->first.bytes;
+    const uint32_t at = p2pt__auto_band_of(l, m);
+    *t = p2pt__transport_at((int)l->band[at].engine);
+    b->mean_lo = b->mean_hi = 0;
+    if (!sums) {
+        /* The band of the guess, widened over neighbours with the same engine. */
+        uint32_t lo = at, hi = at + 1;
+        while (lo > 0 && l->band[lo - 1].engine == l->band[at].engine)
+            lo--;
+        while (hi < l->n && l->band[hi].engine == l->band[at].engine)
+            hi++;
+        b->mean_lo = lo > 0 ? l->band[lo].from : 0;
+        b->mean_hi = hi < l->n ? l->band[hi].from : UINT64_MAX;
+    }
     if (why) {
         band_text(h->policy_state, name, l, m, band, sizeof(band));
-        snprintf(why, len, "auto: batch of %zu pieces, mean %s bytes%s; table %s: %s", b->pieces,
-                 p2pt__auto_size_text(m, mean), first, tab->source, band);
+        if (sums)
+            snprintf(why, len, "auto: batch of %zu pieces, mean %s bytes%s; table %s: %s",
+                     b->pieces, p2pt__auto_size_text(m, mean), first, tab->source, band);
+        else
+            snprintf(why, len, "auto: batch of %zu descriptors, mean taken as %s bytes (one "
+                     "piece's; the pass over them checks it)%s; table %s: %s", b->count,
+                     p2pt__auto_size_text(m, mean), first, tab->source, band);
     }
 out:
     return st;
@@ -460,7 +481,7 @@ const struct p2pt_policy p2pt__policy_auto = {
     .name = P2PT_AUTO_NAME,
     /* the batch table is by mean piece size; graph bands and h2d/d2h
      * batch lists by the stream and the first piece */
-    .needs = P2PT_NEEDS_BATCH_SUMS | P2PT_NEEDS_CAPTURE | P2PT_NEEDS_FIRST_PIECE,
+    .needs = P2PT_NEEDS_CAPTURE | P2PT_NEEDS_FIRST_PIECE,
     .init = auto_init,
     .fini = auto_fini,
     .after_driver = p2pt__auto_check_machine,

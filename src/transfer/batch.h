@@ -22,6 +22,14 @@ struct p2pt_batch {
     /* `pieces` and `bytes` known before any pass (blocks): a policy that
      * routes by them needs no pass of its own. */
     bool sums_known;
+    /* A policy that routes by the mean piece size before any pass guesses
+     * it (auto: the first piece's size) and sets the sizes for which its
+     * choice holds: the pass that finds the batch's mean outside
+     * [mean_lo, mean_hi) ends with P2PT__ROUTE_AGAIN before anything is
+     * enqueued, and the pipeline routes again on the sums it found. So a
+     * batch of equal pieces is read once, and any batch goes where its mean
+     * says. mean_hi 0: no guess to check. */
+    uint64_t mean_lo, mean_hi;
     CUstream stream;
     CUcontext ctx;
     int device; /* the stream's device */
@@ -45,6 +53,11 @@ struct p2pt_batch {
      * it takes no more. */
     uint32_t link[2];
 };
+
+/* What a pass returns when the batch's mean piece size is outside the
+ * guess its engine was chosen for (mean_lo, mean_hi): not an error, and
+ * never returned by an entry point. */
+#define P2PT__ROUTE_AGAIN ((p2pt_status)0x100)
 
 /* The most CTAs a kernel moving batch `b` may use for its link: when every
  * piece crosses the host link, the link's CTAs (the larger of the two when

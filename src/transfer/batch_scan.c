@@ -130,9 +130,14 @@ static p2pt_status scan(const struct p2pt_handle *h, struct p2pt_batch *b,
     else
         st = out ? scan_loop(b, NULL, NULL, false, fb, NULL, out, NULL, false, true, false, &o)
                  : scan_loop(b, NULL, NULL, false, fb, NULL, NULL, NULL, false, false, false, &o);
+    if (st == P2PT_SUCCESS && b->mean_hi != 0 && o.pieces != 0) {
+        const uint64_t mean = o.bytes / o.pieces;
+        if (mean < b->mean_lo || mean >= b->mean_hi)
+            st = P2PT__ROUTE_AGAIN; /* the sums below are what the route needs */
+    }
     b->scanned = true;
     b->passes++;
-    b->refused = st != P2PT_SUCCESS;
+    b->refused = st != P2PT_SUCCESS && st != P2PT__ROUTE_AGAIN;
     b->pieces = o.pieces;
     b->h2d = o.h2d;
     b->d2h = o.d2h;
