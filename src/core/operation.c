@@ -28,9 +28,7 @@
  * (auto) takes it from one piece and leaves its band in the batch
  * (mean_lo, mean_hi): the pass that finds the mean elsewhere stops before
  * anything is enqueued, and steps 3 to 5 run again on the sums it found
- * (a second pass, only then). Blocks bring their sums. A policy that needs
- * the sums before it routes (P2PT_NEEDS_BATCH_SUMS) costs a pass of
- * arguments alone before step 3.
+ * (a second pass, only then). Blocks bring their sums.
  * The outcome is the operation steps 1 and 4
  * would give in order: should a step before the pass fail (no driver, a
  * bad stream), the pieces' arguments are checked then, and a refused piece
@@ -201,11 +199,6 @@ static p2pt_status batch_route(struct p2pt_handle *h, struct p2pt_op *op, struct
 {
     p2pt_status st = P2PT_SUCCESS;
     struct p2pt_batch *b = &op->batch;
-    if ((h->policy->needs & P2PT_NEEDS_BATCH_SUMS) && !b->sums_known && !b->scanned) {
-        P2PT_TRY(p2pt__batch_scan(h, b, NULL, NULL, NULL));
-        if ((s->nothing = b->pieces == 0))
-            goto out;
-    }
 again:
     P2PT_TRY(p2pt__route_batch(h, b, &s->t, s->why, s->len));
     P2PT_TRY(p2pt__route_link(h, s->t, b->device, b->link));

@@ -20,8 +20,6 @@ struct p2pt_transport;
 /* Facts a policy reads that the pipeline gathers only for the policies
  * that ask (p2pt_policy.needs), so that routing itself asks the driver
  * nothing. */
-#define P2PT_NEEDS_BATCH_SUMS (1u << 0)  /* a host batch's b->pieces and b->bytes: the
-                                            pass over its descriptors runs before routing */
 #define P2PT_NEEDS_CAPTURE (1u << 1)     /* a copy's r->capturing */
 #define P2PT_NEEDS_FIRST_PIECE (1u << 2) /* a host batch's b->first */
 
@@ -44,8 +42,7 @@ struct p2pt_policy {
     /* The engine the policy wants for a resolved copy. */
     p2pt_status (*route_copy)(struct p2pt_handle *h, const struct p2pt_request *r,
                               const struct p2pt_transport **t, char *why, size_t len);
-    /* The engine for a host batch (stream resolved; with
-     * P2PT_NEEDS_BATCH_SUMS, b->pieces > 0). A policy that routes by the
+    /* The engine for a host batch (stream resolved). A policy that routes by the
      * mean piece size before any pass may guess it and set b->mean_lo/hi
      * (batch.h); the pipeline asks again, with the sums, when the pass
      * finds the guess wrong. */
