@@ -56,13 +56,4 @@ static inline int device_cc(int ordinal)
     return major * 10 + minor;
 }
 
-static inline p2pt_properties props(p2pt_handle *h)
-{
-    p2pt_properties p;
-    memset(&p, 0, sizeof(p));
-    p.size = sizeof(p);
-    GT_OK(p2pt_get_properties(h, &p));
-    return p;
-}
-
 #endif /* P2PT_AUTO_TEST_H */

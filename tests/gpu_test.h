@@ -90,6 +90,34 @@ static inline void gt_use_fake_driver(void)
 #endif
 }
 
+/* Whether gt_use_fake_driver sent this test process to the fake driver. */
+static inline bool gt_on_fake_driver(void)
+{
+#ifdef P2PT_FAKE_CUDA_PATH
+    const char *lib = getenv("P2P_CUDA_LIBRARY");
+    return lib != NULL && strcmp(lib, P2PT_FAKE_CUDA_PATH) == 0;
+#else
+    return false;
+#endif
+}
+
+/* Device 0 of the real driver, current; skips without one. */
+static inline void gt_use_gpu(void)
+{
+    gt_require_gpus(1);
+    gt_use_device(0);
+}
+
+/* Every field of the handle's properties. */
+static inline p2pt_properties gt_props(const p2pt_handle *h)
+{
+    p2pt_properties p;
+    memset(&p, 0, sizeof(p));
+    p.size = sizeof(p);
+    GT_OK(p2pt_get_properties(h, &p));
+    return p;
+}
+
 static inline p2pt_handle *gt_handle(const char *transport)
 {
     p2pt_init_args a = {sizeof(a), NULL, transport};

@@ -109,13 +109,13 @@ static void copy_through(p2pt_handle *h, CUstream s, size_t n, size_t so, size_t
     cr_assert_str_eq(c.path, "local");
     cr_assert_eq(c.device, 0);
     cr_assert(strstr(c.reason, reason_has), "reason lacks \"%s\": %s", reason_has, c.reason);
-    p2pt_properties before = props(h);
+    p2pt_properties before = gt_props(h);
     GT_OK(p2pt_copy_async(h, (void *)(dst.ptr + dof), (void *)(src.ptr + so), n, s));
     GT_CHECK(tcu.cuStreamSynchronize(s));
     char what[128];
     snprintf(what, sizeof(what), "auto -> %s, %zu bytes", engine, n);
     gt_expect_range(&dst, dof, &src, so, n, what);
-    p2pt_properties after = props(h);
+    p2pt_properties after = gt_props(h);
     bool tma = strcmp(engine, "tma") == 0;
     cr_assert_eq(after.tma_bytes - before.tma_bytes, tma ? n : 0, "%s", what);
     cr_assert_eq(after.ce_bytes - before.ce_bytes, tma ? 0 : n, "%s", what);
@@ -130,7 +130,7 @@ Test(auto_gpu, copies_go_where_the_table_says_byte_exact)
     gt_use_device(0);
     char path[64];
     p2pt_handle *h = known_table(path);
-    p2pt_properties p = props(h);
+    p2pt_properties p = gt_props(h);
     cr_assert_str_eq(p.transport, "auto");
     cr_assert_str_eq(p.auto_table, path);
     CUstream s;
@@ -161,7 +161,7 @@ static void batch_through(p2pt_handle *h, CUstream s, size_t count, size_t piece
         d[i].dst = (void *)(dst.ptr + (count - 1 - i) * slot + 16);
         d[i].bytes = piece;
     }
-    p2pt_properties before = props(h);
+    p2pt_properties before = gt_props(h);
     if (device_descs) {
         CUdeviceptr dd, dc, ws;
         uint32_t c32 = (uint32_t)count;
@@ -206,7 +206,7 @@ static void batch_through(p2pt_handle *h, CUstream s, size_t count, size_t piece
     free(want);
     free(got);
     free(d);
-    p2pt_properties after = props(h);
+    p2pt_properties after = gt_props(h);
     bool tma = strcmp(engine, "tma") == 0;
     cr_assert_eq(after.tma_batches - before.tma_batches, tma ? 1u : 0u);
     cr_assert_eq(after.ce_batches - before.ce_batches, tma ? 0u : 1u);
@@ -260,7 +260,7 @@ Test(auto_gpu, graph_bands_apply_only_while_capturing)
         GT_CHECK(tcu.cuStreamSynchronize(s));
         gt_expect_range(&dst, 0, &src, 0, n, "auto, captured (graph band: ce)");
     }
-    p2pt_properties p = props(h);
+    p2pt_properties p = gt_props(h);
     cr_assert_eq(p.tma_launches, 0, "the captured copy went to tma");
     cr_assert_eq(p.ce_bytes, n);
     tcu.cuGraphExecDestroy(ge);
@@ -315,7 +315,7 @@ Test(auto_gpu, the_tables_are_logged_once_at_init_and_prepare_covers_both_engine
     cr_assert_geq(at_init, 1, "the built-in tables were not logged");
     GT_OK(p2pt_prepare(h, 0));
     GT_OK(p2pt_prepare(h, 0));
-    p2pt_properties p = props(h);
+    p2pt_properties p = gt_props(h);
     cr_assert_str_eq(p.auto_table, "built-in");
     cr_assert_geq(p.module_loads, 1, "prepare did not load the tma kernels");
     /* Capture right after prepare: whatever the built-in table picks for

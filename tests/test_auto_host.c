@@ -70,9 +70,9 @@ static void copy_goes_to(p2pt_handle *h, void *dst, const void *src, size_t n, C
     cr_assert_str_eq(c.transport, engine, "%zu bytes %p -> %p: %s", n, src, dst, c.reason);
     cr_assert(strstr(c.reason, why) != NULL, "reason lacks \"%s\": %s", why, c.reason);
     cr_assert_str_eq(c.path, "other", "host copies keep their path: %s", c.path);
-    p2pt_properties a = props(h);
+    p2pt_properties a = gt_props(h);
     GT_OK(p2pt_copy_async(h, dst, src, n, s));
-    p2pt_properties b = props(h);
+    p2pt_properties b = gt_props(h);
     bool tma = strcmp(engine, "tma") == 0;
     cr_assert_eq(b.tma_bytes - a.tma_bytes, tma ? n : 0, "%s: %s", engine, c.reason);
     cr_assert_eq(b.ce_bytes - a.ce_bytes, tma ? 0 : n, "%s: %s", engine, c.reason);
@@ -88,9 +88,9 @@ static void batch_goes_to(p2pt_handle *h, const p2pt_copy_desc *d, size_t count,
     cr_assert(strstr(c.reason, why) != NULL, "reason lacks \"%s\": %s", why, c.reason);
     cr_assert(not_why == NULL || strstr(c.reason, not_why) == NULL, "reason has \"%s\": %s",
               not_why, c.reason);
-    p2pt_properties a = props(h);
+    p2pt_properties a = gt_props(h);
     GT_OK(p2pt_copy_batch_async(h, d, count, s));
-    p2pt_properties b = props(h);
+    p2pt_properties b = gt_props(h);
     bool tma = strcmp(engine, "tma") == 0;
     cr_assert_eq(b.tma_batches - a.tma_batches, tma ? 1u : 0u, "%s", c.reason);
     cr_assert_eq(b.ce_batches - a.ce_batches, tma ? 0u : 1u, "%s", c.reason);

@@ -18,30 +18,6 @@
  */
 #include "batch_test.h"
 
-static bool on_fake;
-
-static void use_fake_driver(void)
-{
-    gt_use_fake_driver();
-    on_fake = true;
-}
-
-static void use_gpu(void)
-{
-    gt_require_gpus(1);
-    gt_use_device(0);
-    on_fake = false;
-}
-
-static p2pt_properties props(const p2pt_handle *h)
-{
-    p2pt_properties p;
-    memset(&p, 0, sizeof(p));
-    p.size = sizeof(p);
-    GT_OK(p2pt_get_properties(h, &p));
-    return p;
-}
-
 enum { LAYERS = 6, GPU_BLOCKS = 40, HOST_BLOCKS = 24, PAIRS = 17, OFF = 3 };
 
 /* The cache: LAYERS layers of `bb`-byte blocks in one GPU pool and one
@@ -117,16 +93,16 @@ static void one_way(uint64_t bb, bool offload)
     unsigned char *src_host = bt_host_copy(src);
     CUstream s;
     GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    const p2pt_properties before = props(h);
+    const p2pt_properties before = gt_props(h);
     GT_OK(p2pt_copy_blocks_async(h, ls, LAYERS, map, PAIRS, s));
     GT_CHECK(tcu.cuStreamSynchronize(s));
-    const p2pt_properties after = props(h);
+    const p2pt_properties after = gt_props(h);
     cr_assert_eq(after.batches - before.batches, 1);
     cr_assert_eq(after.batch_pieces - before.batch_pieces, LAYERS * PAIRS);
     char what[96];
     snprintf(what, sizeof(what), "%s of %llu-byte blocks through %s",
              offload ? "offload" : "restore", (unsigned long long)bb, after.transport);
-    if (!on_fake || after.kernel_launches == before.kernel_launches)
+    if (!gt_on_fake_driver() || after.kernel_launches == before.kernel_launches)
         bt_expect(dst, src, src_host, want, LAYERS * PAIRS, NULL, what);
     free(src_host);
     GT_CHECK(tcu.cuStreamDestroy(s));
@@ -146,13 +122,13 @@ static void both_ways(void)
 
 Test(blocks_fake, offload_and_restore_land_every_block_where_the_mapping_says)
 {
-    use_fake_driver();
+    gt_use_fake_driver();
     both_ways();
 }
 
 Test(blocks_gpu, offload_and_restore_land_every_block_where_the_mapping_says)
 {
-    use_gpu();
+    gt_use_gpu();
     both_ways();
 }
 
@@ -170,12 +146,12 @@ static void refusals(void)
     random_ids(map, 0, GPU_BLOCKS, 1);
     random_ids(map, 1, HOST_BLOCKS, 2);
     map[2 * 4 + 1] = HOST_BLOCKS; /* one past the end */
-    const p2pt_properties before = props(h);
+    const p2pt_properties before = gt_props(h);
     cr_assert_eq(p2pt_copy_blocks_async(h, ls, LAYERS, map, PAIRS, NULL), P2PT_INVALID_ARGUMENT);
     cr_assert(strstr(p2pt_last_error(h), "mapping row 4: dst block 24") != NULL, "%s",
               p2pt_last_error(h));
     GT_CHECK(tcu.cuCtxSynchronize());
-    cr_assert_eq(props(h).batches, before.batches);
+    cr_assert_eq(gt_props(h).batches, before.batches);
     bt_expect(&c.host, &c.gpu, NULL, NULL, 0, NULL, "a refused mapping");
     map[2 * 4 + 1] = 0;
     random_ids(map, 1, HOST_BLOCKS, 2);
@@ -189,7 +165,7 @@ static void refusals(void)
     cr_assert(strstr(msg, "p2pt_copy_blocks_async: layer 2, row 0 (piece 2 of 6)") != NULL &&
                   strstr(msg, "runs past the end of its allocation") != NULL,
               "%s", msg);
-    cr_assert_eq(props(h).batches, before.batches);
+    cr_assert_eq(gt_props(h).batches, before.batches);
     gt_free(&c.gpu);
     gt_free(&c.host);
     p2pt_finalize(h);
@@ -197,13 +173,13 @@ static void refusals(void)
 
 Test(blocks_fake, a_refused_mapping_enqueues_nothing_and_names_the_row)
 {
-    use_fake_driver();
+    gt_use_fake_driver();
     refusals();
 }
 
 Test(blocks_gpu, a_refused_mapping_enqueues_nothing_and_names_the_row)
 {
-    use_gpu();
+    gt_use_gpu();
     refusals();
 }
 
@@ -236,12 +212,12 @@ static void explain_agrees(void)
 
 Test(blocks_fake, explain_blocks_says_what_explain_batch_says)
 {
-    use_fake_driver();
+    gt_use_fake_driver();
     explain_agrees();
 }
 
 Test(blocks_gpu, explain_blocks_says_what_explain_batch_says)
 {
-    use_gpu();
+    gt_use_gpu();
     explain_agrees();
 }

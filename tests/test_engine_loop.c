@@ -83,15 +83,6 @@ static p2pt_handle *loop_handle(void)
     return h;
 }
 
-static p2pt_properties props(p2pt_handle *h)
-{
-    p2pt_properties p;
-    memset(&p, 0, sizeof(p));
-    p.size = sizeof(p);
-    cr_assert_eq(p2pt_get_properties(h, &p), P2PT_SUCCESS);
-    return p;
-}
-
 static int loop_index(const p2pt_properties *p)
 {
     for (int e = 0; e < P2PT_PROPERTIES_ENGINES; e++)
@@ -114,7 +105,7 @@ Test(engine_loop, is_chosen_by_name_runs_host_copies_and_counts_them)
     require_fake_driver();
 #ifdef P2PT_FAKE_CUDA_PATH
     p2pt_handle *h = loop_handle();
-    p2pt_properties p = props(h);
+    p2pt_properties p = gt_props(h);
     cr_expect_str_eq(p.transport, "loop");
     int e = loop_index(&p);
     char src[300], dst[300];
@@ -139,7 +130,7 @@ Test(engine_loop, is_chosen_by_name_runs_host_copies_and_counts_them)
                  p2pt_last_error(NULL));
     cr_expect_eq(memcmp(dst, src, sizeof(src)), 0);
 
-    p = props(h);
+    p = gt_props(h);
     cr_expect_eq(p.engine_bytes[e], 100);
     cr_expect_eq(p.engine_batches[e], 1);
     cr_expect_eq(p.batch_pieces, 2);
@@ -162,7 +153,7 @@ Test(engine_loop, what_it_cannot_run_goes_to_the_fallback_and_is_counted_as_its_
     cr_expect(strstr(c.reason, "but loop cannot") != NULL, "%s", c.reason);
     cr_assert_eq(p2pt_copy_async(h, host, (void *)(uintptr_t)dev.ptr, 64, NULL), P2PT_SUCCESS,
                  "%s", p2pt_last_error(NULL));
-    p2pt_properties p = props(h);
+    p2pt_properties p = gt_props(h);
     int e = loop_index(&p);
     cr_expect_eq(p.engine_fallbacks[e], 1);
     cr_expect_eq(p.ce_fallbacks, 1);

@@ -17,15 +17,6 @@
 
 #include "gpu_test.h"
 
-static p2pt_properties props(p2pt_handle *h)
-{
-    p2pt_properties p;
-    memset(&p, 0, sizeof(p));
-    p.size = sizeof(p);
-    GT_OK(p2pt_get_properties(h, &p));
-    return p;
-}
-
 static uint64_t rnd(uint64_t *x)
 {
     *x ^= *x << 13;
@@ -60,9 +51,9 @@ static void agree_copy(p2pt_handle *h, void *dst, const void *src, size_t n, CUs
     p2pt_status ex = p2pt_explain_copy(h, dst, src, n, s, &c);
     char why[1024];
     snprintf(why, sizeof(why), "%s", ex == P2PT_SUCCESS ? c.reason : p2pt_last_error(NULL));
-    p2pt_properties a = props(h);
+    p2pt_properties a = gt_props(h);
     p2pt_status real = p2pt_copy_async(h, dst, src, n, s);
-    p2pt_properties b = props(h);
+    p2pt_properties b = gt_props(h);
     cr_assert_eq(real, ex, "%s: explain %d (%s), real call %d (%s)", what, (int)ex, why,
                  (int)real, p2pt_last_error(NULL));
     if (ex != P2PT_SUCCESS) {
@@ -86,9 +77,9 @@ static void agree_batch(p2pt_handle *h, const p2pt_copy_desc *d, size_t count, C
     p2pt_status ex = p2pt_explain_batch(h, d, count, s, &c);
     char why[1024];
     snprintf(why, sizeof(why), "%s", ex == P2PT_SUCCESS ? c.reason : p2pt_last_error(NULL));
-    p2pt_properties a = props(h);
+    p2pt_properties a = gt_props(h);
     p2pt_status real = p2pt_copy_batch_async(h, d, count, s);
-    p2pt_properties b = props(h);
+    p2pt_properties b = gt_props(h);
     cr_assert_eq(real, ex, "%s: explain %d (%s), real call %d (%s)", what, (int)ex, why,
                  (int)real, p2pt_last_error(NULL));
     if (ex != P2PT_SUCCESS) {
@@ -110,10 +101,10 @@ static void agree_device_batch(p2pt_handle *h, const struct gt_buf *descs, CUdev
                           (const uint32_t *)(uintptr_t)count, max, (void *)(uintptr_t)ws, s);
     p2pt_choice c = {sizeof(c)};
     p2pt_status ex = p2pt__op_run(h, &op, &c);
-    p2pt_properties a = props(h);
+    p2pt_properties a = gt_props(h);
     p2pt_status real = p2pt_copy_batch_device_async(h, op.device.descs, op.device.count, max,
                                                     op.device.workspace, s);
-    p2pt_properties b = props(h);
+    p2pt_properties b = gt_props(h);
     cr_assert_eq(real, ex, "%s: dry run %d, real call %d (%s)", what, (int)ex, (int)real,
                  p2pt_last_error(NULL));
     if (ex != P2PT_SUCCESS)

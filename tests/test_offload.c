@@ -25,21 +25,6 @@
 
 /* ------------------------------------------------------------ set-up */
 
-static bool on_fake;
-
-static void use_fake_driver(void)
-{
-    gt_use_fake_driver();
-    on_fake = true;
-}
-
-static void use_gpu(void)
-{
-    gt_require_gpus(1);
-    gt_use_device(0);
-    on_fake = false;
-}
-
 /* Calls of a fake driver entry so far. */
 static unsigned long fake_calls(const char *name)
 {
@@ -64,15 +49,6 @@ static p2pt_handle *handle_opts(const char *transport, const char *options)
     p2pt_handle *h = NULL;
     GT_OK(p2pt_init(&a, &h));
     return h;
-}
-
-static p2pt_properties props(const p2pt_handle *h)
-{
-    p2pt_properties p;
-    memset(&p, 0, sizeof(p));
-    p.size = sizeof(p);
-    GT_OK(p2pt_get_properties(h, &p));
-    return p;
 }
 
 static CUstream new_stream(void)
@@ -112,7 +88,7 @@ static void run_and_check(p2pt_handle *h, CUstream s, struct gt_buf *dst, struct
     gt_poison(dst);
     GT_OK(p2pt_copy_batch_async(h, d, n, s));
     GT_CHECK(tcu.cuStreamSynchronize(s));
-    if (!on_fake || strcmp(props(h).transport, "ce") == 0 || props(h).kernel_launches == 0)
+    if (!gt_on_fake_driver() || strcmp(gt_props(h).transport, "ce") == 0 || gt_props(h).kernel_launches == 0)
         bt_expect(dst, src, src_host, d, n, NULL, what);
     free(src_host);
 }
@@ -150,7 +126,7 @@ static void memo_counts(void)
 
 Test(offload_fake, the_pass_asks_the_driver_once_per_allocation)
 {
-    use_fake_driver();
+    gt_use_fake_driver();
     memo_counts();
 }
 
@@ -200,13 +176,13 @@ static void memo_refusals(void)
 
 Test(offload_fake, pageable_memory_and_pieces_past_their_allocation_are_refused)
 {
-    use_fake_driver();
+    gt_use_fake_driver();
     memo_refusals();
 }
 
 Test(offload_gpu, pageable_memory_and_pieces_past_their_allocation_are_refused)
 {
-    use_gpu();
+    gt_use_gpu();
     memo_refusals();
 }
 
@@ -238,14 +214,14 @@ static void memo_not_stale(const char *transport)
 
 Test(offload_fake, pools_freed_and_allocated_again_are_asked_about_again)
 {
-    use_fake_driver();
+    gt_use_fake_driver();
     memo_not_stale("ce");
     memo_not_stale("tma");
 }
 
 Test(offload_gpu, pools_freed_and_allocated_again_are_asked_about_again)
 {
-    use_gpu();
+    gt_use_gpu();
     memo_not_stale("ce");
     memo_not_stale("tma");
     memo_not_stale("auto");
@@ -268,7 +244,7 @@ static void ce_block_major(bool h2d, size_t n, size_t off)
     snprintf(what, sizeof(what), "ce block-major %s, %zu-byte pieces at +%zu",
              h2d ? "h2d" : "d2h", n, off);
     run_and_check(h, s, h2d ? &gpu : &host, h2d ? &host : &gpu, d, blocks * layers, what);
-    p2pt_properties p = props(h);
+    p2pt_properties p = gt_props(h);
     cr_expect_eq(p.ce_operations, blocks, "%s: %llu operations for %zu blocks", what,
                  (unsigned long long)p.ce_operations, blocks);
     /* Explain counts the same groups. */
@@ -315,7 +291,7 @@ static void ce_layer_major_random(bool h2d)
     p2pt_handle *h = gt_handle("ce");
     run_and_check(h, s, h2d ? &gpu : &host, h2d ? &host : &gpu, d, pieces,
                   h2d ? "ce layer-major h2d" : "ce layer-major d2h");
-    p2pt_properties p = props(h);
+    p2pt_properties p = gt_props(h);
     cr_expect(p.ce_operations > pieces / 2 && p.ce_operations <= pieces,
               "%llu operations for %zu pieces with nothing to coalesce",
               (unsigned long long)p.ce_operations, pieces);
@@ -338,26 +314,26 @@ static void ce_block_major_cases(void)
 
 Test(offload_fake, ce_groups_a_block_major_batch_into_one_2d_copy_per_block)
 {
-    use_fake_driver();
+    gt_use_fake_driver();
     ce_block_major_cases();
 }
 
 Test(offload_gpu, ce_groups_a_block_major_batch_into_one_2d_copy_per_block)
 {
-    use_gpu();
+    gt_use_gpu();
     ce_block_major_cases();
 }
 
 Test(offload_fake, ce_takes_a_layer_major_batch_of_random_slots_piece_by_piece)
 {
-    use_fake_driver();
+    gt_use_fake_driver();
     ce_layer_major_random(false);
     ce_layer_major_random(true);
 }
 
 Test(offload_gpu, ce_takes_a_layer_major_batch_of_random_slots_piece_by_piece)
 {
-    use_gpu();
+    gt_use_gpu();
     ce_layer_major_random(false);
     ce_layer_major_random(true);
 }
@@ -393,7 +369,7 @@ static void ce_many_pieces(void)
     CUstream s = new_stream();
     p2pt_handle *h = gt_handle("ce");
     run_and_check(h, s, &dst, &src, d, count, "ce, 100,000 pieces in broken runs");
-    p2pt_properties p = props(h);
+    p2pt_properties p = gt_props(h);
     cr_expect_lt(p.ce_operations, count / 4, "%llu operations",
                  (unsigned long long)p.ce_operations);
     p2pt_finalize(h);
@@ -405,13 +381,13 @@ static void ce_many_pieces(void)
 
 Test(offload_fake, ce_copies_100000_pieces_in_broken_runs_exactly)
 {
-    use_fake_driver();
+    gt_use_fake_driver();
     ce_many_pieces();
 }
 
 Test(offload_gpu, ce_copies_100000_pieces_in_broken_runs_exactly)
 {
-    use_gpu();
+    gt_use_gpu();
     ce_many_pieces();
 }
 
@@ -433,7 +409,7 @@ static void budget_zero(void)
         GT_OK(p2pt_copy_async(h, (void *)(uintptr_t)gpu.ptr, (const void *)(uintptr_t)(gpu.ptr + (4 << 20)),
                               1 << 20, s));
         GT_CHECK(tcu.cuStreamSynchronize(s));
-        p2pt_properties p = props(h);
+        p2pt_properties p = gt_props(h);
         cr_expect_eq(p.kernel_launches, 0, "%s, budget 0: %llu kernel launches", engines[e],
                      (unsigned long long)p.kernel_launches);
         cr_expect_eq(p.max_grid, 0);
@@ -460,13 +436,13 @@ static void budget_zero(void)
 
 Test(offload_fake, budget_zero_launches_no_kernel_and_explain_says_why)
 {
-    use_fake_driver();
+    gt_use_fake_driver();
     budget_zero();
 }
 
 Test(offload_gpu, budget_zero_launches_no_kernel_and_explain_says_why)
 {
-    use_gpu();
+    gt_use_gpu();
     budget_zero();
 }
 
@@ -488,7 +464,7 @@ static void budget_n(void)
     for (size_t i = 0; i < 16; i++)
         d[i].dst = (void *)(uintptr_t)(host.ptr + i * (n / 16));
     run_and_check(h, s, &host, &a, d, 16, "budget 3 d2h batch");
-    p2pt_properties p = props(h);
+    p2pt_properties p = gt_props(h);
     cr_expect_gt(p.kernel_launches, 0);
     cr_expect_leq(p.max_grid, 3, "budget 3: a grid of %u CTAs", p.max_grid);
     cr_expect_eq(p.sm_budget, 3);
@@ -510,13 +486,13 @@ static void budget_n(void)
 
 Test(offload_fake, a_budget_of_n_never_launches_a_wider_grid)
 {
-    use_fake_driver();
+    gt_use_fake_driver();
     budget_n();
 }
 
 Test(offload_gpu, a_budget_of_n_never_launches_a_wider_grid)
 {
-    use_gpu();
+    gt_use_gpu();
     budget_n();
 }
 
@@ -562,7 +538,7 @@ static void link_caps(void)
                                     (const void *)(uintptr_t)(cases[c].src->ptr + i * piece),
                                     piece};
         run_and_check(h, s, cases[c].dst, cases[c].src, d, k, cases[c].what);
-        p2pt_properties p = props(h);
+        p2pt_properties p = gt_props(h);
         cr_expect_gt(p.kernel_launches, 0);
         cr_expect_leq(p.max_grid, cases[c].most, "%s: a grid of %u CTAs", cases[c].what,
                       p.max_grid);
@@ -579,8 +555,8 @@ static void link_caps(void)
         d[i] = (p2pt_copy_desc){(void *)(uintptr_t)(gpu2.ptr + i * piece),
                                 (const void *)(uintptr_t)(gpu.ptr + i * piece), piece};
     run_and_check(h, s, &gpu2, &gpu, d, k, "device to device");
-    cr_expect_gt(props(h).max_grid, 8, "device to device is not capped: %u",
-                 props(h).max_grid);
+    cr_expect_gt(gt_props(h).max_grid, 8, "device to device is not capped: %u",
+                 gt_props(h).max_grid);
     p2pt_finalize(h);
     gt_free(&gpu);
     gt_free(&gpu2);
@@ -590,13 +566,13 @@ static void link_caps(void)
 
 Test(offload_fake, tma_batches_across_the_host_link_take_only_its_ctas)
 {
-    use_fake_driver();
+    gt_use_fake_driver();
     link_caps();
 }
 
 Test(offload_gpu, tma_batches_across_the_host_link_take_only_its_ctas)
 {
-    use_gpu();
+    gt_use_gpu();
     link_caps();
 }
 
@@ -653,7 +629,7 @@ static void link_kernel_odd_pieces(bool skew)
 
 Test(offload_gpu, the_link_kernel_copies_odd_pieces_byte_exact)
 {
-    use_gpu();
+    gt_use_gpu();
     link_kernel_odd_pieces(false);
     link_kernel_odd_pieces(true);
 }
