@@ -1,0 +1,61 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Host time of p2pt.torch.swap_blocks step by step (CPU mapping, the
+shapes of examples/kv_offload.py: 32 layers, 16 KiB blocks, 256 blocks),
+then the C call alone and followed by other CUDA calls, after a
+synchronize and without. Run from the repository root on a GPU machine:
+
+    P2PT_LIBRARY=build/libp2pt.so python3 bench/experiments/swap_steps.py
+
+bench/results/offload.md ("PyTorch") quotes these measurements, taken with
+the two probes this script joins (the steps, then the calls after a
+launch)."""
+import statistics
+import sys
+import time
+
+sys.path.insert(0, "python")
+import torch  # noqa: E402
+import p2pt.torch as pt  # noqa: E402
+
+L, G, H, n = 32, 1024, 512, 256
+gpu = torch.randn(L, G, 16, 8, 64, device="cuda").to(torch.bfloat16)
+pool = torch.empty(L, H, 16, 8, 64, dtype=torch.bfloat16, pin_memory=True)
+gl, pl = list(gpu.unbind(0)), list(pool.unbind(0))
+g = torch.Generator().manual_seed(0)
+m = torch.stack([torch.randperm(G, generator=g)[:n], torch.randperm(H, generator=g)[:n]], 1)
+for _ in range(3):
+    pt.swap_blocks(gl, pl, m)
+torch.cuda.synchronize()
+lay = pt._layout(gl, pl)
+h = pt._get(0)
+cur = pt._cur()
+
+
+def c_call():
+    h.copy_blocks_at(lay.c_layers_at, lay.layers, m.data_ptr(), n, cur)
+
+
+def timed(name, fn, runs=200, synced=False):
+    fn()
+    ts = []
+    for _ in range(runs):
+        if synced:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter_ns()
+        fn()
+        ts.append(time.perf_counter_ns() - t0)
+    torch.cuda.synchronize()
+    print(f"{'synced ' if synced else ''}{name:24s} {statistics.median(ts) / 1000:8.1f} us")
+
+
+timed("_layers x2", lambda: (pt._layers(gl, "src"), pt._layers(pl, "dst")))
+timed("_plain_eager", lambda: pt._plain_eager(gl, pl, m))
+timed("_mapping_check", lambda: pt._mapping_check(m))
+timed("_layout", lambda: pt._layout(gl, pl))
+timed("hold_pinned", lambda: lay.hold_pinned(gl, pl), 50)
+timed("_done", lambda: pt._done(n * L, m.device))
+timed("_mutated", lambda: pt._mutated(pl))
+for synced in (False, True):
+    timed("C call", c_call, 21, synced)
+    timed("C call, hold_pinned", lambda: (c_call(), lay.hold_pinned(gl, pl)), 21, synced)
+    timed("swap_blocks", lambda: pt.swap_blocks(gl, pl, m), 21, synced)
