@@ -777,11 +777,6 @@ def _layout(src, dst):
     return lay
 
 
-def _pieces(srcs, dsts, mapping, sizes, device):
-    """The (layers * n, 3) int64 descriptors, layer-major, on `device`."""
-    return _Layout(srcs, dsts).pieces(mapping, device)
-
-
 # The bases and block bytes of a set of layers, in GPU memory, by value:
 # the same set always gives the same contents, so an entry is never stale,
 # and it stays alive for every graph that captured a build reading it.
