@@ -45,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (launches > 1 << 20)
             abort(); /* the plan must end */
         uint64_t tiles = 0, want = 0;
-        size_t n = p2pt__batch_fill(d, count, &cur, e, cap, &tiles);
+        size_t n = p2pt__batch_fill(d, NULL, count, &cur, e, cap, &tiles);
         if (n == 0)
             break;
         if (n > cap)

@@ -44,8 +44,18 @@ static unsigned passes(const char *transport, bool dry, bool blocks)
     struct p2pt_op op;
     p2pt_choice c = {sizeof(c)};
     p2pt__op_batch(&op, "p2pt_copy_batch_async", d, PIECES, NULL);
-    if (blocks) { /* the same pieces as blocks: one layer, block i to block i */
-        struct p2pt_block_pieces p = {d, PIECES, PIECES, PIECES, PIECES * PIECE, true};
+    /* The same pieces as blocks: one layer, block i to block i, kept as
+     * blocks by the plan (the layer's sides are apart). */
+    p2pt_block_layer layer = {sizeof(layer), (void *)(uintptr_t)dst.ptr,
+                              (const void *)(uintptr_t)src.ptr, PIECE, PIECES, PIECES};
+    int64_t map[2 * PIECES];
+    struct p2pt_block_pieces p;
+    if (blocks) {
+        for (size_t i = 0; i < PIECES; i++)
+            map[2 * i] = map[2 * i + 1] = (int64_t)i;
+        cr_assert_eq(p2pt__block_plan("p2pt_copy_blocks_async", &layer, 1, map, PIECES, &p),
+                     P2PT_SUCCESS, "%s", p2pt_last_error(NULL));
+        cr_assert_null(p.descs, "layers apart stay blocks");
         p2pt__op_blocks(&op, "p2pt_copy_blocks_async", &p, NULL);
     }
     cr_assert_eq(p2pt__op_run(h, &op, dry ? &c : NULL), P2PT_SUCCESS, "%s %s: %s", transport,

@@ -25,7 +25,7 @@ static size_t plan_and_check(const p2pt_copy_desc *d, size_t count, size_t cap)
     size_t piece = 0, launches = 0;
     for (;;) {
         uint64_t tiles = 0, want_tiles = 0;
-        size_t n = p2pt__batch_fill(d, count, &cur, e, cap, &tiles);
+        size_t n = p2pt__batch_fill(d, NULL, count, &cur, e, cap, &tiles);
         if (n == 0)
             break;
         launches++;
@@ -73,13 +73,13 @@ Test(batch_plan, zero_byte_pieces_vanish_and_an_empty_batch_has_no_launch)
     struct p2pt_batch_desc e[4];
     struct p2pt_batch_cursor cur = {0};
     uint64_t tiles = 0;
-    cr_assert_eq(p2pt__batch_fill(d, 2, &cur, e, 4, &tiles), 0u);
+    cr_assert_eq(p2pt__batch_fill(d, NULL, 2, &cur, e, 4, &tiles), 0u);
     cr_assert_eq(tiles, 0u);
     cur.next = 0;
-    cr_assert_eq(p2pt__batch_fill(d, 4, &cur, e, 4, &tiles), 1u);
+    cr_assert_eq(p2pt__batch_fill(d, NULL, 4, &cur, e, 4, &tiles), 1u);
     cr_assert_eq(e[0].bytes, 5u);
     cr_assert_eq(tiles, 1u);
-    cr_assert_eq(p2pt__batch_fill(d, 4, &cur, e, 4, &tiles), 0u);
+    cr_assert_eq(p2pt__batch_fill(d, NULL, 4, &cur, e, 4, &tiles), 0u);
 }
 
 Test(batch_plan, pieces_of_4_gib_and_more_stay_whole)
@@ -90,7 +90,7 @@ Test(batch_plan, pieces_of_4_gib_and_more_stay_whole)
     struct p2pt_batch_desc e[2];
     struct p2pt_batch_cursor cur = {0};
     uint64_t tiles = 0;
-    cr_assert_eq(p2pt__batch_fill(d, 2, &cur, e, 2, &tiles), 2u);
+    cr_assert_eq(p2pt__batch_fill(d, NULL, 2, &cur, e, 2, &tiles), 2u);
     cr_assert_eq(tiles, (5ull << 32) / P2PT_BATCH_TILE + (1ull << 32) / P2PT_BATCH_TILE);
 }
 

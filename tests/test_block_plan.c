@@ -29,7 +29,8 @@ static p2pt_block_layer layer(uintptr_t dst, uintptr_t src, uint64_t bb, uint64_
 static void expect_refused(const p2pt_block_layer *layers, size_t n_layers,
                            const int64_t *mapping, size_t pairs, const char *const *words)
 {
-    struct p2pt_block_pieces p = {(p2pt_copy_desc *)1, 7, 7, 7, 7, true};
+    struct p2pt_block_pieces p = {.descs = (p2pt_copy_desc *)1, .count = 7, .rows = 7,
+                                  .pieces = 7, .bytes = 7, .sums_known = true};
     p2pt_status st = p2pt__block_plan(FN, layers, n_layers, mapping, pairs, &p);
     cr_assert_eq(st, P2PT_INVALID_ARGUMENT, "status %d (%s)", st, p2pt_last_error(NULL));
     cr_assert_null(p.descs);
@@ -57,7 +58,7 @@ Test(block_plan, builds_layer_major_pieces_from_bases_and_block_bytes)
     struct p2pt_block_pieces p;
     cr_assert_eq(p2pt__block_plan(FN, ls, LAYERS, map, PAIRS, &p), P2PT_SUCCESS, "%s",
                  p2pt_last_error(NULL));
-    p2pt_copy_desc *d = p.descs;
+    cr_assert_null(p.descs, "layers apart are kept as blocks, not written out");
     cr_assert_eq(p.count, (size_t)LAYERS * PAIRS);
     cr_assert_eq(p.rows, PAIRS);
     cr_assert_eq(p.pieces, (size_t)(LAYERS - 1) * PAIRS, "the layer of 0-byte blocks has none");
@@ -65,14 +66,13 @@ Test(block_plan, builds_layer_major_pieces_from_bases_and_block_bytes)
     cr_assert_eq(p.bytes, PAIRS * (4100ull + 16384 + 0 + 3 + 65536));
     for (int l = 0; l < LAYERS; l++)
         for (int r = 0; r < PAIRS; r++) {
-            const p2pt_copy_desc *e = &d[l * PAIRS + r];
+            const p2pt_copy_desc piece = p2pt__block_pieces_at(&p, l * PAIRS + r), *e = &piece;
             cr_assert_eq(e->bytes, bb[l]);
             if (bb[l] == 0)
                 continue;
             cr_assert_eq((uintptr_t)e->dst, (uintptr_t)ls[l].dst + map[2 * r + 1] * bb[l]);
             cr_assert_eq((uintptr_t)e->src, (uintptr_t)ls[l].src + map[2 * r] * bb[l]);
         }
-    free(d);
 }
 
 Test(block_plan, nothing_to_build_is_success_with_no_pieces)
@@ -111,6 +111,21 @@ Test(block_plan, a_destination_block_listed_twice_is_refused_naming_both_rows)
                                                    "may appear once", NULL});
 }
 
+Test(block_plan, a_repeat_among_the_ids_of_a_huge_pool_is_found_too)
+{
+    /* Pools too large for a bitmap of their ids: the ids are sorted. */
+    const uint64_t huge = 1ull << 36;
+    p2pt_block_layer ls[2] = {layer(0x100000, 0x300000000000ull, 16, huge, 4),
+                              layer(0x100000000000ull, 0x400000000000ull, 16, huge, 4)};
+    int64_t map[8] = {0, (int64_t)huge - 1, 1, 5, 2, 1ll << 35, 3, (int64_t)huge - 1};
+    expect_refused(ls, 2, map, 4, (const char *[]){"rows 0 and 3", "may appear once", NULL});
+    map[7] = 6;
+    struct p2pt_block_pieces p;
+    cr_assert_eq(p2pt__block_plan(FN, ls, 2, map, 4, &p), P2PT_SUCCESS, "%s",
+                 p2pt_last_error(NULL));
+    cr_assert_eq(p.count, 8);
+}
+
 Test(block_plan, one_tensor_as_both_sides_refuses_a_block_read_and_written)
 {
     /* A copy inside one layer: blocks move to free slots, fine; a block
@@ -121,6 +136,9 @@ Test(block_plan, one_tensor_as_both_sides_refuses_a_block_read_and_written)
     cr_assert_eq(p2pt__block_plan(FN, &same, 1, ok, 2, &p), P2PT_SUCCESS, "%s",
                  p2pt_last_error(NULL));
     cr_assert_eq(p.count, 2);
+    cr_assert_not_null(p.descs, "layers that share bytes are written out, checked by address");
+    cr_assert_eq((uintptr_t)p.descs[1].dst, 0x100000u + 9 * 4096);
+    cr_assert_eq((uintptr_t)p.descs[1].src, 0x100000u + 1 * 4096);
     free(p.descs);
     int64_t race[4] = {0, 8, 8, 9};
     expect_refused(&same, 1, race, 2, (const char *[]){"layer 0, row 0 writes", "layer 0, row 1 reads",
@@ -175,6 +193,7 @@ Test(block_plan, many_layers_are_checked_by_address)
     cr_assert_eq(p2pt__block_plan(FN, ls, LAYERS, map, PAIRS, &p), P2PT_SUCCESS, "%s",
                  p2pt_last_error(NULL));
     cr_assert_eq(p.count, (size_t)LAYERS * PAIRS);
+    cr_assert_not_null(p.descs, "too many layers to compare: written out, checked by address");
     free(p.descs);
     map[2 * 5 + 1] = map[2 * 9 + 1];
     expect_refused(ls, LAYERS, map, PAIRS, (const char *[]){"row 5", "row 9",

@@ -21,35 +21,45 @@
 enum { LAYERS = 6, GPU_BLOCKS = 40, HOST_BLOCKS = 24, PAIRS = 17, OFF = 3 };
 
 /* The cache: LAYERS layers of `bb`-byte blocks in one GPU pool and one
- * pinned host pool, each layer's block 0 at an odd offset. */
+ * pinned host pool, each layer's block 0 at an odd offset; `scale` times
+ * GPU_BLOCKS and HOST_BLOCKS blocks a layer. */
 struct cache {
     struct gt_buf gpu, host;
     uint64_t bb;
+    size_t gpu_blocks, host_blocks;
 };
+
+static struct cache cache_scaled(uint64_t bb, size_t scale)
+{
+    struct cache c = {gt_alloc(LAYERS * GPU_BLOCKS * scale * bb + OFF),
+                      gt_alloc_host(LAYERS * HOST_BLOCKS * scale * bb + OFF), bb,
+                      GPU_BLOCKS * scale, HOST_BLOCKS * scale};
+    return c;
+}
 
 static struct cache cache_new(uint64_t bb)
 {
-    struct cache c = {gt_alloc(LAYERS * GPU_BLOCKS * bb + OFF),
-                      gt_alloc_host(LAYERS * HOST_BLOCKS * bb + OFF), bb};
-    return c;
+    return cache_scaled(bb, 1);
 }
 
 static void cache_layers(const struct cache *c, bool offload, p2pt_block_layer *ls)
 {
     for (size_t l = 0; l < LAYERS; l++) {
-        CUdeviceptr g = c->gpu.ptr + OFF + l * GPU_BLOCKS * c->bb;
-        CUdeviceptr p = c->host.ptr + OFF + l * HOST_BLOCKS * c->bb;
+        CUdeviceptr g = c->gpu.ptr + OFF + l * c->gpu_blocks * c->bb;
+        CUdeviceptr p = c->host.ptr + OFF + l * c->host_blocks * c->bb;
         ls[l] = (p2pt_block_layer){sizeof(ls[l]), (void *)(uintptr_t)(offload ? p : g),
                                    (const void *)(uintptr_t)(offload ? g : p), c->bb,
-                                   offload ? HOST_BLOCKS : GPU_BLOCKS,
-                                   offload ? GPU_BLOCKS : HOST_BLOCKS};
+                                   offload ? c->host_blocks : c->gpu_blocks,
+                                   offload ? c->gpu_blocks : c->host_blocks};
     }
 }
 
-/* Distinct random ids in [0, n) for column `col` of the mapping. */
-static void random_ids(int64_t *map, int col, size_t n, uint64_t seed)
+/* Distinct random ids in [0, n) for column `col` of the mapping's
+ * `pairs` rows. */
+static void random_ids_of(int64_t *map, size_t pairs, int col, size_t n, uint64_t seed)
 {
     struct bt_rng r = {seed * 0x9E3779B97F4A7C15ull + 11};
+    cr_assert_leq(pairs, n, "%zu distinct ids among %zu", pairs, n);
     int64_t *perm = malloc(n * sizeof(*perm));
     cr_assert_not_null(perm);
     for (size_t i = 0; i < n; i++)
@@ -60,55 +70,76 @@ static void random_ids(int64_t *map, int col, size_t n, uint64_t seed)
         perm[i] = perm[j];
         perm[j] = t;
     }
-    for (size_t i = 0; i < PAIRS; i++)
+    for (size_t i = 0; i < pairs; i++)
         map[2 * i + col] = perm[i];
     free(perm);
 }
 
-/* The pieces the mapping means, written out here independently. */
-static void expected_pieces(const p2pt_block_layer *ls, const int64_t *map, p2pt_copy_desc *d)
+static void random_ids(int64_t *map, int col, size_t n, uint64_t seed)
+{
+    random_ids_of(map, PAIRS, col, n, seed);
+}
+
+/* The pieces the mapping's `pairs` rows mean, written out here independently. */
+static void expected_pieces_of(const p2pt_block_layer *ls, const int64_t *map, size_t pairs,
+                               p2pt_copy_desc *d)
 {
     for (size_t l = 0; l < LAYERS; l++)
-        for (size_t r = 0; r < PAIRS; r++) {
-            d[l * PAIRS + r].dst = (char *)ls[l].dst + map[2 * r + 1] * ls[l].block_bytes;
-            d[l * PAIRS + r].src = (const char *)ls[l].src + map[2 * r] * ls[l].block_bytes;
-            d[l * PAIRS + r].bytes = ls[l].block_bytes;
+        for (size_t r = 0; r < pairs; r++) {
+            d[l * pairs + r].dst = (char *)ls[l].dst + map[2 * r + 1] * ls[l].block_bytes;
+            d[l * pairs + r].src = (const char *)ls[l].src + map[2 * r] * ls[l].block_bytes;
+            d[l * pairs + r].bytes = ls[l].block_bytes;
         }
 }
 
-static void one_way(uint64_t bb, bool offload)
+static void expected_pieces(const p2pt_block_layer *ls, const int64_t *map, p2pt_copy_desc *d)
+{
+    expected_pieces_of(ls, map, PAIRS, d);
+}
+
+/* Offload (GPU to pinned host) or restore of `pairs` random blocks of
+ * every layer, in a cache `scale` times the base size. */
+static void one_way_of(uint64_t bb, bool offload, size_t scale, size_t pairs)
 {
     p2pt_handle *h = gt_handle(NULL);
-    struct cache c = cache_new(bb);
+    struct cache c = cache_scaled(bb, scale);
     struct gt_buf *src = offload ? &c.gpu : &c.host, *dst = offload ? &c.host : &c.gpu;
     gt_fill(src, 1000 + bb + offload);
     gt_poison(dst);
     p2pt_block_layer ls[LAYERS];
-    int64_t map[2 * PAIRS];
-    p2pt_copy_desc want[LAYERS * PAIRS];
+    int64_t *map = malloc(2 * pairs * sizeof(*map));
+    p2pt_copy_desc *want = malloc(LAYERS * pairs * sizeof(*want));
+    cr_assert(map != NULL && want != NULL);
     cache_layers(&c, offload, ls);
-    random_ids(map, 0, offload ? GPU_BLOCKS : HOST_BLOCKS, bb);
-    random_ids(map, 1, offload ? HOST_BLOCKS : GPU_BLOCKS, bb + 1);
-    expected_pieces(ls, map, want);
+    random_ids_of(map, pairs, 0, offload ? c.gpu_blocks : c.host_blocks, bb);
+    random_ids_of(map, pairs, 1, offload ? c.host_blocks : c.gpu_blocks, bb + 1);
+    expected_pieces_of(ls, map, pairs, want);
     unsigned char *src_host = bt_host_copy(src);
     CUstream s;
     GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     const p2pt_properties before = gt_props(h);
-    GT_OK(p2pt_copy_blocks_async(h, ls, LAYERS, map, PAIRS, s));
+    GT_OK(p2pt_copy_blocks_async(h, ls, LAYERS, map, pairs, s));
     GT_CHECK(tcu.cuStreamSynchronize(s));
     const p2pt_properties after = gt_props(h);
     cr_assert_eq(after.batches - before.batches, 1);
-    cr_assert_eq(after.batch_pieces - before.batch_pieces, LAYERS * PAIRS);
+    cr_assert_eq(after.batch_pieces - before.batch_pieces, LAYERS * pairs);
     char what[96];
     snprintf(what, sizeof(what), "%s of %llu-byte blocks through %s",
              offload ? "offload" : "restore", (unsigned long long)bb, after.transport);
     if (!gt_on_fake_driver() || after.kernel_launches == before.kernel_launches)
-        bt_expect(dst, src, src_host, want, LAYERS * PAIRS, NULL, what);
+        bt_expect(dst, src, src_host, want, LAYERS * pairs, NULL, what);
     free(src_host);
+    free(map);
+    free(want);
     GT_CHECK(tcu.cuStreamDestroy(s));
     gt_free(&c.gpu);
     gt_free(&c.host);
     p2pt_finalize(h);
+}
+
+static void one_way(uint64_t bb, bool offload)
+{
+    one_way_of(bb, offload, 1, PAIRS);
 }
 
 static void both_ways(void)
@@ -130,6 +161,29 @@ Test(blocks_gpu, offload_and_restore_land_every_block_where_the_mapping_says)
 {
     gt_use_gpu();
     both_ways();
+}
+
+/* Enough pieces for the staging ring and the link kernel (more than one
+ * launch's parameters hold): 6 layers x 300 blocks of 16 KiB each way,
+ * and of an odd size. */
+static void many_blocks(void)
+{
+    one_way_of(16384, true, 16, 300);
+    one_way_of(16384, false, 16, 300);
+    one_way_of(4100, true, 16, 300);
+    one_way_of(4100, false, 16, 300);
+}
+
+Test(blocks_fake, many_blocks_land_where_the_mapping_says)
+{
+    gt_use_fake_driver();
+    many_blocks();
+}
+
+Test(blocks_gpu, many_blocks_land_where_the_mapping_says)
+{
+    gt_use_gpu();
+    many_blocks();
 }
 
 /* A mapping the plan refuses: nothing enqueued, no byte of dst changed. A

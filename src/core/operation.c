@@ -183,7 +183,7 @@ static p2pt_status each_piece(struct p2pt_handle *h, const struct p2pt_batch *b,
                               p2pt_choice *dry)
 {
     for (size_t i = 0; i < b->count; i++) {
-        const p2pt_copy_desc *d = &b->descs[i];
+        const p2pt_copy_desc one = p2pt__batch_piece(b, i), *d = &one;
         struct p2pt_op piece;
         p2pt_choice c;
         p2pt__op_copy(&piece, "p2pt_copy_async", d->dst, d->src, (size_t)d->bytes, b->stream);

@@ -63,13 +63,14 @@ static inline void p2pt__op_batch(struct p2pt_op *op, const char *fn, const p2pt
     op->batch.stream = (CUstream)stream;
 }
 
-/* A host batch whose pieces were built from blocks (block_plan.h): `rows`
- * pieces a layer, so that a refusal names the layer and the row, and its
- * sums known from the plan. */
+/* A host batch whose pieces come from blocks (block_plan.h), written out
+ * or kept as blocks: `rows` pieces a layer, so that a refusal names the
+ * layer and the row, and its sums known from the plan. */
 static inline void p2pt__op_blocks(struct p2pt_op *op, const char *fn,
                                    const struct p2pt_block_pieces *p, void *stream)
 {
     p2pt__op_batch(op, fn, p->descs, p->count, stream);
+    op->batch.blocks = p->descs == NULL ? &p->blocks : NULL;
     op->batch.rows = p->rows;
     op->batch.pieces = p->pieces;
     op->batch.bytes = p->bytes;

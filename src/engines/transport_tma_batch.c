@@ -111,7 +111,7 @@ p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b)
     P2PT_TRY(p2pt__batch_scan(h, b, &p2pt__transport_tma, NULL, NULL));
     most = p2pt__tma_link_grid(b, most);
     for (;;) {
-        size_t n = p2pt__batch_fill(b->descs, b->count, &cur, large.desc, P2PT_BATCH_LARGE,
+        size_t n = p2pt__batch_fill(b->descs, b->blocks, b->count, &cur, large.desc, P2PT_BATCH_LARGE,
                                     &tiles);
         if (n == 0)
             break;

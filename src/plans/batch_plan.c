@@ -10,14 +10,17 @@
 _Static_assert(sizeof(struct p2pt_batch_desc) == sizeof(p2pt_copy_desc),
                "the kernel reads descriptors in the public p2pt_copy_desc layout");
 
-size_t p2pt__batch_fill(const p2pt_copy_desc *descs, size_t count, struct p2pt_batch_cursor *cur,
-                        struct p2pt_batch_desc *out, size_t cap, uint64_t *tiles)
+size_t p2pt__batch_fill(const p2pt_copy_desc *descs, const struct p2pt_blocks *blocks,
+                        size_t count, struct p2pt_batch_cursor *cur, struct p2pt_batch_desc *out,
+                        size_t cap, uint64_t *tiles)
 {
     size_t n = 0;
     uint64_t t = 0;
     size_t next = cur->next;
     while (n < cap && next < count) {
-        const p2pt_copy_desc *d = &descs[next++];
+        const p2pt_copy_desc piece = descs ? descs[next] : p2pt__block_piece(blocks, next),
+                             *d = &piece;
+        next++;
         const uint64_t bytes = d->bytes;
         if (bytes == 0)
             continue;

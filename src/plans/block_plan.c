@@ -129,9 +129,41 @@ static int by_key(const void *a, const void *b)
     return x->key < y->key ? -1 : x->key > y->key ? 1 : (x->at > y->at) - (x->at < y->at);
 }
 
-/* Disjoint layers: a destination block is written twice exactly when its id repeats. */
-static p2pt_status check_repeats(const char *fn, const int64_t *mapping, size_t pairs)
+static p2pt_status repeated(const char *fn, size_t first, size_t again, uint64_t id)
 {
+    return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                      "%s: mapping rows %zu and %zu both write dst block %llu: each "
+                      "destination block may appear once",
+                      fn, first, again, (unsigned long long)id);
+}
+
+/* Disjoint layers: a destination block is written twice exactly when its
+ * id repeats. The ids lie in [0, limit) by now: a bitmap of them where it
+ * costs about what the mapping does (a KV pool of thousands of blocks),
+ * else the ids sorted. */
+static p2pt_status check_repeats(const char *fn, const int64_t *mapping, size_t pairs,
+                                 uint64_t limit)
+{
+    if (limit <= 64 * (uint64_t)pairs + 65536) {
+        uint64_t *seen = calloc((size_t)(limit + 63) / 64, sizeof(*seen));
+        if (seen == NULL)
+            return p2pt__fail(P2PT_SYSTEM_ERROR, "%s: no memory for %llu ids", fn,
+                              (unsigned long long)limit);
+        p2pt_status st = P2PT_SUCCESS;
+        for (size_t r = 0; r < pairs && st == P2PT_SUCCESS; r++) {
+            const uint64_t id = (uint64_t)mapping[2 * r + 1], bit = 1ull << (id % 64);
+            if ((seen[id / 64] & bit) == 0) {
+                seen[id / 64] |= bit;
+                continue;
+            }
+            size_t q = 0; /* the earlier row with this id, for the message */
+            while ((uint64_t)mapping[2 * q + 1] != id)
+                q++;
+            st = repeated(fn, q, r, id);
+        }
+        free(seen);
+        return st;
+    }
     struct keyed *ids = malloc(pairs * sizeof(*ids));
     if (ids == NULL)
         return p2pt__fail(P2PT_SYSTEM_ERROR, "%s: no memory for %zu ids", fn, pairs);
@@ -141,10 +173,7 @@ static p2pt_status check_repeats(const char *fn, const int64_t *mapping, size_t 
     p2pt_status st = P2PT_SUCCESS;
     for (size_t i = 1; i < pairs && st == P2PT_SUCCESS; i++)
         if (ids[i].key == ids[i - 1].key)
-            st = p2pt__fail(P2PT_INVALID_ARGUMENT,
-                            "%s: mapping rows %zu and %zu both write dst block %llu: each "
-                            "destination block may appear once",
-                            fn, ids[i - 1].at, ids[i].at, (unsigned long long)ids[i].key);
+            st = repeated(fn, ids[i - 1].at, ids[i].at, ids[i].key);
     free(ids);
     return st;
 }
@@ -235,36 +264,35 @@ p2pt_status p2pt__block_plan(const char *fn, const p2pt_block_layer *layers, siz
     P2PT_TRY(check_layers(fn, layers, n_layers, &f));
     P2PT_TRY(check_ids(fn, mapping, pairs, &f));
     if (f.disjoint)
-        P2PT_TRY(check_repeats(fn, mapping, pairs));
-    p2pt_copy_desc *d = malloc(bytes);
-    if (d == NULL)
-        return p2pt__fail(P2PT_SYSTEM_ERROR, "%s: no memory for %zu pieces", fn, n);
-    uint64_t layer_bytes;
+        P2PT_TRY(check_repeats(fn, mapping, pairs, f.min_dst));
     for (size_t l = 0; l < n_layers; l++) {
-        const p2pt_block_layer *L = layer_at(layers, f.stride, l);
-        const uint64_t bb = L->block_bytes;
-        char *dl = L->dst;
-        const char *sl = L->src;
-        p2pt_copy_desc *e = d + l * pairs;
-        for (size_t r = 0; r < pairs; r++) {
-            e[r].dst = bb ? dl + (uint64_t)mapping[2 * r + 1] * bb : NULL;
-            e[r].src = bb ? sl + (uint64_t)mapping[2 * r] * bb : NULL;
-            e[r].bytes = bb;
-        }
+        const uint64_t bb = layer_at(layers, f.stride, l)->block_bytes;
+        uint64_t layer_bytes;
         if (bb != 0)
             out->pieces += pairs;
         if (__builtin_mul_overflow((uint64_t)pairs, bb, &layer_bytes) ||
             __builtin_add_overflow(out->bytes, layer_bytes, &out->bytes))
             out->sums_known = false;
     }
-    if (!f.disjoint && (st = check_addresses(fn, d, n, pairs)) != P2PT_SUCCESS) {
+    out->blocks = (struct p2pt_blocks){layers, f.stride, mapping, pairs};
+    out->count = n;
+    out->rows = pairs;
+    if (f.disjoint)
+        return P2PT_SUCCESS;
+    /* Layers that share bytes: the pieces by address, written out. */
+    p2pt_copy_desc *d = malloc(bytes);
+    if (d == NULL) {
+        memset(out, 0, sizeof(*out));
+        return p2pt__fail(P2PT_SYSTEM_ERROR, "%s: no memory for %zu pieces", fn, n);
+    }
+    for (size_t i = 0; i < n; i++)
+        d[i] = p2pt__block_piece(&out->blocks, i);
+    if ((st = check_addresses(fn, d, n, pairs)) != P2PT_SUCCESS) {
         free(d);
         memset(out, 0, sizeof(*out));
         return st;
     }
     out->descs = d;
-    out->count = n;
-    out->rows = pairs;
 out:
     return st;
 }

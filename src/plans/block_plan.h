@@ -12,9 +12,37 @@
 
 #include "common.h"
 
-/* The pieces of a block copy. */
+/* Pieces as blocks: piece l * rows + r is mapping row r in layer l, made
+ * where it is read (p2pt__block_piece) instead of written out first. */
+struct p2pt_blocks {
+    const p2pt_block_layer *layers;
+    size_t stride;          /* bytes between the caller's layer records */
+    const int64_t *mapping; /* rows (src block, dst block) pairs */
+    size_t rows;
+};
+
+/* Piece i of `k`: a layer of 0-byte blocks gives zero-byte pieces with
+ * NULL addresses. */
+static inline p2pt_copy_desc p2pt__block_piece(const struct p2pt_blocks *k, size_t i)
+{
+    const size_t l = i / k->rows, r = i % k->rows;
+    const p2pt_block_layer *L =
+        (const p2pt_block_layer *)(const void *)((const char *)k->layers + l * k->stride);
+    const uint64_t bb = L->block_bytes;
+    p2pt_copy_desc d;
+    d.dst = bb ? (char *)L->dst + (uint64_t)k->mapping[2 * r + 1] * bb : NULL;
+    d.src = bb ? (const char *)L->src + (uint64_t)k->mapping[2 * r] * bb : NULL;
+    d.bytes = bb;
+    return d;
+}
+
+/* The pieces of a block copy: written out (descs) where the layers share
+ * bytes and the pieces had to be compared by address, else left as blocks
+ * (descs NULL), which a batch's pass reads as it goes: 24 bytes a piece
+ * neither written nor read again. */
 struct p2pt_block_pieces {
-    p2pt_copy_desc *descs; /* count of them, malloc'ed: free() */
+    p2pt_copy_desc *descs; /* count of them, malloc'ed (free()), or NULL: see `blocks` */
+    struct p2pt_blocks blocks; /* the layers and mapping, valid while the caller's arrays are */
     size_t count;          /* n_layers * pairs */
     size_t rows;           /* pieces a layer: the mapping's pairs */
     size_t pieces;         /* those with bytes */
@@ -22,10 +50,17 @@ struct p2pt_block_pieces {
     bool sums_known;       /* pieces and bytes hold (false: too many bytes to add up) */
 };
 
+/* Piece i of `p`, wherever it is kept. */
+static inline p2pt_copy_desc p2pt__block_pieces_at(const struct p2pt_block_pieces *p, size_t i)
+{
+    return p->descs != NULL ? p->descs[i] : p2pt__block_piece(&p->blocks, i);
+}
+
 /*
- * Check the layers and the mapping, then build the pieces: piece
+ * Check the layers and the mapping, then describe the pieces: piece
  * l * pairs + r is row r of layer l (a layer with blocks of 0 bytes gives
- * zero-byte pieces, which a batch skips). On failure status 4 (2: no
+ * zero-byte pieces, which a batch skips), written out only where layers
+ * share bytes (see struct p2pt_block_pieces). On failure status 4 (2: no
  * memory) with a message that starts with `fn` and names the layer or row,
  * and out->descs is NULL with count 0.
  */

@@ -46,7 +46,7 @@ p2pt_status p2pt__piece_fail(p2pt_status st, const struct p2pt_batch *b, size_t 
 
 p2pt_status p2pt__batch_head(const char *fn, struct p2pt_batch *b)
 {
-    if (b->descs == NULL && b->count != 0)
+    if (b->descs == NULL && b->blocks == NULL && b->count != 0)
         return p2pt__fail(P2PT_INVALID_ARGUMENT, "%s: descs is NULL with count %zu", fn,
                           b->count);
     b->fn = fn;
@@ -55,7 +55,7 @@ p2pt_status p2pt__batch_head(const char *fn, struct p2pt_batch *b)
 
 p2pt_status p2pt__piece_args_fail(const struct p2pt_batch *b, size_t i)
 {
-    const p2pt_copy_desc *d = &b->descs[i];
+    const p2pt_copy_desc piece = p2pt__batch_piece(b, i), *d = &piece;
     p2pt_status st;
     if (d->bytes > SIZE_MAX)
         st = p2pt__fail(P2PT_INVALID_ARGUMENT, "%llu bytes do not fit in size_t",

@@ -6,13 +6,17 @@
 #ifndef P2PT_BATCH_H
 #define P2PT_BATCH_H
 
+#include "block_plan.h"
 #include "p2pt_kernel_abi.h"
 #include "request.h"
 #include "windows.h"
 
 /* A host-descriptor batch, resolved once and read in one pass. */
 struct p2pt_batch {
-    const p2pt_copy_desc *descs;
+    const p2pt_copy_desc *descs; /* NULL for pieces kept as blocks */
+    /* Pieces kept as blocks (p2pt_copy_blocks_async over layers apart):
+     * each made where it is read (p2pt__batch_piece); NULL: descs. */
+    const struct p2pt_blocks *blocks;
     size_t count;
     const char *fn; /* the entry point, for messages */
     /* Pieces built from blocks (p2pt_copy_blocks_async): piece i is row
@@ -53,6 +57,12 @@ struct p2pt_batch {
      * it takes no more. */
     uint32_t link[2];
 };
+
+/* Piece i of `b`, wherever it is kept. */
+static inline p2pt_copy_desc p2pt__batch_piece(const struct p2pt_batch *b, size_t i)
+{
+    return b->descs != NULL ? b->descs[i] : p2pt__block_piece(b->blocks, i);
+}
 
 /* What a pass returns when the batch's mean piece size is outside the
  * guess its engine was chosen for (mean_lo, mean_hi): not an error, and

@@ -23,8 +23,32 @@
 #include "validate.h"
 
 struct scan_out {
-    size_t pieces, h2d, d2h, skewed;
+    size_t pieces, dir[2], skewed;
     uint64_t bytes, tiles;
+};
+
+/* What every piece's step reads: the batch, where facts come from, where
+ * pieces go, and the hints that keep consecutive lookups cheap. */
+struct scan_ctx {
+    const struct p2pt_batch *b;
+    const struct p2pt_window_set *ws;
+    const struct p2pt_transport *t;
+    bool refuse;
+    const char *fallback;
+    struct p2pt_alloc_memo *memo;
+    struct p2pt_batch_desc *out;
+    struct p2pt_coalesce *groups;
+    int dst_hint, src_hint; /* destinations and sources sit in different windows */
+    int memo_hint[2];       /* ... and different allocations */
+};
+
+/* The facts of a piece, or of a run of pieces that share them (a layer of
+ * blocks): its host-link direction and the bounds of the windows or
+ * allocations its sides lie in (dhi 0: a range the driver does not
+ * report). */
+struct run_facts {
+    int dir;
+    uint64_t dlo, dhi, slo, shi;
 };
 
 /* Which host-link direction a piece's two sides make: 0 h2d, 1 d2h, -1
@@ -34,78 +58,171 @@ static inline int link_dir(bool dst_host, bool src_host)
     return src_host == dst_host ? -1 : src_host ? 0 : 1;
 }
 
+/* Both [d, +dn) and [s, +sn) inside registered windows: their facts. */
+static inline bool window_facts(struct scan_ctx *c, uintptr_t d, uint64_t dn, uintptr_t s,
+                                uint64_t sn, struct run_facts *f)
+{
+    const struct p2pt_window_set *ws = c->ws;
+    if (!p2pt__window_holds(ws, d, dn, &c->dst_hint) ||
+        !p2pt__window_holds(ws, s, sn, &c->src_hint))
+        return false;
+    /* A window lies inside one allocation: its range bounds a run. */
+    f->dir = link_dir(ws->host[c->dst_hint], ws->host[c->src_hint]);
+    f->dlo = ws->w[c->dst_hint].base, f->dhi = ws->w[c->dst_hint].end;
+    f->slo = ws->w[c->src_hint].base, f->shi = ws->w[c->src_hint].end;
+    return true;
+}
+
+/* Both [d, +dn) and [s, +sn) inside remembered allocations that the
+ * device maps: their facts (the memo's entries were checked when the
+ * driver was asked). */
+static inline bool memo_facts(struct scan_ctx *c, uintptr_t d, uint64_t dn, uintptr_t s,
+                              uint64_t sn, struct run_facts *f)
+{
+    const struct p2pt_side *dm, *sm;
+    if ((dm = p2pt__memo_find(c->memo, d, &c->memo_hint[0])) == NULL ||
+        (sm = p2pt__memo_find(c->memo, s, &c->memo_hint[1])) == NULL ||
+        dm->reach != P2PT_REACH_MAPPED || sm->reach != P2PT_REACH_MAPPED ||
+        p2pt__side_straddles(dm, d, dn) || p2pt__side_straddles(sm, s, sn))
+        return false;
+    f->dir = p2pt__link_dir(dm, sm, c->b->device);
+    f->dlo = dm->start, f->dhi = dm->start + dm->size;
+    f->slo = sm->start, f->shi = sm->start + sm->size;
+    return true;
+}
+
+/* The facts of piece i, [d, +n) from [s, +n): windows, the memo inline
+ * (the common case), else the driver, which also refuses. */
 static inline __attribute__((always_inline)) p2pt_status
-scan_loop(const struct p2pt_batch *b, const struct p2pt_window_set *ws,
-          const struct p2pt_transport *t, bool refuse, const char *fallback,
-          struct p2pt_alloc_memo *memo, struct p2pt_batch_desc *out,
-          struct p2pt_coalesce *groups, const bool facts, const bool write, const bool group,
+piece_facts(struct scan_ctx *c, size_t i, uintptr_t d, uintptr_t s, uint64_t n,
+            struct run_facts *f)
+{
+    if (window_facts(c, d, n, s, n, f) || memo_facts(c, d, n, s, n, f))
+        return P2PT_SUCCESS;
+    struct p2pt_side ds, ss;
+    p2pt_status st = p2pt__piece_facts(c->b, i, c->t, c->refuse, c->fallback, c->memo,
+                                       c->memo_hint, &ds, &ss);
+    if (st != P2PT_SUCCESS)
+        return st;
+    f->dir = p2pt__link_dir(&ds, &ss, c->b->device);
+    f->dlo = ds.start, f->dhi = ds.start + ds.size;
+    f->slo = ss.start, f->shi = ss.start + ss.size;
+    if (ds.size == 0 || ss.size == 0)
+        f->dhi = 0; /* memory whose range the driver does not report */
+    return P2PT_SUCCESS;
+}
+
+/* Piece i: its arguments, its facts (those of its run when `run` is not
+ * NULL), and where it goes. */
+static inline __attribute__((always_inline)) p2pt_status
+take(struct scan_ctx *c, size_t i, uintptr_t d, uintptr_t s, uint64_t n,
+     const struct run_facts *run, const bool facts, const bool write, const bool group,
+     struct scan_out *o)
+{
+    struct run_facts f = {-1, 0, 0, 0, 0};
+    if (!p2pt__args_ok(d, s, n))
+        return p2pt__piece_args_fail(c->b, i);
+    if (facts) {
+        if (run == NULL) {
+            p2pt_status st = piece_facts(c, i, d, s, n, &f);
+            if (st != P2PT_SUCCESS)
+                return st;
+            run = &f;
+        }
+        if (run->dir >= 0)
+            o->dir[run->dir]++;
+    }
+    if (write) {
+        struct p2pt_batch_desc *e = &c->out[o->pieces];
+        e->dst = d;
+        e->src = s;
+        e->bytes = n;
+        o->tiles += P2PT_BATCH_TILES((uint64_t)d, n);
+    }
+    if (group)
+        p2pt__coalesce_add(c->groups, d, s, n, run->dlo, run->dhi, run->slo, run->shi);
+    o->skewed += ((d ^ s) & 15) != 0;
+    o->pieces++;
+    o->bytes += n;
+    return P2PT_SUCCESS;
+}
+
+/* Facts that hold for every block of layer L: its whole dst and src spans
+ * inside a window each, or inside a remembered allocation each (asked of
+ * the driver through the layer's first piece, `first`, which the driver's
+ * answer also checks, as the per-piece pass would). *known false: the
+ * spans do not lie so (a layer over two allocations), and its pieces are
+ * looked up one by one. */
+static p2pt_status layer_facts(struct scan_ctx *c, const p2pt_block_layer *L, size_t first,
+                               struct run_facts *f, bool *known)
+{
+    const uintptr_t d = (uintptr_t)L->dst, s = (uintptr_t)L->src;
+    const uint64_t dn = L->dst_blocks * L->block_bytes, sn = L->src_blocks * L->block_bytes;
+    *known = window_facts(c, d, dn, s, sn, f) || memo_facts(c, d, dn, s, sn, f);
+    if (*known)
+        return P2PT_SUCCESS;
+    const p2pt_copy_desc p = p2pt__block_piece(c->b->blocks, first);
+    struct run_facts one;
+    p2pt_status st = piece_facts(c, first, (uintptr_t)p.dst, (uintptr_t)p.src, p.bytes, &one);
+    if (st == P2PT_SUCCESS)
+        *known = memo_facts(c, d, dn, s, sn, f);
+    return st;
+}
+
+/* Blocks: layer by layer, each piece made from its layer and mapping row
+ * here, with its layer's facts where they hold for the whole layer. (The
+ * plan keeps blocks only for layers that are apart and ids inside them,
+ * which the arguments check still confirms piece by piece.) */
+static inline __attribute__((always_inline)) p2pt_status
+scan_blocks(struct scan_ctx *c, const bool facts, const bool write, const bool group,
+            struct scan_out *o)
+{
+    const struct p2pt_blocks *k = c->b->blocks;
+    const size_t rows = k->rows, layers = c->b->count / rows;
+    const int64_t *map = k->mapping;
+    for (size_t l = 0; l < layers; l++) {
+        const p2pt_block_layer *L =
+            (const p2pt_block_layer *)(const void *)((const char *)k->layers + l * k->stride);
+        const uint64_t bb = L->block_bytes;
+        if (bb == 0)
+            continue;
+        struct run_facts f;
+        bool known = false;
+        if (facts) {
+            p2pt_status st = layer_facts(c, L, l * rows, &f, &known);
+            if (st != P2PT_SUCCESS)
+                return st;
+        }
+        const uintptr_t dl = (uintptr_t)L->dst, sl = (uintptr_t)L->src;
+        for (size_t r = 0; r < rows; r++) {
+            const uintptr_t d = dl + (uint64_t)map[2 * r + 1] * bb;
+            const uintptr_t s = sl + (uint64_t)map[2 * r] * bb;
+            p2pt_status st = take(c, l * rows + r, d, s, bb, known ? &f : NULL, facts, write,
+                                  group, o);
+            if (st != P2PT_SUCCESS)
+                return st;
+        }
+    }
+    return P2PT_SUCCESS;
+}
+
+static inline __attribute__((always_inline)) p2pt_status
+scan_loop(struct scan_ctx *c, const bool facts, const bool write, const bool group,
           struct scan_out *o)
 {
-    const p2pt_copy_desc *descs = b->descs;
-    const size_t count = b->count;
-    size_t k = 0, dir_n[2] = {0, 0}, skewed = 0;
-    uint64_t bytes = 0, tiles = 0;
-    int dst_hint = -1, src_hint = -1; /* destinations and sources sit in different windows */
-    int memo_hint[2] = {-1, -1};      /* ... and different allocations */
-    const struct p2pt_side *dm, *sm;
+    if (c->b->blocks != NULL)
+        return scan_blocks(c, facts, write, group, o);
+    const p2pt_copy_desc *descs = c->b->descs;
+    const size_t count = c->b->count;
     for (size_t i = 0; i < count; i++) {
         const uint64_t n = descs[i].bytes;
         if (n == 0)
             continue;
-        const uintptr_t d = (uintptr_t)descs[i].dst, s = (uintptr_t)descs[i].src;
-        if (!p2pt__args_ok(d, s, n))
-            return p2pt__piece_args_fail(b, i);
-        uint64_t dlo = 0, dhi = 0, slo = 0, shi = 0;
-        if (facts) {
-            int dir;
-            if (p2pt__window_holds(ws, d, n, &dst_hint) &&
-                p2pt__window_holds(ws, s, n, &src_hint)) {
-                /* A window lies inside one allocation: its range bounds a run. */
-                dir = link_dir(ws->host[dst_hint], ws->host[src_hint]);
-                dlo = ws->w[dst_hint].base, dhi = ws->w[dst_hint].end;
-                slo = ws->w[src_hint].base, shi = ws->w[src_hint].end;
-            } else if ((dm = p2pt__memo_find(memo, d, &memo_hint[0])) != NULL &&
-                       (sm = p2pt__memo_find(memo, s, &memo_hint[1])) != NULL &&
-                       dm->reach == P2PT_REACH_MAPPED && sm->reach == P2PT_REACH_MAPPED &&
-                       !p2pt__side_straddles(dm, d, n) && !p2pt__side_straddles(sm, s, n)) {
-                /* The common case, inline: both sides in remembered
-                 * allocations, mapped, the piece inside them. */
-                dir = p2pt__link_dir(dm, sm, b->device);
-                dlo = dm->start, dhi = dm->start + dm->size;
-                slo = sm->start, shi = sm->start + sm->size;
-            } else {
-                struct p2pt_side ds, ss;
-                p2pt_status st = p2pt__piece_facts(b, i, t, refuse, fallback, memo, memo_hint,
-                                                   &ds, &ss);
-                if (st != P2PT_SUCCESS)
-                    return st;
-                dir = p2pt__link_dir(&ds, &ss, b->device);
-                dlo = ds.start, dhi = ds.start + ds.size;
-                slo = ss.start, shi = ss.start + ss.size;
-                if (ds.size == 0 || ss.size == 0)
-                    dhi = 0; /* memory whose range the driver does not report */
-            }
-            if (dir >= 0)
-                dir_n[dir]++;
-        }
-        if (write) {
-            out[k].dst = d;
-            out[k].src = s;
-            out[k].bytes = n;
-            tiles += P2PT_BATCH_TILES((uint64_t)d, n);
-        }
-        if (group)
-            p2pt__coalesce_add(groups, d, s, n, dlo, dhi, slo, shi);
-        skewed += ((d ^ s) & 15) != 0;
-        k++;
-        bytes += n;
+        p2pt_status st = take(c, i, (uintptr_t)descs[i].dst, (uintptr_t)descs[i].src, n, NULL,
+                              facts, write, group, o);
+        if (st != P2PT_SUCCESS)
+            return st;
     }
-    o->pieces = k;
-    o->h2d = dir_n[0];
-    o->d2h = dir_n[1];
-    o->skewed = skewed;
-    o->bytes = bytes;
-    o->tiles = tiles;
     return P2PT_SUCCESS;
 }
 
@@ -116,20 +233,21 @@ static p2pt_status scan(const struct p2pt_handle *h, struct p2pt_batch *b,
 {
     const bool refuse = t != NULL && h->cfg.validate;
     const bool facts = t != NULL && (refuse || want_facts);
-    const struct p2pt_window_set *ws = facts ? p2pt__windows(&h->windows, b->device) : NULL;
     struct p2pt_alloc_memo memo;
-    struct scan_out o = {0, 0, 0, 0, 0, 0};
+    struct scan_ctx c = {b,    facts ? p2pt__windows(&h->windows, b->device) : NULL,
+                         t,    refuse,
+                         h->cfg.fallback,
+                         &memo, out,
+                         groups, -1, -1, {-1, -1}};
+    struct scan_out o = {0, {0, 0}, 0, 0, 0};
     p2pt_status st;
     p2pt__memo_init(&memo, b->device);
-    const char *fb = h->cfg.fallback;
     if (groups != NULL)
-        st = scan_loop(b, ws, t, refuse, fb, &memo, NULL, groups, true, false, true, &o);
+        st = scan_loop(&c, true, false, true, &o);
     else if (facts)
-        st = out ? scan_loop(b, ws, t, refuse, fb, &memo, out, NULL, true, true, false, &o)
-                 : scan_loop(b, ws, t, refuse, fb, &memo, NULL, NULL, true, false, false, &o);
+        st = out ? scan_loop(&c, true, true, false, &o) : scan_loop(&c, true, false, false, &o);
     else
-        st = out ? scan_loop(b, NULL, NULL, false, fb, NULL, out, NULL, false, true, false, &o)
-                 : scan_loop(b, NULL, NULL, false, fb, NULL, NULL, NULL, false, false, false, &o);
+        st = out ? scan_loop(&c, false, true, false, &o) : scan_loop(&c, false, false, false, &o);
     if (st == P2PT_SUCCESS && b->mean_hi != 0 && o.pieces != 0) {
         const uint64_t mean = o.bytes / o.pieces;
         if (mean < b->mean_lo || mean >= b->mean_hi)
@@ -139,8 +257,8 @@ static p2pt_status scan(const struct p2pt_handle *h, struct p2pt_batch *b,
     b->passes++;
     b->refused = st != P2PT_SUCCESS && st != P2PT__ROUTE_AGAIN;
     b->pieces = o.pieces;
-    b->h2d = o.h2d;
-    b->d2h = o.d2h;
+    b->h2d = o.dir[0];
+    b->d2h = o.dir[1];
     b->skewed = o.skewed;
     b->bytes = o.bytes;
     if (tiles != NULL)

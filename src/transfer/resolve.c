@@ -159,14 +159,16 @@ p2pt_status p2pt__batch_first(struct p2pt_batch *b)
     struct p2pt_request *r = &b->first;
     size_t i = 0;
 
+    p2pt_copy_desc d = {NULL, NULL, 0};
+
     memset(r, 0, sizeof(*r));
-    while (i < b->count && b->descs[i].bytes == 0)
+    while (i < b->count && (d = p2pt__batch_piece(b, i)).bytes == 0)
         i++;
     if (i == b->count)
         return P2PT_SUCCESS;
-    r->dst = b->descs[i].dst;
-    r->src = b->descs[i].src;
-    r->bytes = (size_t)b->descs[i].bytes;
+    r->dst = d.dst;
+    r->src = d.src;
+    r->bytes = (size_t)d.bytes;
     r->stream = b->stream;
     r->ctx = b->ctx;
     r->device = b->device;

@@ -66,7 +66,7 @@ p2pt_status p2pt__piece_facts(const struct p2pt_batch *b, size_t i,
                              struct p2pt_side *src)
 {
     p2pt_status st = P2PT_SUCCESS;
-    const p2pt_copy_desc *d = &b->descs[i];
+    const p2pt_copy_desc piece = p2pt__batch_piece(b, i), *d = &piece;
     const uint64_t a_dst = (uint64_t)(uintptr_t)d->dst, a_src = (uint64_t)(uintptr_t)d->src;
     if ((st = p2pt__memo_side(memo, a_dst, &hints[0], dst)) != P2PT_SUCCESS ||
         (st = p2pt__memo_side(memo, a_src, &hints[1], src)) != P2PT_SUCCESS)
