@@ -32,6 +32,7 @@ explicitly); at most properties()["max_windows"] storages per device. Run
 an operation once per device (or call prepare) before capturing a graph:
 the first use compiles and loads the kernel and registers the windows.
 """
+import collections
 import ctypes
 import itertools
 import math
@@ -230,19 +231,53 @@ def _pageable(op, sides):
     return found
 
 
-_scratch = {}  # device -> one GPU byte
+class _Held:
+    """Pinned storages that work on a stream may still read or write, each
+    kept alive by a reference until an event recorded after that work has
+    passed: torch's cache of pinned memory tracks only its own copies, and
+    would hand a storage freed meanwhile to a new tensor (whose bytes the
+    CPU writes at once). An entry is dropped, and its event reused, by the
+    first call that finds the event passed; entries wait in stream order,
+    so a later one waits for an earlier one (never the reverse). Not while
+    capturing: a graph's memory must outlive the graph anyway."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.entries = collections.deque()  # (event, storages)
+        self.spare = []                     # events whose work has passed
+
+    def hold(self, storages):
+        if not storages or torch.cuda.is_current_stream_capturing():
+            return
+        with self.lock:
+            self._drain()
+            ev = self.spare.pop() if self.spare else torch.cuda.Event()
+            ev.record()
+            self.entries.append((ev, storages))
+
+    def _drain(self):
+        entries, spare = self.entries, self.spare
+        while entries and entries[0][0].query():
+            spare.append(entries.popleft()[0])
+
+    def drain(self):
+        """Drop the entries whose work has passed."""
+        with self.lock:
+            self._drain()
+
+    def pending(self):
+        """The storages still held (for tests)."""
+        with self.lock:
+            return [s for _, ss in self.entries for s in ss]
+
+
+_held = _Held()
 
 
 def _hold_pinned(tensors):
-    """Keep torch from handing the pinned storages among `tensors` to a new
-    tensor before the current stream has passed the work just enqueued on
-    them: torch's cache of pinned memory tracks only its own copies, so one
-    1-byte non_blocking copy from each storage's first byte (which records
-    the stream's progress on its block) stands for p2pt's use. Not while
-    capturing: a graph's memory must outlive the graph anyway."""
-    if torch.cuda.is_current_stream_capturing():
-        return
-    seen = set()
+    """Keep the pinned storages among `tensors` alive until the current
+    stream has passed the work just enqueued on them (_Held)."""
+    seen, storages = set(), []
     for t in tensors:
         if t.is_cuda or not t.is_pinned():
             continue
@@ -250,17 +285,8 @@ def _hold_pinned(tensors):
         if storage.nbytes() == 0 or storage.data_ptr() in seen:
             continue
         seen.add(storage.data_ptr())
-        _touch(storage)
-
-
-def _touch(storage):
-    """The 1-byte copy of _hold_pinned from the first byte of a pinned `storage`."""
-    device = torch.cuda.current_device()
-    byte = _scratch.get(device)
-    if byte is None:
-        byte = _scratch[device] = torch.empty(1, dtype=torch.uint8, device="cuda")
-    first = torch.empty(0, dtype=torch.uint8).set_(storage, 0, (1,), (1,))
-    byte.copy_(first, non_blocking=True)
+        storages.append(storage)
+    _held.hold(storages)
 
 
 def _flat_bytes(t):
@@ -750,9 +776,8 @@ class _Layout:
 
     def hold_pinned(self, src, dst):
         """_hold_pinned for the pinned storages, known already."""
-        if self.pinned and not torch.cuda.is_current_stream_capturing():
-            for side, i in self.pinned:
-                _touch((src, dst)[side][i].untyped_storage())
+        if self.pinned:
+            _held.hold([(src, dst)[side][i].untyped_storage() for side, i in self.pinned])
 
 
 _data_ptr = torch.Tensor.data_ptr
@@ -1072,8 +1097,10 @@ def swap_blocks(src, dst, block_mapping, *, stream=None, handle=None, sm_budget=
     need a sync): as in vLLM, a block listed twice gets either source.
     Returns the (8,) int32 status record, on the mapping's device.
 
-    Keep pinned tensors alive until the stream has passed the swap: torch's
-    cache of pinned memory does not see p2pt's use of them.
+    Pinned storages are kept alive (a reference each) until the stream
+    has passed the swap, since torch's cache of pinned memory does not see
+    p2pt's use of them: one freed at once is not handed to a new tensor
+    early. The references go at the first p2pt.torch call after that.
 
     sm_budget: P2P_TRANSPORT_SM_BUDGET for this swap (0: no kernel at all,
     N: at most N CTAs), through a handle per value, created at first use.

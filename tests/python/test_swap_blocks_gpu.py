@@ -158,6 +158,45 @@ def test_a_refusal_in_c_is_explained_by_the_row_at_fault(h):
 
 
 @pytest.mark.parametrize("where", ["cpu", "cuda"])
+@pytest.mark.parametrize("offload", [True, False])
+def test_a_pinned_pool_freed_at_once_is_not_reused_before_the_swap_ran(h, where, offload):
+    """torch's cache of pinned memory hands a freed block to the next
+    pin_memory allocation of its size, whose bytes the CPU then writes:
+    swap_blocks holds the pool until the stream has passed the swap. The
+    stream is held back by a sleep kernel, so the swap is still queued when
+    the pool is freed and a new one of the same size is made and written."""
+    if where == "cuda":
+        hopper()
+    gpu = gpu_cache()
+    pool = host_pool(poison=False)
+    mapping = random_mapping(32, GPU_BLOCKS, HOST_BLOCKS, seed=11, device=where)
+    if not offload:
+        mapping = mapping.flip(1)
+    pt.swap_blocks(layers(gpu if offload else pool), layers(pool if offload else gpu),
+                   mapping, handle=h)  # layouts and windows ready: the timed one only enqueues
+    torch.cuda.synchronize()
+    want = as_bytes(pool)
+    torch.cuda._sleep(200_000_000)  # ~0.1 s before the stream reaches the swap
+    pt.swap_blocks(layers(gpu if offload else pool), layers(pool if offload else gpu),
+                   mapping, handle=h)
+    old = pool.data_ptr()
+    held = {s.data_ptr() for s in pt._held.pending()}
+    assert old in held
+    nbytes = pool.numel() * pool.element_size()
+    del pool
+    fresh = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    assert fresh.data_ptr() != old, "the swap's pinned pool was handed out while queued"
+    fresh.fill_(0x5A)  # what the CPU writes into a new tensor at once
+    torch.cuda.synchronize()
+    assert bool((fresh == 0x5A).all()), "the swap wrote into a new tensor's memory"
+    if not offload:  # the restore read the old pool's bytes, not the new tensor's
+        m = mapping.cpu()
+        assert torch.equal(as_bytes(gpu)[:, m[:, 1]], want[:, m[:, 0]])
+    pt._held.drain()
+    assert pt._held.pending() == [], "a storage is held after the stream passed its swap"
+
+
+@pytest.mark.parametrize("where", ["cpu", "cuda"])
 def test_gpu_to_gpu_on_one_device(h, where):
     if where == "cuda":
         hopper()
