@@ -358,8 +358,21 @@ static __device__ __forceinline__ u32 piece_of(const block_smem &S, u64 g, u32 l
  * the stream; FROM_DEVICE: written by earlier work, checked here. */
 enum { FROM_PARAMS, FROM_RING, FROM_DEVICE };
 
+/* A launch's pieces: descriptors, or blocks made here (P2PT_RING_BLOCKS,
+ * p2pt_block_piece in p2pt_kernel_abi.h). */
+struct pieces {
+    u64 descs;
+    u32 flags;
+    u64 layers, rows;
+};
+
+static __device__ __forceinline__ desc_t piece_at(const pieces &P, u32 i)
+{
+    return p2pt_block_piece(P.descs, P.flags, P.layers, P.rows, i);
+}
+
 template <int FROM>
-static __device__ void copy_block(const desc_t *descs, u32 n, u32 b, u32 split, u32 splits,
+static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 split, u32 splits,
                                   const struct p2pt_batch_dev_params *p, block_smem &S,
                                   u32 pre_block, const desc_t &pre)
 {
@@ -368,7 +381,7 @@ static __device__ void copy_block(const desc_t *descs, u32 n, u32 b, u32 split, 
     const u32 nb = n - first < P2PT_BATCH_BLOCK ? n - first : P2PT_BATCH_BLOCK;
     u64 dst = 0, src = 0, bytes = 0;
     if (t < nb) {
-        const desc_t dd = b == pre_block ? pre : descs[first + t];
+        const desc_t dd = b == pre_block ? pre : piece_at(P, first + t);
         dst = dd.dst;
         src = dd.src;
         bytes = dd.bytes;
@@ -439,7 +452,7 @@ static __device__ __forceinline__ u32 first_block(u32 c, u32 G, u32 blocks)
 
 /* The copy CTAs (`G` of them, this one `c`) over `n` descriptors. */
 template <int FROM>
-static __device__ void copy_all(const desc_t *descs, u32 n, u32 c, u32 G,
+static __device__ void copy_all(const pieces &P, u32 n, u32 c, u32 G,
                                 const struct p2pt_batch_dev_params *p, u32 pre_block,
                                 const desc_t &pre)
 {
@@ -452,12 +465,12 @@ static __device__ void copy_all(const desc_t *descs, u32 n, u32 c, u32 G,
     }
     if (blocks <= G) {
         const u32 b = c % blocks;
-        copy_block<FROM>(descs, n, b, c / blocks, (G - 1 - b) / blocks + 1, p, S, pre_block,
+        copy_block<FROM>(P, n, b, c / blocks, (G - 1 - b) / blocks + 1, p, S, pre_block,
                          pre);
         return;
     }
     for (u32 b = c; b < blocks; b += G)
-        copy_block<FROM>(descs, n, b, 0, 1, p, S, pre_block, pre);
+        copy_block<FROM>(P, n, b, 0, 1, p, S, pre_block, pre);
 }
 
 /* Host descriptors: this thread's descriptor of the CTA's first block. */
@@ -470,7 +483,8 @@ template <typename P> static __device__ void host_batch(const P &p)
     desc_t pre = {0, 0, 0};
     if (i < p.count)
         pre = p.desc[i];
-    copy_all<FROM_PARAMS>(p.desc, p.count, blockIdx.x, gridDim.x, nullptr, b, pre);
+    const pieces from = {(u64)p.desc, 0, 0, 0};
+    copy_all<FROM_PARAMS>(from, p.count, blockIdx.x, gridDim.x, nullptr, b, pre);
 }
 
 extern "C" __global__ void __launch_bounds__(P2PT_BATCH_THREADS, P2PT_BATCH_CTAS_PER_SM)
@@ -541,19 +555,20 @@ p2pt_batch_copy_ring(const __grid_constant__ struct p2pt_batch_ring_params p)
     const bool host = (p.flags & P2PT_RING_HOST) != 0;
     if (!host)
         pdl_wait();
-    const desc_t *descs = (const desc_t *)p.descs;
+    const pieces P = {p.descs, p.flags, p.layers, p.rows};
     const u32 blocks = (p.count + P2PT_BATCH_BLOCK - 1) / P2PT_BATCH_BLOCK;
     const u32 b = blocks == 0 ? 0 : first_block(blockIdx.x, gridDim.x, blocks);
     const u32 i = b * P2PT_BATCH_BLOCK + threadIdx.x;
     desc_t pre = {0, 0, 0};
-    if (host && blocks != 0 && blocks < gridDim.x)
+    /* Blocks are a few bytes a piece: each CTA reads its own. */
+    if (host && blocks != 0 && blocks < gridDim.x && (p.flags & P2PT_RING_BLOCKS) == 0)
         pre = shared_block(p, b, blockIdx.x, i);
     else if (i < p.count)
-        pre = descs[i];
+        pre = piece_at(P, i);
     if (host)
-        copy_all<FROM_PARAMS>(descs, p.count, blockIdx.x, gridDim.x, nullptr, b, pre);
+        copy_all<FROM_PARAMS>(P, p.count, blockIdx.x, gridDim.x, nullptr, b, pre);
     else
-        copy_all<FROM_RING>(descs, p.count, blockIdx.x, gridDim.x, nullptr, b, pre);
+        copy_all<FROM_RING>(P, p.count, blockIdx.x, gridDim.x, nullptr, b, pre);
 }
 
 /* CTA 0 of a device batch: check every descriptor and write the status
@@ -629,7 +644,7 @@ p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
     if (blockIdx.x == 0)
         write_status(p, seen, n);
     else
-        copy_all<FROM_DEVICE>(descs, n, c, G, &p, pre_block, pre);
+        copy_all<FROM_DEVICE>(pieces{p.descs, 0, 0, 0}, n, c, G, &p, pre_block, pre);
 #ifdef BATCH_TRACE
     __syncthreads(); /* every warp's last tile */
     TRACE(3);

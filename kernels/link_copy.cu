@@ -12,7 +12,8 @@
  * a handful of CTAs (the table's `link` lines) and each must keep many bytes
  * in flight across the bus. A warp takes one piece at a time, each lane
  * issuing up to sixteen 16-byte loads before its stores (8 KiB a warp in
- * flight); no shared memory, no plan. The descriptors stay in the
+ * flight); no shared memory, no plan. The descriptors (or the blocks
+ * they are made of, P2PT_RING_BLOCKS) stay in the
  * pinned staging ring and are read there in place: each warp loads its next
  * piece's descriptor before it copies the current one, so that read's bus
  * latency hides behind the copy.
@@ -93,21 +94,20 @@ p2pt_link_copy(const __grid_constant__ struct p2pt_link_params p)
 {
     pdl_launch_dependents();
     const bool host = (p.flags & P2PT_RING_HOST) != 0;
-    const desc_t *descs = (const desc_t *)p.descs;
     const u32 lane = threadIdx.x & 31, warps = gridDim.x * WARPS;
     u32 i = blockIdx.x * WARPS + threadIdx.x / 32;
     desc_t d = {0, 0, 0};
     if (!host)
         pdl_wait(); /* the stream's copy wrote the descriptors */
     if (i < p.count)
-        d = descs[i];
+        d = p2pt_block_piece(p.descs, p.flags, p.layers, p.rows, i);
     if (host)
         pdl_wait();
     while (i < p.count) {
         const u32 next = i + warps;
         desc_t nd = {0, 0, 0};
         if (next < p.count)
-            nd = descs[next];
+            nd = p2pt_block_piece(p.descs, p.flags, p.layers, p.rows, next);
         copy_piece(d.dst, d.src, d.bytes, lane);
         d = nd;
         i = next;

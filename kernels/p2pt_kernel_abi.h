@@ -100,13 +100,27 @@ struct p2pt_batch_large {
  * below 2^57, sizes below 2^32), so nothing left in the ring's GPU memory
  * is ever taken for it. */
 #define P2PT_RING_SEQ_TAG 0xB47Cull
+/* Pieces kept as blocks (p2pt_copy_blocks_async over layers that share no
+ * bytes) are made by the kernel from the staged mapping and layers instead
+ * of being written out by the host piece by piece: with P2PT_RING_BLOCKS,
+ * `descs` holds `rows` (src block, dst block) int64 pairs and `layers` one
+ * p2pt_ring_layer per layer, and piece i is pair i % rows of layer
+ * i / rows: dst + d * bytes from src + s * bytes (the arithmetic of
+ * p2pt__block_piece in src/plans/block_plan.h, and of p2pt_block_piece
+ * below). Read in place from the pinned ring (P2PT_RING_HOST). */
+#define P2PT_RING_BLOCKS 2u
+struct p2pt_ring_layer {
+    unsigned long long dst, src, bytes;
+};
 struct p2pt_batch_ring_params {
-    unsigned long long descs; /* p2pt_batch_desc[count] */
+    unsigned long long descs; /* p2pt_batch_desc[count], or the pairs (P2PT_RING_BLOCKS) */
     unsigned int count;
     unsigned int flags;         /* P2PT_RING_* */
     unsigned long long shared;  /* P2PT_RING_HOST: p2pt_batch_desc[count] in GPU memory */
     unsigned long long ready;   /* P2PT_RING_HOST: one u64 per block of descriptors */
     unsigned long long seq;     /* P2PT_RING_HOST: this launch's ready value */
+    unsigned long long layers;  /* P2PT_RING_BLOCKS: p2pt_ring_layer[count / rows] */
+    unsigned long long rows;    /* P2PT_RING_BLOCKS: pairs at descs */
 };
 
 /* The link kernel (kernels/link_copy.cu): a host batch whose every piece
@@ -115,10 +129,33 @@ struct p2pt_batch_ring_params {
  * stream first). A warp per piece. */
 #define P2PT_LINK_THREADS 256
 struct p2pt_link_params {
-    unsigned long long descs; /* p2pt_batch_desc[count] */
+    unsigned long long descs; /* p2pt_batch_desc[count], or the pairs (P2PT_RING_BLOCKS) */
     unsigned int count;
-    unsigned int flags;       /* P2PT_RING_HOST or 0 */
+    unsigned int flags;       /* P2PT_RING_HOST, P2PT_RING_BLOCKS */
+    unsigned long long layers; /* P2PT_RING_BLOCKS: p2pt_ring_layer[count / rows] */
+    unsigned long long rows;   /* P2PT_RING_BLOCKS: pairs at descs */
 };
+
+#ifdef __CUDACC__
+/* Piece i of a launch's descriptors, or of its blocks (P2PT_RING_BLOCKS):
+ * the pair and the layer are two independent loads. */
+static __device__ __forceinline__ struct p2pt_batch_desc
+p2pt_block_piece(unsigned long long descs, unsigned int flags, unsigned long long layers,
+                 unsigned long long rows, unsigned int i)
+{
+    if ((flags & P2PT_RING_BLOCKS) == 0)
+        return ((const struct p2pt_batch_desc *)descs)[i];
+    const unsigned long long l = i / rows, r = i - l * rows;
+    const long long *pair = (const long long *)descs + 2 * r;
+    const struct p2pt_ring_layer L = ((const struct p2pt_ring_layer *)layers)[l];
+    const long long s = pair[0], d = pair[1];
+    struct p2pt_batch_desc out;
+    out.dst = L.dst + (unsigned long long)d * L.bytes;
+    out.src = L.src + (unsigned long long)s * L.bytes;
+    out.bytes = L.bytes;
+    return out;
+}
+#endif
 
 /* A registered window: device batches may touch [base, end) only. */
 struct p2pt_batch_window {

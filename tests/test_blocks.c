@@ -98,10 +98,14 @@ static void expected_pieces(const p2pt_block_layer *ls, const int64_t *map, p2pt
 }
 
 /* Offload (GPU to pinned host) or restore of `pairs` random blocks of
- * every layer, in a cache `scale` times the base size. */
-static void one_way_of(uint64_t bb, bool offload, size_t scale, size_t pairs)
+ * every layer, in a cache `scale` times the base size, on a handle of
+ * `options` (NULL: none). */
+static void one_way_of(uint64_t bb, bool offload, size_t scale, size_t pairs,
+                       const char *options)
 {
-    p2pt_handle *h = gt_handle(NULL);
+    p2pt_init_args a = {.size = sizeof(a), .options = options};
+    p2pt_handle *h = NULL;
+    GT_OK(p2pt_init(&a, &h));
     struct cache c = cache_scaled(bb, scale);
     struct gt_buf *src = offload ? &c.gpu : &c.host, *dst = offload ? &c.host : &c.gpu;
     gt_fill(src, 1000 + bb + offload);
@@ -139,7 +143,7 @@ static void one_way_of(uint64_t bb, bool offload, size_t scale, size_t pairs)
 
 static void one_way(uint64_t bb, bool offload)
 {
-    one_way_of(bb, offload, 1, PAIRS);
+    one_way_of(bb, offload, 1, PAIRS, NULL);
 }
 
 static void both_ways(void)
@@ -164,14 +168,20 @@ Test(blocks_gpu, offload_and_restore_land_every_block_where_the_mapping_says)
 }
 
 /* Enough pieces for the staging ring and the link kernel (more than one
- * launch's parameters hold): 6 layers x 300 blocks of 16 KiB each way,
- * and of an odd size. */
+ * launch's parameters hold): 6 layers x 300 blocks each way. Blocks of a
+ * multiple of 16 bytes are staged as blocks and made into pieces by the
+ * kernel, read in place or copied to GPU memory first; blocks of an odd
+ * size are written out piece by piece. */
 static void many_blocks(void)
 {
-    one_way_of(16384, true, 16, 300);
-    one_way_of(16384, false, 16, 300);
-    one_way_of(4100, true, 16, 300);
-    one_way_of(4100, false, 16, 300);
+    const char *staging[] = {NULL, "P2P_TRANSPORT_BATCH_STAGING=gpu"};
+    for (int k = 0; k < 2; k++) {
+        one_way_of(16384, true, 16, 300, staging[k]);
+        one_way_of(16384, false, 16, 300, staging[k]);
+        one_way_of(4096 + 48, true, 16, 300, staging[k]);
+    }
+    one_way_of(4100, true, 16, 300, NULL);
+    one_way_of(4100, false, 16, 300, NULL);
 }
 
 Test(blocks_fake, many_blocks_land_where_the_mapping_says)

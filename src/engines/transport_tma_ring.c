@@ -187,6 +187,42 @@ static p2pt_status take(struct ring *r, size_t need, size_t *at)
     }
 }
 
+/* Whether the kernels make the pieces of `b` from its blocks
+ * (P2PT_RING_BLOCKS): blocks of a multiple of 16 bytes in every layer, so
+ * that each layer's pieces share their alignment and the pass counts them
+ * a layer at once. Then the slot holds the mapping's pairs and a
+ * p2pt_ring_layer per layer (*need bytes) instead of a descriptor a piece. */
+static bool staged_as_blocks(const struct p2pt_batch *b, size_t *need)
+{
+    const struct p2pt_blocks *k = b->blocks;
+    if (k == NULL)
+        return false;
+    const size_t layers = b->count / k->rows;
+    for (size_t l = 0; l < layers; l++) {
+        const uint64_t bb = p2pt__block_layer_at(k, l)->block_bytes;
+        if (bb == 0 || bb % 16 != 0)
+            return false;
+    }
+    *need = k->rows * 2 * sizeof(int64_t) + layers * sizeof(struct p2pt_ring_layer);
+    return *need <= RING_BYTES;
+}
+
+/* The pairs, then the layers, at `at`; returns where the layers start. */
+static size_t stage_blocks(const struct p2pt_batch *b, char *at)
+{
+    const struct p2pt_blocks *k = b->blocks;
+    const size_t pairs = k->rows * 2 * sizeof(int64_t), layers = b->count / k->rows;
+    memcpy(at, k->mapping, pairs);
+    struct p2pt_ring_layer *out = (struct p2pt_ring_layer *)(void *)(at + pairs);
+    for (size_t l = 0; l < layers; l++) {
+        const p2pt_block_layer *L = p2pt__block_layer_at(k, l);
+        out[l].dst = (unsigned long long)(uintptr_t)L->dst;
+        out[l].src = (unsigned long long)(uintptr_t)L->src;
+        out[l].bytes = L->block_bytes;
+    }
+    return pairs;
+}
+
 p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
                                  const struct p2pt_module *m, const struct p2pt_module *lm,
                                  unsigned most, bool *done)
@@ -195,19 +231,22 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
     bool made = false, locked = false;
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     struct ring *r = NULL;
+    size_t need = 0, ready_at = 0;
 
     *done = false;
-    if (b->count > RING_BYTES / sizeof(struct p2pt_batch_desc))
-        return P2PT_SUCCESS;
-    /* The slot: room for every descriptor (the pass writes the non-empty
-     * ones) and, read in place, a ready word per block of them after them
-     * (GPU side; descriptors are 24 bytes, so the words are aligned). */
-    _Static_assert(sizeof(struct p2pt_batch_desc) % 8 == 0, "ready words must be aligned");
-    const size_t ready_at = b->count * sizeof(struct p2pt_batch_desc);
-    const size_t need =
-        ready_at + 8 * ((b->count + P2PT_BATCH_BLOCK - 1) / P2PT_BATCH_BLOCK);
-    if (need > RING_BYTES)
-        return P2PT_SUCCESS;
+    const bool blocks = staged_as_blocks(b, &need);
+    if (!blocks) {
+        if (b->count > RING_BYTES / sizeof(struct p2pt_batch_desc))
+            return P2PT_SUCCESS;
+        /* The slot: room for every descriptor (the pass writes the non-empty
+         * ones) and, read in place, a ready word per block of them after them
+         * (GPU side; descriptors are 24 bytes, so the words are aligned). */
+        _Static_assert(sizeof(struct p2pt_batch_desc) % 8 == 0, "ready words must be aligned");
+        ready_at = b->count * sizeof(struct p2pt_batch_desc);
+        need = ready_at + 8 * ((b->count + P2PT_BATCH_BLOCK - 1) / P2PT_BATCH_BLOCK);
+        if (need > RING_BYTES)
+            return P2PT_SUCCESS;
+    }
     P2PT_CU(p2pt__cu.cuStreamIsCapturing(b->stream, &cs));
     if (cs != CU_STREAM_CAPTURE_STATUS_NONE)
         goto out;
@@ -224,20 +263,29 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
     size_t at = 0;
     P2PT_TRY(take(r, need, &at));
     uint64_t tiles = 0;
+    size_t layers_at = 0;
+    /* Blocks: the pass checks and counts them, the kernel makes the pieces. */
     P2PT_TRY(p2pt__batch_scan(h, b, &p2pt__transport_tma,
-                              (struct p2pt_batch_desc *)(r->host + at), &tiles));
+                              blocks ? NULL : (struct p2pt_batch_desc *)(r->host + at), &tiles));
     *done = true;
     if (b->pieces == 0)
         goto out; /* nothing to enqueue; the slot was never taken */
+    if (blocks)
+        layers_at = stage_blocks(b, r->host + at);
     const int staging = p2pt__tma_settings(h)->batch_staging;
     const bool in_place = staging != P2PT_STAGING_GPU;
     CUdeviceptr descs = (CUdeviceptr)(uintptr_t)(r->host + at); /* mapped: UVA */
     if (!in_place) {
         descs = r->dev + at;
-        P2PT_CU(p2pt__cu.cuMemcpyHtoDAsync(descs, r->host + at,
-                                           b->pieces * sizeof(struct p2pt_batch_desc),
-                                           b->stream));
+        P2PT_CU(p2pt__cu.cuMemcpyHtoDAsync(
+            descs, r->host + at, blocks ? need : b->pieces * sizeof(struct p2pt_batch_desc),
+            b->stream));
     }
+    const unsigned flags = (in_place ? P2PT_RING_HOST : 0) | (blocks ? P2PT_RING_BLOCKS : 0);
+    const unsigned long long layers = blocks ? (unsigned long long)(descs + layers_at) : 0;
+    const unsigned long long rows = blocks ? b->blocks->rows : 0;
+    /* Blocks: every piece has bytes, and the kernel counts them all. */
+    const unsigned count = (unsigned)(blocks ? b->count : b->pieces);
     /* From here on the stream reads the slot: if anything fails before the
      * slot is recorded as busy, the ring is never used again, so that no
      * later batch writes where a pending copy or kernel may still read. */
@@ -245,19 +293,17 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
     if (lm != NULL && p2pt__tma_link_kernel(b)) {
         /* The link kernel: a warp a piece, no plan (kernels/link_copy.cu). */
         {
-            struct p2pt_link_params lp = {(unsigned long long)descs, (unsigned)b->pieces,
-                                          in_place ? P2PT_RING_HOST : 0};
-            const uint64_t warps = (b->pieces + P2PT_LINK_THREADS / 32 - 1) /
-                                   (P2PT_LINK_THREADS / 32);
+            struct p2pt_link_params lp = {(unsigned long long)descs, count, flags, layers, rows};
+            const uint64_t warps = (count + P2PT_LINK_THREADS / 32 - 1) / (P2PT_LINK_THREADS / 32);
             unsigned grid = warps < most ? (unsigned)warps : most;
             void *lparams[] = {&lp};
             st = p2pt__kernel_launch(h, p2pt__tma_launch(h), lm->fn[P2PT_LINK_ENTRY_COPY], grid,
                                      P2PT_LINK_THREADS, 0, b->stream, lparams);
         }
     } else {
-        struct p2pt_batch_ring_params p = {(unsigned long long)descs, (unsigned)b->pieces,
-                                           in_place ? P2PT_RING_HOST : 0, 0, 0, 0};
-        if (in_place) {
+        struct p2pt_batch_ring_params p = {(unsigned long long)descs, count, flags, 0, 0, 0,
+                                           layers, rows};
+        if (in_place && !blocks) { /* the blocks of descriptors shared_block passes on */
             p.shared = (unsigned long long)(r->dev + at);
             p.ready = (unsigned long long)(r->dev + at + ready_at);
             p.seq = next_seq();

@@ -21,13 +21,18 @@ struct p2pt_blocks {
     size_t rows;
 };
 
+/* Layer l of `k`. */
+static inline const p2pt_block_layer *p2pt__block_layer_at(const struct p2pt_blocks *k, size_t l)
+{
+    return (const p2pt_block_layer *)(const void *)((const char *)k->layers + l * k->stride);
+}
+
 /* Piece i of `k`: a layer of 0-byte blocks gives zero-byte pieces with
  * NULL addresses. */
 static inline p2pt_copy_desc p2pt__block_piece(const struct p2pt_blocks *k, size_t i)
 {
     const size_t l = i / k->rows, r = i % k->rows;
-    const p2pt_block_layer *L =
-        (const p2pt_block_layer *)(const void *)((const char *)k->layers + l * k->stride);
+    const p2pt_block_layer *L = p2pt__block_layer_at(k, l);
     const uint64_t bb = L->block_bytes;
     p2pt_copy_desc d;
     d.dst = bb ? (char *)L->dst + (uint64_t)k->mapping[2 * r + 1] * bb : NULL;

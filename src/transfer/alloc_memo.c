@@ -4,6 +4,15 @@
  */
 #include "alloc_memo.h"
 
+static int remember(struct p2pt_alloc_memo *m, const struct p2pt_side *s)
+{
+    int slot = m->n < P2PT_MEMO_SLOTS ? m->n++ : m->next;
+    if (m->n == P2PT_MEMO_SLOTS && slot == m->next)
+        m->next = (m->next + 1) % P2PT_MEMO_SLOTS;
+    m->e[slot] = *s;
+    return slot;
+}
+
 p2pt_status p2pt__memo_side(struct p2pt_alloc_memo *m, uint64_t a, int *hint,
                             struct p2pt_side *out)
 {
@@ -15,10 +24,13 @@ p2pt_status p2pt__memo_side(struct p2pt_alloc_memo *m, uint64_t a, int *hint,
     p2pt_status st = p2pt__locate((const void *)(uintptr_t)a, m->device, out);
     if (st != P2PT_SUCCESS || out->size == 0)
         return st;
-    int slot = m->n < P2PT_MEMO_SLOTS ? m->n++ : m->next;
-    if (m->n == P2PT_MEMO_SLOTS && slot == m->next)
-        m->next = (m->next + 1) % P2PT_MEMO_SLOTS;
-    m->e[slot] = *out;
-    *hint = slot;
+    *hint = remember(m, out);
     return P2PT_SUCCESS;
+}
+
+void p2pt__memo_seed(struct p2pt_alloc_memo *m, const struct p2pt_side *s)
+{
+    int hint = -1;
+    if (s->size != 0 && p2pt__memo_find(m, s->start, &hint) == NULL)
+        remember(m, s);
 }

@@ -49,6 +49,10 @@ static inline const struct p2pt_side *p2pt__memo_find(const struct p2pt_alloc_me
 P2PT_INTERNAL p2pt_status p2pt__memo_side(struct p2pt_alloc_memo *m, uint64_t a, int *hint,
                                           struct p2pt_side *out);
 
+/* Remember what the driver already said of an allocation in this
+ * operation (a batch's first piece, resolved for routing). */
+P2PT_INTERNAL void p2pt__memo_seed(struct p2pt_alloc_memo *m, const struct p2pt_side *s);
+
 /* Does [a, a + n) run past the end of the allocation `s` describes? (Never
  * for memory whose range the driver does not report.) */
 static inline bool p2pt__side_straddles(const struct p2pt_side *s, uint64_t a, uint64_t n)

@@ -137,8 +137,8 @@ take(struct scan_ctx *c, size_t i, uintptr_t d, uintptr_t s, uint64_t n,
         e->dst = d;
         e->src = s;
         e->bytes = n;
-        o->tiles += P2PT_BATCH_TILES((uint64_t)d, n);
     }
+    o->tiles += P2PT_BATCH_TILES((uint64_t)d, n);
     if (group)
         p2pt__coalesce_add(c->groups, d, s, n, run->dlo, run->dhi, run->slo, run->shi);
     o->skewed += ((d ^ s) & 15) != 0;
@@ -181,8 +181,7 @@ scan_blocks(struct scan_ctx *c, const bool facts, const bool write, const bool g
     const size_t rows = k->rows, layers = c->b->count / rows;
     const int64_t *map = k->mapping;
     for (size_t l = 0; l < layers; l++) {
-        const p2pt_block_layer *L =
-            (const p2pt_block_layer *)(const void *)((const char *)k->layers + l * k->stride);
+        const p2pt_block_layer *L = p2pt__block_layer_at(k, l);
         const uint64_t bb = L->block_bytes;
         if (bb == 0)
             continue;
@@ -194,6 +193,19 @@ scan_blocks(struct scan_ctx *c, const bool facts, const bool write, const bool g
                 return st;
         }
         const uintptr_t dl = (uintptr_t)L->dst, sl = (uintptr_t)L->src;
+        if (known && !write && !group && bb % 16 == 0) {
+            /* Nothing to write out, and every piece of the layer shares its
+             * facts and its alignment: the layer at once. The plan put each
+             * piece inside its layer, and layers apart, so each piece's
+             * arguments hold (no NULL, no wrap, no overlap). */
+            if (f.dir >= 0)
+                o->dir[f.dir] += rows;
+            o->tiles += rows * P2PT_BATCH_TILES((uint64_t)dl, bb);
+            o->skewed += ((dl ^ sl) & 15) != 0 ? rows : 0;
+            o->pieces += rows;
+            o->bytes += rows * bb;
+            continue;
+        }
         for (size_t r = 0; r < rows; r++) {
             const uintptr_t d = dl + (uint64_t)map[2 * r + 1] * bb;
             const uintptr_t s = sl + (uint64_t)map[2 * r] * bb;
@@ -242,6 +254,15 @@ static p2pt_status scan(const struct p2pt_handle *h, struct p2pt_batch *b,
     struct scan_out o = {0, {0, 0}, 0, 0, 0};
     p2pt_status st;
     p2pt__memo_init(&memo, b->device);
+    /* The first piece's sides, found while routing (auto): their
+     * allocations cost no second query, once they pass the check the
+     * first piece would get on its own. */
+    const struct p2pt_request *first = &b->first;
+    if (facts && first->bytes != 0 && (!refuse || p2pt__refuse(first, t, c.fallback) ==
+                                                      P2PT_SUCCESS)) {
+        p2pt__memo_seed(&memo, &first->dst_side);
+        p2pt__memo_seed(&memo, &first->src_side);
+    }
     if (groups != NULL)
         st = scan_loop(&c, true, false, true, &o);
     else if (facts)
