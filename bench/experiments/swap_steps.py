@@ -49,7 +49,7 @@ def timed(name, fn, runs=200, synced=False):
 
 
 timed("_layers x2", lambda: (pt._layers(gl, "src"), pt._layers(pl, "dst")))
-timed("_plain_eager", lambda: pt._plain_eager(gl, pl, m))
+timed("_plain_eager", lambda: pt._plain_eager(pl, m))
 timed("_mapping_check", lambda: pt._mapping_check(m))
 timed("_layout", lambda: pt._layout(gl, pl))
 timed("hold_pinned", lambda: lay.hold_pinned(gl, pl), 50)

@@ -233,26 +233,52 @@ def _pageable(op, sides):
 
 class _Held:
     """Pinned storages that work on a stream may still read or write, each
-    kept alive by a reference until an event recorded after that work has
-    passed: torch's cache of pinned memory tracks only its own copies, and
-    would hand a storage freed meanwhile to a new tensor (whose bytes the
-    CPU writes at once). An entry is dropped, and its event reused, by the
-    first call that finds the event passed; entries wait in stream order,
-    so a later one waits for an earlier one (never the reverse). Not while
-    capturing: a graph's memory must outlive the graph anyway."""
+    kept alive by a reference until the stream has passed that work:
+    torch's cache of pinned memory tracks only its own copies, and would
+    hand a storage freed meanwhile to a new tensor (whose bytes the CPU
+    writes at once). Not while capturing: a graph's memory must outlive
+    the graph anyway.
+
+    A call only appends its storages and stream (no CUDA call: right after
+    a launch across the host link every host step is several times
+    slower, bench/results/offload.md). Every MARK_EVERY calls, one event
+    is recorded on each stream among them, after all their work; an entry
+    goes, and its event is reused, once a later call finds its event
+    passed. So a storage is released at most MARK_EVERY calls and one
+    event after its last use."""
+
+    MARK_EVERY = 8
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.entries = collections.deque()  # (event, storages)
+        self.pending = []                   # ((device, raw stream), storages) since the last mark
+        self.entries = collections.deque()  # (event, storages) in the order marked
         self.spare = []                     # events whose work has passed
 
     def hold(self, storages):
         if not storages or torch.cuda.is_current_stream_capturing():
             return
+        device = torch.cuda.current_device()
         with self.lock:
-            self._drain()
+            self.pending.append(((device, _cur()), storages))
+            if len(self.pending) >= self.MARK_EVERY:
+                self._mark()
+                self._drain()
+
+    def _mark(self):
+        """An event after the pending work of each of its streams. The
+        streams are torch's, kept for the life of the process, or the
+        caller's own, which outlive the work the caller enqueued on them."""
+        streams = {}
+        for key, storages in self.pending:
+            streams.setdefault(key, []).extend(storages)
+        self.pending = []
+        for (device, raw), storages in streams.items():
             ev = self.spare.pop() if self.spare else torch.cuda.Event()
-            ev.record()
+            if device == torch.cuda.current_device() and raw == _cur():
+                ev.record()
+            else:
+                ev.record(torch.cuda.ExternalStream(raw, device=device))
             self.entries.append((ev, storages))
 
     def _drain(self):
@@ -260,15 +286,22 @@ class _Held:
         while entries and entries[0][0].query():
             spare.append(entries.popleft()[0])
 
-    def drain(self):
-        """Drop the entries whose work has passed."""
+    def drain(self, wait=False):
+        """Mark what is pending and drop what has passed (wait=True: wait
+        for it to pass first)."""
         with self.lock:
+            if self.pending:
+                self._mark()
+            if wait:
+                for ev, _ in self.entries:
+                    ev.synchronize()
             self._drain()
 
-    def pending(self):
+    def pending_storages(self):
         """The storages still held (for tests)."""
         with self.lock:
-            return [s for _, ss in self.entries for s in ss]
+            return [s for _, ss in self.pending for s in ss] + \
+                [s for _, ss in self.entries for s in ss]
 
 
 _held = _Held()
@@ -688,7 +721,14 @@ class _Layout:
         kinds = [{t.is_cuda for t in src}, {t.is_cuda for t in dst}]
         self.crosses_link = not self.slow and {frozenset(k) for k in kinds} == \
             {frozenset({True}), frozenset({False})}
-        self.refs = [weakref.ref(t) for t in src] + [weakref.ref(t) for t in dst]
+        # False once any of the tensors is gone: its id may then name
+        # another tensor, which must not find this layout.
+        alive = self.alive = [True]
+
+        def gone(_ref, alive=alive):
+            alive[0] = False
+
+        self.refs = [weakref.ref(t, gone) for t in itertools.chain(src, dst)]
         self.meta = {}  # device index -> (bases and block bytes, limits) on that GPU
         # The layers as p2pt_block_layer records: a CPU mapping goes to
         # p2pt_copy_blocks_async, which builds the pieces in C.
@@ -701,14 +741,13 @@ class _Layout:
         self.c_layers_at = ctypes.addressof(self.c_layers)
 
     def serves(self, src, dst):
-        """Whether this layout was made of these very tensors, which still
-        point where they did (a tensor alive keeps its storage alive, so
-        whatever was checked of the storage still holds)."""
-        refs = self.refs
-        for r, t in zip(refs, itertools.chain(src, dst)):
-            if r() is not t:
-                return False
-        return tuple(map(_data_ptr, src)) == self.src_ptrs and \
+        """Whether this layout, found by the ids of `src` and `dst`, was made
+        of these very tensors, which still point where they did (a tensor
+        alive keeps its storage alive, so whatever was checked of the
+        storage still holds). While every tensor it was made of lives, no
+        other object has its id, so equal ids are the same tensors."""
+        # One pass in C per list, not a Python loop per layer.
+        return self.alive[0] and tuple(map(_data_ptr, src)) == self.src_ptrs and \
             tuple(map(_data_ptr, dst)) == self.dst_ptrs
 
     def _meta_cpu(self):
@@ -862,16 +901,27 @@ def _swap_by_torch(srcs, dsts, mapping, sizes):
         _blocks_view(d, bb).index_copy_(0, mapping[:, 1].to(d.device), picked.to(d.device))
 
 
+_done_records = {}  # pieces -> the CPU record of a batch that copied them all
+
+
 def _done(pieces, device):
-    """The status record of a host batch that copied every piece."""
+    """The status record of a host batch that copied every piece (a copy
+    of one made once per count: cheaper than building it)."""
     if pieces < 2**31:
-        st = torch.tensor([pieces, pieces, 0, -1, 0, 0, 0, 0], dtype=torch.int32)
-        return st if device.type == "cpu" else st.to(device)
+        rec = _done_records.get(pieces)
+        if rec is None:
+            if len(_done_records) >= 256:
+                _done_records.clear()
+            rec = _done_records[pieces] = torch.tensor([pieces, pieces, 0, -1, 0, 0, 0, 0],
+                                                       dtype=torch.int32)
+        return rec.clone() if device.type == "cpu" else rec.to(device)
     return _status(pieces, pieces, 0, _UINT32_MAX, 0, device)
 
 
-def _swap(src, dst, block_mapping, hid):
-    """swap_blocks itself: the body of p2pt::swap_blocks."""
+def _swap(src, dst, block_mapping, hid, bump=None):
+    """swap_blocks itself: the body of p2pt::swap_blocks. `bump`: called
+    just before the swap is enqueued (swap_blocks' direct path bumps the
+    dst version counters there)."""
     if len(src) != len(dst):
         _swap_check(src, dst)  # raises, naming both lengths
     _mapping_check(block_mapping)
@@ -879,14 +929,18 @@ def _swap(src, dst, block_mapping, hid):
     n, layers = block_mapping.shape[0], lay.layers
     pieces = n * layers
     if block_mapping.is_cuda and not lay.slow:
-        return _swap_on_gpu(lay, src, dst, block_mapping, hid)
+        return _swap_on_gpu(lay, src, dst, block_mapping, hid, bump)
     mapping = block_mapping.cpu()  # a sync only in the slow path: a GPU mapping, a pageable side
     if pieces == 0:
         return _no_pieces(block_mapping.device)
+    st = _done(pieces, block_mapping.device)
+    if bump is not None:
+        bump()
     if not lay.slow:
         # One call: the C library checks the ids and builds the pieces. What
         # it refuses, the checks here explain (a ValueError naming the row)
-        # where the mapping is at fault.
+        # where the mapping is at fault. Everything else is done before it:
+        # right after a launch across the host link, host steps are slow.
         mapping = mapping.contiguous()
         h = _get(hid)
         _ready(h, _device())
@@ -897,10 +951,10 @@ def _swap(src, dst, block_mapping, hid):
                 _host_checks(lay, mapping, n)
             raise
         lay.hold_pinned(src, dst)
-        return _done(pieces, block_mapping.device)
+        return st
     _host_checks(lay, mapping, n)
     _swap_by_torch(src, dst, mapping, lay.sizes)
-    return _done(pieces, block_mapping.device)
+    return st
 
 
 def _host_checks(lay, mapping, n):
@@ -946,7 +1000,7 @@ def _link_hid(hid, lay):
     return -1 - LINK_CTAS if budget < 0 else hid
 
 
-def _swap_on_gpu(lay, src, dst, mapping, hid):
+def _swap_on_gpu(lay, src, dst, mapping, hid, bump=None):
     h = _get(_link_hid(hid, lay))
     device = _device()
     gpu = torch.device("cuda", device)
@@ -965,6 +1019,8 @@ def _swap_on_gpu(lay, src, dst, mapping, hid):
     descs = lay.checked_pieces(mapping, gpu)
     count = _count(pieces, gpu)
     lay.windows(h, device, src, dst)
+    if bump is not None:
+        bump()
     st = _device_batch(h, descs, count, pieces, device)
     lay.hold_pinned(src, dst)
     return st
@@ -1063,12 +1119,13 @@ def copy_batch_device_(descs, count, *, max_count=None, stream=None, handle=None
 
 def _layers(x, role):
     """x as a list of tensors (a list given is used as it is: nothing here
-    or below writes it)."""
+    or below writes it), and whether each is a plain torch.Tensor."""
     if isinstance(x, torch.Tensor):
-        return [x]
-    if isinstance(x, (list, tuple)) and (set(map(type, x)) <= _PLAIN or
-                                         all(isinstance(t, torch.Tensor) for t in x)):
-        return x if type(x) is list else list(x)
+        return [x], type(x) is _Tensor
+    if isinstance(x, (list, tuple)):
+        plain = set(map(type, x)) <= _PLAIN
+        if plain or all(isinstance(t, torch.Tensor) for t in x):
+            return (x if type(x) is list else list(x)), plain
     raise TypeError(f"p2pt.torch.swap_blocks: {role} must be a tensor or a list of tensors "
                     f"(one per layer), not {type(x).__name__}")
 
@@ -1100,7 +1157,8 @@ def swap_blocks(src, dst, block_mapping, *, stream=None, handle=None, sm_budget=
     Pinned storages are kept alive (a reference each) until the stream
     has passed the swap, since torch's cache of pinned memory does not see
     p2pt's use of them: one freed at once is not handed to a new tensor
-    early. The references go at the first p2pt.torch call after that.
+    early. The references go once the stream has passed an event recorded
+    at most 8 p2pt.torch calls later.
 
     sm_budget: P2P_TRANSPORT_SM_BUDGET for this swap (0: no kernel at all,
     N: at most N CTAs), through a handle per value, created at first use.
@@ -1110,11 +1168,15 @@ def swap_blocks(src, dst, block_mapping, *, stream=None, handle=None, sm_budget=
     library's link lines give.
     """
     hid = _hid(handle, sm_budget)
-    srcs, dsts = _layers(src, "src"), _layers(dst, "dst")
+    (srcs, plain_src), (dsts, plain_dst) = _layers(src, "src"), _layers(dst, "dst")
     with _stream(stream):
-        if _plain_eager(srcs, dsts, block_mapping):
-            st = _swap(srcs, dsts, block_mapping, hid)
-            _mutated(dsts)
+        if plain_src and plain_dst and _plain_eager(dsts, block_mapping):
+            # The versions go up just before the launch where there is one
+            # (host steps after it are slow), else after the swap's body.
+            bumped = []
+            st = _swap(srcs, dsts, block_mapping, hid, lambda: bumped.append(_mutated(dsts)))
+            if not bumped:
+                _mutated(dsts)
         else:
             st = torch.ops.p2pt.swap_blocks(srcs, dsts, block_mapping, hid)
         if check:
@@ -1136,19 +1198,18 @@ _functorch = getattr(getattr(torch._C, "_functorch", None), "maybe_current_level
 EAGER_DIRECT = None not in (_is_fn_mode, _dispatch_depth, _tracing, _functorch)
 
 
-def _plain_eager(srcs, dsts, mapping):
-    """Whether swap_blocks may run its body without the dispatcher: plain
-    tensors, eager, no mode, tracer or transform that must see the
-    operation, no dst that autograd follows. The dispatcher's round trip of
+def _plain_eager(dsts, mapping):
+    """Whether swap_blocks may run its body without the dispatcher, given
+    layers that are plain tensors (_layers): eager, no mode, tracer or
+    transform that must see the operation, no dst that autograd follows. The dispatcher's round trip of
     two lists of tensors costs more than the swap's own work on the host,
     and an eager call with none of these would reach the same body
     (_swap) through it; everything else still goes through the operation."""
     if not EAGER_DIRECT or torch.compiler.is_compiling() or _is_fn_mode() or \
             _dispatch_depth() or _tracing() is not None or _functorch() is not None:
         return False
-    # One pass in C per question, not a Python loop per layer.
-    return type(mapping) is _Tensor and set(map(type, dsts)) <= _PLAIN and \
-        set(map(type, srcs)) <= _PLAIN and not any(map(_requires_grad, dsts))
+    # One pass in C, not a Python loop per layer.
+    return type(mapping) is _Tensor and not any(map(_requires_grad, dsts))
 
 
 def _mutated(dsts):

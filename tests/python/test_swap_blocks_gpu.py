@@ -157,6 +157,23 @@ def test_a_refusal_in_c_is_explained_by_the_row_at_fault(h):
     assert torch.equal(as_bytes(pool), before)
 
 
+def test_new_layers_at_the_ids_of_freed_ones_are_checked_afresh(h):
+    """A swap finds the checks of its layers by their tensors' ids: layers
+    freed and made again as narrower views (which may get the same ids)
+    must not find the old checks: a block id past the new views is refused."""
+    gpu, pool = gpu_cache(), host_pool()
+    m = torch.tensor([[0, HOST_BLOCKS - 1]])
+    for _ in range(3):
+        src, dst = layers(gpu), layers(pool)
+        pt.swap_blocks(src, dst, m, handle=h)
+        del src, dst
+        src, dst = layers(gpu), [t[:HOST_BLOCKS // 2] for t in pool.unbind(0)]
+        with pytest.raises(ValueError, match="dst block ids must be in"):
+            pt.swap_blocks(src, dst, m, handle=h)
+        del src, dst
+    torch.cuda.synchronize()
+
+
 @pytest.mark.parametrize("where", ["cpu", "cuda"])
 @pytest.mark.parametrize("offload", [True, False])
 def test_a_pinned_pool_freed_at_once_is_not_reused_before_the_swap_ran(h, where, offload):
@@ -180,7 +197,7 @@ def test_a_pinned_pool_freed_at_once_is_not_reused_before_the_swap_ran(h, where,
     pt.swap_blocks(layers(gpu if offload else pool), layers(pool if offload else gpu),
                    mapping, handle=h)
     old = pool.data_ptr()
-    held = {s.data_ptr() for s in pt._held.pending()}
+    held = {s.data_ptr() for s in pt._held.pending_storages()}
     assert old in held
     nbytes = pool.numel() * pool.element_size()
     del pool
@@ -192,8 +209,8 @@ def test_a_pinned_pool_freed_at_once_is_not_reused_before_the_swap_ran(h, where,
     if not offload:  # the restore read the old pool's bytes, not the new tensor's
         m = mapping.cpu()
         assert torch.equal(as_bytes(gpu)[:, m[:, 1]], want[:, m[:, 0]])
-    pt._held.drain()
-    assert pt._held.pending() == [], "a storage is held after the stream passed its swap"
+    pt._held.drain(wait=True)
+    assert pt._held.pending_storages() == [], "a storage is held after the stream passed its swap"
 
 
 @pytest.mark.parametrize("where", ["cpu", "cuda"])
