@@ -159,9 +159,11 @@ def _stream(stream):
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
-def _cur():
+def _cur(device=None):
+    """The current stream's handle (of `device`, the current device, when
+    the caller has it already)."""
     if _raw_stream is not None:  # the same handle without a Stream object
-        return _raw_stream(torch.cuda.current_device())
+        return _raw_stream(torch.cuda.current_device() if device is None else device)
     return torch.cuda.current_stream().cuda_stream
 
 
@@ -255,12 +257,16 @@ class _Held:
         self.entries = collections.deque()  # (event, storages) in the order marked
         self.spare = []                     # events whose work has passed
 
-    def hold(self, storages):
+    def hold(self, storages, where=None):
+        """Hold `storages` for the work just enqueued on the current stream
+        (`where`: (current device, its stream handle), when known)."""
         if not storages or torch.cuda.is_current_stream_capturing():
             return
-        device = torch.cuda.current_device()
+        if where is None:
+            device = torch.cuda.current_device()
+            where = (device, _cur(device))
         with self.lock:
-            self.pending.append(((device, _cur()), storages))
+            self.pending.append((where, storages))
             if len(self.pending) >= self.MARK_EVERY:
                 self._mark()
                 self._drain()
@@ -813,10 +819,11 @@ class _Layout:
                 t = (src, dst)[side][i]
                 h.window(device, base, nbytes, t.untyped_storage())
 
-    def hold_pinned(self, src, dst):
+    def hold_pinned(self, src, dst, where=None):
         """_hold_pinned for the pinned storages, known already."""
         if self.pinned:
-            _held.hold([(src, dst)[side][i].untyped_storage() for side, i in self.pinned])
+            _held.hold([(src, dst)[side][i].untyped_storage() for side, i in self.pinned],
+                       where)
 
 
 _data_ptr = torch.Tensor.data_ptr
@@ -943,14 +950,16 @@ def _swap(src, dst, block_mapping, hid, bump=None):
         # right after a launch across the host link, host steps are slow.
         mapping = mapping.contiguous()
         h = _get(hid)
-        _ready(h, _device())
+        device = _device()
+        _ready(h, device)
+        stream = _cur(device)
         try:
-            h.copy_blocks_at(lay.c_layers_at, lay.layers, mapping.data_ptr(), n, _cur())
+            h.copy_blocks_at(lay.c_layers_at, lay.layers, mapping.data_ptr(), n, stream)
         except Error as e:
             if e.status == Status.INVALID_ARGUMENT:
                 _host_checks(lay, mapping, n)
             raise
-        lay.hold_pinned(src, dst)
+        lay.hold_pinned(src, dst, (device, stream))
         return st
     _host_checks(lay, mapping, n)
     _swap_by_torch(src, dst, mapping, lay.sizes)
