@@ -147,6 +147,66 @@ Test(offload_fake, the_pass_asks_the_driver_once_per_allocation)
     memo_counts();
 }
 
+/* ------------------------------ no early start for batches that leave SMs */
+
+/* Launches through cuLaunchKernelEx (with the PDL attribute) and through
+ * cuLaunchKernel (without) of one host batch of `n` pieces `d`. */
+static void launches_of(p2pt_handle *h, const p2pt_copy_desc *d, size_t n, CUstream s,
+                        unsigned long *ex, unsigned long *plain)
+{
+    const unsigned long e0 = fake_calls("cuLaunchKernelEx"), p0 = fake_calls("cuLaunchKernel");
+    GT_OK(p2pt_copy_batch_async(h, d, n, s));
+    GT_CHECK(tcu.cuStreamSynchronize(s));
+    *ex = fake_calls("cuLaunchKernelEx") - e0;
+    *plain = fake_calls("cuLaunchKernel") - p0;
+}
+
+static void pdl_where_it_belongs(void)
+{
+    const size_t blocks = 64, layers = 8, n = 4096, stride = blocks * n;
+    struct gt_buf gpu = gt_alloc(layers * stride), host = gt_alloc_host(blocks * layers * n),
+                  gpu2 = gt_alloc(layers * stride);
+    size_t slot[64];
+    for (size_t b = 0; b < blocks; b++)
+        slot[b] = b;
+    CUstream s = new_stream();
+    unsigned long ex, plain;
+    for (size_t count = 100; count <= blocks * layers; count += blocks * layers - 100) {
+        p2pt_handle *h = handle_opts("tma", NULL);
+        /* Every piece across the host link, on its link CTAs: no early start
+         * (a second batch would hold its CTAs beside the first's). Through
+         * the parameters (100 pieces) and through the ring (512). */
+        p2pt_copy_desc *d = kv_batch(&gpu, &host, blocks, layers, n, stride, slot, 0, false);
+        launches_of(h, d, count, s, &ex, &plain);
+        cr_expect(ex == 0 && plain == 1, "%zu pieces to host: %lu with PDL, %lu without", count,
+                  ex, plain);
+        /* GPU to GPU: the full grid, with PDL. */
+        for (size_t i = 0; i < count; i++)
+            d[i].dst = (void *)(uintptr_t)(gpu2.ptr + i * n);
+        launches_of(h, d, count, s, &ex, &plain);
+        cr_expect(ex == 1 && plain == 0, "%zu pieces GPU to GPU: %lu with PDL, %lu without",
+                  count, ex, plain);
+        p2pt_finalize(h);
+        /* Under an SM budget: none. */
+        h = handle_opts("tma", "P2P_TRANSPORT_SM_BUDGET=4");
+        launches_of(h, d, count, s, &ex, &plain);
+        cr_expect(ex == 0 && plain == 1, "%zu pieces under a budget: %lu with PDL, %lu without",
+                  count, ex, plain);
+        p2pt_finalize(h);
+        free(d);
+    }
+    gt_free(&gpu);
+    gt_free(&gpu2);
+    gt_free(&host);
+    GT_CHECK(tcu.cuStreamDestroy(s));
+}
+
+Test(offload_fake, batches_that_leave_sms_to_others_never_start_early)
+{
+    gt_use_fake_driver();
+    pdl_where_it_belongs();
+}
+
 /* ---------------------------------------- strict as before, and never stale */
 
 static void memo_refusals(void)

@@ -51,7 +51,10 @@ p2pt_status p2pt__kernel_launch(struct p2pt_handle *h, const struct p2pt_launch_
         return p2pt__fail(P2PT_INTERNAL_ERROR,
                           "a launch of %u CTAs under P2P_TRANSPORT_SM_BUDGET=%d", grid,
                           h->cfg.sm_budget);
-    if (ls->pdl && p2pt__cu.cuLaunchKernelEx != NULL) {
+    /* Under an SM budget, no programmatic dependent launch: a launch that
+     * starts early behind the previous one holds its CTAs beside that
+     * one's, twice the budget (bench/results/offload.md, step 17). */
+    if (ls->pdl && h->cfg.sm_budget < 0 && p2pt__cu.cuLaunchKernelEx != NULL) {
         CUlaunchAttribute pdl;
         memset(&pdl, 0, sizeof(pdl));
         pdl.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;

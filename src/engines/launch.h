@@ -29,12 +29,22 @@ P2PT_INTERNAL unsigned p2pt__kernel_ctas(const struct p2pt_handle *h,
                                          const struct p2pt_launch_settings *ls,
                                          const struct p2pt_module *m, size_t smem);
 /* Launch `fn` on `stream`, with programmatic dependent launch when ls->pdl
- * asks for it and the driver has cuLaunchKernelEx; counted in the handle's
- * kernel_launches and max_grid. A grid over the SM budget is an internal
- * error, never a launch. */
+ * asks for it, no SM budget is set and the driver has cuLaunchKernelEx;
+ * counted in the handle's kernel_launches and max_grid. A grid over the SM
+ * budget is an internal error, never a launch. */
 P2PT_INTERNAL p2pt_status p2pt__kernel_launch(struct p2pt_handle *h,
                                               const struct p2pt_launch_settings *ls,
                                               CUfunction fn, unsigned grid, unsigned block,
                                               unsigned smem, CUstream stream, void **params);
+
+/* `ls` for a launch narrowed to leave the SMs to other work (a batch
+ * across the host link on its link CTAs): without programmatic dependent
+ * launch, as under an SM budget (p2pt__kernel_launch). */
+static inline struct p2pt_launch_settings p2pt__launch_narrowed(const struct p2pt_launch_settings *ls)
+{
+    struct p2pt_launch_settings n = *ls;
+    n.pdl = 0;
+    return n;
+}
 
 #endif /* P2PT_LAUNCH_H */

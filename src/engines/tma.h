@@ -43,6 +43,10 @@ P2PT_INTERNAL p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, struct p2p
 /* `most` CTAs, or fewer when every piece of scanned batch `b` crosses the
  * host link (p2pt__batch_link_cap). */
 P2PT_INTERNAL unsigned p2pt__tma_link_grid(const struct p2pt_batch *b, unsigned most);
+/* The launch settings for scanned batch `b`: the engine's, without
+ * programmatic dependent launch where the host link caps its CTAs. */
+P2PT_INTERNAL struct p2pt_launch_settings p2pt__tma_batch_launch(const struct p2pt_handle *h,
+                                                                 const struct p2pt_batch *b);
 /* Does scanned batch `b` take the link kernel (kernels/link_copy.cu) when
  * the staging ring serves it? Every piece crosses the host link in a
  * direction P2PT_LINK_DIRS names, co-aligned, more than the parameters'

@@ -51,9 +51,11 @@ static _Thread_local struct p2pt_batch_small small;
 static _Thread_local struct p2pt_batch_dev_params dev;
 
 /* One launch of up to P2PT_BATCH_LARGE pieces, already in large.desc. */
-static p2pt_status launch_params(struct p2pt_handle *h, const struct p2pt_module *m, size_t n,
-                                 uint64_t tiles, unsigned most, CUstream stream)
+static p2pt_status launch_params(struct p2pt_handle *h, const struct p2pt_batch *b,
+                                 const struct p2pt_module *m, size_t n, uint64_t tiles,
+                                 unsigned most, CUstream stream)
 {
+    const struct p2pt_launch_settings ls = p2pt__tma_batch_launch(h, b);
     p2pt_status st = P2PT_SUCCESS;
     void *param;
     CUfunction fn;
@@ -69,7 +71,7 @@ static p2pt_status launch_params(struct p2pt_handle *h, const struct p2pt_module
     }
     unsigned grid = tiles < most ? (unsigned)tiles : most;
     void *params[] = {param};
-    P2PT_TRY(p2pt__kernel_launch(h, p2pt__tma_launch(h), fn, grid, P2PT_BATCH_THREADS, 0, stream,
+    P2PT_TRY(p2pt__kernel_launch(h, &ls, fn, grid, P2PT_BATCH_THREADS, 0, stream,
                                  params));
     atomic_fetch_add_explicit(&p2pt__tma_counters(h)->batch_launches, 1, memory_order_relaxed);
 out:
@@ -102,7 +104,7 @@ p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b)
         /* The pass writes the parameters: one launch. */
         P2PT_TRY(p2pt__batch_scan(h, b, &p2pt__transport_tma, large.desc, &tiles));
         if (b->pieces != 0)
-            st = launch_params(h, m, b->pieces, tiles, p2pt__tma_link_grid(b, most), stream);
+            st = launch_params(h, b, m, b->pieces, tiles, p2pt__tma_link_grid(b, most), stream);
         goto out;
     }
     /* More than one launch's worth, without the ring: every piece checked
@@ -115,7 +117,7 @@ p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b)
                                     &tiles);
         if (n == 0)
             break;
-        P2PT_TRY(launch_params(h, m, n, tiles, most, stream));
+        P2PT_TRY(launch_params(h, b, m, n, tiles, most, stream));
     }
 out:
     return st;

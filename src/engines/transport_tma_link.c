@@ -37,6 +37,16 @@ unsigned p2pt__tma_link_grid(const struct p2pt_batch *b, unsigned most)
     return cap != 0 && cap < most ? cap : most;
 }
 
+/* Without PDL: the next batch on the stream would start while this one
+ * runs and hold its link CTAs beside this one's, twice the SMs a compute
+ * kernel beside them loses (bench/results/offload.md, step 17). */
+struct p2pt_launch_settings p2pt__tma_batch_launch(const struct p2pt_handle *h,
+                                                   const struct p2pt_batch *b)
+{
+    const struct p2pt_launch_settings *ls = p2pt__tma_launch(h);
+    return p2pt__batch_link_cap(b) != 0 ? p2pt__launch_narrowed(ls) : *ls;
+}
+
 bool p2pt__tma_link_kernel(const struct p2pt_batch *b)
 {
     return b->count > P2PT_BATCH_SMALL && p2pt__batch_link_cap(b) != 0 && b->skewed == 0 &&

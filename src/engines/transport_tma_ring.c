@@ -290,6 +290,7 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
      * slot is recorded as busy, the ring is never used again, so that no
      * later batch writes where a pending copy or kernel may still read. */
     most = p2pt__tma_link_grid(b, most);
+    const struct p2pt_launch_settings ls = p2pt__tma_batch_launch(h, b);
     if (lm != NULL && p2pt__tma_link_kernel(b)) {
         /* The link kernel: a warp a piece, no plan (kernels/link_copy.cu). */
         {
@@ -297,7 +298,7 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
             const uint64_t warps = (count + P2PT_LINK_THREADS / 32 - 1) / (P2PT_LINK_THREADS / 32);
             unsigned grid = warps < most ? (unsigned)warps : most;
             void *lparams[] = {&lp};
-            st = p2pt__kernel_launch(h, p2pt__tma_launch(h), lm->fn[P2PT_LINK_ENTRY_COPY], grid,
+            st = p2pt__kernel_launch(h, &ls, lm->fn[P2PT_LINK_ENTRY_COPY], grid,
                                      P2PT_LINK_THREADS, 0, b->stream, lparams);
         }
     } else {
@@ -310,7 +311,7 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
         }
         void *params[] = {&p};
         unsigned grid = tiles < most ? (unsigned)tiles : most;
-        st = p2pt__kernel_launch(h, p2pt__tma_launch(h), m->fn[P2PT_BATCH_ENTRY_RING], grid,
+        st = p2pt__kernel_launch(h, &ls, m->fn[P2PT_BATCH_ENTRY_RING], grid,
                                  P2PT_BATCH_THREADS, 0, b->stream, params);
     }
     if (st == P2PT_SUCCESS) {
