@@ -1,0 +1,155 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The handles of p2pt.torch and what every operation asks of torch before
+it enqueues: the default handle and one per SM budget (handle), the int an
+operation carries for its handle (_hid) and the handle it names (_get), the
+current device and stream, a device prepared before a graph is captured
+(prepare), and the windows of storages (register_window, _windows).
+
+The bottom of the package: it imports no other module of it."""
+import os
+import threading
+from contextlib import nullcontext
+
+import torch
+
+from .. import _handle
+
+_lock = threading.Lock()
+_default = None
+_budgets = {}  # sm_budget -> Handle
+
+
+def _policy_options(options):
+    if options is None and "P2P_TRANSPORT" not in os.environ:
+        return {"P2P_TRANSPORT": "auto"}
+    return options
+
+
+def handle(transport=None, options=None, *, sm_budget=None):
+    """The default handle of p2pt.torch, created at the first call (its
+    arguments then decide; later ones must match or be None). With
+    `sm_budget`, the handle of that budget (P2P_TRANSPORT_SM_BUDGET: 0 runs
+    no kernel, N at most N CTAs), one per value, created at its first use."""
+    global _default
+    if sm_budget is not None:
+        if transport is not None or options is not None:
+            raise ValueError("p2pt.torch.handle: sm_budget= takes no transport or options; "
+                             "pass handle=p2pt.Handle(...) for other settings")
+        return _budget_handle(_budget_value(sm_budget))
+    with _lock:
+        if _default is None:
+            if transport is None:
+                options = _policy_options(options)
+            _default = _handle.Handle(transport=transport, options=options)
+        elif transport is not None or options is not None:
+            p = _default.properties()
+            if transport is not None and p["transport"] != transport.lower():
+                raise ValueError(f"p2pt.torch's default handle already exists with transport "
+                                 f"{p['transport']!r}; pass handle=p2pt.Handle(...) instead")
+        return _default
+
+
+def _budget_value(sm_budget):
+    if isinstance(sm_budget, bool) or not isinstance(sm_budget, int) or sm_budget < 0:
+        raise ValueError(f"p2pt.torch: sm_budget={sm_budget!r}: expected None or an int >= 0 "
+                         f"(0: no kernel at all, N: at most N CTAs)")
+    return sm_budget
+
+
+def _budget_handle(budget):
+    with _lock:
+        h = _budgets.get(budget)
+        if h is None:
+            options = dict(_policy_options(None) or {})
+            options["P2P_TRANSPORT_SM_BUDGET"] = budget
+            h = _budgets[budget] = _handle.Handle(options=options)
+        return h
+
+
+def _hid(h, sm_budget=None):
+    """The operations' int argument for handle `h`: its pointer; 0 for the
+    default handle and -1 - N for the handle of sm_budget N, both created
+    when an operation first runs (so tracing creates nothing). Plain reads,
+    so that torch.compile traces through."""
+    if h is not None:
+        if sm_budget is not None:
+            raise ValueError("p2pt.torch: give handle= or sm_budget=, not both")
+        if not h.pointer:
+            raise ValueError("p2pt.torch: the handle passed is closed")
+        return h.pointer
+    if sm_budget is None:
+        return 0
+    return -1 - _budget_value(sm_budget)
+
+
+def _get(hid):
+    if hid == 0:
+        return handle()
+    if hid < 0:
+        return _budget_handle(-1 - hid)
+    h = _handle.lookup(hid)
+    if h is None:
+        raise ValueError("p2pt.torch: the handle of this operation is closed")
+    return h
+
+
+def _device():
+    return torch.cuda.current_device()
+
+
+def _ready(h, device):
+    if device in h._prepared:
+        return
+    if torch.cuda.is_current_stream_capturing():
+        raise RuntimeError(f"p2pt.torch: device {device} is not prepared, and a graph is being "
+                           f"captured: call p2pt.torch.prepare({device}) or run the operation "
+                           f"once before capturing (the first use compiles the kernel)")
+    h.prepare(device)
+
+
+def _stream(stream):
+    return torch.cuda.stream(stream) if stream is not None else nullcontext()
+
+
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _cur(device=None):
+    """The current stream's handle (of `device`, the current device, when
+    the caller has it already)."""
+    if _raw_stream is not None:  # the same handle without a Stream object
+        return _raw_stream(torch.cuda.current_device() if device is None else device)
+    return torch.cuda.current_stream().cuda_stream
+
+
+def _storage(t):
+    s = t.untyped_storage()
+    return s.data_ptr(), s.nbytes()
+
+
+def prepare(device=None, handle=None):
+    """Compile and load p2pt's kernels for `device` (default: the current
+    one) before a graph is captured."""
+    h = _get(_hid(handle))
+    dev = _device() if device is None else torch.device("cuda", device).index
+    h.prepare(dev)
+
+
+def register_window(tensor, *, handle=None, device=None):
+    """Register the storage of `tensor` (GPU or pinned host memory) for
+    device batches on `device` (default: the current device); p2pt.Window,
+    released by release(), when the storage is freed, or when the handle
+    closes."""
+    h = _get(_hid(handle))
+    base, nbytes = _storage(tensor)
+    return h.window(_device() if device is None else device, base, nbytes,
+                    tensor.untyped_storage())
+
+
+def _windows(h, device, tensors):
+    # One window per storage, owned by the storage object (which lives as
+    # long as the memory, whatever views of it come and go), so that views
+    # made afresh at every call find the registration of the first.
+    for t in tensors:
+        base, nbytes = _storage(t)
+        h.window(device, base, nbytes, t.untyped_storage())

@@ -1,0 +1,151 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Where a tensor's bytes are: which side of an operation is GPU memory,
+pinned or pageable host memory (_side; _pageable warns once per operation
+and role, in _warned), the pinned storages held until the stream has passed
+the work on them (_Held, _held, _hold_pinned), and what torch's own copies
+of host memory need (_flat_bytes, _host_only)."""
+import collections
+import threading
+import warnings
+
+import torch
+
+from ._handles import _cur
+
+_warned = set()
+
+
+def _side(t, op, role):
+    """"cuda", "pinned" or "pageable": how `role` of `op` reaches p2pt."""
+    if t.is_cuda:
+        return "cuda"
+    if t.device.type != "cpu":
+        raise ValueError(f"p2pt.torch.{op}: {role} is on {t.device}; expected a CUDA tensor or "
+                         f"a CPU tensor (pinned with pin_memory() for p2pt)")
+    return "pinned" if t.is_pinned() else "pageable"
+
+
+def _pageable(op, sides):
+    """Whether any of the (tensor, role) `sides` of `op` is pageable host
+    memory, which no stream can reach; warns once per op and role ("src[3]"
+    counts as "src": one warning, not one per layer)."""
+    found = False
+    for t, role in sides:
+        if _side(t, op, role) == "pageable":
+            found = True
+            key = (op, role.split("[")[0])
+            if key not in _warned:
+                _warned.add(key)
+                warnings.warn(f"p2pt.torch.{op}: {role} is a pageable CPU tensor, which a CUDA "
+                              f"stream cannot reach: it is copied with torch instead (correct, "
+                              f"slower, synchronous); allocate it with pin_memory=True or call "
+                              f"{role}.pin_memory() to let p2pt move it", stacklevel=2)
+    return found
+
+
+class _Held:
+    """Pinned storages that work on a stream may still read or write, each
+    kept alive by a reference until the stream has passed that work:
+    torch's cache of pinned memory tracks only its own copies, and would
+    hand a storage freed meanwhile to a new tensor (whose bytes the CPU
+    writes at once). Not while capturing: a graph's memory must outlive
+    the graph anyway.
+
+    A call only appends its storages and stream (no CUDA call: right after
+    a launch across the host link every host step is several times
+    slower, bench/results/offload.md). Every MARK_EVERY calls, one event
+    is recorded on each stream among them, after all their work; an entry
+    goes, and its event is reused, once a later call finds its event
+    passed. So a storage is released at most MARK_EVERY calls and one
+    event after its last use."""
+
+    MARK_EVERY = 8
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.pending = []                   # ((device, raw stream), storages) since the last mark
+        self.entries = collections.deque()  # (event, storages) in the order marked
+        self.spare = []                     # events whose work has passed
+
+    def hold(self, storages, where=None):
+        """Hold `storages` for the work just enqueued on the current stream
+        (`where`: (current device, its stream handle), when known)."""
+        if not storages or torch.cuda.is_current_stream_capturing():
+            return
+        if where is None:
+            device = torch.cuda.current_device()
+            where = (device, _cur(device))
+        with self.lock:
+            self.pending.append((where, storages))
+            if len(self.pending) >= self.MARK_EVERY:
+                self._mark()
+                self._drain()
+
+    def _mark(self):
+        """An event after the pending work of each of its streams. The
+        streams are torch's, kept for the life of the process, or the
+        caller's own, which outlive the work the caller enqueued on them."""
+        streams = {}
+        for key, storages in self.pending:
+            streams.setdefault(key, []).extend(storages)
+        self.pending = []
+        for (device, raw), storages in streams.items():
+            ev = self.spare.pop() if self.spare else torch.cuda.Event()
+            if device == torch.cuda.current_device() and raw == _cur():
+                ev.record()
+            else:
+                ev.record(torch.cuda.ExternalStream(raw, device=device))
+            self.entries.append((ev, storages))
+
+    def _drain(self):
+        entries, spare = self.entries, self.spare
+        while entries and entries[0][0].query():
+            spare.append(entries.popleft()[0])
+
+    def drain(self, wait=False):
+        """Mark what is pending and drop what has passed (wait=True: wait
+        for it to pass first)."""
+        with self.lock:
+            if self.pending:
+                self._mark()
+            if wait:
+                for ev, _ in self.entries:
+                    ev.synchronize()
+            self._drain()
+
+    def pending_storages(self):
+        """The storages still held (for tests)."""
+        with self.lock:
+            return [s for _, ss in self.pending for s in ss] + \
+                [s for _, ss in self.entries for s in ss]
+
+
+_held = _Held()
+
+
+def _hold_pinned(tensors):
+    """Keep the pinned storages among `tensors` alive until the current
+    stream has passed the work just enqueued on them (_Held)."""
+    seen, storages = set(), []
+    for t in tensors:
+        if t.is_cuda or not t.is_pinned():
+            continue
+        storage = t.untyped_storage()
+        if storage.nbytes() == 0 or storage.data_ptr() in seen:
+            continue
+        seen.add(storage.data_ptr())
+        storages.append(storage)
+    _held.hold(storages)
+
+
+def _flat_bytes(t):
+    return t.reshape(-1).view(torch.uint8)
+
+
+def _host_only(*tensors):
+    """No CUDA tensor among them: torch copies them on the CPU at once, so
+    earlier work of the current stream (which may write pinned memory) must
+    be done first."""
+    if all(not t.is_cuda for t in tensors):
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.current_stream().synchronize()
