@@ -487,23 +487,27 @@ def test_sm_budget_swaps_through_a_handle_of_that_budget():
     assert pt.handle(sm_budget=8) is not pt.handle(sm_budget=0)
 
 
-def test_a_gpu_mapping_across_the_host_link_takes_link_ctas_without_a_budget(h):
+@pytest.mark.parametrize("direction", ["d2h", "h2d"])
+def test_a_gpu_mapping_across_the_host_link_takes_link_ctas_without_a_budget(h, direction):
     """No handle, no budget: the device batch of a GPU mapping between GPU
-    memory and pinned host memory runs on the handle of LINK_CTAS, whose
-    widest grid stays within it; GPU to GPU keeps the default handle."""
+    memory and pinned host memory runs on the handle of LINK_CTAS for its
+    direction, whose widest grid stays within it; GPU to GPU keeps the
+    default handle."""
     hopper()
     if pt.handle().properties()["sm_budget"] >= 0:
         pytest.skip("the default handle has a budget of its own (P2P_TRANSPORT_SM_BUDGET)")
-    link = pt.handle(sm_budget=pt.LINK_CTAS)
-    gpu, pool = gpu_cache(), host_pool()
-    before, batches = as_bytes(pool), link.properties()["device_batches"]
-    m = random_mapping(24, GPU_BLOCKS, HOST_BLOCKS, seed=21, device="cuda")
-    pt.swap_blocks(layers(gpu), layers(pool), m)
+    assert pt.LINK_CTAS["d2h"] != pt.LINK_CTAS["h2d"]  # so that the handle tells them apart
+    link = pt.handle(sm_budget=pt.LINK_CTAS[direction])
+    gpu, pool = gpu_cache(), host_pool(poison=direction == "d2h")
+    src, dst = (gpu, pool) if direction == "d2h" else (pool, gpu_cache(poison=True))
+    before, batches = as_bytes(dst), link.properties()["device_batches"]
+    m = random_mapping(24, src.shape[1], dst.shape[1], seed=21, device="cuda")
+    pt.swap_blocks(layers(src), layers(dst), m)
     torch.cuda.synchronize()
-    expect(pool, gpu, m, before)
+    expect(dst, src, m, before)
     p = link.properties()
     assert p["device_batches"] == batches + 1
-    assert 0 < p["max_grid"] <= pt.LINK_CTAS
+    assert 0 < p["max_grid"] <= pt.LINK_CTAS[direction]
     other = gpu_cache(48, poison=True)
     pt.swap_blocks(layers(gpu), layers(other), random_mapping(8, GPU_BLOCKS, 48, seed=22,
                                                                device="cuda"))

@@ -57,8 +57,8 @@ import operator
 # caller rebinds must be rebound on the module whose code reads it, as a
 # name here is only a second reference: the tests patch _budgets on
 # _handles (and _budgets is not re-exported, so patching it here fails
-# loudly); LINK_CTAS is read by _swap_blocks, so p2pt.torch.LINK_CTAS is
-# for reading, and p2pt.torch._swap_blocks.LINK_CTAS changes what swaps take.
+# loudly); LINK_CTAS is one dict, read by _swap_blocks: set its entries
+# (p2pt.torch.LINK_CTAS["d2h"] = 4), never the name.
 from .. import _handle  # noqa: F401  (tests patch p2pt.torch._handle.Handle)
 from .._lib import Error
 from ._handles import _cur, _device, _get, _hid, _ready, _stream  # noqa: F401
@@ -161,9 +161,10 @@ def swap_blocks(src, dst, block_mapping, *, stream=None, handle=None, sm_budget=
     sm_budget: P2P_TRANSPORT_SM_BUDGET for this swap (0: no kernel at all,
     N: at most N CTAs), through a handle per value, created at first use.
     Without one (and without handle= or a budget in the environment), a GPU
-    mapping between GPU memory and pinned host memory takes LINK_CTAS (8)
-    CTAs, which fill the host link; a CPU mapping takes what the C
-    library's link lines give.
+    mapping between GPU memory and pinned host memory takes
+    LINK_CTAS["h2d"] (8) CTAs to the GPU and LINK_CTAS["d2h"] (3) to the
+    host, which fill the host link; a CPU mapping takes what the C
+    library's link lines give (8 and 3 on the H100 and the H200).
     """
     hid = _hid(handle, sm_budget)
     (srcs, plain_src), (dsts, plain_dst) = _layers(src, "src"), _layers(dst, "dst")

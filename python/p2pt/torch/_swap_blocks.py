@@ -108,27 +108,29 @@ def _swap_blocks_op(src: List[torch.Tensor], dst: List[torch.Tensor],
 
 
 # A GPU mapping between GPU memory and pinned host memory is bound by the
-# host link, which the device batch kernel fills from 8 CTAs on (measured on
-# an H100: 8 to 32 CTAs move 128 MiB of 16 KiB blocks at the same speed,
-# every SM more slowly, and a matmul beside it loses what the extra CTAs
-# hold). Where no budget is set, such a swap runs on the handle of this
-# budget; the C library cannot know it, as the pieces are read on the GPU.
-# Read here at each such swap: p2pt.torch.LINK_CTAS is a re-export, to read.
-LINK_CTAS = 8
+# host link, which a few CTAs fill: 8 to the GPU, and to the host 3 (CTA 0
+# of a device batch writes its status record, so 2 copy), the CTAs of the
+# C library's built-in `link` lines for the H100 and the H200. More move
+# nothing faster, and a matmul beside the swap loses the SMs they hold
+# (bench/results/offload.md, steps 5, 11 and 18). Where no budget is set,
+# such a swap runs on the handle of that budget; the C library cannot
+# choose it, as the pieces are read on the GPU. Read here at each such
+# swap: p2pt.torch.LINK_CTAS is the same dict.
+LINK_CTAS = {"h2d": 8, "d2h": 3}
 _budget_of = {}  # handle pointer -> its P2P_TRANSPORT_SM_BUDGET (-1: none)
 
 
 def _link_hid(hid, lay):
     """The handle for a GPU mapping of `lay`: hid, or where it is the
     default handle without a budget and the swap crosses the host link,
-    the handle of LINK_CTAS."""
+    the handle of LINK_CTAS for its direction."""
     if hid != 0 or not lay.crosses_link:
         return hid
     h = handle()
     budget = _budget_of.get(h.pointer)
     if budget is None:
         budget = _budget_of[h.pointer] = h.properties()["sm_budget"]
-    return -1 - LINK_CTAS if budget < 0 else hid
+    return -1 - LINK_CTAS[lay.link_dir] if budget < 0 else hid
 
 
 def _swap_on_gpu(lay, src, dst, mapping, hid, bump=None):

@@ -144,6 +144,7 @@ class _Layout:
         kinds = [{t.is_cuda for t in src}, {t.is_cuda for t in dst}]
         self.crosses_link = not self.slow and {frozenset(k) for k in kinds} == \
             {frozenset({True}), frozenset({False})}
+        self.link_dir = "d2h" if kinds[0] == {True} else "h2d"  # where crosses_link
         # False once any of the tensors is gone: its id may then name
         # another tensor, which must not find this layout.
         alive = self.alive = [True]
