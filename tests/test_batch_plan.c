@@ -7,7 +7,8 @@
  * launch stops at its capacity; the tile count of a launch is the sum of its
  * pieces' tiles; and a piece's tiles cover its head, body and tail: head and
  * tail under 16 bytes, the body 16-byte aligned at the destination, the
- * last tile holding the end of the body.
+ * last tile holding the end of the body; and pieces kept as blocks fill
+ * launches as their written-out pieces do.
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -132,4 +133,41 @@ Test(batch_plan, the_tiles_of_a_piece_cover_every_byte_once)
             cr_assert_lt(bytes - P2PT_BATCH_HEAD(dst, bytes) - P2PT_BATCH_BODY(dst, bytes), 16u);
         }
     }
+}
+
+Test(batch_plan, blocks_fill_launches_with_the_pieces_the_plan_means)
+{
+    /* Blocks kept as blocks (block_plan.h) fill launches as their written-
+     * out pieces do: a layer of 0-byte blocks gives nothing, the others
+     * their pieces in layer-major order. */
+    enum { LAYERS = 3, ROWS = 5 };
+    const uint64_t bb[LAYERS] = {4096, 0, 48};
+    p2pt_block_layer ls[LAYERS];
+    for (size_t l = 0; l < LAYERS; l++)
+        ls[l] = (p2pt_block_layer){sizeof(ls[l]), (void *)(uintptr_t)(0x100000u + l * 0x10000u),
+                                   (const void *)(uintptr_t)(0x900000u + l * 0x10000u), bb[l],
+                                   8, 8};
+    int64_t map[2 * ROWS] = {0, 7, 3, 1, 6, 2, 1, 0, 4, 5};
+    struct p2pt_blocks k = {ls, sizeof(ls[0]), map, ROWS};
+    p2pt_copy_desc d[LAYERS * ROWS];
+    for (size_t i = 0; i < LAYERS * ROWS; i++)
+        d[i] = p2pt__block_piece(&k, i);
+    struct p2pt_batch_desc from_blocks[4], from_descs[4];
+    struct p2pt_batch_cursor a = {0}, b = {0};
+    for (;;) {
+        uint64_t ta = 0, tb = 0;
+        size_t na = p2pt__batch_fill(NULL, &k, LAYERS * ROWS, &a, from_blocks, 4, &ta);
+        size_t nb = p2pt__batch_fill(d, NULL, LAYERS * ROWS, &b, from_descs, 4, &tb);
+        cr_assert_eq(na, nb);
+        cr_assert_eq(ta, tb);
+        cr_assert_eq(a.next, b.next);
+        if (na == 0)
+            break;
+        cr_assert_eq(memcmp(from_blocks, from_descs, na * sizeof(from_blocks[0])), 0);
+    }
+    cr_assert_eq((uintptr_t)d[1].dst, 0x100000u + 1 * 4096);
+    cr_assert_eq((uintptr_t)d[1].src, 0x900000u + 3 * 4096);
+    cr_assert_null(d[ROWS].dst, "a layer of 0-byte blocks has no addresses");
+    cr_assert_eq(d[2 * ROWS + 4].bytes, 48);
+    cr_assert_eq((uintptr_t)d[2 * ROWS + 4].dst, 0x120000u + 5 * 48);
 }
