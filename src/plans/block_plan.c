@@ -28,11 +28,6 @@ struct layers_facts {
     bool disjoint;              /* no layer's dst meets another's dst or any src */
 };
 
-static const p2pt_block_layer *layer_at(const p2pt_block_layer *layers, size_t stride, size_t i)
-{
-    return (const p2pt_block_layer *)(const void *)((const char *)layers + i * stride);
-}
-
 static bool meet(struct span a, struct span b)
 {
     return a.lo < b.hi && b.lo < a.hi;
@@ -72,7 +67,7 @@ static p2pt_status check_layers(const char *fn, const p2pt_block_layer *layers, 
     f->disjoint = n <= PAIRWISE_LAYERS_MAX;
     struct span dst[PAIRWISE_LAYERS_MAX], src[PAIRWISE_LAYERS_MAX], d, s;
     for (size_t l = 0; l < n; l++) {
-        const p2pt_block_layer *L = layer_at(layers, f->stride, l);
+        const p2pt_block_layer *L = p2pt__layer_record(layers, f->stride, l);
         if (L->size != f->stride)
             return p2pt__fail(P2PT_INVALID_ARGUMENT,
                               "%s: layer %zu: size %zu, layer 0's is %zu: every layer record is "
@@ -266,7 +261,7 @@ p2pt_status p2pt__block_plan(const char *fn, const p2pt_block_layer *layers, siz
     if (f.disjoint)
         P2PT_TRY(check_repeats(fn, mapping, pairs, f.min_dst));
     for (size_t l = 0; l < n_layers; l++) {
-        const uint64_t bb = layer_at(layers, f.stride, l)->block_bytes;
+        const uint64_t bb = p2pt__layer_record(layers, f.stride, l)->block_bytes;
         uint64_t layer_bytes;
         if (bb != 0)
             out->pieces += pairs;

@@ -21,10 +21,17 @@ struct p2pt_blocks {
     size_t rows;
 };
 
+/* Record l of the caller's `layers`, `stride` bytes apart (their size). */
+static inline const p2pt_block_layer *p2pt__layer_record(const p2pt_block_layer *layers,
+                                                         size_t stride, size_t l)
+{
+    return (const p2pt_block_layer *)(const void *)((const char *)layers + l * stride);
+}
+
 /* Layer l of `k`. */
 static inline const p2pt_block_layer *p2pt__block_layer_at(const struct p2pt_blocks *k, size_t l)
 {
-    return (const p2pt_block_layer *)(const void *)((const char *)k->layers + l * k->stride);
+    return p2pt__layer_record(k->layers, k->stride, l);
 }
 
 /* Piece i of `k`: a layer of 0-byte blocks gives zero-byte pieces with
