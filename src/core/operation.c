@@ -234,18 +234,23 @@ static p2pt_status batch_describe(struct p2pt_handle *h, struct p2pt_op *op,
     return P2PT_SUCCESS;
 }
 
+/* Batch `b` through engine `t`: its batch step, else a copy per piece. */
+static p2pt_status to_engine(struct p2pt_handle *h, struct p2pt_batch *b,
+                             const struct p2pt_transport *t)
+{
+    return t->copy_batch == NULL ? each_piece(h, b, NULL) : t->copy_batch(h, b);
+}
+
 static p2pt_status batch_dispatch(struct p2pt_handle *h, struct p2pt_op *op, struct op_state *s)
 {
-    p2pt_status st = P2PT_SUCCESS;
     struct p2pt_batch *b = &op->batch;
-    if (s->t->copy_batch == NULL) {
-        st = each_piece(h, b, NULL);
-    } else if ((st = s->t->copy_batch(h, b)) == P2PT__ROUTE_AGAIN) {
+    p2pt_status st = to_engine(h, b, s->t);
+    if (st == P2PT__ROUTE_AGAIN) {
         /* The engine's pass found the mean outside the policy's guess and
          * enqueued nothing: route on the sums it found, then run the
          * batch through the engine they choose (no guess left to fail). */
         if ((st = batch_route(h, op, s)) == P2PT_SUCCESS && !s->nothing)
-            st = s->t->copy_batch == NULL ? each_piece(h, b, NULL) : s->t->copy_batch(h, b);
+            st = to_engine(h, b, s->t);
     }
     if (st != P2PT_SUCCESS) {
         s->refused = b->refused;
