@@ -322,7 +322,7 @@ def test_a_device_mappings_pieces_are_layer_major_with_null_addresses_for_bad_id
     src = [torch.zeros(4, 8), torch.zeros(4, 8)]
     dst = [torch.zeros(6, 8), torch.zeros(3, 8)]
     m = torch.tensor([[1, 2], [3, 5], [-1, 0], [0, 0]])
-    d = pt._checked_pieces(src, dst, m, [32, 32], torch.device("cpu"))
+    d = pt._checked_pieces(src, dst, m, torch.device("cpu"))
     s0, s1, d0, d1 = (t.data_ptr() for t in (src[0], src[1], dst[0], dst[1]))
     assert d.tolist() == [
         [d0 + 64, s0 + 32, 32], [d0 + 160, s0 + 96, 32], [0, 0, 32], [d0, s0, 32],

@@ -310,6 +310,6 @@ def _check_overlaps(descs, n):
                          f"not be both a source and a destination")
 
 
-def _checked_pieces(src, dst, mapping, sizes, device):
-    """_Layout.checked_pieces for these layers (sizes: their block bytes)."""
+def _checked_pieces(src, dst, mapping, device):
+    """_Layout.checked_pieces for these layers."""
     return _Layout(src, dst).checked_pieces(mapping, device)
