@@ -236,11 +236,13 @@ class Matmul:
         return alone, m0.elapsed_time(m1) / self.count, c0.elapsed_time(c1) / reps
 
 
-def host_overhead(c, runs=61):
+def host_overhead(c, runs=61, burst=8):
     """Host microseconds per call, median: the C library's enqueue of the
     offload (p2pt_copy_blocks_async with the same layers and mapping: what
-    swap_blocks calls) and a whole swap_blocks with the CPU mapping, each
-    after a synchronize so that neither waits on the other's copies."""
+    swap_blocks calls) and a whole swap_blocks with the CPU mapping. Twice:
+    each call right after a synchronize (the GPU idle, as at the start of a
+    server step), and back to back, in bursts of `burst` calls while the GPU
+    runs the earlier ones (as beside a model's work)."""
     h = pt.handle()
     n, layers = c.out_map.shape[0], len(c.gl)
     bb = c.gl[0].stride(0) * c.gl[0].element_size()
@@ -252,15 +254,23 @@ def host_overhead(c, runs=61):
     b = c.a.sm_budget
     calls = (lambda: h.copy_blocks_at(ctypes.addressof(recs), layers, ids.data_ptr(), n, stream),
              lambda: pt.swap_blocks(c.gl, c.pl, c.out_map, sm_budget=b))
-    times = ([], [])
+    synced, busy = ([], []), ([], [])
     for _ in range(runs):
-        for fn, t in zip(calls, times):
+        for fn, t in zip(calls, synced):
             torch.cuda.synchronize()
             t0 = time.perf_counter()
             fn()
             t.append((time.perf_counter() - t0) * 1e6)
+    for _ in range(runs // burst):
+        for fn, t in zip(calls, busy):
+            torch.cuda.synchronize()
+            fn()  # the GPU is busy from here on
+            for _ in range(burst):
+                t0 = time.perf_counter()
+                fn()
+                t.append((time.perf_counter() - t0) * 1e6)
     torch.cuda.synchronize()
-    return n * layers, statistics.median(times[0]), statistics.median(times[1])
+    return n * layers, [tuple(statistics.median(x) for x in t) for t in (synced, busy)]
 
 
 def main():
@@ -329,10 +339,11 @@ def main():
         if label.startswith("swap_blocks"):
             print(f"kv_offload: {label} / contiguous copy_: offload {r_off / ref[0]:.2f}, "
                   f"restore {r_res / ref[1]:.2f}")
-    pieces, c_us, swap_us = host_overhead(c)
-    print(f"kv_offload: host time a call, CPU mapping, {pieces} pieces (median): the C "
-          f"enqueue (p2pt_copy_blocks_async) {c_us:.0f} us, swap_blocks {swap_us:.0f} us: "
-          f"{swap_us - c_us:.0f} us of Python")
+    pieces, states = host_overhead(c)
+    for state, (c_us, swap_us) in zip(("after a synchronize", "back to back"), states):
+        print(f"kv_offload: host time a call, CPU mapping, {pieces} pieces (median), {state}: "
+              f"the C enqueue (p2pt_copy_blocks_async) {c_us:.0f} us, swap_blocks "
+              f"{swap_us:.0f} us: {swap_us - c_us:.0f} us of Python")
     print(f"kv_offload: {'every byte checked: right' if not bad else f'{bad} methods WRONG'}")
     return 0 if not bad else 1
 

@@ -67,7 +67,7 @@ from ._host import _held, _warned  # noqa: F401
 from ._ops import batch_status, check_status, row_descriptors
 from ._swap_layout import _checked_pieces, _data_ptr, _layout, _layouts  # noqa: F401
 from ._swap_layout import _mapping_check  # noqa: F401
-from ._swap_blocks import LINK_CTAS, _done, _swap  # noqa: F401
+from ._swap_blocks import LINK_CTAS, _done, _swap, _swap_host  # noqa: F401
 
 __all__ = ["handle", "prepare", "copy_", "copy_batch_", "copy_rows_", "copy_batch_device_",
            "swap_blocks", "row_descriptors", "register_window", "batch_status", "check_status",
@@ -167,17 +167,10 @@ def swap_blocks(src, dst, block_mapping, *, stream=None, handle=None, sm_budget=
     library's link lines give (8 and 3 on the H100 and the H200).
     """
     hid = _hid(handle, sm_budget)
-    (srcs, plain_src), (dsts, plain_dst) = _layers(src, "src"), _layers(dst, "dst")
     with _stream(stream):
-        if plain_src and plain_dst and _plain_eager(dsts, block_mapping):
-            # The versions go up just before the launch where there is one
-            # (host steps after it are slow), else after the swap's body.
-            bumped = []
-            st = _swap(srcs, dsts, block_mapping, hid, lambda: bumped.append(_mutated(dsts)))
-            if not bumped:
-                _mutated(dsts)
-        else:
-            st = torch.ops.p2pt.swap_blocks(srcs, dsts, block_mapping, hid)
+        st = _again(src, dst, block_mapping, hid)
+        if st is None:
+            st = _swap_any(src, dst, block_mapping, hid)
         if check:
             if torch.compiler.is_compiling():
                 raise RuntimeError("p2pt.torch.swap_blocks: check=True reads the status on the "
@@ -187,9 +180,53 @@ def swap_blocks(src, dst, block_mapping, *, stream=None, handle=None, sm_budget=
     return st
 
 
+def _again(src, dst, mapping, hid):
+    """The common call, with the fewest host steps: layers swapped before
+    (their _Layout is found by their ids, still serves them, and is
+    .direct), a CPU mapping, an eager call that nothing must see (as
+    _plain_eager). None where any of that does not hold: _swap_any then
+    takes the call, with every check. A server swaps the same layers at
+    every step, and each host step here costs several times more right
+    after a synchronize (bench/results/offload.md, "PyTorch")."""
+    lay = _layouts.get((_ids(src), _ids(dst)))
+    if lay is None or not lay.direct or type(mapping) is not _Tensor or mapping.is_cuda or \
+            mapping.dtype != _int64 or mapping.dim() != 2 or mapping.shape[1] != 2:
+        return None
+    srcs = src if type(src) is list else [src]
+    dsts = dst if type(dst) is list else [dst]
+    if not lay.serves(srcs, dsts) or not _plain_eager(dsts, mapping):
+        return None
+    return _swap_host(lay, srcs, dsts, mapping, hid, lambda: _mutated(dsts))
+
+
+def _ids(x):
+    """The ids _layout keys x's layers by: a list's tensors, or a lone
+    plain tensor's (anything else: () and no layout, so _swap_any takes it)."""
+    if type(x) is list:
+        return tuple(map(id, x))
+    return (id(x),) if type(x) is _Tensor else ()
+
+
+def _swap_any(src, dst, block_mapping, hid):
+    """swap_blocks for any arguments: the body directly where nothing
+    must see the operation (_plain_eager), else through the dispatcher."""
+    (srcs, plain_src), (dsts, plain_dst) = _layers(src, "src"), _layers(dst, "dst")
+    if plain_src and plain_dst and _plain_eager(dsts, block_mapping):
+        # The versions go up just before the launch where there is one
+        # (host steps after it are slow), else after the swap's body.
+        bumped = []
+        st = _swap(srcs, dsts, block_mapping, hid, lambda: bumped.append(_mutated(dsts)))
+        if not bumped:
+            _mutated(dsts)
+        return st
+    return torch.ops.p2pt.swap_blocks(srcs, dsts, block_mapping, hid)
+
+
 _Tensor = torch.Tensor
 _PLAIN = {_Tensor}
 _requires_grad = operator.attrgetter("requires_grad")
+_grad_on = torch.is_grad_enabled
+_int64 = torch.int64
 _is_fn_mode = getattr(torch._C, "_is_torch_function_mode_enabled", None)
 _dispatch_depth = getattr(torch._C, "_len_torch_dispatch_stack", None)
 _tracing = getattr(torch._C, "_get_tracing_state", None)
@@ -208,8 +245,9 @@ def _plain_eager(dsts, mapping):
     if not EAGER_DIRECT or torch.compiler.is_compiling() or _is_fn_mode() or \
             _dispatch_depth() or _tracing() is not None or _functorch() is not None:
         return False
-    # One pass in C, not a Python loop per layer.
-    return type(mapping) is _Tensor and not any(map(_requires_grad, dsts))
+    # Without grad mode the operation would not look at requires_grad
+    # either; with it, one pass in C, not a Python loop per layer.
+    return type(mapping) is _Tensor and not (_grad_on() and any(map(_requires_grad, dsts)))
 
 
 def _mutated(dsts):

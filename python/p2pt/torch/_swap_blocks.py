@@ -59,36 +59,50 @@ def _swap(src, dst, block_mapping, hid, bump=None):
         _swap_check(src, dst)  # raises, naming both lengths
     _mapping_check(block_mapping)
     lay = _layout(src, dst)
-    n, layers = block_mapping.shape[0], lay.layers
-    pieces = n * layers
-    if block_mapping.is_cuda and not lay.slow:
-        return _swap_on_gpu(lay, src, dst, block_mapping, hid, bump)
-    mapping = block_mapping.cpu()  # a sync only in the slow path: a GPU mapping, a pageable side
+    if not lay.slow:
+        if block_mapping.is_cuda:
+            return _swap_on_gpu(lay, src, dst, block_mapping, hid, bump)
+        return _swap_host(lay, src, dst, block_mapping, hid, bump)
+    n = block_mapping.shape[0]
+    pieces = n * lay.layers
+    mapping = block_mapping.cpu()  # a sync where the mapping is on the GPU
     if pieces == 0:
         return _no_pieces(block_mapping.device)
     st = _done(pieces, block_mapping.device)
     if bump is not None:
         bump()
-    if not lay.slow:
-        # One call: the C library checks the ids and builds the pieces. What
-        # it refuses, the checks here explain (a ValueError naming the row)
-        # where the mapping is at fault. Everything else is done before it:
-        # right after a launch across the host link, host steps are slow.
-        mapping = mapping.contiguous()
-        h = _get(hid)
-        device = _device()
-        _ready(h, device)
-        stream = _cur(device)
-        try:
-            h.copy_blocks_at(lay.c_layers_at, lay.layers, mapping.data_ptr(), n, stream)
-        except Error as e:
-            if e.status == Status.INVALID_ARGUMENT:
-                _host_checks(lay, mapping, n)
-            raise
-        lay.hold_pinned(src, dst, (device, stream))
-        return st
     _host_checks(lay, mapping, n)
     _swap_by_torch(src, dst, mapping, lay.sizes)
+    return st
+
+
+def _swap_host(lay, src, dst, mapping, hid, bump=None):
+    """A CPU mapping of layers in GPU or pinned memory: one
+    p2pt_copy_blocks_async call, in which the C library checks the ids and
+    builds the pieces. What it refuses, the checks here explain (a
+    ValueError naming the row) where the mapping is at fault. Everything
+    else is done before it: right after a launch across the host link,
+    host steps are slow."""
+    n = mapping.shape[0]
+    pieces = n * lay.layers
+    if pieces == 0:
+        return _no_pieces(mapping.device)
+    st = _done(pieces, mapping.device)
+    if bump is not None:
+        bump()
+    if not mapping.is_contiguous():
+        mapping = mapping.contiguous()
+    h = _get(hid)
+    device = _device()
+    _ready(h, device)
+    stream = _cur(device)
+    try:
+        h.copy_blocks_at(lay.c_layers_at, lay.layers, mapping.data_ptr(), n, stream)
+    except Error as e:
+        if e.status == Status.INVALID_ARGUMENT:
+            _host_checks(lay, mapping, n)
+        raise
+    lay.hold_pinned((device, stream))
     return st
 
 
@@ -155,7 +169,7 @@ def _swap_on_gpu(lay, src, dst, mapping, hid, bump=None):
     if bump is not None:
         bump()
     st = _device_batch(h, descs, count, pieces, device)
-    lay.hold_pinned(src, dst)
+    lay.hold_pinned()
     return st
 
 

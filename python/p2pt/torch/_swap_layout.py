@@ -139,6 +139,11 @@ class _Layout:
                     self.storages.append((side, i, base, st.nbytes(),
                                           not t.is_cuda and t.is_pinned()))
         self.pinned = [(side, i) for side, i, _, n, pin in self.storages if pin and n]
+        # _again's fast path takes the layers this layout serves: plain
+        # tensors (no subclass whose torch function must see the swap) that
+        # no stream is kept from (no pageable side).
+        self.direct = not self.slow and all(type(t) is torch.Tensor
+                                            for t in itertools.chain(src, dst))
         # Every piece crosses the host link: one side all GPU memory, the
         # other all pinned host memory.
         kinds = [{t.is_cuda for t in src}, {t.is_cuda for t in dst}]
@@ -148,9 +153,14 @@ class _Layout:
         # False once any of the tensors is gone: its id may then name
         # another tensor, which must not find this layout.
         alive = self.alive = [True]
+        # The pinned storages, taken once (a call hands them to _held): let
+        # go with the first tensor that goes, as the layout is then unused.
+        held = self.held = [tuple((src, dst)[side][i].untyped_storage()
+                                  for side, i in self.pinned)]
 
-        def gone(_ref, alive=alive):
+        def gone(_ref, alive=alive, held=held):
             alive[0] = False
+            held[0] = ()
 
         self.refs = [weakref.ref(t, gone) for t in itertools.chain(src, dst)]
         self.meta = {}  # device index -> (bases and block bytes, limits) on that GPU
@@ -237,11 +247,12 @@ class _Layout:
                 t = (src, dst)[side][i]
                 h.window(device, base, nbytes, t.untyped_storage())
 
-    def hold_pinned(self, src, dst, where=None):
-        """_hold_pinned for the pinned storages, known already."""
-        if self.pinned:
-            _held.hold([(src, dst)[side][i].untyped_storage() for side, i in self.pinned],
-                       where)
+    def hold_pinned(self, where=None):
+        """_hold_pinned for the pinned storages, known already (the tuple
+        itself: a tensor that goes later takes it from the layout, not
+        from _held)."""
+        if self.held[0]:
+            _held.hold(self.held[0], where)
 
 
 _data_ptr = torch.Tensor.data_ptr

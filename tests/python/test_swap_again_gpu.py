@@ -1,0 +1,162 @@
+# SPDX-License-Identifier: Apache-2.0
+"""p2pt.torch.swap_blocks' short path (_again) on a GPU with pinned host
+memory: the same layers swapped again with a CPU mapping skip the general
+path, land every byte, bump every dst version and hold the pinned pool;
+whatever the short path cannot vouch for goes the general way: a layer
+moved by set_, a dst that autograd follows, a mapping of another dtype.
+Skips without a GPU."""
+import pytest
+
+torch = pytest.importorskip("torch")
+import p2pt  # noqa: E402
+import p2pt.torch as pt  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
+                                reason="PyTorch sees no CUDA device")
+
+POISON = 0xA5
+LAYERS, GPU_BLOCKS, HOST_BLOCKS = 4, 32, 48
+BLOCK = (8, 8, 64)  # bf16: 8 KiB a block
+
+
+@pytest.fixture
+def h():
+    with p2pt.Handle(transport="auto") as handle:
+        yield handle
+
+
+@pytest.fixture
+def general(monkeypatch):
+    """The calls that took the general path (_swap_any), in order."""
+    calls = []
+    real = pt._swap_any
+
+    def counted(*args):
+        calls.append(args)
+        return real(*args)
+    monkeypatch.setattr(pt, "_swap_any", counted)
+    return calls
+
+
+def gpu_layers():
+    return [torch.randn(GPU_BLOCKS, *BLOCK, device="cuda").to(torch.bfloat16)
+            for _ in range(LAYERS)]
+
+
+def pinned(blocks=HOST_BLOCKS):
+    t = torch.empty(LAYERS, blocks, *BLOCK, dtype=torch.bfloat16, pin_memory=True)
+    t.view(torch.uint8).fill_(POISON)
+    return t
+
+
+def mapping(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.stack([torch.randperm(GPU_BLOCKS, generator=g)[:n],
+                        torch.randperm(HOST_BLOCKS, generator=g)[:n]], 1)
+
+
+def landed(src, dst, m):
+    torch.cuda.synchronize()
+    return all(torch.equal(d[m[:, 1]].cpu(), s[m[:, 0]].cpu()) for s, d in zip(src, dst))
+
+
+def test_the_same_layers_again_take_the_short_path_with_every_effect(h, general):
+    src, pool = gpu_layers(), pinned()
+    dst = list(pool.unbind(0))
+    pt.swap_blocks(src, dst, mapping(8, 1), handle=h)
+    assert len(general) == 1
+    for seed in (2, 3):
+        m = mapping(8, seed)
+        versions = [d._version for d in dst]
+        before = pool.clone()
+        pt.swap_blocks(src, dst, m, handle=h)
+        held = {s.data_ptr() for s in pt._held.pending_storages()}
+        assert landed(src, dst, m)
+        untouched = torch.ones(HOST_BLOCKS, dtype=torch.bool)
+        untouched[m[:, 1]] = False
+        assert torch.equal(pool[:, untouched], before[:, untouched])
+        assert all(d._version > v for d, v in zip(dst, versions))
+        assert pool.data_ptr() in held
+    assert len(general) == 1, "a swap of the same layers went the general way"
+    # A mapping that is a non-contiguous view, and a lone tensor as one layer.
+    m = mapping(8, 4)
+    view = torch.stack([m[:, 0], m[:, 1]], 0).t()
+    pt.swap_blocks(src, dst, view, handle=h)
+    assert landed(src, dst, m)
+    pt.swap_blocks(src[0], dst[0], m, handle=h)
+    pt.swap_blocks(src[0], dst[0], mapping(8, 5), handle=h)
+    assert landed(src[:1], dst[:1], mapping(8, 5))
+    assert len(general) == 2
+    pt._held.drain(wait=True)
+
+
+def test_a_layer_moved_by_set_is_checked_afresh_and_written_where_it_is(h, general):
+    src = gpu_layers()
+    dst = [t.clone().pin_memory() for t in pinned().unbind(0)]  # a storage each
+    pt.swap_blocks(src, dst, mapping(8, 1), handle=h)
+    left = torch.empty(0, dtype=torch.bfloat16).set_(dst[1].untyped_storage(), 0, dst[1].shape,
+                                                      dst[1].stride())
+    kept = left.clone()
+    other = pinned()
+    dst[1].set_(other.untyped_storage(), other[1].storage_offset(), dst[1].shape,
+                dst[1].stride())
+    m = mapping(8, 2)
+    pt.swap_blocks(src, dst, m, handle=h)
+    assert len(general) == 2, "the moved layer was not checked again"
+    assert landed(src, dst, m)
+    assert torch.equal(other[1][m[:, 1]].cpu(), src[1][m[:, 0]].cpu())
+    assert torch.equal(left, kept), "the storage the layer left was written"
+    # Moved to a narrower pool: ids past it are refused, nothing written.
+    small = pinned(blocks=4)
+    dst[2].set_(small.untyped_storage(), small[2].storage_offset(), (4, *BLOCK),
+                dst[2].stride())
+    with pytest.raises(ValueError, match="dst block ids must be in"):
+        pt.swap_blocks(src, dst, torch.tensor([[0, 5]]), handle=h)
+    torch.cuda.synchronize()
+    assert (small.view(torch.uint8) == POISON).all()
+
+
+def test_a_dst_that_autograd_follows_goes_through_the_operation(h, general):
+    """In grad mode a dst that requires grad goes through the dispatcher, as
+    on the first call; under no_grad the short path takes it (the operation
+    would not look at requires_grad either)."""
+    pool = pinned()
+    pool.copy_(torch.randn(pool.shape))
+    src = list(pool.unbind(0))
+    dst = [torch.zeros(GPU_BLOCKS, *BLOCK, dtype=torch.bfloat16, device="cuda")
+           for _ in range(LAYERS)]
+    m = mapping(8, 1).flip(1)
+    pt.swap_blocks(src, dst, m, handle=h)
+    pt.swap_blocks(src, dst, m, handle=h)
+    assert len(general) == 1
+    dst[3].requires_grad_()
+    pt.swap_blocks(src, dst, m, handle=h)
+    assert len(general) == 2
+    with torch.no_grad():
+        pt.swap_blocks(src, dst, m, handle=h)
+    assert len(general) == 2
+    assert landed(src, [d.detach() for d in dst], m)
+
+
+def test_a_mapping_the_short_path_cannot_take_gets_the_general_checks(h, general):
+    src, pool = gpu_layers(), pinned()
+    dst = list(pool.unbind(0))
+    pt.swap_blocks(src, dst, mapping(8, 1), handle=h)
+    with pytest.raises(ValueError, match="block_mapping must be an int64 tensor of shape"):
+        pt.swap_blocks(src, dst, mapping(8, 2).to(torch.int32), handle=h)
+    with pytest.raises(ValueError, match="block_mapping must be an int64 tensor of shape"):
+        pt.swap_blocks(src, dst, mapping(8, 2)[:, :1], handle=h)
+    with pytest.raises(ValueError, match=r"block_mapping\[0, 1\] = 48: dst block ids"):
+        pt.swap_blocks(src, dst, torch.tensor([[0, HOST_BLOCKS]]), handle=h)
+    assert len(general) == 3
+
+
+def test_the_layout_lets_its_pinned_storages_go_with_its_tensors(h):
+    src, pool = gpu_layers(), pinned()
+    dst = list(pool.unbind(0))
+    pt.swap_blocks(src, dst, mapping(8, 1), handle=h)
+    lay = pt._layout(src, dst)
+    assert [s.data_ptr() for s in lay.held[0]] == [pool.untyped_storage().data_ptr()]
+    del dst
+    assert lay.held[0] == () and not lay.alive[0]
+    torch.cuda.synchronize()
