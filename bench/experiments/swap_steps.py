@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Host time of p2pt.torch.swap_blocks step by step (CPU mapping, the
-shapes of examples/kv_offload.py: 32 layers, 16 KiB blocks, 256 blocks),
+"""Host time of p2pt.torch.swap_blocks step by step (CPU mapping: the
+steps of its short path, _again, for layers swapped before; the shapes
+of examples/kv_offload.py: 32 layers, 16 KiB blocks, 256 blocks),
 then the C call alone and followed by other CUDA calls, after a
 synchronize and without. Run from the repository root on a GPU machine:
 
@@ -32,13 +33,13 @@ def timed(name, fn, runs=200, synced=False):
     print(f"{'synced ' if synced else ''}{name:24s} {statistics.median(ts) / 1000:8.1f} us")
 
 
-timed("_layers x2", lambda: (pt._layers(gl, "src"), pt._layers(pl, "dst")))
+# The steps of the short path (_again) that swap_blocks takes here.
+timed("layout by ids", lambda: pt._layouts.get((pt._ids(gl), pt._ids(pl))))
+timed("layout serves", lambda: lay.serves(gl, pl))
 timed("_plain_eager", lambda: pt._plain_eager(pl, m))
-timed("_mapping_check", lambda: pt._mapping_check(m))
-timed("_layout", lambda: pt._layout(gl, pl))
-timed("hold_pinned", lambda: lay.hold_pinned(), 50)
 timed("_done", lambda: pt._done(n * L, m.device))
 timed("_mutated", lambda: pt._mutated(pl))
+timed("hold_pinned", lambda: lay.hold_pinned(), 50)
 for synced in (False, True):
     timed("C call", c_call, 21, synced)
     timed("C call, hold_pinned", lambda: (c_call(), lay.hold_pinned()), 21, synced)

@@ -188,6 +188,8 @@ def _again(src, dst, mapping, hid):
     takes the call, with every check. A server swaps the same layers at
     every step, and each host step here costs several times more right
     after a synchronize (bench/results/offload.md, "PyTorch")."""
+    if _compiling():
+        return None  # dynamo traces the operation (and cannot trace id())
     lay = _layouts.get((_ids(src), _ids(dst)))
     if lay is None or not lay.direct or type(mapping) is not _Tensor or mapping.is_cuda or \
             mapping.dtype != _int64 or mapping.dim() != 2 or mapping.shape[1] != 2:
@@ -226,6 +228,10 @@ _Tensor = torch.Tensor
 _PLAIN = {_Tensor}
 _requires_grad = operator.attrgetter("requires_grad")
 _grad_on = torch.is_grad_enabled
+_compiling = torch.compiler.is_compiling
+# torch.autograd.graph.increment_version without its wrapper, where the
+# build has the C entry (it takes a list, as the wrapper passes one).
+_bump = getattr(torch._C, "_increment_version", None) or torch.autograd.graph.increment_version
 _int64 = torch.int64
 _is_fn_mode = getattr(torch._C, "_is_torch_function_mode_enabled", None)
 _dispatch_depth = getattr(torch._C, "_len_torch_dispatch_stack", None)
@@ -254,13 +260,12 @@ def _mutated(dsts):
     """Bump the version counter of every dst, as the operation's in-place
     kernel does, so that autograd sees the write (inference tensors have
     no counter)."""
-    bump = torch.autograd.graph.increment_version
     try:
-        bump(dsts)
+        _bump(dsts)
     except (RuntimeError, TypeError, AttributeError):
         for t in dsts:
             if not t.is_inference():
-                bump(t)
+                torch.autograd.graph.increment_version(t)
 
 
 def _check_swap(st, n):

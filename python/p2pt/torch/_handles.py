@@ -84,7 +84,8 @@ def _hid(h, sm_budget=None):
 
 def _get(hid):
     if hid == 0:
-        return handle()
+        # Made once and never replaced: read without the lock once it is.
+        return _default if _default is not None else handle()
     if hid < 0:
         return _budget_handle(-1 - hid)
     h = _handle.lookup(hid)

@@ -34,6 +34,7 @@ def _swap_by_torch(srcs, dsts, mapping, sizes):
         _blocks_view(d, bb).index_copy_(0, mapping[:, 1].to(d.device), picked.to(d.device))
 
 
+_CPU = torch.device("cpu")
 _done_records = {}  # pieces -> the CPU record of a batch that copied them all
 
 
@@ -86,8 +87,8 @@ def _swap_host(lay, src, dst, mapping, hid, bump=None):
     n = mapping.shape[0]
     pieces = n * lay.layers
     if pieces == 0:
-        return _no_pieces(mapping.device)
-    st = _done(pieces, mapping.device)
+        return _no_pieces(_CPU)
+    st = _done(pieces, _CPU)
     if bump is not None:
         bump()
     if not mapping.is_contiguous():
