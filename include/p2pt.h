@@ -376,6 +376,46 @@ P2PT_API p2pt_status p2pt_copy_batch_device_async(p2pt_handle *h, const p2pt_cop
                                                   const uint32_t *count, uint32_t max_count,
                                                   void *workspace, void *stream);
 
+/* Bytes of GPU memory p2pt_copy_blocks_device_async needs as its workspace
+ * for n_layers x pairs pieces: the status record at its start, then what
+ * the call builds there (the count and one descriptor a piece). SIZE_MAX
+ * when that does not fit in size_t. */
+P2PT_API size_t p2pt_blocks_workspace_bytes(size_t n_layers, uint32_t pairs);
+
+/*
+ * Blocks moved by a mapping that lives in GPU memory: p2pt_copy_blocks_async's
+ * pieces (piece l * pairs + r: block s of layer l's src to block d of its
+ * dst, for row r = (s, d) of `mapping`), run as ONE device batch
+ * (p2pt_copy_batch_device_async's contract) whose descriptors the library
+ * writes on the stream, so the host never reads the mapping.
+ *   layers:    host array of n_layers records, read at stride layers[0].size
+ *              before the call returns; checked as p2pt_copy_blocks_async
+ *              checks them (the same messages), and block_bytes from 1 to
+ *              4 GiB - 1. Layers may share bytes: nothing is compared.
+ *   mapping:   GPU memory, `pairs` rows of (src block, dst block) int64,
+ *              8-byte aligned, read when the batch runs: earlier work on
+ *              `stream` may write it, and a captured graph reads the rows
+ *              of the moment at every replay.
+ *   workspace: GPU memory of at least p2pt_blocks_workspace_bytes(n_layers,
+ *              pairs) bytes, 16-byte aligned, that no other batch uses until
+ *              this one is done; the p2pt_batch_status at its start is
+ *              written whole (its reserved words 0) once the batch has run.
+ * Ids are checked when the batch runs: an id outside [0, blocks) of its
+ * layer (either side) makes its piece skipped, counted, and named in the
+ * status record (first_bad = l * pairs + r, P2PT_BATCH_SKIPPED_WINDOW);
+ * nothing outside dst is ever written. Every layer's blocks must lie in
+ * windows registered for the stream's device (p2pt_window_register); a
+ * piece outside them is skipped and counted the same way. As in vLLM, a
+ * destination block listed twice is not looked for: it gets either source.
+ * pairs and n_layers from 1, n_layers x pairs at most
+ * properties.device_batch_max (status 4 naming both). Only kernel
+ * transports: with "ce" this is status 6; P2P_TRANSPORT_SM_BUDGET as for
+ * device batches. Thread-safe; capturable after p2pt_prepare.
+ */
+P2PT_API p2pt_status p2pt_copy_blocks_device_async(p2pt_handle *h, const p2pt_block_layer *layers,
+                                                   size_t n_layers, const int64_t *mapping,
+                                                   uint32_t pairs, void *workspace, void *stream);
+
 /* ------------------------------------------------------------- choices */
 
 /*

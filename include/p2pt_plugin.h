@@ -112,6 +112,14 @@ typedef struct p2pt_plugin_v1 {
     p2pt_status (*explain_blocks)(void *ctx, const p2pt_block_layer *layers, size_t n_layers,
                                   const int64_t *mapping, size_t pairs, void *stream,
                                   p2pt_choice *choice);
+    /* Blocks moved by a mapping in GPU memory, as a device batch
+     * (p2pt_copy_blocks_device_async; status 6 on "ce") and its workspace
+     * size; check struct_size > offsetof(p2pt_plugin_v1_t,
+     * copy_blocks_device_async). Thread-safe. */
+    p2pt_status (*copy_blocks_device_async)(void *ctx, const p2pt_block_layer *layers,
+                                            size_t n_layers, const int64_t *mapping,
+                                            uint32_t pairs, void *workspace, void *stream);
+    size_t (*blocks_workspace_bytes)(size_t n_layers, uint32_t pairs);
     /* ---- append below ---- */
 } p2pt_plugin_v1_t;
 

@@ -44,6 +44,10 @@
  *                           kernel and a refused one is skipped (not one of
  *                           its bytes is touched). CTA 0 writes the status
  *                           record; CTAs 1.. copy.
+ *   p2pt_batch_expand       blocks moved by a mapping in GPU memory: the
+ *                           mapping's rows and the layers become a device
+ *                           batch's count and descriptors in its workspace,
+ *                           for p2pt_batch_copy_dev launched behind it.
  *
  * Programmatic dependent launch as in tma_copy.cu: every CTA lets the
  * stream's next grid launch at once, and touches no global memory before
@@ -649,4 +653,46 @@ p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
     __syncthreads(); /* every warp's last tile */
     TRACE(3);
 #endif
+}
+
+/* The pieces of blocks moved by a mapping in GPU memory
+ * (p2pt_copy_blocks_device_async), written where the device batch launched
+ * behind this kernel reads them: piece i of this launch (row i % pairs of
+ * layer i / pairs) is descriptor first_layer * pairs + i of the workspace.
+ * An id outside its layer makes a piece of NULL addresses, which the batch
+ * skips as outside every window and reports by its index, so the ids need
+ * no check of their own and nothing outside a layer is ever written.
+ * Earlier work on the stream writes the mapping and may still read the
+ * workspace: nothing is touched before the wait. Layer-major order: the
+ * threads of a warp read consecutive rows and write consecutive
+ * descriptors. */
+extern "C" __global__ void __launch_bounds__(P2PT_EXPAND_THREADS)
+p2pt_batch_expand(const __grid_constant__ struct p2pt_expand_params p)
+{
+    pdl_launch_dependents();
+    pdl_wait();
+    struct p2pt_blocks_ws_head *head = (struct p2pt_blocks_ws_head *)p.workspace;
+    if (p.first_layer == 0 && blockIdx.x == 0) {
+        /* Every word of the head defined: the status record's reserved
+         * words stay 0, the batch writes the rest. */
+        unsigned int *w = (unsigned int *)head;
+        const u32 words = sizeof(struct p2pt_blocks_ws_head) / 4;
+        const u32 at_count = (u32)(&head->count - w);
+        if (threadIdx.x < words)
+            w[threadIdx.x] = threadIdx.x == at_count ? p.pieces : 0u;
+    }
+    desc_t *out = (desc_t *)(head + 1) + (u64)p.first_layer * p.pairs;
+    const long long *map = (const long long *)p.mapping;
+    const u64 n = (u64)p.n_layers * p.pairs, step = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        const u32 l = (u32)(i / p.pairs), r = (u32)(i - (u64)l * p.pairs);
+        const long long s = map[2 * (u64)r], d = map[2 * (u64)r + 1];
+        const struct p2pt_expand_layer &L = p.layer[l];
+        const bool in = s >= 0 && (u64)s < L.src_blocks && d >= 0 && (u64)d < L.dst_blocks;
+        desc_t o;
+        o.dst = in ? L.dst + (u64)d * L.bytes : 0ull;
+        o.src = in ? L.src + (u64)s * L.bytes : 0ull;
+        o.bytes = L.bytes;
+        out[i] = o;
+    }
 }

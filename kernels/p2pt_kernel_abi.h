@@ -192,6 +192,46 @@ struct p2pt_batch_ws_head {
     unsigned int reserved[8];
 };
 
+/*
+ * Blocks moved by a mapping in GPU memory (p2pt_copy_blocks_device_async):
+ * the expand kernel (p2pt_batch_expand in batch_copy.cu) turns the mapping
+ * and the layers into a device batch's count and descriptors inside the
+ * caller's workspace, which the device batch kernel then reads as it reads
+ * a caller's. The workspace: the device batch's head (the status record),
+ * the count, then one descriptor a piece, 16-byte aligned.
+ */
+struct p2pt_blocks_ws_head {
+    struct p2pt_batch_ws_head batch;
+    unsigned int count; /* the pieces: every layer's rows */
+    unsigned int reserved[3];
+};
+
+/* Layers one expand launch carries in its parameters: 64 of 40 bytes keep
+ * them under 4 KiB, the parameter space every driver takes; more layers
+ * are more launches, each writing its layers' descriptors. */
+#define P2PT_EXPAND_LAYERS 64
+/* Threads per CTA of the expand kernel: one piece each per step. */
+#define P2PT_EXPAND_THREADS 256
+
+/* One layer as the expand kernel reads it (p2pt_block_layer's numbers). */
+struct p2pt_expand_layer {
+    unsigned long long dst, src, bytes, dst_blocks, src_blocks;
+};
+
+/* Piece i of a launch is row i % pairs of its layer i / pairs, and it is
+ * descriptor first_layer * pairs + i of the workspace. The launch with
+ * first_layer 0 also writes the count and zeroes the head, so that every
+ * word of the status record is defined once the batch has run. */
+struct p2pt_expand_params {
+    unsigned long long mapping;   /* pairs (src, dst) int64 rows in GPU memory */
+    unsigned long long workspace; /* a p2pt_blocks_ws_head, then the descriptors */
+    unsigned int pairs;
+    unsigned int first_layer; /* of the whole call, for layer[0] */
+    unsigned int n_layers;    /* in layer[] */
+    unsigned int pieces;      /* of the whole call: the count */
+    struct p2pt_expand_layer layer[P2PT_EXPAND_LAYERS];
+};
+
 #define P2PT_BATCH_SKIPPED_WINDOW 1u    /* dst or src range outside every window */
 #define P2PT_BATCH_SKIPPED_OVER_MAX 2u  /* index at or past max_count */
 #define P2PT_BATCH_SKIPPED_OVERLAP 4u   /* dst and src ranges share bytes */

@@ -300,7 +300,8 @@ Test(router, device_batches_route_by_capability_under_every_policy)
         p2pt_handle *h = cpu_handle(policies[i], NULL);
         const struct p2pt_transport *t = NULL;
         char why[256] = "";
-        p2pt_status st = p2pt__route_device_batch(h, &t, why, sizeof(why));
+        p2pt_status st = p2pt__route_device_batch(h, "p2pt_copy_batch_device_async", &t, why,
+                                                  sizeof(why));
         if (strcmp(policies[i], "ce") == 0) {
             cr_assert_eq(st, P2PT_NOT_SUPPORTED);
             cr_assert(strstr(p2pt_last_error(NULL), "cannot read descriptors from GPU memory"),

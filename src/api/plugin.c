@@ -93,6 +93,15 @@ static p2pt_status plugin_explain_blocks(void *ctx, const p2pt_block_layer *laye
     return p2pt_explain_blocks(ctx, layers, n_layers, mapping, pairs, stream, choice);
 }
 
+static p2pt_status plugin_copy_blocks_device_async(void *ctx, const p2pt_block_layer *layers,
+                                                   size_t n_layers, const int64_t *mapping,
+                                                   uint32_t pairs, void *workspace,
+                                                   void *stream)
+{
+    return p2pt_copy_blocks_device_async(ctx, layers, n_layers, mapping, pairs, workspace,
+                                         stream);
+}
+
 const p2pt_plugin_v1_t p2pt_plugin_v1 = {
     .abi_version = P2PT_PLUGIN_ABI_VERSION,
     .struct_size = sizeof(p2pt_plugin_v1_t),
@@ -116,4 +125,6 @@ const p2pt_plugin_v1_t p2pt_plugin_v1 = {
     .explain_batch = plugin_explain_batch,
     .copy_blocks_async = plugin_copy_blocks_async,
     .explain_blocks = plugin_explain_blocks,
+    .copy_blocks_device_async = plugin_copy_blocks_device_async,
+    .blocks_workspace_bytes = p2pt_blocks_workspace_bytes,
 };

@@ -65,7 +65,8 @@ struct op_state {
 struct op_kind {
     /* Route before the arguments are checked (the engine depends on no
      * fact of the operation). */
-    p2pt_status (*route_first)(struct p2pt_handle *h, struct op_state *s);
+    p2pt_status (*route_first)(struct p2pt_handle *h, const struct p2pt_op *op,
+                               struct op_state *s);
     /* Step 1, no driver call. */
     p2pt_status (*check)(struct p2pt_op *op, struct op_state *s);
     /* Step 2: enter the stream's context (*pushed: undo with
@@ -287,14 +288,19 @@ static p2pt_status batch_args_first(struct p2pt_handle *h, struct p2pt_op *op, p
 
 /* ---- A device batch ---- */
 
-static p2pt_status device_route_first(struct p2pt_handle *h, struct op_state *s)
+static p2pt_status device_route_first(struct p2pt_handle *h, const struct p2pt_op *op,
+                                      struct op_state *s)
 {
-    return p2pt__route_device_batch(h, &s->t, s->why, s->len);
+    return p2pt__route_device_batch(h, op->fn, &s->t, s->why, s->len);
 }
 
+/* Blocks in GPU memory are a device batch whose descriptors the engine
+ * writes into its workspace: their check places them there. */
 static p2pt_status device_check(struct p2pt_op *op, struct op_state *s)
 {
     (void)s;
+    if (op->device.blocks != NULL)
+        return p2pt__device_blocks_check(&op->device);
     return p2pt__device_batch_check(&op->device);
 }
 
@@ -383,7 +389,7 @@ p2pt_status p2pt__op_run(struct p2pt_handle *h, struct p2pt_op *op, p2pt_choice 
                          .dry = dry != NULL};
     bool pushed = false;
 
-    if (k->route_first && (st = k->route_first(h, &s)) != P2PT_SUCCESS)
+    if (k->route_first && (st = k->route_first(h, op, &s)) != P2PT_SUCCESS)
         return st;
     if ((st = k->check(op, &s)) != P2PT_SUCCESS) {
         if (dry == NULL)

@@ -85,11 +85,23 @@ static inline void p2pt__op_device_batch(struct p2pt_op *op, const char *fn,
     memset(op, 0, sizeof(*op));
     op->kind = P2PT_OP_DEVICE_BATCH;
     op->fn = fn;
+    op->device.fn = fn;
     op->device.descs = descs;
     op->device.count = count;
     op->device.max_count = max_count;
     op->device.workspace = workspace;
     op->device.stream = (CUstream)stream;
+}
+
+/* A device batch of blocks in GPU memory for entry point `fn`: the
+ * argument check (p2pt__device_blocks_check) places its descriptors and
+ * count in `workspace`. `k` outlives the operation. */
+static inline void p2pt__op_device_blocks(struct p2pt_op *op, const char *fn,
+                                          struct p2pt_device_blocks *k, void *workspace,
+                                          void *stream)
+{
+    p2pt__op_device_batch(op, fn, NULL, NULL, 0, workspace, stream);
+    op->device.blocks = k;
 }
 
 /*

@@ -23,7 +23,8 @@ enum {
     P2PT_BATCH_ENTRY_SMALL,
     P2PT_BATCH_ENTRY_LARGE,
     P2PT_BATCH_ENTRY_DEVICE,
-    P2PT_BATCH_ENTRY_RING
+    P2PT_BATCH_ENTRY_RING,
+    P2PT_BATCH_ENTRY_EXPAND /* blocks in GPU memory into a device batch's descriptors */
 };
 
 /* The TMA engine's counters, kept in its per-handle state and reported in
@@ -66,6 +67,8 @@ P2PT_INTERNAL p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2p
                                                const struct p2pt_module *m,
                                                const struct p2pt_module *lm, unsigned most,
                                                bool *done);
+/* A device batch; one of blocks (b->blocks) first has its descriptors
+ * written into its workspace by the expand kernel, on the same stream. */
 P2PT_INTERNAL p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h,
                                                       const struct p2pt_device_batch *b);
 

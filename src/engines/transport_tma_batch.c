@@ -20,6 +20,11 @@
  * Device descriptors: one launch; its CTAs read the count and the
  * descriptors from GPU memory and check them against the windows, passed in
  * the parameters. CTA 0 writes the status record into the workspace.
+ * Blocks in GPU memory (p2pt_copy_blocks_device_async) are a device batch
+ * whose count and descriptors the expand kernel writes into the workspace
+ * first, on the same stream: a launch per P2PT_EXPAND_LAYERS layers, each
+ * writing its layers' descriptors. The batch kernel waits for them as it
+ * waits for any earlier writer (griddepcontrol.wait before its first read).
  *
  * The grid: P2PT_BATCH_CTAS_PER_SM CTAs of 8 warps per SM (the kernel's
  * launch bounds), capped by P2P_TRANSPORT_MAX_CTAS and the SM budget, and
@@ -39,7 +44,7 @@ const struct p2pt_kernel p2pt__kernel_batch_copy = {
     .file = "kernels/batch_copy.cu",
     .source = p2pt__batch_copy_source,
     .entries = {"p2pt_batch_copy_s", "p2pt_batch_copy_l", "p2pt_batch_copy_dev",
-                "p2pt_batch_copy_ring", NULL},
+                "p2pt_batch_copy_ring", "p2pt_batch_expand", NULL},
     .min_cc = 90,
     .defines = {NULL},
 };
@@ -49,6 +54,7 @@ const struct p2pt_kernel p2pt__kernel_batch_copy = {
 static _Thread_local struct p2pt_batch_large large;
 static _Thread_local struct p2pt_batch_small small;
 static _Thread_local struct p2pt_batch_dev_params dev;
+static _Thread_local struct p2pt_expand_params expand;
 
 /* One launch of up to P2PT_BATCH_LARGE pieces, already in large.desc. */
 static p2pt_status launch_params(struct p2pt_handle *h, const struct p2pt_batch *b,
@@ -123,6 +129,44 @@ out:
     return st;
 }
 
+/* The count and the descriptors of blocks `k` written into the workspace
+ * of `b`, by as few expand launches as the parameters allow. The work is a
+ * few bytes a piece: a CTA per P2PT_EXPAND_THREADS pieces up to one per SM
+ * (capped like every launch, the SM budget included), each thread walking
+ * the launch's pieces at the grid's stride. */
+static p2pt_status expand_blocks(struct p2pt_handle *h, const struct p2pt_device_batch *b,
+                                 const struct p2pt_module *m, CUstream stream)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    const struct p2pt_device_blocks *k = b->blocks;
+    const unsigned most = p2pt__kernel_grid(h, p2pt__tma_launch(h), m, 1);
+    for (size_t first = 0; first < k->n_layers; first += P2PT_EXPAND_LAYERS) {
+        const size_t n = k->n_layers - first < P2PT_EXPAND_LAYERS ? k->n_layers - first
+                                                                  : P2PT_EXPAND_LAYERS;
+        memset(&expand, 0, sizeof(expand));
+        expand.mapping = (unsigned long long)(uintptr_t)k->mapping;
+        expand.workspace = (unsigned long long)(uintptr_t)b->workspace;
+        expand.pairs = k->pairs;
+        expand.first_layer = (unsigned)first;
+        expand.n_layers = (unsigned)n;
+        expand.pieces = b->max_count;
+        for (size_t l = 0; l < n; l++) {
+            const p2pt_block_layer *L = p2pt__layer_record(k->layers, k->stride, first + l);
+            expand.layer[l] = (struct p2pt_expand_layer){
+                (unsigned long long)(uintptr_t)L->dst, (unsigned long long)(uintptr_t)L->src,
+                L->block_bytes, L->dst_blocks, L->src_blocks};
+        }
+        const uint64_t ctas = ((uint64_t)n * k->pairs + P2PT_EXPAND_THREADS - 1) /
+                              P2PT_EXPAND_THREADS;
+        const unsigned grid = ctas < most ? (unsigned)ctas : most;
+        void *params[] = {&expand};
+        P2PT_TRY(p2pt__kernel_launch(h, p2pt__tma_launch(h), m->fn[P2PT_BATCH_ENTRY_EXPAND],
+                                     grid, P2PT_EXPAND_THREADS, 0, stream, params));
+    }
+out:
+    return st;
+}
+
 p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h, const struct p2pt_device_batch *b)
 {
     p2pt_status st = P2PT_SUCCESS;
@@ -130,6 +174,8 @@ p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h, const struct p2pt
     CUstream stream = b->stream;
 
     P2PT_TRY(p2pt__jit_module(b->ctx, &p2pt__kernel_batch_copy, &h->cfg, &h->log, &stream, &m));
+    if (b->blocks != NULL)
+        P2PT_TRY(expand_blocks(h, b, m, stream));
     memset(&dev, 0, sizeof(dev));
     dev.workspace = (unsigned long long)(uintptr_t)b->workspace;
     dev.descs = (unsigned long long)(uintptr_t)b->descs;

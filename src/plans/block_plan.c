@@ -52,35 +52,56 @@ static p2pt_status layer_span(const char *fn, size_t l, const char *side, const 
     return P2PT_SUCCESS;
 }
 
-static p2pt_status check_layers(const char *fn, const p2pt_block_layer *layers, size_t n,
-                                struct layers_facts *f)
+p2pt_status p2pt__block_layers_check(const char *fn, const p2pt_block_layer *layers, size_t n,
+                                     size_t *stride)
 {
     p2pt_status st = P2PT_SUCCESS;
+    struct span d, s;
     if (layers[0].size < sizeof(p2pt_block_layer))
         return p2pt__fail(P2PT_INVALID_ARGUMENT,
                           "%s: layers[0].size is %zu; set each layer's size to "
                           "sizeof(p2pt_block_layer) (%zu in this build)",
                           fn, layers[0].size, sizeof(p2pt_block_layer));
-    f->stride = layers[0].size;
-    f->min_src = f->min_dst = UINT64_MAX;
-    f->min_src_at = f->min_dst_at = 0;
-    f->disjoint = n <= PAIRWISE_LAYERS_MAX;
-    struct span dst[PAIRWISE_LAYERS_MAX], src[PAIRWISE_LAYERS_MAX], d, s;
+    *stride = layers[0].size;
     for (size_t l = 0; l < n; l++) {
-        const p2pt_block_layer *L = p2pt__layer_record(layers, f->stride, l);
-        if (L->size != f->stride)
+        const p2pt_block_layer *L = p2pt__layer_record(layers, *stride, l);
+        if (L->size != *stride)
             return p2pt__fail(P2PT_INVALID_ARGUMENT,
                               "%s: layer %zu: size %zu, layer 0's is %zu: every layer record is "
                               "sizeof(p2pt_block_layer)",
-                              fn, l, L->size, f->stride);
+                              fn, l, L->size, *stride);
         P2PT_TRY(layer_span(fn, l, "dst", L->dst, L->dst_blocks, L->block_bytes, &d));
         P2PT_TRY(layer_span(fn, l, "src", L->src, L->src_blocks, L->block_bytes, &s));
+    }
+out:
+    return st;
+}
+
+/* The layers' records checked (p2pt__block_layers_check), then the facts
+ * the mapping's checks need: the fewest blocks of a layer with bytes, and
+ * whether the layers are apart. */
+static p2pt_status check_layers(const char *fn, const p2pt_block_layer *layers, size_t n,
+                                struct layers_facts *f)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    P2PT_TRY(p2pt__block_layers_check(fn, layers, n, &f->stride));
+    f->min_src = f->min_dst = UINT64_MAX;
+    f->min_src_at = f->min_dst_at = 0;
+    f->disjoint = n <= PAIRWISE_LAYERS_MAX;
+    struct span dst[PAIRWISE_LAYERS_MAX], src[PAIRWISE_LAYERS_MAX];
+    for (size_t l = 0; l < n; l++) {
+        const p2pt_block_layer *L = p2pt__layer_record(layers, f->stride, l);
         if (L->block_bytes != 0 && L->src_blocks < f->min_src)
             f->min_src = L->src_blocks, f->min_src_at = l;
         if (L->block_bytes != 0 && L->dst_blocks < f->min_dst)
             f->min_dst = L->dst_blocks, f->min_dst_at = l;
-        if (f->disjoint)
-            dst[l] = d, src[l] = s;
+        if (f->disjoint) {
+            /* Checked above: no span overflows. */
+            const uint64_t bb = L->block_bytes, d = (uint64_t)(uintptr_t)L->dst,
+                           s = (uint64_t)(uintptr_t)L->src;
+            dst[l] = (struct span){d, d + L->dst_blocks * bb};
+            src[l] = (struct span){s, s + L->src_blocks * bb};
+        }
     }
     for (size_t l = 0; f->disjoint && l < n; l++)
         for (size_t m = 0; f->disjoint && m < n; m++)

@@ -69,6 +69,16 @@ static inline p2pt_copy_desc p2pt__block_pieces_at(const struct p2pt_block_piece
 }
 
 /*
+ * The checks of the caller's `n` layer records (n >= 1) that need no
+ * mapping: layers[0].size at least sizeof(p2pt_block_layer) and every
+ * record that size (*stride: bytes between records), each side's blocks
+ * inside the address space, a NULL base only without blocks. Status 4 with
+ * a message that starts with `fn` and names the layer.
+ */
+P2PT_INTERNAL p2pt_status p2pt__block_layers_check(const char *fn, const p2pt_block_layer *layers,
+                                                   size_t n, size_t *stride);
+
+/*
  * Check the layers and the mapping, then describe the pieces: piece
  * l * pairs + r is row r of layer l (a layer with blocks of 0 bytes gives
  * zero-byte pieces, which a batch skips), written out only where layers

@@ -49,9 +49,10 @@ struct p2pt_policy {
     p2pt_status (*route_batch)(struct p2pt_handle *h, struct p2pt_batch *b,
                                const struct p2pt_transport **t, char *why, size_t len);
     /* The engine for a device batch: one with P2PT_CAP_DEVICE_BATCH, or
-     * status 6 saying why there is none. Depends on no fact of the batch. */
-    p2pt_status (*route_device_batch)(struct p2pt_handle *h, const struct p2pt_transport **t,
-                                      char *why, size_t len);
+     * status 6 saying why there is none (the message names entry point
+     * `fn`). Depends on no fact of the batch. */
+    p2pt_status (*route_device_batch)(struct p2pt_handle *h, const char *fn,
+                                      const struct p2pt_transport **t, char *why, size_t len);
     /* The CTAs that saturate the host link of `device` in each direction
      * ({h2d, d2h}; 0: no cap): the router hands them to kernel engines for
      * work that crosses that link. */

@@ -51,17 +51,17 @@ static p2pt_status fixed_batch(struct p2pt_handle *h, struct p2pt_batch *b,
     return P2PT_SUCCESS;
 }
 
-static p2pt_status fixed_device_batch(struct p2pt_handle *h, const struct p2pt_transport **t,
-                                      char *why, size_t len)
+static p2pt_status fixed_device_batch(struct p2pt_handle *h, const char *fn,
+                                      const struct p2pt_transport **t, char *why, size_t len)
 {
     const struct p2pt_transport *e = engine(h);
     const struct p2pt_transport *k = p2pt__engine_with(P2PT_CAP_DEVICE_BATCH);
     if (!(e->caps & P2PT_CAP_DEVICE_BATCH) || e->copy_batch_device == NULL)
         return p2pt__fail(P2PT_NOT_SUPPORTED,
-                          "p2pt_copy_batch_device_async: the %s transport cannot read "
+                          "%s: the %s transport cannot read "
                           "descriptors from GPU memory (only a kernel can); use "
                           "P2P_TRANSPORT=%s",
-                          e->name, k != NULL ? k->name : "auto");
+                          fn, e->name, k != NULL ? k->name : "auto");
     *t = e;
     if (why)
         snprintf(why, len, "P2P_TRANSPORT=%s: every device batch", e->name);

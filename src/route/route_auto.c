@@ -418,15 +418,15 @@ out:
 
 /* The first engine that reads descriptors from GPU memory: a device batch's
  * pieces are unknown on the host, so no table applies. */
-static p2pt_status auto_device_batch(struct p2pt_handle *h, const struct p2pt_transport **t,
-                                     char *why, size_t len)
+static p2pt_status auto_device_batch(struct p2pt_handle *h, const char *fn,
+                                     const struct p2pt_transport **t, char *why, size_t len)
 {
     (void)h;
     *t = p2pt__engine_with(P2PT_CAP_DEVICE_BATCH);
     if (*t == NULL)
         return p2pt__fail(P2PT_NOT_SUPPORTED,
-                          "p2pt_copy_batch_device_async: no registered transport reads "
-                          "descriptors from GPU memory");
+                          "%s: no registered transport reads "
+                          "descriptors from GPU memory", fn);
     if (why)
         snprintf(why, len, "auto: a device batch: %s, the first engine that reads "
                            "descriptors from GPU memory",

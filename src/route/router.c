@@ -139,16 +139,16 @@ p2pt_status p2pt__route_link(struct p2pt_handle *h, const struct p2pt_transport 
     return h->policy->link_ctas(h, device, link);
 }
 
-p2pt_status p2pt__route_device_batch(struct p2pt_handle *h, const struct p2pt_transport **t,
-                                     char *why, size_t len)
+p2pt_status p2pt__route_device_batch(struct p2pt_handle *h, const char *fn,
+                                     const struct p2pt_transport **t, char *why, size_t len)
 {
     /* Only a kernel reads descriptors from GPU memory, and the kernel needs
      * a CTA for its status record besides those that copy. */
     if (h->cfg.sm_budget == 0 || h->cfg.sm_budget == 1)
         return p2pt__fail(P2PT_NOT_SUPPORTED,
-                          "p2pt_copy_batch_device_async: P2P_TRANSPORT_SM_BUDGET=%d, and a "
+                          "%s: P2P_TRANSPORT_SM_BUDGET=%d, and a "
                           "device batch needs a kernel of at least 2 CTAs (one writes the "
                           "status record); use a host batch, or a budget of 2 or more",
-                          h->cfg.sm_budget);
-    return h->policy->route_device_batch(h, t, why, len);
+                          fn, h->cfg.sm_budget);
+    return h->policy->route_device_batch(h, fn, t, why, len);
 }

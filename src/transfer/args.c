@@ -3,7 +3,8 @@
  * Argument checks: the first step of every operation, before any driver
  * call. A copy's pointers and size; a host batch's array (its pieces are
  * checked in the pass over the descriptors, batch_scan.c, with the
- * messages made here); a device batch's buffers.
+ * messages made here); a device batch's buffers, and blocks in GPU memory:
+ * their layers on the host, their mapping and workspace by address.
  */
 #include <stdio.h>
 #include <string.h>
@@ -71,10 +72,71 @@ p2pt_status p2pt__device_batch_check(const struct p2pt_device_batch *b)
         b->max_count > P2PT_DEVICE_BATCH_MAX || (uintptr_t)b->descs % 8 != 0 ||
         (uintptr_t)b->count % 4 != 0 || (uintptr_t)b->workspace % 16 != 0)
         return p2pt__fail(P2PT_INVALID_ARGUMENT,
-                          "p2pt_copy_batch_device_async: descs %p, count %p, max_count %u, "
+                          "%s: descs %p, count %p, max_count %u, "
                           "workspace %p: expected non-NULL GPU addresses (descs 8-, count 4-, "
                           "workspace 16-byte aligned) and max_count from 1 to %u",
-                          (const void *)b->descs, (const void *)b->count, b->max_count,
+                          b->fn, (const void *)b->descs, (const void *)b->count, b->max_count,
                           b->workspace, P2PT_DEVICE_BATCH_MAX);
     return P2PT_SUCCESS;
+}
+
+/* A layer's blocks as device batch pieces: at least a byte (an empty block
+ * is a mistake here, where the pieces are not looked at on the host), and
+ * under the 4 GiB a device batch skips as too large. */
+static p2pt_status device_block_bytes(const char *fn, const struct p2pt_device_blocks *k)
+{
+    for (size_t l = 0; l < k->n_layers; l++) {
+        const uint64_t bb = p2pt__layer_record(k->layers, k->stride, l)->block_bytes;
+        if (bb == 0 || bb > UINT32_MAX)
+            return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                              "%s: layer %zu: block_bytes %llu: expected 1 to %llu (a device "
+                              "batch's pieces are under 4 GiB)",
+                              fn, l, (unsigned long long)bb, (unsigned long long)UINT32_MAX);
+    }
+    return P2PT_SUCCESS;
+}
+
+p2pt_status p2pt__device_blocks_check(struct p2pt_device_batch *b)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    struct p2pt_device_blocks *k = b->blocks;
+    const char *fn = b->fn;
+    size_t pieces = 0;
+    if (k->n_layers == 0 || k->pairs == 0)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s: n_layers %zu, pairs %u: expected at least one layer and one "
+                          "mapping row",
+                          fn, k->n_layers, k->pairs);
+    if (k->layers == NULL)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s: layers is NULL: expected an array of %zu p2pt_block_layer "
+                          "records in host memory",
+                          fn, k->n_layers);
+    if (__builtin_mul_overflow(k->n_layers, (size_t)k->pairs, &pieces) ||
+        pieces > P2PT_DEVICE_BATCH_MAX)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s: %zu layers x %u pairs: more pieces than a device batch takes "
+                          "(properties.device_batch_max: %u)",
+                          fn, k->n_layers, k->pairs, P2PT_DEVICE_BATCH_MAX);
+    if (k->mapping == NULL || (uintptr_t)k->mapping % 8 != 0)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s: mapping %p: expected the GPU address of %u (src, dst) int64 "
+                          "rows, 8-byte aligned",
+                          fn, (const void *)k->mapping, k->pairs);
+    if (b->workspace == NULL || (uintptr_t)b->workspace % 16 != 0)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s: workspace %p: expected GPU memory of "
+                          "p2pt_blocks_workspace_bytes(%zu, %u) = %zu bytes, 16-byte aligned",
+                          fn, b->workspace, k->n_layers, k->pairs,
+                          p2pt__blocks_workspace_size(k->n_layers, k->pairs));
+    P2PT_TRY(p2pt__block_layers_check(fn, k->layers, k->n_layers, &k->stride));
+    P2PT_TRY(device_block_bytes(fn, k));
+    /* The batch the engine writes: its count and descriptors in the
+     * workspace, after the status record. */
+    struct p2pt_blocks_ws_head *head = b->workspace;
+    b->count = &head->count;
+    b->descs = (const p2pt_copy_desc *)(const void *)(head + 1);
+    b->max_count = (uint32_t)pieces;
+out:
+    return st;
 }

@@ -27,6 +27,14 @@ P2PT_INTERNAL p2pt_status p2pt__batch_head(const char *fn, struct p2pt_batch *b)
 P2PT_INTERNAL p2pt_status p2pt__piece_args_fail(const struct p2pt_batch *b, size_t i);
 /* A device batch's buffers: non-NULL, aligned, max_count in range. */
 P2PT_INTERNAL p2pt_status p2pt__device_batch_check(const struct p2pt_device_batch *b);
+/* A device batch of blocks (b->blocks, and its workspace, set by the
+ * constructor): the counts, the pieces within properties.device_batch_max,
+ * the mapping and workspace addresses, the layer records
+ * (p2pt__block_layers_check: the messages of p2pt_copy_blocks_async) and
+ * their block sizes. Ids are not looked at: they live in GPU memory. On
+ * success the blocks' stride is set and `b` is the batch over their pieces:
+ * descs, count and max_count in the workspace. */
+P2PT_INTERNAL p2pt_status p2pt__device_blocks_check(struct p2pt_device_batch *b);
 /* The last error, prefixed with which piece of host batch `b` it is about
  * (its layer and row when it came from blocks). */
 P2PT_INTERNAL p2pt_status p2pt__piece_fail(p2pt_status st, const struct p2pt_batch *b, size_t i);

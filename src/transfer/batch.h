@@ -82,12 +82,28 @@ static inline uint32_t p2pt__batch_link_cap(const struct p2pt_batch *b)
     return up > down ? up : down;
 }
 
+/* Blocks moved by a mapping in GPU memory (p2pt_copy_blocks_device_async):
+ * the layers are read on the host (before the call returns), the mapping
+ * when the batch runs. Piece l * pairs + r is row r of layer l. */
+struct p2pt_device_blocks {
+    const p2pt_block_layer *layers;
+    size_t stride; /* bytes between the caller's layer records, once checked */
+    size_t n_layers;
+    const int64_t *mapping; /* GPU memory: `pairs` (src block, dst block) rows */
+    uint32_t pairs;
+};
+
 /* A device-descriptor batch. */
 struct p2pt_device_batch {
+    const char *fn; /* the entry point, for messages */
     const p2pt_copy_desc *descs;
     const uint32_t *count;
     uint32_t max_count;
     void *workspace;
+    /* Blocks (NULL: the caller's descriptors): descs and count lie in the
+     * workspace (struct p2pt_blocks_ws_head), where the engine writes them
+     * from the blocks on the stream before the batch reads them. */
+    struct p2pt_device_blocks *blocks;
     CUstream stream;
     CUcontext ctx;
     int device;
@@ -105,6 +121,19 @@ static inline size_t p2pt__batch_workspace_size(uint32_t max_count)
 {
     (void)max_count;
     return sizeof(struct p2pt_batch_ws_head);
+}
+
+/* The workspace of blocks in GPU memory (p2pt_blocks_workspace_bytes): the
+ * device batch's head, the count, and a descriptor a piece; SIZE_MAX when
+ * that does not fit in size_t. */
+static inline size_t p2pt__blocks_workspace_size(size_t n_layers, uint32_t pairs)
+{
+    size_t pieces, bytes;
+    if (__builtin_mul_overflow(n_layers, (size_t)pairs, &pieces) ||
+        __builtin_mul_overflow(pieces, sizeof(struct p2pt_batch_desc), &bytes) ||
+        bytes > SIZE_MAX - sizeof(struct p2pt_blocks_ws_head))
+        return SIZE_MAX;
+    return sizeof(struct p2pt_blocks_ws_head) + bytes;
 }
 
 #endif /* P2PT_BATCH_H */

@@ -104,8 +104,9 @@ p2pt_status p2pt__piece_facts(const struct p2pt_batch *b, size_t i,
  * match too. */
 struct checked_buffers {
     CUcontext ctx;
-    const void *descs, *count, *workspace;
+    const void *descs, *count, *workspace; /* blocks: the mapping for descs */
     uint32_t max_count;
+    uint32_t pairs; /* blocks: the mapping's rows; 0: descriptors */
     unsigned long long id[3];
 };
 static _Thread_local struct checked_buffers last_checked;
@@ -129,29 +130,57 @@ p2pt_status p2pt__validate_copy(const struct p2pt_handle *h, const struct p2pt_r
     return p2pt__refuse(r, t, h->cfg.fallback);
 }
 
+/* The buffers of device batch `b` where the driver says they are: its
+ * descriptors, count and workspace, or, for blocks, the mapping and the
+ * whole workspace (the descriptors and the count lie in it). */
+static p2pt_status check_buffers(const struct p2pt_device_batch *b)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    char what[96];
+    const struct p2pt_device_blocks *k = b->blocks;
+    if (k != NULL) {
+        snprintf(what, sizeof(what), "%s: mapping", b->fn);
+        P2PT_TRY(p2pt__check_range(what, k->mapping, (size_t)k->pairs * 2 * sizeof(int64_t),
+                                   b->device, NULL));
+        snprintf(what, sizeof(what), "%s: workspace", b->fn);
+        P2PT_TRY(p2pt__check_range(what, b->workspace,
+                                   p2pt__blocks_workspace_size(k->n_layers, k->pairs),
+                                   b->device, NULL));
+        goto out;
+    }
+    snprintf(what, sizeof(what), "%s: descs", b->fn);
+    P2PT_TRY(p2pt__check_range(what, b->descs, (size_t)b->max_count * sizeof(*b->descs),
+                               b->device, NULL));
+    snprintf(what, sizeof(what), "%s: count", b->fn);
+    P2PT_TRY(p2pt__check_range(what, b->count, sizeof(*b->count), b->device, NULL));
+    snprintf(what, sizeof(what), "%s: workspace", b->fn);
+    P2PT_TRY(p2pt__check_range(what, b->workspace, p2pt__batch_workspace_size(b->max_count),
+                               b->device, NULL));
+out:
+    return st;
+}
+
 p2pt_status p2pt__validate_device_batch(const struct p2pt_handle *h,
                                         const struct p2pt_device_batch *b)
 {
     p2pt_status st = P2PT_SUCCESS;
     if (!h->cfg.validate)
         return P2PT_SUCCESS;
-    const unsigned long long id[3] = {buffer_id(b->descs), buffer_id(b->count),
+    const void *first = b->blocks != NULL ? (const void *)b->blocks->mapping : b->descs;
+    const uint32_t pairs = b->blocks != NULL ? b->blocks->pairs : 0;
+    const unsigned long long id[3] = {buffer_id(first), buffer_id(b->count),
                                       buffer_id(b->workspace)};
-    bool same = last_checked.ctx == b->ctx && last_checked.descs == b->descs &&
+    bool same = last_checked.ctx == b->ctx && last_checked.descs == first &&
                 last_checked.count == b->count && last_checked.workspace == b->workspace &&
-                last_checked.max_count == b->max_count;
+                last_checked.max_count == b->max_count && last_checked.pairs == pairs;
     for (int i = 0; i < 3; i++)
         same = same && id[i] != 0 && id[i] == last_checked.id[i];
     if (same)
         return P2PT_SUCCESS;
-    P2PT_TRY(p2pt__check_range("p2pt_copy_batch_device_async: descs", b->descs,
-                               (size_t)b->max_count * sizeof(*b->descs), b->device, NULL));
-    P2PT_TRY(p2pt__check_range("p2pt_copy_batch_device_async: count", b->count,
-                               sizeof(*b->count), b->device, NULL));
-    P2PT_TRY(p2pt__check_range("p2pt_copy_batch_device_async: workspace", b->workspace,
-                               p2pt__batch_workspace_size(b->max_count), b->device, NULL));
-    last_checked = (struct checked_buffers){b->ctx, b->descs, b->count, b->workspace,
-                                            b->max_count, {id[0], id[1], id[2]}};
+    P2PT_TRY(check_buffers(b));
+    last_checked = (struct checked_buffers){b->ctx,         first,        b->count,
+                                            b->workspace,   b->max_count, pairs,
+                                            {id[0], id[1], id[2]}};
 out:
     return st;
 }

@@ -3,7 +3,8 @@
  * One pass over every public entry point of p2pt, for the fault-injection
  * loop (fault_loop.c): init with each transport, properties, topology, peer
  * enable, prepare, single copies on the local, push, pull and host paths,
- * host and device batches (one from pinned host memory), windows, explain,
+ * host and device batches (one from pinned host memory), blocks by a
+ * mapping in GPU memory, windows, explain,
  * finalize; `auto` with a table file that has every list, the pinned host
  * memory ones included, so that its routing makes every driver call it can
  * (the pointer queries of a host batch among them); then the same steps
@@ -97,6 +98,8 @@ struct bufs {
     p2pt_copy_desc *ddescs;
     uint32_t *dcount;
     void *ws;
+    int64_t *bmap; /* blocks by a mapping in GPU memory: 2 rows */
+    void *bws;
 };
 
 /* Everything the steps use, on one handle: `tag` names the transport and the
@@ -152,6 +155,10 @@ static void steps_on(p2pt_handle *h, const char *tag, struct bufs *b, CUstream s
     CALL(STEP("batch_ring"), p2pt_copy_batch_async(h, many, 200, s));
     CALL(STEP("batch_device"),
          p2pt_copy_batch_device_async(h, b->ddescs, b->dcount, 4, b->ws, s));
+    p2pt_block_layer layers[2] = {{sizeof(layers[0]), b->d0b, b->d0a, 4096, 16, 16},
+                                  {sizeof(layers[0]), b->d0b + 65536, b->d0a + 65536, 100, 8, 8}};
+    CALL(STEP("blocks_device"),
+         p2pt_copy_blocks_device_async(h, layers, 2, b->bmap, 2, b->bws, s));
     CALL(STEP("unwindow_d0a"), p2pt_window_unregister(h, 0, b->d0a));
     CALL(STEP("unwindow_d0b"), p2pt_window_unregister(h, 0, b->d0b));
 #undef STEP
@@ -292,12 +299,18 @@ int main(void)
     b.dcount = (uint32_t *)(uintptr_t)p;
     SETUP(cuMemAlloc_(&p, p2pt_batch_workspace_bytes(4)));
     b.ws = (void *)(uintptr_t)p;
+    SETUP(cuMemAlloc_(&p, 4 * sizeof(int64_t)));
+    b.bmap = (int64_t *)(uintptr_t)p;
+    SETUP(cuMemAlloc_(&p, p2pt_blocks_workspace_bytes(2, 2)));
+    b.bws = (void *)(uintptr_t)p;
     SETUP(cuMemAllocHost_((void **)&b.pinned, 4096));
     b.pageable = calloc(1, 4096);
     p2pt_copy_desc hd[2] = {{b.d0b, b.d0a, 4096}, {b.d0b + 8192, b.d0a + 8192, 100}};
     uint32_t n = 2;
     SETUP(cuMemcpyHtoD_((CUdeviceptr)(uintptr_t)b.ddescs, hd, sizeof(hd)));
     SETUP(cuMemcpyHtoD_((CUdeviceptr)(uintptr_t)b.dcount, &n, sizeof(n)));
+    const int64_t rows[4] = {0, 3, 5, 7};
+    SETUP(cuMemcpyHtoD_((CUdeviceptr)(uintptr_t)b.bmap, rows, sizeof(rows)));
     SETUP(cuStreamCreate_(&s, 0));
     paused(0);
 
@@ -369,6 +382,8 @@ int main(void)
     SETUP(cuStreamSynchronize_(s));
     SETUP(cuStreamDestroy_(s));
     SETUP(cuMemFree_((CUdeviceptr)(uintptr_t)b.ws));
+    SETUP(cuMemFree_((CUdeviceptr)(uintptr_t)b.bmap));
+    SETUP(cuMemFree_((CUdeviceptr)(uintptr_t)b.bws));
     SETUP(cuMemFree_((CUdeviceptr)(uintptr_t)b.dcount));
     SETUP(cuMemFree_((CUdeviceptr)(uintptr_t)b.ddescs));
     SETUP(cuMemFree_((CUdeviceptr)(uintptr_t)b.d0b));

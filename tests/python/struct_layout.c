@@ -123,6 +123,8 @@ int main(void)
     FIELD(p2pt_plugin_v1_t, explain_batch);
     FIELD(p2pt_plugin_v1_t, copy_blocks_async);
     FIELD(p2pt_plugin_v1_t, explain_blocks);
+    FIELD(p2pt_plugin_v1_t, copy_blocks_device_async);
+    FIELD(p2pt_plugin_v1_t, blocks_workspace_bytes);
 
     SIZE(p2pt_block_layer);
     FIELD(p2pt_block_layer, size);
