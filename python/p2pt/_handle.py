@@ -54,6 +54,12 @@ def workspace_bytes(max_count):
     return load().p2pt_batch_workspace_bytes(max_count)
 
 
+def blocks_workspace_bytes(n_layers, pairs):
+    """GPU bytes p2pt_copy_blocks_device_async needs for n_layers x pairs
+    pieces (status record, count and descriptors)."""
+    return load().p2pt_blocks_workspace_bytes(n_layers, pairs)
+
+
 def read_batch_status(raw):
     """BatchStatus from the first 32 bytes of a workspace copied to the host."""
     st = S.BatchStatus.from_buffer_copy(bytes(raw)[:ctypes.sizeof(S.BatchStatus)])
@@ -231,7 +237,18 @@ class Handle:
                                             stream or None, ctypes.byref(c)))
         return self._choice(c)
 
+    def copy_blocks_device_at(self, layers, n_layers, mapping, pairs, workspace, stream=None):
+        """p2pt_copy_blocks_device_async: `n_layers` BlockLayer records at
+        host address `layers` (read before the call returns); `mapping`:
+        GPU address of `pairs` (src id, dst id) int64 rows, read when the
+        batch runs; `workspace`: GPU address of
+        blocks_workspace_bytes(n_layers, pairs) bytes, 16-byte aligned,
+        whose first 32 bytes become the status record."""
+        check(self._lib.p2pt_copy_blocks_device_async(self._h, layers, n_layers, mapping, pairs,
+                                                      workspace, stream or None))
+
     workspace_bytes = staticmethod(workspace_bytes)
+    blocks_workspace_bytes = staticmethod(blocks_workspace_bytes)
 
     def copy_batch_device(self, descs, count, max_count, workspace, stream=None):
         """descs, count, workspace: GPU addresses (descs: max_count records of

@@ -89,6 +89,8 @@ _SIGNATURES = {
     "p2pt_explain_batch": (_I, [_P, _DESCS, _SZ, _P, ctypes.POINTER(S.Choice)]),
     "p2pt_copy_blocks_async": (_I, [_P, _P, _SZ, _P, _SZ, _P]),
     "p2pt_explain_blocks": (_I, [_P, _P, _SZ, _P, _SZ, _P, ctypes.POINTER(S.Choice)]),
+    "p2pt_copy_blocks_device_async": (_I, [_P, _P, _SZ, _P, _U32, _P, _P]),
+    "p2pt_blocks_workspace_bytes": (_SZ, [_SZ, _U32]),
     "p2pt_status_string": (ctypes.c_char_p, [_I]),
     "p2pt_last_error": (ctypes.c_char_p, [_P]),
     "p2pt_peer_enable": (_I, [_P, _I, _I]),

@@ -93,7 +93,8 @@ class PluginV1(ctypes.Structure):
             # end of the batch v1 release
             "explain_copy", "explain_batch",
             # end of the 0.2.0 release
-            "copy_blocks_async", "explain_blocks")]
+            "copy_blocks_async", "explain_blocks", "copy_blocks_device_async",
+            "blocks_workspace_bytes")]
 
 
 # C name of each structure, for the layout test.

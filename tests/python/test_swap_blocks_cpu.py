@@ -313,17 +313,3 @@ def test_check_status_raises_p2pt_error_naming_the_first_skipped_piece():
     assert e.value.status == p2pt.Status.INVALID_ARGUMENT
     with pytest.raises(p2pt.Error, match=r"row 1 of layer 1"):
         pt._check_swap(st, 2)
-
-
-def test_a_device_mappings_pieces_are_layer_major_with_null_addresses_for_bad_ids():
-    # The build a GPU mapping gets, run on the CPU: every (layer, row) piece
-    # at base + id * block bytes, and both addresses NULL (which the kernel
-    # skips) where either id falls outside its layer.
-    src = [torch.zeros(4, 8), torch.zeros(4, 8)]
-    dst = [torch.zeros(6, 8), torch.zeros(3, 8)]
-    m = torch.tensor([[1, 2], [3, 5], [-1, 0], [0, 0]])
-    d = pt._checked_pieces(src, dst, m, torch.device("cpu"))
-    s0, s1, d0, d1 = (t.data_ptr() for t in (src[0], src[1], dst[0], dst[1]))
-    assert d.tolist() == [
-        [d0 + 64, s0 + 32, 32], [d0 + 160, s0 + 96, 32], [0, 0, 32], [d0, s0, 32],
-        [d1 + 64, s1 + 32, 32], [0, 0, 32], [0, 0, 32], [d1, s1, 32]]

@@ -65,7 +65,7 @@ from ._handles import _cur, _device, _get, _hid, _ready, _stream  # noqa: F401
 from ._handles import handle, prepare, register_window
 from ._host import _held, _warned  # noqa: F401
 from ._ops import batch_status, check_status, row_descriptors
-from ._swap_layout import _checked_pieces, _data_ptr, _layout, _layouts  # noqa: F401
+from ._swap_layout import _data_ptr, _layout, _layouts  # noqa: F401
 from ._swap_layout import _mapping_check  # noqa: F401
 from ._swap_blocks import LINK_CTAS, _done, _swap, _swap_host  # noqa: F401
 

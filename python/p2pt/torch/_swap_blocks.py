@@ -3,7 +3,7 @@
 once with its fake kernel): a CPU mapping as one p2pt_copy_blocks_async
 call, or torch's copies where a side is pageable; a GPU mapping as one
 device batch, on the handle of LINK_CTAS where it crosses the host link;
-the small caches these read at every call (_done, _count, _batch_max); and
+the small caches these read at every call (_done, _batch_max); and
 the graph break for dst views that start inside their storage
 (_leave_graph)."""
 import warnings
@@ -14,7 +14,7 @@ import torch
 from .._lib import Error, Status
 from ._handles import _cur, _device, _get, _ready, handle
 from ._host import _host_only, _warned
-from ._ops import _UINT32_MAX, _device_batch, _no_pieces, _status
+from ._ops import _UINT32_MAX, _no_pieces, _status
 from ._swap_layout import _check_ids, _check_overlaps, _layout, _mapping_check, _swap_check
 
 
@@ -113,7 +113,7 @@ def _host_checks(lay, mapping, n):
     and read."""
     _check_ids(mapping[:, 0], lay.src_rows, "src", 0)
     _check_ids(mapping[:, 1], lay.dst_rows, "dst", 1)
-    _check_overlaps(lay.pieces(mapping, mapping.device), n)
+    _check_overlaps(lay.pieces(mapping), n)
 
 
 @torch.library.custom_op("p2pt::swap_blocks", mutates_args=("dst",))
@@ -149,6 +149,11 @@ def _link_hid(hid, lay):
 
 
 def _swap_on_gpu(lay, src, dst, mapping, hid, bump=None):
+    """A GPU mapping: one p2pt_copy_blocks_device_async call, which builds
+    the pieces on the stream from the layers (kernel parameters) and the
+    mapping (read when it runs, so a graph follows new rows) and runs them
+    as one device batch; an id outside its layer is skipped and counted in
+    the status record (the workspace's first 32 bytes), never written."""
     h = _get(_link_hid(hid, lay))
     device = _device()
     gpu = torch.device("cuda", device)
@@ -164,28 +169,18 @@ def _swap_on_gpu(lay, src, dst, mapping, hid, bump=None):
     if pieces > cap:
         raise ValueError(f"p2pt.torch.swap_blocks: {n} blocks x {layers} layers = {pieces} "
                          f"pieces, over the {cap} one device batch takes")
-    descs = lay.checked_pieces(mapping, gpu)
-    count = _count(pieces, gpu)
     lay.windows(h, device, src, dst)
+    if not mapping.is_contiguous():
+        mapping = mapping.contiguous()
+    ws = torch.empty(h.blocks_workspace_bytes(layers, n), dtype=torch.uint8, device=gpu)
     if bump is not None:
         bump()
-    st = _device_batch(h, descs, count, pieces, device)
+    h.copy_blocks_device_at(lay.c_layers_at, layers, mapping.data_ptr(), n, ws.data_ptr(),
+                            _cur(device))
     lay.hold_pinned()
-    return st
-
-
-_counts = {}  # (device, pieces) -> a GPU int32 holding pieces, read by device batches
-
-
-def _count(pieces, gpu):
-    """A GPU tensor holding `pieces`, made once per value: no batch writes it."""
-    key = (gpu.index, pieces)
-    c = _counts.get(key)
-    if c is None:
-        if len(_counts) >= 256:
-            _counts.clear()
-        c = _counts[key] = torch.full((1,), pieces, dtype=torch.int32, device=gpu)
-    return c
+    # The record as a tensor of its own (no view of the workspace): the
+    # workspace's storage, of which it keeps the first 32 bytes in use.
+    return ws.view(torch.int32).resize_(8)
 
 
 _caps = {}

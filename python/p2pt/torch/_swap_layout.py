@@ -2,10 +2,10 @@
 """What swap_blocks knows of its layers before it reads a mapping: the
 checks of each layer's blocks and of the mapping's shape (_block_bytes,
 _mapping_check, _swap_check), the _Layout made once per set of layer
-tensors (_layout, _layouts) with the descriptors it builds from a mapping
-on the CPU or the GPU (_meta_on, _meta_cache; _checked_pieces for the
-tests), and the checks of a CPU mapping's ids and overlaps (_check_ids,
-_check_overlaps)."""
+tensors (_layout, _layouts) with its layers as the C library's
+p2pt_block_layer records, and the checks that explain why the C library
+refused a CPU mapping: ids, and the overlaps of the pieces the layout
+builds from it (_check_ids, _check_overlaps)."""
 import ctypes
 import itertools
 import weakref
@@ -115,9 +115,6 @@ class _Layout:
                               [(t, f"dst[{i}]") for i, t in enumerate(dst)])
         uniform = self.layers and len(set(self.sizes)) == 1
         self.block = self.sizes[0] if uniform else None
-        self.min_src = min(self.src_rows) if self.layers else 0
-        self.min_dst = min(self.dst_rows) if self.layers else 0
-        self.same_rows = len(set(self.src_rows)) <= 1 and len(set(self.dst_rows)) <= 1
         # Pieces never race when every dst layer's blocks lie apart from every
         # other dst layer's and from every src layer's: then only a repeated
         # dst id (a block written twice) can, which the ids alone tell. Views
@@ -163,7 +160,6 @@ class _Layout:
             held[0] = ()
 
         self.refs = [weakref.ref(t, gone) for t in itertools.chain(src, dst)]
-        self.meta = {}  # device index -> (bases and block bytes, limits) on that GPU
         # The layers as p2pt_block_layer records: a CPU mapping goes to
         # p2pt_copy_blocks_async, which builds the pieces in C.
         n_layers = self.layers
@@ -185,58 +181,28 @@ class _Layout:
             tuple(map(_data_ptr, dst)) == self.dst_ptrs
 
     def _meta_cpu(self):
+        """(layers, 1, 3) dst base, src base, 0; (layers, 1, 3) block bytes."""
         layers = self.layers
         base = torch.tensor([self.dst_ptrs, self.src_ptrs, [0] * layers], dtype=torch.int64)
         block = torch.tensor(self.sizes, dtype=torch.int64)
         return (base.t().reshape(layers, 1, 3).contiguous(),
-                block[:, None, None].expand(layers, 1, 3).contiguous(),
-                torch.tensor([self.src_rows, self.dst_rows], dtype=torch.int64))
+                block[:, None, None].expand(layers, 1, 3).contiguous())
 
-    def _meta(self, device):
-        """((layers, 1, 3) dst base, src base, 0; (layers, 1, 3) block bytes;
-        (2, layers) blocks of each src and dst layer), on `device`."""
-        if device.type != "cuda":
-            return self._meta_cpu()
-        m = self.meta.get(device.index)
-        if m is None:
-            m = self.meta[device.index] = tuple(_meta_on(t, device) for t in self._meta_cpu())
-        return m
-
-    def pieces(self, mapping, device):
-        """The (layers * n, 3) int64 descriptors, layer-major, on `device`
-        (the mapping's): for layer l and row i, dst base + d * block bytes,
-        src base + s * block bytes, block bytes; built as base + [d, s, 1]
-        * block bytes, in three ops where every layer has one block size."""
+    def pieces(self, mapping):
+        """The (layers * n, 3) int64 descriptors of a CPU mapping, layer-major
+        (for the checks that explain a refusal): for layer l and row i, dst
+        base + d * block bytes, src base + s * block bytes, block bytes;
+        built as base + [d, s, 1] * block bytes, in three ops where every
+        layer has one block size."""
         n, layers = mapping.shape[0], self.layers
-        base, block, _ = self._meta(device)
+        base, block = self._meta_cpu()
         ids = torch.nn.functional.pad(mapping.flip(1), (0, 1), value=1)  # (n, 3): d, s, 1
-        descs = torch.empty(layers, n, 3, dtype=torch.int64, device=device)
+        descs = torch.empty(layers, n, 3, dtype=torch.int64)
         if self.block is not None:
             torch.add(base, ids, alpha=self.block, out=descs)
         else:
             torch.add(base, ids * block, out=descs)
         return descs.view(layers * n, 3)
-
-    def checked_pieces(self, mapping, device):
-        """pieces() for a mapping whose ids cannot be read on the host: the
-        pieces of an id outside its layer get NULL addresses, which no window
-        holds, so the kernel skips them and the status record counts them,
-        and nothing is written outside dst even where a window covers more
-        than the view."""
-        descs = self.pieces(mapping, device)
-        n = mapping.shape[0]
-        rows = self._meta(device)[2]
-        if self.same_rows:
-            # id // rows is 0 exactly for 0 <= id < rows: one division for
-            # both columns, one any() for the row, the same for every layer.
-            bad = torch.div(mapping, rows[:, 0], rounding_mode="floor").any(1)
-            descs.view(self.layers, n, 3)[:, :, :2].masked_fill_(bad[None, :, None], 0)
-        else:
-            bad = torch.logical_or(
-                torch.div(mapping[:, 0][None, :], rows[0][:, None], rounding_mode="floor"),
-                torch.div(mapping[:, 1][None, :], rows[1][:, None], rounding_mode="floor"))
-            descs[:, :2].masked_fill_(bad.view(-1, 1), 0)
-        return descs
 
     def windows(self, h, device, src, dst):
         """Register a window for each storage not yet in one (on first use,
@@ -277,24 +243,6 @@ def _layout(src, dst):
     return lay
 
 
-# The bases and block bytes of a set of layers, in GPU memory, by value:
-# the same set always gives the same contents, so an entry is never stale,
-# and it stays alive for every graph that captured a build reading it.
-_meta_cache = {}
-
-
-def _meta_on(meta, device):
-    key = (device.index, tuple(meta.shape), tuple(meta.flatten().tolist()))
-    m = _meta_cache.get(key)
-    if m is None:
-        if torch.cuda.is_current_stream_capturing():
-            raise RuntimeError("p2pt.torch.swap_blocks: these layers have not been swapped "
-                               "before, and a graph is being captured: run the swap once "
-                               "before capturing (it copies the layers' addresses to the GPU)")
-        m = _meta_cache[key] = meta.to(device)
-    return m
-
-
 def _check_overlaps(descs, n):
     """Refuse a batch whose pieces would race: a destination written twice,
     or read by another piece (pieces run in any order, at once)."""
@@ -319,8 +267,3 @@ def _check_overlaps(descs, n):
         raise ValueError(f"p2pt.torch.swap_blocks: block_mapping row {p % n} of layer {p // n} "
                          f"reads bytes that row {q % n} of layer {q // n} writes; a block may "
                          f"not be both a source and a destination")
-
-
-def _checked_pieces(src, dst, mapping, device):
-    """_Layout.checked_pieces for these layers."""
-    return _Layout(src, dst).checked_pieces(mapping, device)
