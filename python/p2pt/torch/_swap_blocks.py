@@ -172,15 +172,16 @@ def _swap_on_gpu(lay, src, dst, mapping, hid, bump=None):
     lay.windows(h, device, src, dst)
     if not mapping.is_contiguous():
         mapping = mapping.contiguous()
-    ws = torch.empty(h.blocks_workspace_bytes(layers, n), dtype=torch.uint8, device=gpu)
+    ws = torch.empty(-(-h.blocks_workspace_bytes(layers, n) // 4), dtype=torch.int32,
+                     device=gpu)
     if bump is not None:
         bump()
     h.copy_blocks_device_at(lay.c_layers_at, layers, mapping.data_ptr(), n, ws.data_ptr(),
                             _cur(device))
     lay.hold_pinned()
-    # The record as a tensor of its own (no view of the workspace): the
-    # workspace's storage, of which it keeps the first 32 bytes in use.
-    return ws.view(torch.int32).resize_(8)
+    # The record is the workspace's first 32 bytes: the workspace itself,
+    # shrunk in place to them (a tensor of its own, not a view).
+    return ws.resize_(8)
 
 
 _caps = {}
