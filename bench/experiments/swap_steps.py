@@ -37,7 +37,7 @@ def timed(name, fn, runs=200, synced=False):
 timed("layout by ids", lambda: pt._layouts.get((pt._ids(gl), pt._ids(pl))))
 timed("layout serves", lambda: lay.serves(gl, pl))
 timed("_plain_eager", lambda: pt._plain_eager(pl, m))
-timed("_done", lambda: pt._done(n * L, m.device))
+timed("_done_eager", lambda: pt._done_eager(n * L))
 timed("_mutated", lambda: pt._mutated(pl))
 timed("hold_pinned", lambda: lay.hold_pinned(), 50)
 for synced in (False, True):

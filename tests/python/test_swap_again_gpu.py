@@ -65,11 +65,12 @@ def test_the_same_layers_again_take_the_short_path_with_every_effect(h, general)
     dst = list(pool.unbind(0))
     pt.swap_blocks(src, dst, mapping(8, 1), handle=h)
     assert len(general) == 1
+    records = []
     for seed in (2, 3):
         m = mapping(8, seed)
         versions = [d._version for d in dst]
         before = pool.clone()
-        pt.swap_blocks(src, dst, m, handle=h)
+        records.append(pt.swap_blocks(src, dst, m, handle=h))
         held = {s.data_ptr() for s in pt._held.pending_storages()}
         assert landed(src, dst, m)
         untouched = torch.ones(HOST_BLOCKS, dtype=torch.bool)
@@ -78,6 +79,10 @@ def test_the_same_layers_again_take_the_short_path_with_every_effect(h, general)
         assert all(d._version > v for d, v in zip(dst, versions))
         assert pool.data_ptr() in held
     assert len(general) == 1, "a swap of the same layers went the general way"
+    pieces = 8 * LAYERS
+    for st in records:
+        assert pt.batch_status(st) == p2pt.BatchStatus(pieces, pieces, 0, 0xFFFFFFFF, 0)
+    assert records[0].data_ptr() != records[1].data_ptr(), "two calls share a status record"
     # A mapping that is a non-contiguous view, and a lone tensor as one layer.
     m = mapping(8, 4)
     view = torch.stack([m[:, 0], m[:, 1]], 0).t()

@@ -313,3 +313,15 @@ def test_check_status_raises_p2pt_error_naming_the_first_skipped_piece():
     assert e.value.status == p2pt.Status.INVALID_ARGUMENT
     with pytest.raises(p2pt.Error, match=r"row 1 of layer 1"):
         pt._check_swap(st, 2)
+
+
+def test_the_short_paths_records_are_done_records_of_their_own():
+    """_done_eager hands out rows of a block of records made at once: each
+    the record of a batch that copied every piece, each its own bytes, a
+    new block once the rows run out."""
+    got = [pt._done_eager(12) for _ in range(70)]
+    assert all(r.tolist() == [12, 12, 0, -1, 0, 0, 0, 0] for r in got)
+    assert len({r.data_ptr() for r in got}) == 70
+    got[0].fill_(7)
+    assert pt._done_eager(12).tolist() == [12, 12, 0, -1, 0, 0, 0, 0]
+    assert pt._done_eager(5).tolist() == [5, 5, 0, -1, 0, 0, 0, 0]

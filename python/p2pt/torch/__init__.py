@@ -67,7 +67,7 @@ from ._host import _held, _warned  # noqa: F401
 from ._ops import batch_status, check_status, row_descriptors
 from ._swap_layout import _data_ptr, _layout, _layouts  # noqa: F401
 from ._swap_layout import _mapping_check  # noqa: F401
-from ._swap_blocks import LINK_CTAS, _done, _swap, _swap_host  # noqa: F401
+from ._swap_blocks import LINK_CTAS, _done, _done_eager, _swap, _swap_host  # noqa: F401
 
 __all__ = ["handle", "prepare", "copy_", "copy_batch_", "copy_rows_", "copy_batch_device_",
            "swap_blocks", "row_descriptors", "register_window", "batch_status", "check_status",
@@ -198,7 +198,7 @@ def _again(src, dst, mapping, hid):
     dsts = dst if type(dst) is list else [dst]
     if not lay.serves(srcs, dsts) or not _plain_eager(dsts, mapping):
         return None
-    return _swap_host(lay, srcs, dsts, mapping, hid, lambda: _mutated(dsts))
+    return _swap_host(lay, srcs, dsts, mapping, hid, lambda: _mutated(dsts), _done_eager)
 
 
 def _ids(x):

@@ -3,7 +3,7 @@
 once with its fake kernel): a CPU mapping as one p2pt_copy_blocks_async
 call, or torch's copies where a side is pageable; a GPU mapping as one
 device batch, on the handle of LINK_CTAS where it crosses the host link;
-the small caches these read at every call (_done, _batch_max); and
+the small caches these read at every call (_done, _done_eager, _batch_max); and
 the graph break for dst views that start inside their storage
 (_leave_graph)."""
 import warnings
@@ -77,7 +77,23 @@ def _swap(src, dst, block_mapping, hid, bump=None):
     return st
 
 
-def _swap_host(lay, src, dst, mapping, hid, bump=None):
+_done_rows = {}  # pieces -> spare rows of a block of done records made at once
+
+
+def _done_eager(pieces, device=None):
+    """_done for a CPU mapping's swap that no dispatcher sees (_again): a
+    row of a block of 64 such records made at once, each row handed out
+    once (its own bytes; a view of the block), for the cost of a pop."""
+    try:
+        return _done_rows[pieces].pop()
+    except (KeyError, IndexError):
+        if len(_done_rows) >= 256:
+            _done_rows.clear()
+        rows = _done_rows[pieces] = list(_done(pieces, _CPU).repeat(64, 1).unbind(0))
+        return rows.pop()
+
+
+def _swap_host(lay, src, dst, mapping, hid, bump=None, record=_done):
     """A CPU mapping of layers in GPU or pinned memory: one
     p2pt_copy_blocks_async call, in which the C library checks the ids and
     builds the pieces. What it refuses, the checks here explain (a
@@ -88,7 +104,7 @@ def _swap_host(lay, src, dst, mapping, hid, bump=None):
     pieces = n * lay.layers
     if pieces == 0:
         return _no_pieces(_CPU)
-    st = _done(pieces, _CPU)
+    st = record(pieces, _CPU)
     if bump is not None:
         bump()
     if not mapping.is_contiguous():
