@@ -23,14 +23,18 @@ def cache(pinned):
 
 def test_swaps_on_another_stream_hold_their_pool_until_that_stream_passed_them():
     held = pt._held
-    held.drain(wait=True)
-    assert held.pending_storages() == []
     src, pool = cache(False), cache(True)
     m = torch.stack([torch.arange(8), torch.arange(8, 16)], 1)
+    # The first swap of the process makes the handle and loads the kernels:
+    # done here, before the clock of the sleep below starts.
+    pt.swap_blocks(list(src.unbind(0)), list(pool.unbind(0)), m)
+    torch.cuda.synchronize()
+    held.drain(wait=True)
+    assert held.pending_storages() == []
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        torch.cuda._sleep(200_000_000)  # ~0.1 s before `side` reaches the swaps
+        torch.cuda._sleep(1_000_000_000)  # ~0.5 s before `side` reaches the swaps
     for _ in range(held.MARK_EVERY - 1):
         pt.swap_blocks(list(src.unbind(0)), list(pool.unbind(0)), m, stream=side)
     assert len(held.pending) == held.MARK_EVERY - 1 and not held.entries
