@@ -328,6 +328,27 @@ static p2pt_handle *gpu_handle(void)
     return gt_handle(t != NULL && strcmp(t, "auto") == 0 ? "auto" : "tma");
 }
 
+/* What every GPU test here starts with (a GPU, or the skip; a handle; a
+ * stream of its own) and ends with. */
+struct gpu_case {
+    p2pt_handle *h;
+    CUstream s;
+};
+
+static struct gpu_case gpu_case_open(void)
+{
+    gt_use_gpu();
+    struct gpu_case c = {gpu_handle(), NULL};
+    GT_CHECK(tcu.cuStreamCreate(&c.s, CU_STREAM_NON_BLOCKING));
+    return c;
+}
+
+static void gpu_case_close(struct gpu_case c)
+{
+    GT_CHECK(tcu.cuStreamDestroy(c.s));
+    p2pt_finalize(c.h);
+}
+
 /* One call over `n_layers` layers of `bb`-byte blocks from `src` to `dst`
  * (`host_src`/`host_dst`: pinned host memory), the mapping `map` (NULL:
  * random distinct ids), checked byte for byte and in the status record. */
@@ -393,10 +414,9 @@ static void one_call(p2pt_handle *h, CUstream s, uint64_t bb, size_t n_layers, b
 
 Test(blocks_device_gpu, blocks_land_where_the_mapping_in_gpu_memory_says)
 {
-    gt_use_gpu();
-    p2pt_handle *h = gpu_handle();
-    CUstream s;
-    GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    const struct gpu_case c = gpu_case_open();
+    p2pt_handle *h = c.h;
+    CUstream s = c.s;
     static const uint64_t sizes[] = {16384, 4144, 4100, 24};
     static const size_t layer_counts[] = {3, 70};
     /* GPU to GPU, offload (GPU to pinned host), restore (back). */
@@ -407,16 +427,14 @@ Test(blocks_device_gpu, blocks_land_where_the_mapping_in_gpu_memory_says)
             for (size_t w = 0; w < P2PT_ARRAY_LEN(host_dst); w++)
                 one_call(h, s, sizes[i], layer_counts[k], host_dst[w], host_src[w], NULL, 17,
                          seed++);
-    GT_CHECK(tcu.cuStreamDestroy(s));
-    p2pt_finalize(h);
+    gpu_case_close(c);
 }
 
 Test(blocks_device_gpu, ids_outside_their_layer_are_skipped_counted_and_touch_nothing)
 {
-    gt_use_gpu();
-    p2pt_handle *h = gpu_handle();
-    CUstream s;
-    GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    const struct gpu_case c = gpu_case_open();
+    p2pt_handle *h = c.h;
+    CUstream s = c.s;
     /* 20 source blocks, 24 destination blocks a layer (one_call). */
     const int64_t map[] = {0,  5,           /* good */
                            3,  24,          /* dst == blocks */
@@ -431,16 +449,14 @@ Test(blocks_device_gpu, ids_outside_their_layer_are_skipped_counted_and_touch_no
     const size_t pairs = P2PT_ARRAY_LEN(map) / 2;
     one_call(h, s, 4100, 3, false, false, map, pairs, 77);
     one_call(h, s, 24, 70, true, false, map, pairs, 78);
-    GT_CHECK(tcu.cuStreamDestroy(s));
-    p2pt_finalize(h);
+    gpu_case_close(c);
 }
 
 Test(blocks_device_gpu, a_layer_outside_every_window_is_skipped_and_untouched)
 {
-    gt_use_gpu();
-    p2pt_handle *h = gpu_handle();
-    CUstream s;
-    GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    const struct gpu_case c = gpu_case_open();
+    p2pt_handle *h = c.h;
+    CUstream s = c.s;
     const uint64_t bb = 4144;
     const size_t pairs = 6, layers = 3;
     struct side dst = side_new(false, layers, 8, bb), src = side_new(false, layers, 8, bb);
@@ -476,8 +492,7 @@ Test(blocks_device_gpu, a_layer_outside_every_window_is_skipped_and_untouched)
     gt_free(&outside);
     gt_free(&dst.pool);
     gt_free(&src.pool);
-    GT_CHECK(tcu.cuStreamDestroy(s));
-    p2pt_finalize(h);
+    gpu_case_close(c);
 }
 
 /* Captured once: the mapping copied into place from a staging buffer
@@ -486,12 +501,11 @@ Test(blocks_device_gpu, a_layer_outside_every_window_is_skipped_and_untouched)
  * buffer and must move exactly them. */
 Test(blocks_device_gpu, a_captured_graph_reads_new_mapping_rows_at_every_replay)
 {
-    gt_use_gpu();
+    const struct gpu_case c = gpu_case_open();
     cr_assert_not_null(tcu.cuStreamBeginCapture, "driver lacks stream capture");
-    p2pt_handle *h = gpu_handle();
+    p2pt_handle *h = c.h;
+    CUstream s = c.s;
     GT_OK(p2pt_prepare(h, 0));
-    CUstream s;
-    GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     enum { LAYERS = 70, PAIRS = 13, DST_BLOCKS = 16, SRC_BLOCKS = 16 };
     const uint64_t bb = 4100;
     struct side dst = side_new(false, LAYERS, DST_BLOCKS, bb),
@@ -550,6 +564,5 @@ Test(blocks_device_gpu, a_captured_graph_reads_new_mapping_rows_at_every_replay)
     gpu_args_free(&a);
     gt_free(&dst.pool);
     gt_free(&src.pool);
-    GT_CHECK(tcu.cuStreamDestroy(s));
-    p2pt_finalize(h);
+    gpu_case_close(c);
 }
