@@ -325,3 +325,25 @@ def test_the_short_paths_records_are_done_records_of_their_own():
     got[0].fill_(7)
     assert pt._done_eager(12).tolist() == [12, 12, 0, -1, 0, 0, 0, 0]
     assert pt._done_eager(5).tolist() == [5, 5, 0, -1, 0, 0, 0, 0]
+
+
+def test_the_short_path_takes_only_lists_or_tensors_and_a_cpu_mapping():
+    """_again (layers swapped before, a CPU mapping, eager) hands every
+    other call to the general path, which checks it: a tuple of layers, a
+    mapping on another device. Its layout is marked direct here as pinned
+    layers would make it (this machine may have no pinned memory)."""
+    src, dst = [torch.randn(4, 8)], [poisoned(4, 8)]
+    lay = pt._layout(src, dst)
+    lay.direct = True
+    try:
+        m = torch.tensor([[0, 1]])
+        for s, d, mapping in ((tuple(src), tuple(dst), m), (src, dst, m.to("meta")),
+                              (src, dst, m.to(torch.int32)), (src, dst, m[:, :1])):
+            assert pt._again(s, d, mapping, 0) is None
+        empty = pt._layout([], [])
+        empty.direct = True
+        assert pt._again((), (), m, 0) is None
+    finally:
+        pt._layouts.clear()
+    with pytest.raises(ValueError, match="block_mapping is on meta"):
+        pt.swap_blocks(src, dst, m.to("meta"))

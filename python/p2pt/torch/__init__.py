@@ -190,8 +190,11 @@ def _again(src, dst, mapping, hid):
     after a synchronize (bench/results/offload.md, "PyTorch")."""
     if _compiling():
         return None  # dynamo traces the operation (and cannot trace id())
-    lay = _layouts.get((_ids(src), _ids(dst)))
-    if lay is None or not lay.direct or type(mapping) is not _Tensor or mapping.is_cuda or \
+    key = (_ids(src), _ids(dst))
+    if None in key:
+        return None
+    lay = _layouts.get(key)
+    if lay is None or not lay.direct or type(mapping) is not _Tensor or not mapping.is_cpu or \
             mapping.dtype != _int64 or mapping.dim() != 2 or mapping.shape[1] != 2:
         return None
     srcs = src if type(src) is list else [src]
@@ -203,10 +206,11 @@ def _again(src, dst, mapping, hid):
 
 def _ids(x):
     """The ids _layout keys x's layers by: a list's tensors, or a lone
-    plain tensor's (anything else: () and no layout, so _swap_any takes it)."""
+    plain tensor's; None for anything else (a tuple, a subclass), which
+    _swap_any takes."""
     if type(x) is list:
         return tuple(map(id, x))
-    return (id(x),) if type(x) is _Tensor else ()
+    return (id(x),) if type(x) is _Tensor else None
 
 
 def _swap_any(src, dst, block_mapping, hid):
