@@ -18,9 +18,7 @@ size_t p2pt__batch_fill(const p2pt_copy_desc *descs, const struct p2pt_blocks *b
     uint64_t t = 0;
     size_t next = cur->next;
     while (n < cap && next < count) {
-        const p2pt_copy_desc piece = descs ? descs[next] : p2pt__block_piece(blocks, next),
-                             *d = &piece;
-        next++;
+        const p2pt_copy_desc piece = p2pt__piece_at(descs, blocks, next++), *d = &piece;
         const uint64_t bytes = d->bytes;
         if (bytes == 0)
             continue;

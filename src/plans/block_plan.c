@@ -95,12 +95,9 @@ static p2pt_status check_layers(const char *fn, const p2pt_block_layer *layers, 
             f->min_src = L->src_blocks, f->min_src_at = l;
         if (L->block_bytes != 0 && L->dst_blocks < f->min_dst)
             f->min_dst = L->dst_blocks, f->min_dst_at = l;
-        if (f->disjoint) {
-            /* Checked above: no span overflows. */
-            const uint64_t bb = L->block_bytes, d = (uint64_t)(uintptr_t)L->dst,
-                           s = (uint64_t)(uintptr_t)L->src;
-            dst[l] = (struct span){d, d + L->dst_blocks * bb};
-            src[l] = (struct span){s, s + L->src_blocks * bb};
+        if (f->disjoint) { /* the spans p2pt__block_layers_check has checked */
+            P2PT_TRY(layer_span(fn, l, "dst", L->dst, L->dst_blocks, L->block_bytes, &dst[l]));
+            P2PT_TRY(layer_span(fn, l, "src", L->src, L->src_blocks, L->block_bytes, &src[l]));
         }
     }
     for (size_t l = 0; f->disjoint && l < n; l++)

@@ -48,6 +48,14 @@ static inline p2pt_copy_desc p2pt__block_piece(const struct p2pt_blocks *k, size
     return d;
 }
 
+/* Piece i of pieces kept written out in `descs`, or (descs NULL) as
+ * `blocks`: what every reader of such pieces calls. */
+static inline p2pt_copy_desc p2pt__piece_at(const p2pt_copy_desc *descs,
+                                            const struct p2pt_blocks *blocks, size_t i)
+{
+    return descs != NULL ? descs[i] : p2pt__block_piece(blocks, i);
+}
+
 /* The pieces of a block copy: written out (descs) where the layers share
  * bytes and the pieces had to be compared by address, else left as blocks
  * (descs NULL), which a batch's pass reads as it goes: 24 bytes a piece
@@ -65,7 +73,7 @@ struct p2pt_block_pieces {
 /* Piece i of `p`, wherever it is kept. */
 static inline p2pt_copy_desc p2pt__block_pieces_at(const struct p2pt_block_pieces *p, size_t i)
 {
-    return p->descs != NULL ? p->descs[i] : p2pt__block_piece(&p->blocks, i);
+    return p2pt__piece_at(p->descs, &p->blocks, i);
 }
 
 /*

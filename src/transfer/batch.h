@@ -61,7 +61,7 @@ struct p2pt_batch {
 /* Piece i of `b`, wherever it is kept. */
 static inline p2pt_copy_desc p2pt__batch_piece(const struct p2pt_batch *b, size_t i)
 {
-    return b->descs != NULL ? b->descs[i] : p2pt__block_piece(b->blocks, i);
+    return p2pt__piece_at(b->descs, b->blocks, i);
 }
 
 /* What a pass returns when the batch's mean piece size is outside the

@@ -73,6 +73,16 @@ static inline bool window_facts(struct scan_ctx *c, uintptr_t d, uint64_t dn, ui
     return true;
 }
 
+/* The facts of a run whose sides lie in the allocations `d` and `s`
+ * describe. */
+static inline void side_facts(const struct p2pt_side *d, const struct p2pt_side *s, int device,
+                              struct run_facts *f)
+{
+    f->dir = p2pt__link_dir(d, s, device);
+    f->dlo = d->start, f->dhi = d->start + d->size;
+    f->slo = s->start, f->shi = s->start + s->size;
+}
+
 /* Both [d, +dn) and [s, +sn) inside remembered allocations that the
  * device maps: their facts (the memo's entries were checked when the
  * driver was asked). */
@@ -85,9 +95,7 @@ static inline bool memo_facts(struct scan_ctx *c, uintptr_t d, uint64_t dn, uint
         dm->reach != P2PT_REACH_MAPPED || sm->reach != P2PT_REACH_MAPPED ||
         p2pt__side_straddles(dm, d, dn) || p2pt__side_straddles(sm, s, sn))
         return false;
-    f->dir = p2pt__link_dir(dm, sm, c->b->device);
-    f->dlo = dm->start, f->dhi = dm->start + dm->size;
-    f->slo = sm->start, f->shi = sm->start + sm->size;
+    side_facts(dm, sm, c->b->device, f);
     return true;
 }
 
@@ -104,9 +112,7 @@ piece_facts(struct scan_ctx *c, size_t i, uintptr_t d, uintptr_t s, uint64_t n,
                                        c->memo_hint, &ds, &ss);
     if (st != P2PT_SUCCESS)
         return st;
-    f->dir = p2pt__link_dir(&ds, &ss, c->b->device);
-    f->dlo = ds.start, f->dhi = ds.start + ds.size;
-    f->slo = ss.start, f->shi = ss.start + ss.size;
+    side_facts(&ds, &ss, c->b->device, f);
     if (ds.size == 0 || ss.size == 0)
         f->dhi = 0; /* memory whose range the driver does not report */
     return P2PT_SUCCESS;
