@@ -13,8 +13,11 @@
  *   - a refused mapping enqueues nothing and changes no destination byte;
  *   - a piece the batch's pass refuses (a layer running past the end of
  *     its allocation) is named by its layer and row;
+ *   - the copy engine groups blocks block by block (a 2D copy each) where
+ *     the layers sit at a constant stride, layer by layer where the ids run
+ *     adjacent, piece by piece where neither holds (`ce_operations`);
  *   - explain_blocks gives the engine and reason explain_batch gives for
- *     the same pieces.
+ *     the same pieces, in the order the engine takes them.
  */
 #include "batch_test.h"
 
@@ -97,12 +100,22 @@ static void expected_pieces(const p2pt_block_layer *ls, const int64_t *map, p2pt
     expected_pieces_of(ls, map, PAIRS, d);
 }
 
-/* Offload (GPU to pinned host) or restore of `pairs` random blocks of
- * every layer, in a cache `scale` times the base size, on a handle of
- * `options` (NULL: none). */
-static void one_way_of(uint64_t bb, bool offload, size_t scale, size_t pairs,
-                       const char *options)
+/* How a case's mapping and layers are laid out: ids at random or in a run
+ * (row i: src block i + 1, dst block i + 2), and the layer records in the
+ * cache's order or reversed (so that they do not sit at rising strides). */
+struct way {
+    size_t scale, pairs;
+    const char *options; /* the handle's (NULL: none) */
+    bool adjacent, reversed;
+};
+
+/* Offload (GPU to pinned host) or restore of `w.pairs` blocks of every
+ * layer, in a cache `w.scale` times the base size; every byte checked.
+ * Returns the copy-engine operations the batch took. */
+static uint64_t one_way_with(uint64_t bb, bool offload, struct way w)
 {
+    const size_t scale = w.scale, pairs = w.pairs;
+    const char *options = w.options;
     p2pt_init_args a = {.size = sizeof(a), .options = options};
     p2pt_handle *h = NULL;
     GT_OK(p2pt_init(&a, &h));
@@ -115,8 +128,17 @@ static void one_way_of(uint64_t bb, bool offload, size_t scale, size_t pairs,
     p2pt_copy_desc *want = malloc(LAYERS * pairs * sizeof(*want));
     cr_assert(map != NULL && want != NULL);
     cache_layers(&c, offload, ls);
+    for (size_t l = 0; w.reversed && l < LAYERS / 2; l++) {
+        p2pt_block_layer t = ls[l];
+        ls[l] = ls[LAYERS - 1 - l];
+        ls[LAYERS - 1 - l] = t;
+    }
     random_ids_of(map, pairs, 0, offload ? c.gpu_blocks : c.host_blocks, bb);
     random_ids_of(map, pairs, 1, offload ? c.host_blocks : c.gpu_blocks, bb + 1);
+    for (size_t i = 0; w.adjacent && i < pairs; i++) {
+        map[2 * i] = (int64_t)i + 1;
+        map[2 * i + 1] = (int64_t)i + 2;
+    }
     expected_pieces_of(ls, map, pairs, want);
     unsigned char *src_host = bt_host_copy(src);
     CUstream s;
@@ -139,6 +161,13 @@ static void one_way_of(uint64_t bb, bool offload, size_t scale, size_t pairs,
     gt_free(&c.gpu);
     gt_free(&c.host);
     p2pt_finalize(h);
+    return after.ce_operations - before.ce_operations;
+}
+
+static void one_way_of(uint64_t bb, bool offload, size_t scale, size_t pairs,
+                       const char *options)
+{
+    one_way_with(bb, offload, (struct way){scale, pairs, options, false, false});
 }
 
 static void one_way(uint64_t bb, bool offload)
@@ -194,6 +223,43 @@ Test(blocks_gpu, many_blocks_land_where_the_mapping_says)
 {
     gt_use_gpu();
     many_blocks();
+}
+
+/* The copy engine takes blocks in whichever order groups them into fewer
+ * operations: block by block where the layers sit at rising constant
+ * strides (one 2D copy of a row per layer for each block), layer by layer
+ * where the mapping's rows run on adjacent ids (one copy per layer) or the
+ * layers do not sit so (a copy per piece). Both ways, byte-exact, with the
+ * copy engine chosen by name and by a budget of 0. */
+static void ce_groups(void)
+{
+    const char *handles[] = {"P2P_TRANSPORT=ce", "P2P_TRANSPORT=auto P2P_TRANSPORT_SM_BUDGET=0"};
+    for (int k = 0; k < 2; k++)
+        for (int way = 0; way < 2; way++) {
+            const bool off = way == 0;
+            const char *o = handles[k];
+            uint64_t n = one_way_with(16384, off, (struct way){1, PAIRS, o, false, false});
+            cr_expect_eq(n, PAIRS, "%s, %s, random ids: %llu operations for %d blocks", o,
+                         off ? "offload" : "restore", (unsigned long long)n, PAIRS);
+            n = one_way_with(4096 + 48, off, (struct way){1, PAIRS, o, true, false});
+            cr_expect_eq(n, LAYERS, "%s, %s, a run of ids: %llu operations for %d layers", o,
+                         off ? "offload" : "restore", (unsigned long long)n, LAYERS);
+            n = one_way_with(16384, off, (struct way){1, PAIRS, o, false, true});
+            cr_expect_eq(n, LAYERS * PAIRS, "%s, %s, layers reversed: %llu operations", o,
+                         off ? "offload" : "restore", (unsigned long long)n);
+        }
+}
+
+Test(blocks_fake, ce_groups_blocks_into_2d_copies_or_runs_whichever_is_fewer)
+{
+    gt_use_fake_driver();
+    ce_groups();
+}
+
+Test(blocks_gpu, ce_groups_blocks_into_2d_copies_or_runs_whichever_is_fewer)
+{
+    gt_use_gpu();
+    ce_groups();
 }
 
 /* A mapping the plan refuses: nothing enqueued, no byte of dst changed. A
@@ -258,9 +324,15 @@ static void explain_agrees(void)
     random_ids(map, 0, GPU_BLOCKS, 3);
     random_ids(map, 1, HOST_BLOCKS, 4);
     expected_pieces(ls, map, want);
+    /* Block by block, as the copy engine takes these layers (they sit at a
+     * constant stride), so that its grouping reads the same both ways. */
+    p2pt_copy_desc by_block[LAYERS * PAIRS];
+    for (size_t r = 0; r < PAIRS; r++)
+        for (size_t l = 0; l < LAYERS; l++)
+            by_block[r * LAYERS + l] = want[l * PAIRS + r];
     p2pt_choice a = {sizeof(a)}, b = {sizeof(b)};
     GT_OK(p2pt_explain_blocks(h, ls, LAYERS, map, PAIRS, NULL, &a));
-    GT_OK(p2pt_explain_batch(h, want, LAYERS * PAIRS, NULL, &b));
+    GT_OK(p2pt_explain_batch(h, by_block, LAYERS * PAIRS, NULL, &b));
     cr_assert_str_eq(a.transport, b.transport);
     cr_assert_str_eq(a.path, "batch");
     /* The same from the table's band on (auto words the mean differently

@@ -14,6 +14,8 @@
  * costs what device memory costs. A piece that runs past the end of its
  * allocation is refused like any other failed fact.
  */
+#include <stdlib.h>
+
 #include "alloc_memo.h"
 #include "args.h"
 #include "batch_scan.h"
@@ -224,10 +226,85 @@ scan_blocks(struct scan_ctx *c, const bool facts, const bool write, const bool g
     return P2PT_SUCCESS;
 }
 
+/* Should the copy engine take blocks block by block? Its groups (coalesce.h)
+ * form from consecutive pieces. Layer by layer, a block follows the one
+ * before it in the mapping: they merge only where the mapping's rows run
+ * on adjacent ids. Block by block, a block's layers follow each other: where
+ * the layers sit at constant strides on both sides (a cache cut into layers
+ * of one tensor), each block becomes one 2D copy of a row per layer.
+ * Whichever order makes fewer groups, as far as the layers and the mapping
+ * tell: `rows` 2D copies against a copy per layer for each run of adjacent
+ * rows. */
+static bool blocks_by_block(const struct p2pt_blocks *k, size_t layers)
+{
+    if (layers < P2PT_COALESCE_MIN_ROWS || k->rows < 2)
+        return false;
+    const p2pt_block_layer *L0 = p2pt__block_layer_at(k, 0), *L1 = p2pt__block_layer_at(k, 1);
+    const uint64_t bb = L0->block_bytes;
+    const uint64_t dstep = (uintptr_t)L1->dst - (uintptr_t)L0->dst;
+    const uint64_t sstep = (uintptr_t)L1->src - (uintptr_t)L0->src;
+    if (bb == 0 || (uintptr_t)L1->dst <= (uintptr_t)L0->dst ||
+        (uintptr_t)L1->src <= (uintptr_t)L0->src || dstep < bb || sstep < bb ||
+        dstep > P2PT_COALESCE_MAX_PITCH || sstep > P2PT_COALESCE_MAX_PITCH)
+        return false;
+    for (size_t l = 2; l < layers; l++) {
+        const p2pt_block_layer *L = p2pt__block_layer_at(k, l);
+        if (L->block_bytes != bb || (uintptr_t)L->dst - (uintptr_t)L0->dst != l * dstep ||
+            (uintptr_t)L->src - (uintptr_t)L0->src != l * sstep)
+            return false;
+    }
+    const int64_t *map = k->mapping;
+    size_t runs = 1;
+    for (size_t r = 1; r < k->rows; r++)
+        runs += map[2 * r] != map[2 * r - 2] + 1 || map[2 * r + 1] != map[2 * r - 1] + 1;
+    return k->rows < layers * runs; /* layers * runs <= the batch's count */
+}
+
+/* Blocks for the copy engine block by block (blocks_by_block): every
+ * layer's facts first, then each mapping row through every layer. */
+static p2pt_status scan_blocks_by_block(struct scan_ctx *c, struct scan_out *o)
+{
+    const struct p2pt_blocks *k = c->b->blocks;
+    const size_t rows = k->rows, layers = c->b->count / rows;
+    const int64_t *map = k->mapping;
+    struct run_facts stack_facts[64], *f = stack_facts;
+    bool stack_known[64], *known = stack_known;
+    p2pt_status st = P2PT_SUCCESS;
+    if (layers > 64) {
+        f = malloc(layers * sizeof(*f));
+        known = malloc(layers * sizeof(*known));
+        if (f == NULL || known == NULL) {
+            st = p2pt__fail(P2PT_SYSTEM_ERROR, "%s: out of host memory for %zu layers",
+                            c->b->fn, layers);
+            goto out;
+        }
+    }
+    for (size_t l = 0; l < layers; l++)
+        P2PT_TRY(layer_facts(c, p2pt__block_layer_at(k, l), l * rows, &f[l], &known[l]));
+    const uint64_t bb = p2pt__block_layer_at(k, 0)->block_bytes;
+    for (size_t r = 0; r < rows; r++) {
+        const uint64_t doff = (uint64_t)map[2 * r + 1] * bb, soff = (uint64_t)map[2 * r] * bb;
+        for (size_t l = 0; l < layers; l++) {
+            const p2pt_block_layer *L = p2pt__block_layer_at(k, l);
+            P2PT_TRY(take(c, l * rows + r, (uintptr_t)L->dst + doff, (uintptr_t)L->src + soff,
+                          bb, known[l] ? &f[l] : NULL, true, false, true, o));
+        }
+    }
+out:
+    if (f != stack_facts) {
+        free(f);
+        free(known);
+    }
+    return st;
+}
+
 static inline __attribute__((always_inline)) p2pt_status
 scan_loop(struct scan_ctx *c, const bool facts, const bool write, const bool group,
           struct scan_out *o)
 {
+    if (c->b->blocks != NULL && group && facts && !write &&
+        blocks_by_block(c->b->blocks, c->b->count / c->b->blocks->rows))
+        return scan_blocks_by_block(c, o);
     if (c->b->blocks != NULL)
         return scan_blocks(c, facts, write, group, o);
     const p2pt_copy_desc *descs = c->b->descs;
