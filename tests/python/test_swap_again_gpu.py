@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """p2pt.torch.swap_blocks' short path (_again) on a GPU with pinned host
-memory: the same layers swapped again with a CPU mapping skip the general
-path, land every byte, bump every dst version and hold the pinned pool;
+memory: the same layers swapped again with a CPU or a GPU mapping skip the
+general path, land every byte, bump every dst version and hold the pinned
+pool (a GPU mapping's bad id skipped and counted, never written);
 whatever the short path cannot vouch for goes the general way: a layer
 moved by set_, a dst that autograd follows, a mapping of another dtype.
 Skips without a GPU."""
@@ -93,6 +94,43 @@ def test_the_same_layers_again_take_the_short_path_with_every_effect(h, general)
     assert landed(src[:1], dst[:1], mapping(8, 5))
     assert len(general) == 2
     pt._held.drain(wait=True)
+
+
+def test_a_gpu_mapping_of_the_same_layers_takes_the_short_path_too(h, general):
+    """A GPU mapping (one p2pt_copy_blocks_device_async call) of layers
+    swapped before skips the general path as a CPU mapping does: every
+    byte lands, every dst version goes up, each call has its own status
+    record, and an id past the pool is skipped and counted, never written."""
+    src, pool = gpu_layers(), pinned()
+    dst = list(pool.unbind(0))
+    pt.swap_blocks(src, dst, mapping(8, 1).cuda(), handle=h)
+    assert len(general) == 1
+    records = []
+    for seed in (2, 3):
+        m = mapping(8, seed)
+        versions = [d._version for d in dst]
+        records.append(pt.swap_blocks(src, dst, m.cuda(), handle=h))
+        assert landed(src, dst, m)
+        assert all(d._version > v for d, v in zip(dst, versions))
+    assert len(general) == 1, "a GPU mapping of the same layers went the general way"
+    pieces = 8 * LAYERS
+    for st in records:
+        assert st.is_cuda
+        assert pt.batch_status(st)[:3] == (pieces, pieces, 0)
+    assert records[0].data_ptr() != records[1].data_ptr(), "two calls share a status record"
+    bad = mapping(8, 4)
+    bad[3, 1] = HOST_BLOCKS  # one past the pool's last block
+    torch.cuda.synchronize()
+    before = pool.clone()
+    s = pt.batch_status(pt.swap_blocks(src, dst, bad.cuda(), handle=h))
+    assert (s.count, s.copied, s.skipped) == (pieces, pieces - LAYERS, LAYERS), s
+    assert s.first_bad % 8 == 3, s
+    good = torch.cat([bad[:3], bad[4:]])
+    assert landed(src, dst, good)
+    untouched = torch.ones(HOST_BLOCKS, dtype=torch.bool)
+    untouched[good[:, 1]] = False
+    assert torch.equal(pool[:, untouched], before[:, untouched]), "a byte outside the mapping"
+    assert len(general) == 1
 
 
 def test_a_layer_moved_by_set_is_checked_afresh_and_written_where_it_is(h, general):

@@ -68,6 +68,7 @@ from ._ops import batch_status, check_status, row_descriptors
 from ._swap_layout import _data_ptr, _layout, _layouts  # noqa: F401
 from ._swap_layout import _mapping_check  # noqa: F401
 from ._swap_blocks import LINK_CTAS, _done, _done_eager, _swap, _swap_host  # noqa: F401
+from ._swap_blocks import _swap_on_gpu
 
 __all__ = ["handle", "prepare", "copy_", "copy_batch_", "copy_rows_", "copy_batch_device_",
            "swap_blocks", "row_descriptors", "register_window", "batch_status", "check_status",
@@ -183,25 +184,31 @@ def swap_blocks(src, dst, block_mapping, *, stream=None, handle=None, sm_budget=
 def _again(src, dst, mapping, hid):
     """The common call, with the fewest host steps: layers swapped before
     (their _Layout is found by their ids, still serves them, and is
-    .direct), a CPU mapping, an eager call that nothing must see (as
-    _plain_eager). None where any of that does not hold: _swap_any then
-    takes the call, with every check. A server swaps the same layers at
-    every step, and each host step here costs several times more right
-    after a synchronize (bench/results/offload.md, "PyTorch")."""
+    .direct), a plain int64 [n, 2] mapping on the CPU or a GPU, an eager
+    call that nothing must see (as _plain_eager). None where any of that
+    does not hold: _swap_any then takes the call, with every check. A
+    server swaps the same layers at every step, and each host step here
+    costs several times more right after a synchronize
+    (bench/results/offload.md, "PyTorch")."""
     if _compiling():
         return None  # dynamo traces the operation (and cannot trace id())
     key = (_ids(src), _ids(dst))
     if None in key:
         return None
     lay = _layouts.get(key)
-    if lay is None or not lay.direct or type(mapping) is not _Tensor or not mapping.is_cpu or \
+    if lay is None or not lay.direct or type(mapping) is not _Tensor or \
             mapping.dtype != _int64 or mapping.dim() != 2 or mapping.shape[1] != 2:
         return None
+    on_cpu = mapping.is_cpu
+    if not on_cpu and not mapping.is_cuda:
+        return None  # meta and the like: the general path names them
     srcs = src if type(src) is list else [src]
     dsts = dst if type(dst) is list else [dst]
     if not lay.serves(srcs, dsts) or not _plain_eager(dsts, mapping):
         return None
-    return _swap_host(lay, srcs, dsts, mapping, hid, lambda: _mutated(dsts), _done_eager)
+    if on_cpu:
+        return _swap_host(lay, srcs, dsts, mapping, hid, lambda: _mutated(dsts), _done_eager)
+    return _swap_on_gpu(lay, srcs, dsts, mapping, hid, lambda: _mutated(dsts))
 
 
 def _ids(x):
