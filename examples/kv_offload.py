@@ -5,7 +5,9 @@ offloaded to random slots of a pinned host pool and restored into other
 GPU slots, every byte checked (the mapped blocks hold the source's bytes,
 every other block still holds its poison fill).
 
-Each way is timed (CUDA events, warm-up, median of --runs) for:
+Each way is timed (CUDA events from an idle GPU, so the host's enqueue
+counts; warm-up; median of --runs, the methods taking turns within each
+run) for:
   swap_blocks, CPU mapping   one host batch of blocks x layers pieces
   swap_blocks, GPU mapping   one device batch built on the GPU (Hopper)
   per-block copy_ loop       one torch copy_ per block and layer
@@ -160,21 +162,36 @@ class Cache:
         return int((as_blocks(self.stage_host) != self.moved_blocks()).any(-1).sum())
 
 
-def timed(fn, runs, stream):
-    """Median milliseconds of fn on `stream` (CUDA events), after a warm-up."""
+def once(fn, stream):
+    """Milliseconds of one call of fn on `stream`, from an idle GPU (CUDA
+    events: the host's enqueue counts, as a caller waiting on it sees)."""
+    with torch.cuda.stream(stream):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        fn()
+        e1.record()
+        e1.synchronize()
+    return e0.elapsed_time(e1)
+
+
+def timed(methods, runs, stream):
+    """Median milliseconds of each method's two ways, after a warm-up. The
+    methods take turns within each run: the host link's speed moves
+    between readings (a restore's reads wait on the host's memory), so
+    each method's median is taken over the same stretch of time as the
+    yardstick's."""
+    fns = [fn for _, ways, _ in methods for fn in ways]
     with torch.cuda.stream(stream):
         for _ in range(2):
-            fn()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(runs):
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-            fn()
-            e1.record()
-            e1.synchronize()
-            times.append(e0.elapsed_time(e1))
-    return statistics.median(times)
+            for fn in fns:
+                fn()
+    torch.cuda.synchronize()
+    times = [[] for _ in fns]
+    for _ in range(runs):
+        for fn, t in zip(fns, times):
+            t.append(once(fn, stream))
+    meds = [statistics.median(t) for t in times]
+    return {label: (meds[2 * i], meds[2 * i + 1]) for i, (label, _, _) in enumerate(methods)}
 
 
 class Matmul:
@@ -292,14 +309,13 @@ def main():
     mm = Matmul(a.matmuls) if a.overlap else None
     print(f"kv_offload: {name}; {a.layers} layers x {a.gpu_blocks} GPU blocks of 16 KiB, a "
           f"pinned pool of {a.host_blocks}; {a.blocks} blocks x {a.layers} layers "
-          f"({c.bytes / 2**20:.1f} MiB) each way; median of {a.runs} runs"
+          f"({c.bytes / 2**20:.1f} MiB) each way; median of {a.runs} runs, methods in turn"
           f"{'' if a.sm_budget is None else f'; swap_blocks sm_budget={a.sm_budget}'}")
     head = f"kv_offload: {'method':<26} {'offload GB/s':>12} {'restore GB/s':>12}"
     if mm:
         head += f"  {'beside matmul: offload GB/s, matmul slower':>44}  {'restore':>18}"
     print(head)
     bad = 0
-    rates = {}
     for label, (off, res), lands in methods:
         # One checked run of each way, from poisoned destinations.
         c.poison()
@@ -321,7 +337,10 @@ def main():
         if wrong:
             print(f"kv_offload: {label}: {wrong} blocks hold wrong bytes", file=sys.stderr)
             bad += 1
-        t_off, t_res = timed(off, a.runs, stream), timed(res, a.runs, stream)
+    ms = timed(methods, a.runs, stream)
+    rates = {}
+    for label, (off, res), lands in methods:
+        t_off, t_res = ms[label]
         rates[label] = (c.bytes / t_off / 1e6, c.bytes / t_res / 1e6)
         line = (f"kv_offload: {label:<26} {c.bytes / t_off / 1e6:12.1f} "
                 f"{c.bytes / t_res / 1e6:12.1f}")

@@ -13,8 +13,8 @@ them alike):
   steady     8 calls back to back behind a ~15 ms sleep kernel, per call
 
 then once beside the example's matmul loop. Methods: the contiguous copy_;
-the CPU mapping through the link kernel on 8 CTAs (the built-in `link h2d`)
-and, through a table file, on 16 and 24; the same with the pool's slots
+the CPU mapping through the link kernel on the built-in `link h2d` CTAs
+and, through a table file, on 8, 16 and 24; on 8 with the pool's slots
 in order instead of at random (host pages touched in order); the GPU
 mapping (the batch kernel, 8 CTAs, and 16 under sm_budget=16); the copy
 engine on the blocks grouped into 2D copies. Offloads (GPU to host) as the
@@ -73,14 +73,15 @@ def ce_2d(srcs, dsts, mapping):
     return lambda: ce.copy_batch_at(t.data_ptr(), t.shape[0], torch.cuda.current_stream().cuda_stream)
 
 
-h16, h24 = link_handle(16), link_handle(24)
+links = {k: link_handle(k) for k in (8, 16, 24)}
 r_gpu, m_gpu = r.cuda(), m.cuda()
 restore = [
     ("contiguous copy_", lambda: stage_gpu.copy_(stage_host, non_blocking=True)),
-    ("link 8", lambda: pt.swap_blocks(pl, bl, r)),
-    ("link 8, pool in order", lambda: pt.swap_blocks(pl, bl, r_seq)),
-    ("link 16", lambda: pt.swap_blocks(pl, bl, r, handle=h16)),
-    ("link 24", lambda: pt.swap_blocks(pl, bl, r, handle=h24)),
+    ("built in", lambda: pt.swap_blocks(pl, bl, r)),
+    ("link 8", lambda: pt.swap_blocks(pl, bl, r, handle=links[8])),
+    ("link 8, pool in order", lambda: pt.swap_blocks(pl, bl, r_seq, handle=links[8])),
+    ("link 16", lambda: pt.swap_blocks(pl, bl, r, handle=links[16])),
+    ("link 24", lambda: pt.swap_blocks(pl, bl, r, handle=links[24])),
     ("GPU mapping 8", lambda: pt.swap_blocks(pl, bl, r_gpu)),
     ("GPU mapping 16", lambda: pt.swap_blocks(pl, bl, r_gpu, sm_budget=16)),
     ("ce 2D", ce_2d(pl, bl, r)),
