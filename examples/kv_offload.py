@@ -5,9 +5,10 @@ offloaded to random slots of a pinned host pool and restored into other
 GPU slots, every byte checked (the mapped blocks hold the source's bytes,
 every other block still holds its poison fill).
 
-Each way is timed (CUDA events from an idle GPU, so the host's enqueue
-counts; warm-up; median of --runs, the methods taking turns within each
-run) for:
+Each way is timed (CUDA events; warm-up; median of --runs, the methods
+taking turns within each run) twice: one call from an idle GPU, so that
+its whole host enqueue counts, and a call of 4 back to back, where the
+host enqueues each while the GPU moves the one before; for:
   swap_blocks, CPU mapping   one host batch of blocks x layers pieces
   swap_blocks, GPU mapping   one device batch built on the GPU (Hopper)
   per-block copy_ loop       one torch copy_ per block and layer
@@ -162,23 +163,31 @@ class Cache:
         return int((as_blocks(self.stage_host) != self.moved_blocks()).any(-1).sum())
 
 
-def once(fn, stream):
-    """Milliseconds of one call of fn on `stream`, from an idle GPU (CUDA
-    events: the host's enqueue counts, as a caller waiting on it sees)."""
+def once(fn, stream, calls=1):
+    """Milliseconds a call of fn on `stream`, from an idle GPU (CUDA events),
+    over `calls` calls back to back. One call: the host's enqueue counts
+    whole, as a caller waiting on a lone swap sees it. Several: each call's
+    enqueue but the first runs while the GPU moves the one before, as in a
+    server step (p2pt-bench times its modes so)."""
     with torch.cuda.stream(stream):
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         e0.record()
-        fn()
+        for _ in range(calls):
+            fn()
         e1.record()
         e1.synchronize()
-    return e0.elapsed_time(e1)
+    return e0.elapsed_time(e1) / calls
+
+
+BACK_TO_BACK = 4
 
 
 def timed(methods, runs, stream):
-    """Median milliseconds of each method's two ways, after a warm-up. The
-    methods take turns within each run: the host link's speed moves
-    between readings (a restore's reads wait on the host's memory), so
-    each method's median is taken over the same stretch of time as the
+    """Median milliseconds a call of each method's two ways, after a
+    warm-up: {label: ((offload, restore) alone, (offload, restore) back to
+    back)}. The methods take turns within each run: the host link's speed
+    moves between readings (a restore's reads wait on the host's memory),
+    so each method's median is taken over the same stretch of time as the
     yardstick's."""
     fns = [fn for _, ways, _ in methods for fn in ways]
     with torch.cuda.stream(stream):
@@ -186,12 +195,15 @@ def timed(methods, runs, stream):
             for fn in fns:
                 fn()
     torch.cuda.synchronize()
-    times = [[] for _ in fns]
+    alone, queued = [[] for _ in fns], [[] for _ in fns]
     for _ in range(runs):
-        for fn, t in zip(fns, times):
+        for fn, t, q in zip(fns, alone, queued):
             t.append(once(fn, stream))
-    meds = [statistics.median(t) for t in times]
-    return {label: (meds[2 * i], meds[2 * i + 1]) for i, (label, _, _) in enumerate(methods)}
+            q.append(once(fn, stream, BACK_TO_BACK))
+    a = [statistics.median(t) for t in alone]
+    q = [statistics.median(t) for t in queued]
+    return {label: ((a[2 * i], a[2 * i + 1]), (q[2 * i], q[2 * i + 1]))
+            for i, (label, _, _) in enumerate(methods)}
 
 
 class Matmul:
@@ -311,7 +323,9 @@ def main():
           f"pinned pool of {a.host_blocks}; {a.blocks} blocks x {a.layers} layers "
           f"({c.bytes / 2**20:.1f} MiB) each way; median of {a.runs} runs, methods in turn"
           f"{'' if a.sm_budget is None else f'; swap_blocks sm_budget={a.sm_budget}'}")
-    head = f"kv_offload: {'method':<26} {'offload GB/s':>12} {'restore GB/s':>12}"
+    print(f"kv_offload: GB/s of one call from an idle GPU, then a call of {BACK_TO_BACK} back "
+          f"to back")
+    head = f"kv_offload: {'method':<26} {'offload GB/s':>15} {'restore GB/s':>15}"
     if mm:
         head += f"  {'beside matmul: offload GB/s, matmul slower':>44}  {'restore':>18}"
     print(head)
@@ -338,12 +352,13 @@ def main():
             print(f"kv_offload: {label}: {wrong} blocks hold wrong bytes", file=sys.stderr)
             bad += 1
     ms = timed(methods, a.runs, stream)
-    rates = {}
+    rates, queued = {}, {}
     for label, (off, res), lands in methods:
-        t_off, t_res = ms[label]
+        (t_off, t_res), (q_off, q_res) = ms[label]
         rates[label] = (c.bytes / t_off / 1e6, c.bytes / t_res / 1e6)
-        line = (f"kv_offload: {label:<26} {c.bytes / t_off / 1e6:12.1f} "
-                f"{c.bytes / t_res / 1e6:12.1f}")
+        queued[label] = (c.bytes / q_off / 1e6, c.bytes / q_res / 1e6)
+        line = (f"kv_offload: {label:<26} {rates[label][0]:7.1f} {queued[label][0]:7.1f} "
+                f"{rates[label][1]:7.1f} {queued[label][1]:7.1f}")
         if mm:
             cells = []
             for fn, t in ((off, t_off), (res, t_res)):
@@ -353,11 +368,13 @@ def main():
                              f"({alone:.2f} ms alone)")
             line += "  " + "  ".join(cells)
         print(line)
-    ref = rates["contiguous copy_"]
+    ref, qref = rates["contiguous copy_"], queued["contiguous copy_"]
     for label, (r_off, r_res) in rates.items():
         if label.startswith("swap_blocks"):
-            print(f"kv_offload: {label} / contiguous copy_: offload {r_off / ref[0]:.2f}, "
-                  f"restore {r_res / ref[1]:.2f}")
+            q_off, q_res = queued[label]
+            print(f"kv_offload: {label} / contiguous copy_: offload {r_off / ref[0]:.2f} "
+                  f"(back to back {q_off / qref[0]:.2f}), restore {r_res / ref[1]:.2f} "
+                  f"(back to back {q_res / qref[1]:.2f})")
     pieces, states = host_overhead(c)
     for state, (c_us, swap_us) in zip(("after a synchronize", "back to back"), states):
         print(f"kv_offload: host time a call, CPU mapping, {pieces} pieces (median), {state}: "
