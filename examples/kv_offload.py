@@ -313,8 +313,11 @@ def main():
     stream = torch.cuda.Stream()
     hopper = torch.cuda.get_device_capability(0) >= (9, 0)
     methods = [("swap_blocks, CPU mapping", c.swap(False), "pool")]
-    if hopper:
+    if hopper and a.sm_budget != 0:
         methods.append(("swap_blocks, GPU mapping", c.swap(True), "pool"))
+    elif hopper:
+        print("kv_offload: no GPU mapping under sm_budget=0: its pieces are read on the GPU, "
+              "which only a kernel can do (p2pt refuses it with status 6)")
     methods += [("per-block copy_ loop", c.loop(), "pool"),
                 ("index_select + copy_", c.gather(), "stage"),
                 ("contiguous copy_", c.contiguous(), "copy")]

@@ -126,8 +126,12 @@ struct p2pt_batch_ring_params {
 /* The link kernel (kernels/link_copy.cu): a host batch whose every piece
  * crosses the host link and is co-aligned, its descriptors in the staging
  * ring (read in place with P2PT_RING_HOST, else copied to GPU memory by the
- * stream first). A warp per piece. */
+ * stream first). A warp per piece, P2PT_LINK_THREADS / 32 warps a CTA (an
+ * experiment's build may set it: NVRTC compiles the kernel with the value
+ * the library was built with). */
+#ifndef P2PT_LINK_THREADS
 #define P2PT_LINK_THREADS 256
+#endif
 struct p2pt_link_params {
     unsigned long long descs; /* p2pt_batch_desc[count], or the pairs (P2PT_RING_BLOCKS) */
     unsigned int count;

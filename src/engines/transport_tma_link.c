@@ -19,7 +19,8 @@ const struct p2pt_kernel p2pt__kernel_link_copy = {
     .source = p2pt__link_copy_source,
     .entries = {"p2pt_link_copy", NULL},
     .min_cc = 90,
-    .defines = {NULL},
+    /* The CTA's size the host launches with, whatever the build set. */
+    .defines = {"-DP2PT_LINK_THREADS=" P2PT_XSTR(P2PT_LINK_THREADS), NULL},
 };
 
 /* The directions whose batches take the link kernel (1 h2d, 2 d2h; an

@@ -20,6 +20,9 @@
 #define P2PT_INTERNAL __attribute__((visibility("hidden")))
 #define P2PT_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #define P2PT_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+/* A macro's value as a string literal. */
+#define P2PT_STR_(x) #x
+#define P2PT_XSTR(x) P2PT_STR_(x)
 
 /* ------------------------------------------------------------------ status.c */
 
