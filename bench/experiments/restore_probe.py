@@ -32,18 +32,11 @@ sys.path.insert(0, "examples")
 import torch  # noqa: E402
 import p2pt  # noqa: E402
 import p2pt.torch as pt  # noqa: E402
-from kv_setup import G, H, L, gl, gpu, m, n, pl, pool  # noqa: E402
+from kv_setup import (L, bb, bl, back, check, descs, gl, gpu, m, n, nbytes, one, pl,  # noqa: E402
+                      pool, r, stage_gpu, stage_host)
 from kv_offload import Matmul  # noqa: E402
 
-bb = gl[0].stride(0) * gl[0].element_size()
-back = torch.empty_like(gpu)
-bl = list(back.unbind(0))
-gen = torch.Generator().manual_seed(1)
-r = torch.stack([m[:, 1], torch.randperm(G, generator=gen)[:n]], 1)      # pool slots at random
-r_seq = torch.stack([torch.arange(n), r[:, 1]], 1)                       # pool slots 0..n-1
-stage_gpu = torch.empty(L, n, *gpu.shape[2:], dtype=gpu.dtype, device="cuda")
-stage_host = torch.empty_like(stage_gpu, device="cpu").pin_memory()
-nbytes = stage_gpu.nbytes
+r_seq = torch.stack([torch.arange(n), r[:, 1]], 1)  # pool slots 0..n-1
 ce = p2pt.Handle("ce")
 name = torch.cuda.get_device_name(0)
 
@@ -57,15 +50,6 @@ def link_handle(h2d):
     os.write(fd, text.encode())
     os.close(fd)
     return p2pt.Handle("auto", {"P2P_TRANSPORT_AUTO_TABLE": path})
-
-
-def descs(srcs, dsts, mapping):
-    """Block by block, (count, 3) int64: each block's layers one 2D copy."""
-    sb = torch.tensor([t.data_ptr() for t in srcs], dtype=torch.int64)
-    db = torch.tensor([t.data_ptr() for t in dsts], dtype=torch.int64)
-    S = sb[None, :] + (mapping[:, 0] * bb)[:, None]
-    D = db[None, :] + (mapping[:, 1] * bb)[:, None]
-    return torch.stack([D.flatten(), S.flatten(), torch.full_like(D.flatten(), bb)], 1).contiguous()
 
 
 def ce_2d(srcs, dsts, mapping):
@@ -94,17 +78,6 @@ offload = [
 ]
 
 
-def one(fn, gate):
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    if gate:
-        torch.cuda._sleep(2_000_000)
-    e0.record()
-    fn()
-    e1.record()
-    e1.synchronize()
-    return e0.elapsed_time(e1)
-
-
 def steady(fn, reps=8):
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     torch.cuda._sleep(30_000_000)
@@ -114,17 +87,6 @@ def steady(fn, reps=8):
     e1.record()
     e1.synchronize()
     return e0.elapsed_time(e1) / reps
-
-
-def check(label, fn, dst_all, dst_ids, want):
-    torch.cuda.synchronize()
-    dst_all.view(torch.uint8).fill_(0xA5)
-    torch.cuda.synchronize()
-    fn()
-    torch.cuda.synchronize()
-    got = dst_all[:, dst_ids.to(dst_all.device)].cpu()
-    if not torch.equal(got.view(torch.uint8), want.view(torch.uint8)):
-        print(f"WRONG BYTES: {label}", flush=True)
 
 
 def gbps(ms):

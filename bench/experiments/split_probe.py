@@ -23,7 +23,6 @@ the repository root on a GPU machine:
 
     P2PT_LIBRARY=build/libp2pt.so python3 bench/experiments/split_probe.py
 """
-import statistics
 import sys
 
 sys.path.insert(0, "python")
@@ -31,30 +30,12 @@ sys.path.insert(0, "examples")
 import torch  # noqa: E402
 import p2pt  # noqa: E402
 import p2pt.torch as pt  # noqa: E402
-from kv_setup import G, L, gl, gpu, m, n, pl, pool  # noqa: E402
+from kv_setup import (L, bb, bl, back, check, descs, gl, gpu, m, n, nbytes, pl, pool,  # noqa: E402
+                      r, stage_gpu, stage_host, timed)
 from kv_offload import Matmul  # noqa: E402
 
-bb = gl[0].stride(0) * gl[0].element_size()
-back = torch.empty_like(gpu)
-bl = list(back.unbind(0))
-r = torch.stack([m[:, 1], torch.randperm(G, generator=torch.Generator().manual_seed(1))[:n]], 1)
-stage_gpu = torch.empty(L, n, *gpu.shape[2:], dtype=gpu.dtype, device="cuda")
-stage_host = torch.empty_like(stage_gpu, device="cpu").pin_memory()
-nbytes = stage_gpu.nbytes
 ce = p2pt.Handle("ce")
 side = torch.cuda.Stream()
-
-
-def descs(srcs, dsts, mapping, block_major):
-    """(count, 3) int64 descriptors of mapping's blocks over the layers."""
-    sb = torch.tensor([t.data_ptr() for t in srcs], dtype=torch.int64)
-    db = torch.tensor([t.data_ptr() for t in dsts], dtype=torch.int64)
-    s, d = mapping[:, 0] * bb, mapping[:, 1] * bb
-    if block_major:
-        S, D = sb[None, :] + s[:, None], db[None, :] + d[:, None]
-    else:
-        S, D = sb[:, None] + s[None, :], db[:, None] + d[None, :]
-    return torch.stack([D.flatten(), S.flatten(), torch.full_like(D.flatten(), bb)], 1).contiguous()
 
 
 def ce_fn(t, stream=None):
@@ -82,23 +63,6 @@ def split_fn(srcs, dsts, mapping, f, budget):
     return run
 
 
-def timed(fn, gate, runs=9):
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(runs):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        if gate:
-            torch.cuda._sleep(2_000_000)
-        e0.record()
-        fn()
-        e1.record()
-        e1.synchronize()
-        ts.append(e0.elapsed_time(e1))
-    return statistics.median(ts)
-
-
 def methods(srcs, dsts, mapping, small):
     out = [("tma", lambda: pt.swap_blocks(srcs, dsts, mapping)),
            ("ce 2D", ce_fn(descs(srcs, dsts, mapping, True))),
@@ -109,17 +73,6 @@ def methods(srcs, dsts, mapping, small):
         out.append((f"split {f} / {'link' if b is None else b}",
                     split_fn(srcs, dsts, mapping, f, b)))
     return out
-
-
-def check(name, fn, dst_all, dst_ids, want):
-    torch.cuda.synchronize()
-    dst_all.view(torch.uint8).fill_(0xA5)
-    torch.cuda.synchronize()
-    fn()
-    torch.cuda.synchronize()
-    got = dst_all[:, dst_ids.to(dst_all.device)].cpu()
-    if not torch.equal(got.view(torch.uint8), want.view(torch.uint8)):
-        print(f"WRONG BYTES: {name}")
 
 
 mm = Matmul(40)
@@ -141,7 +94,7 @@ for way, srcs, dsts, mapping, small, dst_all, dst_ids, want, contig in ways:
         if name != "contiguous copy_":
             check(f"{way} {name}", fn, dst_all, dst_ids, want)
         with torch.cuda.stream(torch.cuda.Stream()) as s:
-            gpu_ms, as_ms = timed(fn, True), timed(fn, False)
+            gpu_ms, as_ms = timed(fn, True, 9), timed(fn, False, 9)
             alone, beside, t_copy = mm.beside(fn, gpu_ms, torch.cuda.current_stream())
         ref = ref or nbytes / gpu_ms / 1e6
         print(f"{way:8s} {name:22s} {nbytes / gpu_ms / 1e6:9.1f} {nbytes / as_ms / 1e6:9.1f} "

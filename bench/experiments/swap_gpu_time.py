@@ -10,37 +10,15 @@ Run from the repository root on a GPU machine:
 
     P2PT_LIBRARY=build/libp2pt.so python3 bench/experiments/swap_gpu_time.py
 """
-import statistics
 import sys
 
 sys.path.insert(0, "python")
 import torch  # noqa: E402
 import p2pt.torch as pt  # noqa: E402
-from kv_setup import G, gl, L, m, n, pl  # noqa: E402
+from kv_setup import gl, L, m, n, nbytes, pl, r, stage_gpu, stage_host, timed  # noqa: E402
 
 back = [torch.empty_like(t) for t in gl]
-r = torch.stack([m[:, 1], torch.randperm(G, generator=torch.Generator().manual_seed(1))[:n]], 1)
 m_gpu, r_gpu = m.cuda(), r.cuda()
-stage_gpu = torch.empty(L, n, 16, 8, 64, dtype=torch.bfloat16, device="cuda")
-stage_host = torch.empty_like(stage_gpu, device="cpu").pin_memory()
-nbytes = stage_gpu.nbytes
-
-
-def timed(fn, gate):
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(15):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        if gate:
-            torch.cuda._sleep(2_000_000)  # ~1 ms at 2 GHz: the host enqueues meanwhile
-        e0.record()
-        fn()
-        e1.record()
-        e1.synchronize()
-        ts.append(e0.elapsed_time(e1))
-    return statistics.median(ts)
 
 
 methods = [
