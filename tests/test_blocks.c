@@ -250,6 +250,60 @@ static void ce_groups(void)
         }
 }
 
+/* More layers than the pass keeps on its stack (64): 70 layers of 4 KiB
+ * blocks, one allocation a side, 9 random blocks offloaded through the copy
+ * engine: 9 2D copies, every byte where the mapping says. */
+static void ce_groups_many_layers(void)
+{
+    enum { N_LAYERS = 70, BLOCKS = 12, ROWS = 9 };
+    const uint64_t bb = 4096;
+    p2pt_handle *h = NULL;
+    p2pt_init_args a = {.size = sizeof(a), .options = "P2P_TRANSPORT=ce"};
+    GT_OK(p2pt_init(&a, &h));
+    struct gt_buf gpu = gt_alloc(N_LAYERS * BLOCKS * bb);
+    struct gt_buf host = gt_alloc_host(N_LAYERS * BLOCKS * bb);
+    gt_fill(&gpu, 70);
+    gt_poison(&host);
+    p2pt_block_layer ls[N_LAYERS];
+    for (size_t l = 0; l < N_LAYERS; l++)
+        ls[l] = (p2pt_block_layer){sizeof(ls[l]),
+                                   (void *)(uintptr_t)(host.ptr + l * BLOCKS * bb),
+                                   (const void *)(uintptr_t)(gpu.ptr + l * BLOCKS * bb), bb,
+                                   BLOCKS, BLOCKS};
+    int64_t map[2 * ROWS];
+    random_ids_of(map, ROWS, 0, BLOCKS, 7);
+    random_ids_of(map, ROWS, 1, BLOCKS, 8);
+    p2pt_copy_desc want[N_LAYERS * ROWS];
+    for (size_t l = 0; l < N_LAYERS; l++)
+        for (size_t r = 0; r < ROWS; r++)
+            want[l * ROWS + r] = (p2pt_copy_desc){(char *)ls[l].dst + map[2 * r + 1] * bb,
+                                                  (const char *)ls[l].src + map[2 * r] * bb, bb};
+    unsigned char *src_host = bt_host_copy(&gpu);
+    const p2pt_properties before = gt_props(h);
+    GT_OK(p2pt_copy_blocks_async(h, ls, N_LAYERS, map, ROWS, NULL));
+    GT_CHECK(tcu.cuCtxSynchronize());
+    const uint64_t ops = gt_props(h).ce_operations - before.ce_operations;
+    cr_expect_eq(ops, ROWS, "%llu operations for %d blocks of %d layers", (unsigned long long)ops,
+                 ROWS, N_LAYERS);
+    bt_expect(&host, &gpu, src_host, want, N_LAYERS * ROWS, NULL, "70 layers through ce");
+    free(src_host);
+    gt_free(&gpu);
+    gt_free(&host);
+    p2pt_finalize(h);
+}
+
+Test(blocks_fake, ce_groups_blocks_of_more_layers_than_fit_on_the_stack)
+{
+    gt_use_fake_driver();
+    ce_groups_many_layers();
+}
+
+Test(blocks_gpu, ce_groups_blocks_of_more_layers_than_fit_on_the_stack)
+{
+    gt_use_gpu();
+    ce_groups_many_layers();
+}
+
 Test(blocks_fake, ce_groups_blocks_into_2d_copies_or_runs_whichever_is_fewer)
 {
     gt_use_fake_driver();

@@ -267,34 +267,28 @@ static p2pt_status scan_blocks_by_block(struct scan_ctx *c, struct scan_out *o)
     const struct p2pt_blocks *k = c->b->blocks;
     const size_t rows = k->rows, layers = c->b->count / rows;
     const int64_t *map = k->mapping;
-    struct run_facts stack_facts[64], *f = stack_facts;
-    bool stack_known[64], *known = stack_known;
+    struct layer_run {
+        struct run_facts f;
+        bool known; /* f holds for every block of the layer */
+    } on_stack[64], *lr = on_stack;
     p2pt_status st = P2PT_SUCCESS;
-    if (layers > 64) {
-        f = malloc(layers * sizeof(*f));
-        known = malloc(layers * sizeof(*known));
-        if (f == NULL || known == NULL) {
-            st = p2pt__fail(P2PT_SYSTEM_ERROR, "%s: out of host memory for %zu layers",
-                            c->b->fn, layers);
-            goto out;
-        }
-    }
+    if (layers > P2PT_ARRAY_LEN(on_stack) && (lr = malloc(layers * sizeof(*lr))) == NULL)
+        return p2pt__fail(P2PT_SYSTEM_ERROR, "%s: out of host memory for %zu layers", c->b->fn,
+                          layers);
     for (size_t l = 0; l < layers; l++)
-        P2PT_TRY(layer_facts(c, p2pt__block_layer_at(k, l), l * rows, &f[l], &known[l]));
+        P2PT_TRY(layer_facts(c, p2pt__block_layer_at(k, l), l * rows, &lr[l].f, &lr[l].known));
     const uint64_t bb = p2pt__block_layer_at(k, 0)->block_bytes;
     for (size_t r = 0; r < rows; r++) {
         const uint64_t doff = (uint64_t)map[2 * r + 1] * bb, soff = (uint64_t)map[2 * r] * bb;
         for (size_t l = 0; l < layers; l++) {
             const p2pt_block_layer *L = p2pt__block_layer_at(k, l);
             P2PT_TRY(take(c, l * rows + r, (uintptr_t)L->dst + doff, (uintptr_t)L->src + soff,
-                          bb, known[l] ? &f[l] : NULL, true, false, true, o));
+                          bb, lr[l].known ? &lr[l].f : NULL, true, false, true, o));
         }
     }
 out:
-    if (f != stack_facts) {
-        free(f);
-        free(known);
-    }
+    if (lr != on_stack)
+        free(lr);
     return st;
 }
 
