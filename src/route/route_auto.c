@@ -295,6 +295,30 @@ static int table_path(const struct p2pt_request *r)
     return dir < 0 ? -1 : P2PT_AUTO_H2D + dir - P2PT_LINK_H2D;
 }
 
+/* Memory only the copy engine moves (P2PT_REACH_UNMAPPED: another
+ * device's memory not mapped for the stream's, such as a CUDA IPC handle
+ * opened in another device's context) goes to it, whatever the table says:
+ * a kernel cannot touch it, and the driver moves it at the speed it gives.
+ * Says so into why. */
+static bool ce_only(const struct p2pt_side *dst, const struct p2pt_side *src, int device,
+                    char *why, size_t len)
+{
+    const struct p2pt_side *s = dst->reach == P2PT_REACH_UNMAPPED ? dst
+                                : src->reach == P2PT_REACH_UNMAPPED ? src
+                                                                    : NULL;
+    if (s == NULL)
+        return false;
+    if (why)
+        snprintf(why, len, "auto: %s is memory of device %d %s, not mapped for device %d, where "
+                           "the stream runs: no kernel there can reach it, and the copy engine "
+                           "moves it: %s",
+                 s == dst ? "dst" : "src", s->device,
+                 s->opened_elsewhere ? "opened in its own context (a CUDA IPC handle)"
+                                     : "without peer access",
+                 device, p2pt__fallback_engine()->name);
+    return true;
+}
+
 /* The table's engine for a resolved copy; the router applies its can_copy
  * and the fallback. A path without a list (the rest of `other`, or h2d and
  * d2h in a table without them) goes to the fallback engine, which stages
@@ -308,6 +332,10 @@ static p2pt_status auto_copy(struct p2pt_handle *h, const struct p2pt_request *r
     char band[160] = "", size[24], name[16];
     int p = table_path(r);
 
+    if (ce_only(&r->dst_side, &r->src_side, r->device, why, len)) {
+        *t = p2pt__fallback_engine();
+        return P2PT_SUCCESS;
+    }
     if (p >= 0)
         P2PT_TRY(device_table(h, r->device, &tab));
     if (p < 0 || tab->copy[p].n == 0) {
@@ -371,6 +399,22 @@ static p2pt_status auto_batch(struct p2pt_handle *h, struct p2pt_batch *b,
     char band[160], mean[24], first[96] = "", name[16] = "batch";
     int p = -1;
 
+    /* A piece only the copy engine moves, the first (resolved for routing)
+     * or one the pass of a kernel engine found (b->unmapped). */
+    b->reroute_unmapped = false;
+    const bool by_first = b->first.bytes != 0 &&
+                       ce_only(&b->first.dst_side, &b->first.src_side, b->device, why, len);
+    if (by_first || b->unmapped) {
+        *t = p2pt__fallback_engine();
+        b->mean_lo = b->mean_hi = 0;
+        if (why && !by_first)
+            snprintf(why, len, "auto: a piece of the batch is memory of another device not "
+                               "mapped for device %d, where the stream runs (a CUDA IPC handle "
+                               "opened in another context, or no peer access): no kernel there "
+                               "can reach it, and the copy engine moves it: %s",
+                     b->device, (*t)->name);
+        return P2PT_SUCCESS;
+    }
     P2PT_TRY(device_table(h, b->device, &tab));
     if (tab->host_batch[0].n != 0 || tab->host_batch[1].n != 0)
         p = batch_path(b);
@@ -392,6 +436,8 @@ static p2pt_status auto_batch(struct p2pt_handle *h, struct p2pt_batch *b,
     const uint32_t at = p2pt__auto_band_of(l, m);
     *t = p2pt__transport_at((int)l->band[at].engine);
     b->mean_lo = b->mean_hi = 0;
+    /* A later piece that a kernel cannot reach sends the batch back here. */
+    b->reroute_unmapped = ((*t)->caps & P2PT_CAP_STAGED) == 0;
     if (!sums) {
         /* The band of the guess, widened over neighbours with the same engine. */
         uint32_t lo = at, hi = at + 1;

@@ -34,6 +34,12 @@ struct p2pt_batch {
      * batch of equal pieces is read once, and any batch goes where its mean
      * says. mean_hi 0: no guess to check. */
     uint64_t mean_lo, mean_hi;
+    /* Set by a policy that would rather route again than refuse (auto):
+     * a piece with a side that only the copy engine moves
+     * (p2pt__reach_ce_only) ends a kernel engine's pass with
+     * P2PT__ROUTE_AGAIN and sets `unmapped`, before anything is enqueued. */
+    bool reroute_unmapped;
+    bool unmapped;
     CUstream stream;
     CUcontext ctx;
     int device; /* the stream's device */
@@ -65,8 +71,9 @@ static inline p2pt_copy_desc p2pt__batch_piece(const struct p2pt_batch *b, size_
 }
 
 /* What a pass returns when the batch's mean piece size is outside the
- * guess its engine was chosen for (mean_lo, mean_hi): not an error, and
- * never returned by an entry point. */
+ * guess its engine was chosen for (mean_lo, mean_hi), or it found a piece
+ * only the copy engine moves (reroute_unmapped): not an error, and never
+ * returned by an entry point. */
 #define P2PT__ROUTE_AGAIN ((p2pt_status)0x100)
 
 /* The most CTAs a kernel moving batch `b` may use for its link: when every

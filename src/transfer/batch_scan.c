@@ -346,6 +346,8 @@ static p2pt_status scan(const struct p2pt_handle *h, struct p2pt_batch *b,
         st = out ? scan_loop(&c, true, true, false, &o) : scan_loop(&c, true, false, false, &o);
     else
         st = out ? scan_loop(&c, false, true, false, &o) : scan_loop(&c, false, false, false, &o);
+    if (st == P2PT__ROUTE_AGAIN)
+        b->unmapped = true; /* a piece only the copy engine moves */
     if (st == P2PT_SUCCESS && b->mean_hi != 0 && o.pieces != 0) {
         const uint64_t mean = o.bytes / o.pieces;
         if (mean < b->mean_lo || mean >= b->mean_hi)

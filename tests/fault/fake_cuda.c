@@ -6,7 +6,9 @@
  * attributes know as device or pinned host memory (any other address reads as
  * pageable memory, as the real driver says), peer access, modules (any ELF
  * image loads; other bytes are CUDA_ERROR_INVALID_IMAGE), launches that do
- * nothing and copies that are memcpy. Every entry counts its calls and fails
+ * nothing and copies that are memcpy, and legacy IPC handles opened in a
+ * chosen device's context (an opened handle is memory of its own, mapped for
+ * that device alone, peer access or not, as the real driver maps it). Every entry counts its calls and fails
  * on the schedule of fault_plan.h. Reached only through cuGetProcAddress_v2
  * and cuInit, like the real driver's versioned entries.
  */
@@ -45,6 +47,7 @@ struct fake_alloc {
     void *base;
     size_t size;
     int device; /* -1: pinned host memory */
+    int opened; /* a legacy IPC handle opened in `device`'s context */
     unsigned long long buffer_id;
     struct fake_alloc *next;
 };
@@ -517,6 +520,53 @@ static CUresult fake_cuMemAlloc(CUdeviceptr *dp, size_t bytes)
     return r;
 }
 
+/* A handle carries the exported allocation's address and size. */
+static CUresult fake_cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr dp)
+{
+    FAULT("cuIpcGetMemHandle");
+    pthread_mutex_lock(&lock);
+    struct fake_alloc *f = find_alloc((uintptr_t)dp);
+    struct fake_alloc a = f != NULL ? *f : (struct fake_alloc){0};
+    pthread_mutex_unlock(&lock);
+    if (f == NULL || a.device < 0 || a.base != (void *)(uintptr_t)dp)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(h, 0, sizeof(*h));
+    memcpy(h->reserved, "fakeipc", 8);
+    memcpy(h->reserved + 8, &a.base, sizeof(a.base));
+    memcpy(h->reserved + 16, &a.size, sizeof(a.size));
+    return CUDA_SUCCESS;
+}
+
+/* Opening makes memory of its own (the fake has one process: the bytes are
+ * not shared with the exported allocation), known as the opening context's
+ * device's and mapped for it alone. */
+static CUresult fake_cuIpcOpenMemHandle(CUdeviceptr *dp, CUipcMemHandle h, unsigned flags)
+{
+    FAULT("cuIpcOpenMemHandle");
+    (void)flags;
+    size_t size = 0;
+    if (current() == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (memcmp(h.reserved, "fakeipc", 8) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(&size, h.reserved + 16, sizeof(size));
+    void *p = NULL;
+    CUresult r = alloc(&p, size, ((struct fake_ctx *)current())->device);
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&lock);
+    find_alloc((uintptr_t)p)->opened = 1;
+    pthread_mutex_unlock(&lock);
+    *dp = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuIpcCloseMemHandle(CUdeviceptr dp)
+{
+    FAULT("cuIpcCloseMemHandle");
+    return release((void *)(uintptr_t)dp);
+}
+
 static CUresult fake_cuMemFree(CUdeviceptr dp)
 {
     FAULT("cuMemFree");
@@ -705,7 +755,7 @@ static CUresult pointer_attribute(void *data, CUpointer_attribute a, CUdeviceptr
     struct fake_alloc copy_of = f != NULL ? *f : (struct fake_alloc){0};
     int from = current() != NULL ? ((struct fake_ctx *)current())->device : -1;
     int mapped = f != NULL && (f->device < 0 || f->device == from ||
-                               (from >= 0 && peer_enabled[from][f->device]));
+                               (from >= 0 && !f->opened && peer_enabled[from][f->device]));
     pthread_mutex_unlock(&lock);
     if (f == NULL && known)
         return CUDA_ERROR_INVALID_VALUE;
@@ -743,6 +793,9 @@ static CUresult pointer_attribute(void *data, CUpointer_attribute a, CUdeviceptr
         break;
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
         *(CUmemoryPool *)data = NULL;
+        break;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+        *(int *)data = f != NULL && copy_of.device >= 0 && !copy_of.opened;
         break;
     case CU_POINTER_ATTRIBUTE_CONTEXT:
         *(CUcontext *)data =
@@ -977,6 +1030,9 @@ static const struct {
     ENTRY(cuGraphDestroy),
     ENTRY(cuMemAlloc),
     ENTRY(cuMemFree),
+    ENTRY(cuIpcGetMemHandle),
+    ENTRY(cuIpcOpenMemHandle),
+    ENTRY(cuIpcCloseMemHandle),
     ENTRY(cuMemAllocHost),
     ENTRY(cuMemHostAlloc),
     ENTRY(cuMemFreeHost),
