@@ -22,9 +22,12 @@
  *
  *   peer_batch            every case
  *   peer_batch ncu BYTES  one push batch of each kernel, for ncu
+ *   peer_batch split      one 512 MiB copy split between the copy engine and
+ *                         the kernel (split_case)
  */
 #include "../../kernels/batch_copy.cu"
 #include "check.cuh"
+#include "plain_rows.cuh"
 
 #include <algorithm>
 #include <cstring>
@@ -34,33 +37,6 @@
 #ifndef VARIANT
 #define VARIANT "default"
 #endif
-
-/* The yardstick: a warp per row, 16-byte vectors, U loads in flight per
- * lane before their stores. */
-template <int U>
-__global__ void plain_rows(const p2pt_batch_desc *d, const unsigned *count)
-{
-    const unsigned lane = threadIdx.x & 31;
-    const unsigned warps = gridDim.x * (blockDim.x / 32);
-    const unsigned n = *count;
-    for (unsigned p = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; p < n; p += warps) {
-        int4 *dst = (int4 *)d[p].dst;
-        const int4 *src = (const int4 *)d[p].src;
-        const unsigned nv = (unsigned)(d[p].bytes / 16);
-        unsigned i = lane;
-        for (; i + 32 * (U - 1) < nv; i += 32 * U) {
-            int4 v[U];
-#pragma unroll
-            for (int u = 0; u < U; u++)
-                v[u] = src[i + 32 * u];
-#pragma unroll
-            for (int u = 0; u < U; u++)
-                dst[i + 32 * u] = v[u];
-        }
-        for (; i < nv; i += 32)
-            dst[i] = src[i];
-    }
-}
 
 struct gpu {
     int dev;
@@ -281,6 +257,89 @@ static void setup(gpu &g, size_t max_bytes)
         CK(cudaMemcpy(g.pool + off, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
 }
 
+/*
+ * One large copy split between the copy engine and the batch kernel at
+ * once (the kernel's share as 64 KiB pieces on the stream, the copy
+ * engine's on a second stream forked from it by an event and joined back):
+ * whether the two engines together move more across NVLink than the copy
+ * engine alone. dir 0 push, 1 pull, 2 bidir (each GPU pushes its half).
+ */
+static void split_case(gpu &a, gpu &b, size_t total, int dir, double ce_share, int ctas,
+                       cudaStream_t *side)
+{
+    const size_t piece = 65536;
+    const size_t ce_bytes = (size_t)(total * ce_share) / piece * piece;
+    const size_t k_pieces = (total - ce_bytes) / piece;
+    gpu *gs[2] = {&a, &b};
+    const int n_gpus = dir == 2 ? 2 : 1;
+    for (int k = 0; k < n_gpus; k++) {
+        gpu &g = *gs[k], &o = *gs[1 - k];
+        const bool push = dir != 1;
+        char *to = push ? o.recv : g.recv, *from = push ? g.pool : o.pool;
+        std::vector<p2pt_batch_desc> d(k_pieces);
+        for (size_t i = 0; i < k_pieces; i++)
+            d[i] = {(unsigned long long)(to + ce_bytes + i * piece),
+                    (unsigned long long)(from + ce_bytes + i * piece), piece};
+        CK(cudaSetDevice(g.dev));
+        if (k_pieces)
+            CK(cudaMemcpy(g.descs, d.data(), d.size() * sizeof(d[0]), cudaMemcpyHostToDevice));
+        unsigned c = (unsigned)k_pieces;
+        CK(cudaMemcpy(g.count, &c, 4, cudaMemcpyHostToDevice));
+    }
+    const int per = 10, reps = 7;
+    std::vector<float> t;
+    for (int r = 0; r < reps + 1; r++) {
+        CK(cudaSetDevice(a.dev));
+        CK(cudaEventRecord(a.e0, a.s));
+        if (dir == 2) {
+            CK(cudaSetDevice(b.dev));
+            CK(cudaStreamWaitEvent(b.s, a.e0, 0));
+        }
+        for (int i = 0; i < per; i++)
+            for (int k = 0; k < n_gpus; k++) {
+                gpu &g = *gs[k], &o = *gs[1 - k];
+                const bool push = dir != 1;
+                char *to = push ? o.recv : g.recv, *from = push ? g.pool : o.pool;
+                CK(cudaSetDevice(g.dev));
+                if (ce_bytes) {
+                    CK(cudaEventRecord(g.done, g.s));
+                    CK(cudaStreamWaitEvent(side[k], g.done, 0));
+                    CK(cudaMemcpyAsync(to, from, ce_bytes, cudaMemcpyDefault, side[k]));
+                }
+                if (k_pieces) {
+                    p2pt_batch_dev_params p = params(g, o, 0, piece);
+                    p.descs = (unsigned long long)g.descs;
+                    p.max_count = (unsigned)k_pieces;
+                    p2pt_batch_copy_dev<<<ctas + 1, P2PT_BATCH_THREADS, 0, g.s>>>(p);
+                    CK(cudaGetLastError());
+                }
+                if (ce_bytes) {
+                    CK(cudaEventRecord(g.done, side[k]));
+                    CK(cudaStreamWaitEvent(g.s, g.done, 0));
+                }
+            }
+        if (dir == 2) {
+            CK(cudaSetDevice(b.dev));
+            CK(cudaEventRecord(b.done, b.s));
+            CK(cudaSetDevice(a.dev));
+            CK(cudaStreamWaitEvent(a.s, b.done, 0));
+        }
+        CK(cudaSetDevice(a.dev));
+        CK(cudaEventRecord(a.e1, a.s));
+        CK(cudaEventSynchronize(a.e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, a.e0, a.e1));
+        if (r)
+            t.push_back(ms * 1000 / per);
+    }
+    std::sort(t.begin(), t.end());
+    static const char *dirs[] = {"push", "pull", "bidir"};
+    const float us = t[reps / 2];
+    printf("split dir=%s bytes=%zu ce_share=%.2f ctas=%d us=%.1f gbps=%.1f\n", dirs[dir], total,
+           ce_share, ctas, us, (double)total * n_gpus / us / 1e3);
+    fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
     int n = 0;
@@ -290,6 +349,7 @@ int main(int argc, char **argv)
         return 1;
     }
     const bool ncu = argc > 1 && strcmp(argv[1], "ncu") == 0;
+    const bool split = argc > 1 && strcmp(argv[1], "split") == 0;
     std::vector<size_t> sizes = {4096, 14336, 65536};
     if (ncu)
         sizes = {argc > 2 ? (size_t)atol(argv[2]) : 14336};
@@ -303,6 +363,23 @@ int main(int argc, char **argv)
     const size_t max_bytes = *std::max_element(sizes.begin(), sizes.end());
     setup(a, max_bytes);
     setup(b, max_bytes);
+    if (split) {
+        cudaStream_t side[2];
+        for (gpu *g : {&a, &b}) {
+            CK(cudaSetDevice(g->dev));
+            CK(cudaStreamCreateWithFlags(&side[g->dev], cudaStreamNonBlocking));
+        }
+        /* The whole receive buffer: rows / 2 of 64 KiB rows, 512 MiB. */
+        const size_t total = ROWS / 2 * max_bytes;
+        for (int dir = 0; dir < 3; dir++)
+            for (double f : {1.0, 0.0, 0.5, 0.6, 0.7, 0.8})
+                for (int c : {32, 132}) {
+                    if (f == 1.0 && c != 32)
+                        continue;
+                    split_case(a, b, total, dir, f, c, side);
+                }
+        return 0;
+    }
     if (ncu) {
         layout(a, b, sizes[0], true);
         way ws[] = {{"batch", 264, 256, 0}, {"batch", 32, 256, 0}, {"plain", 32, 512, 1},

@@ -42,6 +42,12 @@
 #                                                 stores (BATCH_ST_PLAIN), against a plain warp-per-row kernel and one
 #                                                 contiguous copy-engine copy; push, pull, both (2 GPUs)
 #   bench/experiments/run.sh peer-ncu [bytes]     ncu sections of one push batch of each kernel
+#   bench/experiments/run.sh peer-split           one 512 MiB copy over NVLink split between the copy
+#                                                 engine and the batch kernel, push, pull, bidir
+#   bench/experiments/run.sh alltoall [gpus]      an alltoall of scattered rows between every GPU
+#                                                 (peer_alltoall.cu): the copy engine per pair, the
+#                                                 batch kernel and a plain kernel pushing and pulling,
+#                                                 at several grids; built as is and with 4 KiB tiles
 #   bench/experiments/run.sh ipc                  what imported memory answers the driver, and which
 #                                                 engine reaches it (ipc_probe.c; 2 GPUs)
 # Output goes to stdout and, when $OUT is set, to $OUT/<experiment>.log.
@@ -85,6 +91,24 @@ case "$what" in
       nvcc -O3 -std=c++17 -arch=sm_90 -I../../kernels -DVARIANT="\"$name\"" "${flags[@]}" \
         -o "/tmp/p2pt-peer-$name" peer_batch.cu 2>&1 | grep -E "error|warning" || true
       "/tmp/p2pt-peer-$name" 2>&1 | tee -a "$log"
+    done
+    exit 0 ;;
+  peer-split)
+    nvcc -O3 -std=c++17 -arch=sm_90 -I../../kernels -o /tmp/p2pt-peer-split peer_batch.cu 2>&1 |
+      grep -E "error|warning" || true
+    /tmp/p2pt-peer-split split 2>&1 | tee ${OUT:+$OUT/peer-split.log}
+    exit ;;
+  alltoall)
+    log=${OUT:+$OUT/alltoall.log}
+    log=${log:-/tmp/p2pt-alltoall.log}
+    : >"$log"
+    for v in 'default|' 'tile-4K|-DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=4'; do
+      name=${v%%|*}
+      read -r -a flags <<<"${v#*|}"
+      nvcc -O3 -std=c++17 -arch=sm_90 -I../../kernels "${flags[@]}" \
+        -o "/tmp/p2pt-a2a-$name" peer_alltoall.cu 2>&1 | grep -E "error|warning" || true
+      echo "== $name" | tee -a "$log"
+      "/tmp/p2pt-a2a-$name" "$@" 2>&1 | tee -a "$log"
     done
     exit 0 ;;
   peer-ncu)
@@ -146,7 +170,7 @@ case "$what" in
       "$build/libp2pt.a" -ldl -lpthread -lm
     /tmp/p2pt-enqueue | tee ${OUT:+$OUT/enqueue.log}
     exit ;;
-  *) echo "run.sh: unknown experiment '$what' (variants, small, local, b2b, probe, ncu, enqueue, batch, shapes, trace, cub, peer, peer-ncu, ipc)" >&2
+  *) echo "run.sh: unknown experiment '$what' (variants, small, local, b2b, probe, ncu, enqueue, batch, shapes, trace, cub, peer, peer-ncu, peer-split, alltoall, ipc)" >&2
      exit 2 ;;
 esac
 bin=/tmp/p2pt-${src%.cu}
