@@ -94,7 +94,7 @@ class PluginV1(ctypes.Structure):
             "explain_copy", "explain_batch",
             # end of the 0.2.0 release
             "copy_blocks_async", "explain_blocks", "copy_blocks_device_async",
-            "blocks_workspace_bytes")]
+            "blocks_workspace_bytes", "explain_batch_device")]
 
 
 # C name of each structure, for the layout test.

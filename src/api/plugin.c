@@ -102,6 +102,14 @@ static p2pt_status plugin_copy_blocks_device_async(void *ctx, const p2pt_block_l
                                          stream);
 }
 
+static p2pt_status plugin_explain_batch_device(void *ctx, const p2pt_copy_desc *descs,
+                                               const uint32_t *count, uint32_t max_count,
+                                               void *workspace, void *stream,
+                                               p2pt_choice *choice)
+{
+    return p2pt_explain_batch_device(ctx, descs, count, max_count, workspace, stream, choice);
+}
+
 const p2pt_plugin_v1_t p2pt_plugin_v1 = {
     .abi_version = P2PT_PLUGIN_ABI_VERSION,
     .struct_size = sizeof(p2pt_plugin_v1_t),
@@ -127,4 +135,5 @@ const p2pt_plugin_v1_t p2pt_plugin_v1 = {
     .explain_blocks = plugin_explain_blocks,
     .copy_blocks_device_async = plugin_copy_blocks_device_async,
     .blocks_workspace_bytes = p2pt_blocks_workspace_bytes,
+    .explain_batch_device = plugin_explain_batch_device,
 };

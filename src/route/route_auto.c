@@ -213,11 +213,12 @@ out:
     return st;
 }
 
-/* Per process and device: the built-in table's link CTAs, h2d in the high
- * half and d2h in the low, with bit 63 set once known. */
+/* Per process and device: the built-in table's link CTAs, 20 bits each
+ * (h2d, d2h, peer from the low end; a table caps them at 4096), with bit
+ * 63 set once known. */
 static _Atomic uint64_t builtin_link[P2PT_MAX_DEVICES];
 
-p2pt_status p2pt__auto_builtin_link_ctas(int ordinal, uint32_t out[2])
+p2pt_status p2pt__auto_builtin_link_ctas(int ordinal, uint32_t out[P2PT_LINKS])
 {
     p2pt_status st = P2PT_SUCCESS;
     char name[96] = "";
@@ -227,12 +228,10 @@ p2pt_status p2pt__auto_builtin_link_ctas(int ordinal, uint32_t out[2])
     bool cached = ordinal >= 0 && ordinal < P2PT_MAX_DEVICES;
     uint64_t v = cached ? atomic_load_explicit(&builtin_link[ordinal], memory_order_relaxed) : 0;
 
-    out[0] = out[1] = 0;
-    if (v >> 63) {
-        out[0] = (uint32_t)(v >> 32) & 0x7fffffffu;
-        out[1] = (uint32_t)v;
+    for (int i = 0; i < P2PT_LINKS; i++)
+        out[i] = v >> 63 ? (uint32_t)(v >> (20 * i)) & 0xfffffu : 0;
+    if (v >> 63)
         return P2PT_SUCCESS;
-    }
     P2PT_TRY(device_facts(ordinal, &cc, name, (int)sizeof(name)));
     const struct p2pt_auto_builtin *b = p2pt__auto_builtin_for(cc, name);
     if (b != NULL) {
@@ -243,25 +242,27 @@ p2pt_status p2pt__auto_builtin_link_ctas(int ordinal, uint32_t out[2])
         int n = p2pt__engine_names(engines, P2PT_MAX_TRANSPORTS);
         P2PT_TRY(p2pt__auto_table_parse(b->text, strlen(b->text), "built-in table", engines, n,
                                         t));
-        out[0] = t->link[0];
-        out[1] = t->link[1];
+        for (int i = 0; i < P2PT_LINKS; i++)
+            out[i] = t->link[i];
     }
-    if (cached)
-        atomic_store_explicit(&builtin_link[ordinal],
-                              1ull << 63 | (uint64_t)out[0] << 32 | out[1],
-                              memory_order_relaxed);
+    if (cached) {
+        v = 1ull << 63;
+        for (int i = 0; i < P2PT_LINKS; i++)
+            v |= (uint64_t)out[i] << (20 * i);
+        atomic_store_explicit(&builtin_link[ordinal], v, memory_order_relaxed);
+    }
 out:
     free(t);
     return st;
 }
 
-static p2pt_status auto_link_ctas(struct p2pt_handle *h, int device, uint32_t out[2])
+static p2pt_status auto_link_ctas(struct p2pt_handle *h, int device, uint32_t out[P2PT_LINKS])
 {
     p2pt_status st = P2PT_SUCCESS;
-    const struct p2pt_auto_table *t = NULL;
-    P2PT_TRY(device_table(h, device, &t));
-    out[0] = t->link[0];
-    out[1] = t->link[1];
+    const struct p2pt_auto_table *tab = NULL;
+    P2PT_TRY(device_table(h, device, &tab));
+    for (int i = 0; i < P2PT_LINKS; i++)
+        out[i] = tab->link[i];
 out:
     return st;
 }

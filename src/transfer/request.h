@@ -65,10 +65,13 @@ static inline bool p2pt__side_mapped_host(const struct p2pt_side *s)
     return s->host && s->reach == P2PT_REACH_MAPPED;
 }
 
+/* The links a piece may cross, whose CTAs the policy caps (the table's
+ * `link` lines): the host link each way, and a peer link (NVLink). */
+enum { P2PT_LINK_H2D, P2PT_LINK_D2H, P2PT_LINK_PEER, P2PT_LINKS };
+
 /* Which way a piece with these sides crosses the host link of `device`
  * (the stream's): 0 h2d (pinned host memory to the device), 1 d2h, -1
  * neither. auto's h2d and d2h lists and the host-link CTAs both read it. */
-enum { P2PT_LINK_H2D, P2PT_LINK_D2H };
 static inline int p2pt__link_dir(const struct p2pt_side *dst, const struct p2pt_side *src,
                                  int device)
 {
@@ -77,6 +80,22 @@ static inline int p2pt__link_dir(const struct p2pt_side *dst, const struct p2pt_
     if (p2pt__side_mapped_host(dst) && src->device == device)
         return P2PT_LINK_D2H;
     return -1;
+}
+
+/* The link a piece with these sides crosses, seen from `device`: the host
+ * link's way (p2pt__link_dir), else P2PT_LINK_PEER when a side is device
+ * memory of another GPU mapped here, else -1 (a local piece, or memory no
+ * kernel reaches). The batch's link caps read it. */
+static inline int p2pt__piece_link(const struct p2pt_side *dst, const struct p2pt_side *src,
+                                   int device)
+{
+    int dir = p2pt__link_dir(dst, src, device);
+    if (dir >= 0)
+        return dir;
+    const bool mapped = dst->reach == P2PT_REACH_MAPPED && src->reach == P2PT_REACH_MAPPED;
+    const bool peer = (dst->device >= 0 && dst->device != device) ||
+                      (src->device >= 0 && src->device != device);
+    return mapped && peer ? P2PT_LINK_PEER : -1;
 }
 
 struct p2pt_request {
