@@ -10,7 +10,8 @@
  *                  p2pt handles
  *   timing.c       CUDA-event timing of batches and of single copies
  *   check.c        byte checks of destinations
- *   ref_kernel.c   the batch mode's plain warp-per-piece reference kernel
+ *   ref_kernel.c   the plain warp-per-piece reference kernel (batch,
+ *                  overlap and alltoall modes)
  *   batch_layout.h batch shapes and layouts (shared with bench/experiments/)
  *   mode_*.c       one measuring mode each (table, sweep, latency, cold)
  *   calibrate_host.c  the calibrate mode's pinned host memory lists
@@ -267,6 +268,15 @@ bool bench_gpu_info(struct bench_gpu *g, int ordinal);
 bool bench_gpu_open(struct bench_gpu *g);
 void bench_gpu_close(struct bench_gpu *g);
 bool bench_enable_peer_access(void);
+/* Sources repeat a random pattern with a prime period, so a block written
+ * to the wrong place cannot line up with the pattern and pass a check:
+ * byte o of a filled buffer is pattern[o % BENCH_PATTERN_PERIOD]. */
+#define BENCH_PATTERN_PERIOD 1000003u
+/* One period of the pattern of `seed`. */
+void bench_pattern(uint64_t seed, unsigned char *out, size_t n);
+/* `total` bytes at `base` on `g` filled with `pattern` (one period). */
+bool bench_fill(const struct bench_gpu *g, CUdeviceptr base, size_t total,
+                const unsigned char *pattern);
 /* Buffers for copies of up to `largest` bytes on `path`, sources filled. */
 bool bench_setup_open(struct bench_setup *su, int path, size_t largest);
 void bench_setup_close(struct bench_setup *su);
@@ -324,12 +334,16 @@ struct bench_ref {
 
 /* NVRTC compile and module load; false with bench_err saying why. */
 bool bench_ref_load(struct bench_ref *r, const struct bench_gpu *g);
+#define BENCH_REF_THREADS 256 /* threads of one of its CTAs: 8 warps */
+
 /* One launch copying the `*count` pieces (count in GPU memory, at most
  * `max_count`) of the p2pt_copy_desc array `descs` in GPU memory, on at
- * most `most` CTAs of 256 threads (0: as many as a warp per piece needs, up
- * to a full GPU). */
+ * most `most` CTAs of BENCH_REF_THREADS (0: as many as a warp per piece
+ * needs, up to a full GPU). */
 bool bench_ref_launch(const struct bench_ref *r, CUdeviceptr descs, CUdeviceptr count,
                       uint32_t max_count, unsigned most, CUstream s);
+/* The CTAs bench_ref_launch gives those arguments. */
+unsigned bench_ref_ctas(const struct bench_ref *r, uint32_t max_count, unsigned most);
 void bench_ref_unload(struct bench_ref *r);
 
 #endif /* P2PT_BENCH_H */
