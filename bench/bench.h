@@ -16,6 +16,10 @@
  *   mode_*.c       one measuring mode each (table, sweep, latency, cold)
  *   calibrate_host.c  the calibrate mode's pinned host memory lists
  *                  (calibrate.h: what it shares with mode_calibrate.c)
+ *   alltoall_rounds.c, alltoall_buffers.c, alltoall_check.c  the
+ *                  alltoall mode's rounds, buffers and check (alltoall.h:
+ *                  what they share with mode_alltoall.c); nccl.c (nccl.h)
+ *                  NCCL through dlopen
  *
  * A new mode is one file defining bench_run_NAME, its prototype below and
  * one entry in bench_modes (main.c); --mode and --help follow the table.
@@ -78,6 +82,16 @@ void bench_run_cold(void);
 void bench_run_batch(void);
 void bench_run_calibrate(void);
 void bench_run_overlap(void);
+void bench_run_alltoall(void);
+/* Whether the mode whose entry is `run` was asked for; whether it is the
+ * only one; unselect it (a mode that cannot run here, under --mode all). */
+bool bench_mode_on(void (*run)(void));
+bool bench_mode_alone(void (*run)(void));
+void bench_mode_off(void (*run)(void));
+/* Called once the GPUs are counted, before anything is printed: the
+ * alltoall mode's GPUs (--gpus), or why it cannot run (one line: exit 1
+ * when it runs alone, skipped beside other modes). */
+void bench_alltoall_choose(int count);
 /* The hidden --cold-child entry point of bench_run_cold's children. */
 int bench_cold_child(int argc, char **argv);
 
@@ -129,6 +143,14 @@ struct bench_opts {
     const char *overlap_csv, *cublas;
     int gemm;
     int ref_ctas; /* the plain kernel's CTAs in its rows; 0: none */
+    bool ref_ctas_given; /* else each mode's own default */
+    /* alltoall mode */
+    int gpus;              /* 0: every visible GPU */
+    size_t rows;
+    size_t row_bytes[MAX_LIST];
+    int n_row_bytes;
+    double frac;
+    const char *nccl;      /* --nccl PATH; NULL: the usual places */
 };
 
 extern struct bench_opts bench_opt;
@@ -200,6 +222,22 @@ void bench_emit(const char *mode, const char *path, int transport,
 void bench_emit_ratios(const char *mode, const char *path, int transport,
                        const struct bench_tma_cfg *cfg, size_t bytes, double time_us,
                        double gbps, const char *kind, double vs_contig, double vs_ref);
+
+/* One row of the alltoall mode (--csv's columns when it runs alone). */
+struct bench_alltoall_record {
+    int gpus;
+    size_t rows, row_bytes;
+    double frac;
+    const char *way;
+    int sm_budget;         /* -1: default (unset) */
+    long long max_ctas;    /* -1: not known (an empty cell) */
+    double gbps_per_gpu;
+    double vs_ce_packed;   /* -1: that row did not run (an empty cell) */
+    double vs_nccl;
+};
+void bench_emit_alltoall(const struct bench_alltoall_record *r);
+/* Where the alltoall rows go; NULL without --csv. */
+const char *bench_alltoall_csv_path(void);
 
 /* GB/s of `bytes` in `us`; 0 rather than inf for a zero reading, so the
  * JSON stays valid whatever the clock says. */
