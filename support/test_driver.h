@@ -41,6 +41,7 @@
     X(cuEventDestroy, 4000, 1)                                                 \
     X(cuEventRecord, 2000, 1)                                                  \
     X(cuEventSynchronize, 2000, 1)                                             \
+    X(cuEventQuery, 2000, 1)                                                   \
     X(cuEventElapsedTime, 2000, 1)                                             \
     X(cuMemAlloc, 3020, 1)                                                     \
     X(cuMemFree, 3020, 1)                                                      \
