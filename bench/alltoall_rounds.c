@@ -116,10 +116,13 @@ static enum a2a_res enqueue_one(struct a2a *A, int way, p2pt_handle *h, int g)
     const char *call = "p2pt_copy_batch_async";
     switch (way) {
     case A2A_CE_PACKED:
+        /* Destinations from the next GPU on, as the batches are laid out
+         * (alltoall_buffers.c). Issued from GPU 0 up on every GPU, every
+         * GPU's first copy goes to the same GPU, and four H100s' copy
+         * engines moved about half as much (bench/results/peer.md). */
         CU(tcu.cuEventRecord(G->go, G->main));
-        for (int d = 0; d < A->n; d++) {
-            if (d == g)
-                continue;
+        for (int i = 1; i < A->n; i++) {
+            const int d = (g + i) % A->n;
             CU(tcu.cuStreamWaitEvent(G->pair[d], G->go, 0));
             CU(tcu.cuMemcpyAsync(A->gpu[d].ref + a2a_recv_offset(A, g, d),
                                  G->packed + a2a_packed_offset(A, g, d), bytes, G->pair[d]));
