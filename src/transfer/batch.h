@@ -104,6 +104,10 @@ struct p2pt_device_batch {
      * workspace (struct p2pt_blocks_ws_head), where the engine writes them
      * from the blocks on the stream before the batch reads them. */
     struct p2pt_device_blocks *blocks;
+    /* The most CTAs its launches may use, set by its caller where every
+     * piece crosses the host link (a block layout's swap: the policy's link
+     * CTAs for that direction); 0: no cap beyond the handle's. */
+    uint32_t grid_cap;
     CUstream stream;
     CUcontext ctx;
     int device;
