@@ -282,7 +282,7 @@ p2pt_status p2pt__block_plan_with(const char *fn, const struct p2pt_block_facts 
 {
     p2pt_status st = P2PT_SUCCESS;
     const size_t n_layers = f->n_layers;
-    size_t n;
+    size_t n = 0;
     memset(out, 0, sizeof(*out));
     out->sums_known = true;
     P2PT_TRY(count_pieces(fn, f->layers, n_layers, mapping, pairs, &n));
@@ -328,7 +328,7 @@ p2pt_status p2pt__block_plan(const char *fn, const p2pt_block_layer *layers, siz
 {
     p2pt_status st = P2PT_SUCCESS;
     struct p2pt_block_facts f;
-    size_t n;
+    size_t n = 0;
     memset(out, 0, sizeof(*out));
     out->sums_known = true;
     P2PT_TRY(count_pieces(fn, layers, n_layers, mapping, pairs, &n));
