@@ -134,7 +134,7 @@ def swap_blocks(src, dst, block_mapping, *, stream=None, handle=None, sm_budget=
     hid = _hid(handle, sm_budget)
     srcs, dsts = _layers(src, "src"), _layers(dst, "dst")
     with _stream(stream):
-        if _compiling() and any(d.storage_offset() for d in dsts):
+        if _compiling() and any([d.storage_offset() for d in dsts]):
             st = _outside_graph(srcs, dsts, block_mapping, hid)
         else:
             st = torch.ops.p2pt.swap_blocks.default(srcs, dsts, block_mapping, hid)
