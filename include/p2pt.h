@@ -416,6 +416,89 @@ P2PT_API p2pt_status p2pt_copy_blocks_device_async(p2pt_handle *h, const p2pt_bl
                                                    size_t n_layers, const int64_t *mapping,
                                                    uint32_t pairs, void *workspace, void *stream);
 
+/* -------------------------------------------------------- block layouts */
+
+/*
+ * A block layout: a cache's layers (p2pt_block_layer records) checked once
+ * and kept, for the mappings swapped on them call after call (a server
+ * swaps the same layers at every step). A layout belongs to no handle:
+ * making one, checking a mapping against it and freeing it need no driver.
+ * The layers' memory must stay allocated, and of the same kind, while the
+ * layout lives: which way its pieces cross the host link is learnt at its
+ * first swap of a mapping in GPU memory and kept, not asked again.
+ */
+typedef struct p2pt_block_layout p2pt_block_layout;
+
+/*
+ * Check `n_layers` (from 1) layer records, read at stride layers[0].size,
+ * as p2pt_copy_blocks_async checks them (the same messages, status 4 naming
+ * the layer), and keep a copy in *out: `layers` may be reused as soon as the
+ * call returns. Whether layers share bytes is found here, once (the
+ * mappings of layers that share none are checked by their ids alone).
+ * Status 2 when no memory is left. Thread-safe.
+ */
+P2PT_API p2pt_status p2pt_block_layout_create(const p2pt_block_layer *layers, size_t n_layers,
+                                              p2pt_block_layout **out);
+
+/*
+ * Free a layout made by p2pt_block_layout_create. NULL succeeds and does
+ * nothing; a pointer that is not a layout is status 4 where its first word
+ * tells (a layout already destroyed may not). Must not race with a call
+ * that uses the layout; work already enqueued from it is unaffected.
+ */
+P2PT_API p2pt_status p2pt_block_layout_destroy(p2pt_block_layout *layout);
+
+/*
+ * Check `rows` rows (s, d) of `block_mapping` (host memory, int64,
+ * row-major [rows, 2]) against `layout` as p2pt_block_layout_swap checks a
+ * mapping in host memory, and enqueue nothing: status 4 naming the first
+ * bad cell ("block_mapping[r, c] = v: src block ids must be in [0, n)
+ * (src[l] has n blocks)") or the rows that race (a destination block listed
+ * twice, a block both read and written). When it passes, `record` (host
+ * memory; NULL: none) gets the status record of a swap that copied every
+ * piece. For a caller that moves the blocks itself (memory no stream
+ * reaches); needs no handle or driver. Thread-safe.
+ */
+P2PT_API p2pt_status p2pt_block_layout_check(const p2pt_block_layout *layout,
+                                             const int64_t *block_mapping, size_t rows,
+                                             p2pt_batch_status *record);
+
+/* p2pt_block_layout_swap's `flags`: the mapping lives in GPU memory. */
+#define P2PT_BLOCK_MAPPING_ON_GPU 1u
+
+/*
+ * Swap `rows` rows (s, d) of `block_mapping` (int64, row-major [rows, 2]) on
+ * `layout`: for each row and each layer, block s of the layer's src to block
+ * d of its dst, all of it ONE stream-ordered batch on `stream`, and its
+ * status record written. The library picks the path by where the mapping
+ * lives:
+ *   flags 0: host memory, read before the call returns. Checked as
+ *     p2pt_block_layout_check checks it (refused before anything is
+ *     enqueued), then run as p2pt_copy_blocks_async runs its pieces (one
+ *     host batch: its engines, host-link CTAs and SM budget). `record_or_
+ *     workspace` is host memory for a p2pt_batch_status (or NULL), written
+ *     before the call returns: every piece counted as copied.
+ *   P2PT_BLOCK_MAPPING_ON_GPU: GPU memory, read when the batch runs (a
+ *     captured graph reads the rows of the moment at every replay); run as
+ *     p2pt_copy_blocks_device_async runs it (its contract: ids checked in
+ *     the kernel, a bad one skipped and counted, the layers inside windows,
+ *     rows at most UINT32_MAX, status 6 with "ce"). `record_or_workspace`
+ *     is its workspace, p2pt_blocks_workspace_bytes(n_layers, rows) bytes
+ *     of GPU memory, 16-byte aligned, whose first 32 bytes become the
+ *     status record. Where every layer's pieces cross the host link one way
+ *     (GPU memory of the stream's device and pinned host memory), the batch
+ *     takes no more CTAs than fill that link: the policy's link CTAs, as a
+ *     host batch across the link takes (the auto table's `link` lines).
+ * Other bits of `flags` are status 4. rows 0: nothing is enqueued; a host
+ * mapping's record says 0 pieces, a GPU mapping's workspace is not written.
+ * A record's count saturates at UINT32_MAX. Thread-safe; capturable after
+ * p2pt_prepare.
+ */
+P2PT_API p2pt_status p2pt_block_layout_swap(p2pt_handle *h, p2pt_block_layout *layout,
+                                            const int64_t *block_mapping, size_t rows,
+                                            unsigned flags, void *record_or_workspace,
+                                            void *stream);
+
 /* ------------------------------------------------------------- choices */
 
 /*

@@ -120,6 +120,26 @@ typedef struct p2pt_plugin_v1 {
                                             size_t n_layers, const int64_t *mapping,
                                             uint32_t pairs, void *workspace, void *stream);
     size_t (*blocks_workspace_bytes)(size_t n_layers, uint32_t pairs);
+
+    /* ---- the block layout slots, after 0.2.0 (p2pt.h's p2pt_block_layout_*):
+     * check struct_size > offsetof(p2pt_plugin_v1_t, block_layout_swap). ---- */
+    /* A cache's layers checked once and kept; needs no ctx and no driver.
+     * Thread-safe. */
+    p2pt_status (*block_layout_create)(const p2pt_block_layer *layers, size_t n_layers,
+                                       p2pt_block_layout **out);
+    /* Free a layout; NULL succeeds. Must not race with its use. */
+    p2pt_status (*block_layout_destroy)(p2pt_block_layout *layout);
+    /* A host mapping's checks against a layout, nothing enqueued; needs no
+     * ctx and no driver. Thread-safe. */
+    p2pt_status (*block_layout_check)(const p2pt_block_layout *layout,
+                                      const int64_t *block_mapping, size_t rows,
+                                      p2pt_batch_status *record);
+    /* Swap a host or GPU mapping on a layout as one batch, writing its
+     * status record; never blocks on the GPU; thread-safe; capturable after
+     * prepare. */
+    p2pt_status (*block_layout_swap)(void *ctx, p2pt_block_layout *layout,
+                                     const int64_t *block_mapping, size_t rows, unsigned flags,
+                                     void *record_or_workspace, void *stream);
     /* A device batch's dry run (p2pt_explain_batch_device); check
      * struct_size > offsetof(p2pt_plugin_v1_t, explain_batch_device).
      * Thread-safe. */

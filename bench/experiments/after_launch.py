@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """How long a host step takes right after another: a Python loop, an event
-record, a small CPU tensor, each after p2pt_copy_blocks_async (32 layers x
+record, a small CPU tensor, each after p2pt_block_layout_swap (32 layers x
 256 blocks of 16 KiB across the host link), after a copy-engine copy of
 the same bytes, after a sleep kernel, and alone; every pair after
 torch.cuda.synchronize(), medians of 25. Run from the repository root on a
@@ -68,7 +68,8 @@ print("restore direction")
 lay2 = pt._layout(pl, gl)
 pt.swap_blocks(pl, gl, m.flip(1).contiguous()); torch.cuda.synchronize()
 mr = m.flip(1).contiguous()
+rec2 = torch.empty(8, dtype=torch.int32)
 def c_back():
-    h.copy_blocks_at(lay2.c_layers_at, lay2.layers, mr.data_ptr(), n, cur)
+    h.block_layout_swap(lay2.c.pointer, mr.data_ptr(), n, 0, rec2.data_ptr(), cur)
 seg("C back, work", c_back, work)
 seg("C back, ev.record", c_back, ev.record)

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Host microseconds of p2pt_copy_blocks_async (32 layers x 256 blocks of
-16 KiB, GPU to pinned host, CPU mapping), of its dry run, of whole
+"""Host microseconds of p2pt_block_layout_swap (32 layers x 256 blocks of
+16 KiB, GPU to pinned host, CPU mapping: what swap_blocks calls), of the
+dry run of the same pieces (p2pt_explain_blocks), of whole
 swap_blocks calls and of single driver calls, each "synced" (after
 torch.cuda.synchronize()) and "busy" (back to back while the GPU runs the
 previous ones); medians. Run from the repository root on a GPU machine:
@@ -16,16 +17,19 @@ import time
 
 sys.path.insert(0, "python")
 import torch  # noqa: E402
+import p2pt  # noqa: E402
 import p2pt.torch as pt  # noqa: E402
-from kv_setup import c_call, cur, gl, h, lay, m, n, pl, pool  # noqa: E402
+from kv_setup import L, c_call, cur, gl, h, lay, m, n, pl, pool  # noqa: E402
 
 cu = ctypes.CDLL("libcuda.so.1")
 v1 = ctypes.c_uint64(); v2 = ctypes.c_int()
 datas = (ctypes.c_void_p * 2)(ctypes.cast(ctypes.byref(v2), ctypes.c_void_p), ctypes.cast(ctypes.byref(v1), ctypes.c_void_p))
 attrs = (ctypes.c_int * 2)(2, 11)  # MEMORY_TYPE, RANGE_START_ADDR
 st = ctypes.c_int()
+recs = p2pt.layers_array([(d.data_ptr(), s.data_ptr(), bb, d.shape[0], s.shape[0])
+                          for s, d, bb in zip(gl, pl, lay.sizes)])
 def explain():
-    h.explain_blocks_at(lay.c_layers_at, lay.layers, m.data_ptr(), n, cur)
+    h.explain_blocks_at(ctypes.addressof(recs), L, m.data_ptr(), n, cur)
 def ptrq():
     cu.cuPointerGetAttributes(2, attrs, datas, ctypes.c_uint64(pool.data_ptr()))
 def squery():
@@ -50,5 +54,5 @@ for synced in (True, False):
     timed("cuStreamQuery", squery, synced=synced)
     timed("cuStreamIsCapturing", iscap, synced=synced)
     timed("explain_blocks (dry run)", explain, synced=synced)
-    timed("copy_blocks (C call)", c_call, runs=15, synced=synced)
+    timed("block_layout_swap (C call)", c_call, runs=15, synced=synced)
     timed("swap_blocks", swap, runs=15, synced=synced)

@@ -26,11 +26,13 @@ torch.cuda.synchronize()
 lay = pt._layout(gl, pl)
 h = pt._get(0)
 cur = pt._cur()
+record = torch.empty(8, dtype=torch.int32)
 
 
 def c_call():
-    """p2pt_copy_blocks_async of the offload: what swap_blocks calls."""
-    h.copy_blocks_at(lay.c_layers_at, lay.layers, m.data_ptr(), n, cur)
+    """p2pt_block_layout_swap of the offload on its layout: what swap_blocks
+    calls."""
+    h.block_layout_swap(lay.c.pointer, m.data_ptr(), n, 0, record.data_ptr(), cur)
 
 
 # Restores: pool slot m[i, 1] back to a random GPU slot of `back`.

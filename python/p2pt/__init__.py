@@ -7,6 +7,8 @@
     h.copy(dst_ptr, src_ptr, nbytes, stream)    # p2pt_copy_async
     h.copy_batch([(dst, src, nbytes), ...], stream)
     h.explain_copy(dst_ptr, src_ptr, nbytes)    # which engine, and why
+    lay = p2pt.BlockLayout([(dst, src, block_bytes, dst_blocks, src_blocks), ...])
+    h.block_layout_swap(lay, mapping_ptr, rows, 0, record_ptr, stream)
     h.properties()["stream_launches"]           # every counter
 
 Pointers and streams are plain integers. Every failure raises p2pt.Error
@@ -16,15 +18,16 @@ The library is the one shipped in this package, else P2PT_LIBRARY (a path),
 else libp2pt.so.0 / libp2pt.so on the loader's path (p2pt._lib says more).
 """
 from ._handle import (BATCH_SKIPPED_OVER_MAX, BATCH_SKIPPED_OVERLAP, BATCH_SKIPPED_TOO_LARGE,
-                      BATCH_SKIPPED_WINDOW, BatchStatus, Choice, Handle, Link, Topology, Window,
-                      descs_array, read_batch_status, workspace_bytes)
+                      BATCH_SKIPPED_WINDOW, BLOCK_MAPPING_ON_GPU, BatchStatus, BlockLayout,
+                      Choice, Handle, Link, Topology, Window, descs_array, layers_array,
+                      read_batch_status, workspace_bytes)
 from ._lib import Error, Status, last_error, library_path, load, plugin_table, status_string
 from ._structs import TOPOLOGY_MAX_DEVICES, BlockLayer, CopyDesc
 from ._version import __version__
 
 __all__ = [
     "Error", "Status", "Handle", "Window", "Choice", "Link", "Topology", "BatchStatus", "CopyDesc",
-    "BlockLayer",
+    "BlockLayer", "BlockLayout", "layers_array", "BLOCK_MAPPING_ON_GPU",
     "load", "library_path", "plugin_table", "last_error", "status_string", "workspace_bytes",
     "descs_array", "read_batch_status", "TOPOLOGY_MAX_DEVICES", "BATCH_SKIPPED_WINDOW",
     "BATCH_SKIPPED_OVER_MAX", "BATCH_SKIPPED_OVERLAP", "BATCH_SKIPPED_TOO_LARGE", "__version__",

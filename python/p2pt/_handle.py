@@ -21,6 +21,8 @@ BATCH_SKIPPED_OVER_MAX = 2
 BATCH_SKIPPED_OVERLAP = 4
 BATCH_SKIPPED_TOO_LARGE = 8
 
+BLOCK_MAPPING_ON_GPU = 1  # P2PT_BLOCK_MAPPING_ON_GPU: Handle.block_layout_swap's flag
+
 
 _DESCS = ctypes.POINTER(S.CopyDesc)
 
@@ -58,6 +60,45 @@ def blocks_workspace_bytes(n_layers, pairs):
     """GPU bytes p2pt_copy_blocks_device_async needs for n_layers x pairs
     pieces (status record, count and descriptors)."""
     return load().p2pt_blocks_workspace_bytes(n_layers, pairs)
+
+
+def layers_array(layers):
+    """A ctypes array of BlockLayer from such an array or from a sequence of
+    (dst, src, block_bytes, dst_blocks, src_blocks) integer tuples."""
+    if isinstance(layers, ctypes.Array) and layers._type_ is S.BlockLayer:
+        return layers
+    size = ctypes.sizeof(S.BlockLayer)
+    return (S.BlockLayer * len(layers))(*[S.BlockLayer(size, *t) for t in layers])
+
+
+class BlockLayout:
+    """A cache's layers checked once and kept (p2pt_block_layout_create),
+    for Handle.block_layout_swap and check; freed by close() or when
+    collected. Belongs to no handle and needs no driver. `layers`: see
+    layers_array; the layers' memory must outlive the layout."""
+
+    def __init__(self, layers):
+        arr = layers_array(layers)
+        lib = load()
+        p = ctypes.c_void_p()
+        check(lib.p2pt_block_layout_create(arr, len(arr), ctypes.byref(p)))
+        self.pointer, self.n_layers = p.value, len(arr)
+        self._finalizer = weakref.finalize(self, lib.p2pt_block_layout_destroy, p.value)
+        self._finalizer.atexit = False
+
+    def check(self, mapping, rows, record=None):
+        """p2pt_block_layout_check: `rows` (src id, dst id) int64 rows at host
+        address `mapping`; `record`: host address of a p2pt_batch_status to
+        fill (None: none). Raises p2pt.Error naming the bad cell or rows."""
+        check(load().p2pt_block_layout_check(self.pointer, mapping, rows, record))
+
+    def workspace_bytes(self, rows):
+        """GPU bytes a swap of `rows` rows in GPU memory needs as workspace."""
+        return blocks_workspace_bytes(self.n_layers, rows)
+
+    def close(self):
+        """p2pt_block_layout_destroy; safe to call twice."""
+        self._finalizer()
 
 
 def read_batch_status(raw):
@@ -149,6 +190,9 @@ class Handle:
         self._live = _Live()
         self._windows = {}  # (device, base) -> Window
         self._prepared = set()
+        # What a binding keeps alive for work queued through this handle
+        # (p2pt.torch: the pinned storages that work may still read).
+        self.held = None
         args = S.InitArgs(ctypes.sizeof(S.InitArgs), None,
                           transport.encode() if transport else None,
                           options.encode() if options else None)
@@ -229,6 +273,19 @@ class Handle:
         both read before the call returns."""
         check(self._lib.p2pt_copy_blocks_async(self._h, layers, n_layers, mapping, pairs,
                                                stream or None))
+
+    def block_layout_swap(self, layout, mapping, rows, flags, record_or_workspace, stream=None):
+        """p2pt_block_layout_swap on BlockLayout `layout` (or its pointer):
+        `rows` (src id, dst id) int64 rows at `mapping`, host memory read
+        before the call returns (flags 0; `record_or_workspace`: host
+        address of a p2pt_batch_status, or None) or GPU memory read when the
+        batch runs (flags BLOCK_MAPPING_ON_GPU; `record_or_workspace`: GPU
+        address of layout.workspace_bytes(rows) bytes, 16-byte aligned,
+        whose first 32 bytes become the status record)."""
+        if isinstance(layout, BlockLayout):
+            layout = layout.pointer
+        check(self._lib.p2pt_block_layout_swap(self._h, layout, mapping, rows, flags,
+                                               record_or_workspace, stream or None))
 
     def explain_blocks_at(self, layers, n_layers, mapping, pairs, stream=None):
         """What copy_blocks_at would do, and why (p2pt_explain_blocks)."""

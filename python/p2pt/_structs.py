@@ -94,7 +94,10 @@ class PluginV1(ctypes.Structure):
             "explain_copy", "explain_batch",
             # end of the 0.2.0 release
             "copy_blocks_async", "explain_blocks", "copy_blocks_device_async",
-            "blocks_workspace_bytes", "explain_batch_device")]
+            "blocks_workspace_bytes",
+            # the block layout slots, after 0.2.0
+            "block_layout_create", "block_layout_destroy", "block_layout_check",
+            "block_layout_swap", "explain_batch_device")]
 
 
 # C name of each structure, for the layout test.

@@ -110,6 +110,15 @@ static p2pt_status plugin_explain_batch_device(void *ctx, const p2pt_copy_desc *
     return p2pt_explain_batch_device(ctx, descs, count, max_count, workspace, stream, choice);
 }
 
+static p2pt_status plugin_block_layout_swap(void *ctx, p2pt_block_layout *layout,
+                                            const int64_t *block_mapping, size_t rows,
+                                            unsigned flags, void *record_or_workspace,
+                                            void *stream)
+{
+    return p2pt_block_layout_swap(ctx, layout, block_mapping, rows, flags, record_or_workspace,
+                                  stream);
+}
+
 const p2pt_plugin_v1_t p2pt_plugin_v1 = {
     .abi_version = P2PT_PLUGIN_ABI_VERSION,
     .struct_size = sizeof(p2pt_plugin_v1_t),
@@ -135,5 +144,10 @@ const p2pt_plugin_v1_t p2pt_plugin_v1 = {
     .explain_blocks = plugin_explain_blocks,
     .copy_blocks_device_async = plugin_copy_blocks_device_async,
     .blocks_workspace_bytes = p2pt_blocks_workspace_bytes,
+    /* the block layout slots, after 0.2.0 */
+    .block_layout_create = p2pt_block_layout_create,
+    .block_layout_destroy = p2pt_block_layout_destroy,
+    .block_layout_check = p2pt_block_layout_check,
+    .block_layout_swap = plugin_block_layout_swap,
     .explain_batch_device = plugin_explain_batch_device,
 };

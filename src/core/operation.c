@@ -322,7 +322,9 @@ static p2pt_status device_validate(struct p2pt_handle *h, struct p2pt_op *op,
     if (st == P2PT_SUCCESS && b->windows != NULL && b->windows->n_peer > 0) {
         uint32_t link[P2PT_LINKS] = {0};
         st = p2pt__route_link(h, s->t, b->device, link);
-        b->peer_cap = link[P2PT_LINK_PEER];
+        const uint32_t peer = link[P2PT_LINK_PEER];
+        if (peer != 0 && (b->grid_cap == 0 || peer < b->grid_cap))
+            b->grid_cap = peer;
     }
     return st;
 }
@@ -336,11 +338,12 @@ static p2pt_status device_describe(struct p2pt_handle *h, struct p2pt_op *op,
     c->path = "batch";
     c->device = b->device;
     size_t used = strlen(c->reason);
-    if (b->peer_cap != 0 && used < sizeof(c->reason))
+    if (b->grid_cap != 0 && b->windows != NULL && b->windows->n_peer > 0 &&
+        used < sizeof(c->reason))
         snprintf(c->reason + used, sizeof(c->reason) - used,
                  "; %d of the windows of device %d hold another GPU's memory, so at most %u "
                  "CTAs (the table's 'link peer')",
-                 b->windows->n_peer, b->device, b->peer_cap);
+                 b->windows->n_peer, b->device, b->grid_cap);
     return P2PT_SUCCESS;
 }
 

@@ -30,8 +30,10 @@
  * launch bounds), capped by P2P_TRANSPORT_MAX_CTAS and the SM budget, and
  * for host batches by the launch's tile count (a warp per tile is all a
  * small batch can use) and, when every piece crosses the host link, by the
- * CTAs that saturate it (the router's b->link): a transfer that PCIe caps
- * gains nothing from more, and they hold SMs that compute beside it needs.
+ * CTAs that saturate it (the router's b->link; for a device batch, its
+ * grid_cap, which a caller that knows where the pieces lie sets): a
+ * transfer that PCIe caps gains nothing from more, and they hold SMs that
+ * compute beside it needs.
  */
 #include <string.h>
 
@@ -135,11 +137,14 @@ out:
  * (capped like every launch, the SM budget included), each thread walking
  * the launch's pieces at the grid's stride. */
 static p2pt_status expand_blocks(struct p2pt_handle *h, const struct p2pt_device_batch *b,
-                                 const struct p2pt_module *m, CUstream stream)
+                                 const struct p2pt_module *m,
+                                 const struct p2pt_launch_settings *ls, CUstream stream)
 {
     p2pt_status st = P2PT_SUCCESS;
     const struct p2pt_device_blocks *k = b->blocks;
-    const unsigned most = p2pt__kernel_grid(h, p2pt__tma_launch(h), m, 1);
+    unsigned most = p2pt__kernel_grid(h, ls, m, 1);
+    if (b->grid_cap != 0 && b->grid_cap < most)
+        most = b->grid_cap;
     for (size_t first = 0; first < k->n_layers; first += P2PT_EXPAND_LAYERS) {
         const size_t n = k->n_layers - first < P2PT_EXPAND_LAYERS ? k->n_layers - first
                                                                   : P2PT_EXPAND_LAYERS;
@@ -160,8 +165,8 @@ static p2pt_status expand_blocks(struct p2pt_handle *h, const struct p2pt_device
                               P2PT_EXPAND_THREADS;
         const unsigned grid = ctas < most ? (unsigned)ctas : most;
         void *params[] = {&expand};
-        P2PT_TRY(p2pt__kernel_launch(h, p2pt__tma_launch(h), m->fn[P2PT_BATCH_ENTRY_EXPAND],
-                                     grid, P2PT_EXPAND_THREADS, 0, stream, params));
+        P2PT_TRY(p2pt__kernel_launch(h, ls, m->fn[P2PT_BATCH_ENTRY_EXPAND], grid,
+                                     P2PT_EXPAND_THREADS, 0, stream, params));
     }
 out:
     return st;
@@ -173,9 +178,14 @@ p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h, const struct p2pt
     const struct p2pt_module *m = NULL;
     CUstream stream = b->stream;
 
+    /* Narrowed to its link's CTAs: without PDL, as a host batch across the
+     * link (p2pt__tma_batch_launch). */
+    const struct p2pt_launch_settings ls =
+        b->grid_cap != 0 ? p2pt__launch_narrowed(p2pt__tma_launch(h)) : *p2pt__tma_launch(h);
+
     P2PT_TRY(p2pt__jit_module(b->ctx, &p2pt__kernel_batch_copy, &h->cfg, &h->log, &stream, &m));
     if (b->blocks != NULL)
-        P2PT_TRY(expand_blocks(h, b, m, stream));
+        P2PT_TRY(expand_blocks(h, b, m, &ls, stream));
     memset(&dev, 0, sizeof(dev));
     dev.workspace = (unsigned long long)(uintptr_t)b->workspace;
     dev.descs = (unsigned long long)(uintptr_t)b->descs;
@@ -187,14 +197,12 @@ p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h, const struct p2pt
     }
     /* CTA 0 writes the status record; every other copies. The work is
      * unknown until the kernel runs, so the grid is all the cap allows, or
-     * what a peer link needs where the windows hold peer memory. */
-    unsigned grid = p2pt__kernel_grid(h, p2pt__tma_launch(h), m, P2PT_BATCH_CTAS_PER_SM);
-    const bool peer = b->peer_cap != 0 && b->peer_cap < grid;
-    grid = peer ? b->peer_cap : grid;
+     * what a link needs: a layout's host link (block_layout.c) or a peer
+     * link where the windows hold another GPU's memory (operation.c). */
+    unsigned grid = p2pt__kernel_grid(h, &ls, m, P2PT_BATCH_CTAS_PER_SM);
+    if (b->grid_cap != 0 && b->grid_cap < grid)
+        grid = b->grid_cap;
     grid = grid < 2 ? 2 : grid;
-    /* Capped for a link: without PDL, as host-link batches go (transport_tma_link.c). */
-    const struct p2pt_launch_settings ls =
-        peer ? p2pt__launch_narrowed(p2pt__tma_launch(h)) : *p2pt__tma_launch(h);
     void *params[] = {&dev};
     P2PT_TRY(p2pt__kernel_launch(h, &ls, m->fn[P2PT_BATCH_ENTRY_DEVICE], grid,
                                  P2PT_BATCH_THREADS, 0, stream, params));

@@ -21,13 +21,6 @@ struct span {
     uint64_t lo, hi;
 };
 
-struct layers_facts {
-    size_t stride;              /* bytes between the caller's layer records */
-    uint64_t min_src, min_dst;  /* the fewest blocks of any layer with bytes */
-    size_t min_src_at, min_dst_at;
-    bool disjoint;              /* no layer's dst meets another's dst or any src */
-};
-
 static bool meet(struct span a, struct span b)
 {
     return a.lo < b.hi && b.lo < a.hi;
@@ -80,11 +73,14 @@ out:
 /* The layers' records checked (p2pt__block_layers_check), then the facts
  * the mapping's checks need: the fewest blocks of a layer with bytes, and
  * whether the layers are apart. */
-static p2pt_status check_layers(const char *fn, const p2pt_block_layer *layers, size_t n,
-                                struct layers_facts *f)
+p2pt_status p2pt__block_facts(const char *fn, const p2pt_block_layer *layers, size_t n,
+                              struct p2pt_block_facts *f)
 {
     p2pt_status st = P2PT_SUCCESS;
+    memset(f, 0, sizeof(*f));
     P2PT_TRY(p2pt__block_layers_check(fn, layers, n, &f->stride));
+    f->layers = layers;
+    f->n_layers = n;
     f->min_src = f->min_dst = UINT64_MAX;
     f->min_src_at = f->min_dst_at = 0;
     f->disjoint = n <= PAIRWISE_LAYERS_MAX;
@@ -109,7 +105,7 @@ out:
 
 /* Every id of the mapping inside every layer that has bytes. */
 static p2pt_status check_ids(const char *fn, const int64_t *mapping, size_t pairs,
-                             const struct layers_facts *f)
+                             const struct p2pt_block_facts *f)
 {
     for (size_t r = 0; r < pairs; r++)
         for (int k = 0; k < 2; k++) {
@@ -118,6 +114,13 @@ static p2pt_status check_ids(const char *fn, const int64_t *mapping, size_t pair
             if (id >= 0 && (uint64_t)id < have)
                 continue;
             const char *side = k == 0 ? "src" : "dst";
+            if (f->by_cell)
+                return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                                  "%s: block_mapping[%zu, %d] = %lld: %s block ids must be in "
+                                  "[0, %llu) (%s[%zu] has %llu blocks)",
+                                  fn, r, k, (long long)id, side, (unsigned long long)have, side,
+                                  k == 0 ? f->min_src_at : f->min_dst_at,
+                                  (unsigned long long)have);
             if (id < 0)
                 return p2pt__fail(P2PT_INVALID_ARGUMENT,
                                   "%s: mapping row %zu: %s block %lld: ids start at 0", fn, r,
@@ -254,32 +257,42 @@ out:
     return st;
 }
 
-p2pt_status p2pt__block_plan(const char *fn, const p2pt_block_layer *layers, size_t n_layers,
-                             const int64_t *mapping, size_t pairs, struct p2pt_block_pieces *out)
+/* The mapping's arrays, and how many pieces: status 4 for a NULL array
+ * with a count, or more pieces than memory can describe; *n the pieces. */
+static p2pt_status count_pieces(const char *fn, const p2pt_block_layer *layers, size_t n_layers,
+                                const int64_t *mapping, size_t pairs, size_t *n)
 {
-    p2pt_status st = P2PT_SUCCESS;
-    struct layers_facts f;
-    size_t n, bytes;
-    memset(out, 0, sizeof(*out));
-    out->sums_known = true;
+    size_t bytes;
     if ((layers == NULL && n_layers != 0) || (mapping == NULL && pairs != 0))
         return p2pt__fail(P2PT_INVALID_ARGUMENT,
                           "%s: layers %p with n_layers %zu, mapping %p with %zu pairs: expected "
                           "non-NULL arrays where the count is not 0",
                           fn, (const void *)layers, n_layers, (const void *)mapping, pairs);
-    if (n_layers == 0 || pairs == 0)
-        return P2PT_SUCCESS;
-    if (__builtin_mul_overflow(n_layers, pairs, &n) ||
-        __builtin_mul_overflow(n, sizeof(p2pt_copy_desc), &bytes))
+    if (__builtin_mul_overflow(n_layers, pairs, n) ||
+        __builtin_mul_overflow(*n, sizeof(p2pt_copy_desc), &bytes))
         return p2pt__fail(P2PT_INVALID_ARGUMENT,
                           "%s: %zu layers x %zu pairs: more pieces than memory can describe", fn,
                           n_layers, pairs);
-    P2PT_TRY(check_layers(fn, layers, n_layers, &f));
-    P2PT_TRY(check_ids(fn, mapping, pairs, &f));
-    if (f.disjoint)
-        P2PT_TRY(check_repeats(fn, mapping, pairs, f.min_dst));
+    return P2PT_SUCCESS;
+}
+
+p2pt_status p2pt__block_plan_with(const char *fn, const struct p2pt_block_facts *f,
+                                  const int64_t *mapping, size_t pairs,
+                                  struct p2pt_block_pieces *out)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    const size_t n_layers = f->n_layers;
+    size_t n = 0;
+    memset(out, 0, sizeof(*out));
+    out->sums_known = true;
+    P2PT_TRY(count_pieces(fn, f->layers, n_layers, mapping, pairs, &n));
+    if (n == 0)
+        return P2PT_SUCCESS;
+    P2PT_TRY(check_ids(fn, mapping, pairs, f));
+    if (f->disjoint)
+        P2PT_TRY(check_repeats(fn, mapping, pairs, f->min_dst));
     for (size_t l = 0; l < n_layers; l++) {
-        const uint64_t bb = p2pt__layer_record(layers, f.stride, l)->block_bytes;
+        const uint64_t bb = p2pt__layer_record(f->layers, f->stride, l)->block_bytes;
         uint64_t layer_bytes;
         if (bb != 0)
             out->pieces += pairs;
@@ -287,13 +300,13 @@ p2pt_status p2pt__block_plan(const char *fn, const p2pt_block_layer *layers, siz
             __builtin_add_overflow(out->bytes, layer_bytes, &out->bytes))
             out->sums_known = false;
     }
-    out->blocks = (struct p2pt_blocks){layers, f.stride, mapping, pairs};
+    out->blocks = (struct p2pt_blocks){f->layers, f->stride, mapping, pairs};
     out->count = n;
     out->rows = pairs;
-    if (f.disjoint)
+    if (f->disjoint)
         return P2PT_SUCCESS;
     /* Layers that share bytes: the pieces by address, written out. */
-    p2pt_copy_desc *d = malloc(bytes);
+    p2pt_copy_desc *d = malloc(n * sizeof(*d));
     if (d == NULL) {
         memset(out, 0, sizeof(*out));
         return p2pt__fail(P2PT_SYSTEM_ERROR, "%s: no memory for %zu pieces", fn, n);
@@ -306,6 +319,23 @@ p2pt_status p2pt__block_plan(const char *fn, const p2pt_block_layer *layers, siz
         return st;
     }
     out->descs = d;
+out:
+    return st;
+}
+
+p2pt_status p2pt__block_plan(const char *fn, const p2pt_block_layer *layers, size_t n_layers,
+                             const int64_t *mapping, size_t pairs, struct p2pt_block_pieces *out)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    struct p2pt_block_facts f;
+    size_t n = 0;
+    memset(out, 0, sizeof(*out));
+    out->sums_known = true;
+    P2PT_TRY(count_pieces(fn, layers, n_layers, mapping, pairs, &n));
+    if (n == 0)
+        return P2PT_SUCCESS;
+    P2PT_TRY(p2pt__block_facts(fn, layers, n_layers, &f));
+    return p2pt__block_plan_with(fn, &f, mapping, pairs, out);
 out:
     return st;
 }

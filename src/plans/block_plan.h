@@ -86,6 +86,37 @@ static inline p2pt_copy_desc p2pt__block_pieces_at(const struct p2pt_block_piece
 P2PT_INTERNAL p2pt_status p2pt__block_layers_check(const char *fn, const p2pt_block_layer *layers,
                                                    size_t n, size_t *stride);
 
+/* What the checks of a mapping need of its layers, found once
+ * (p2pt__block_facts): a block layout (p2pt_block_layout_create) keeps them
+ * for every mapping swapped on it. Valid while `layers` is. */
+struct p2pt_block_facts {
+    const p2pt_block_layer *layers;
+    size_t n_layers;
+    size_t stride;             /* bytes between the layer records */
+    uint64_t min_src, min_dst; /* the fewest blocks of any layer with bytes */
+    size_t min_src_at, min_dst_at;
+    bool disjoint;             /* no layer's dst meets another's dst or any src */
+    /* A bad id named as the cell of the mapping and the range of ids
+     * ("block_mapping[r, c] = v: ... must be in [0, n) (src[l] has n
+     * blocks)"), as the layout's calls word it; else by its row. */
+    bool by_cell;
+};
+
+/*
+ * The checks of p2pt__block_layers_check on `n` (from 1) layer records,
+ * then the facts of them a mapping's checks need. Status 4 naming the layer.
+ */
+P2PT_INTERNAL p2pt_status p2pt__block_facts(const char *fn, const p2pt_block_layer *layers,
+                                            size_t n, struct p2pt_block_facts *f);
+
+/*
+ * p2pt__block_plan on layers already checked: the mapping's checks against
+ * facts `f`, then the pieces (the same refusals and the same out).
+ */
+P2PT_INTERNAL p2pt_status p2pt__block_plan_with(const char *fn, const struct p2pt_block_facts *f,
+                                                const int64_t *mapping, size_t pairs,
+                                                struct p2pt_block_pieces *out);
+
 /*
  * Check the layers and the mapping, then describe the pieces: piece
  * l * pairs + r is row r of layer l (a layer with blocks of 0 bytes gives

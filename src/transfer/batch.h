@@ -118,15 +118,18 @@ struct p2pt_device_batch {
      * workspace (struct p2pt_blocks_ws_head), where the engine writes them
      * from the blocks on the stream before the batch reads them. */
     struct p2pt_device_blocks *blocks;
+    /* The most CTAs its launches may use (0: no cap beyond the handle's),
+     * set where its pieces cross a link: by a block layout's swap whose
+     * every layer crosses the host link one way (the policy's link CTAs for
+     * that direction), and by the pipeline where the windows hold another
+     * GPU's memory (the policy's `link peer`): the pieces are unknown
+     * until the kernel runs, so the windows stand for them, and a batch
+     * that may cross NVLink takes what the link needs. */
+    uint32_t grid_cap;
     CUstream stream;
     CUcontext ctx;
     int device;
     const struct p2pt_window_set *windows; /* for `device`; NULL: none */
-    /* Set by the pipeline where the windows hold another GPU's memory: the
-     * CTAs a peer link needs (the policy's `link peer`; 0: no cap). The
-     * pieces are unknown until the kernel runs, so the windows stand for
-     * them: a batch that may cross NVLink takes what the link needs. */
-    uint32_t peer_cap;
 };
 
 /* Most descriptors one device batch may declare (max_count). */

@@ -4,7 +4,8 @@
  * loop (fault_loop.c): init with each transport, properties, topology, peer
  * enable, prepare, single copies on the local, push, pull and host paths,
  * host and device batches (one from pinned host memory), blocks by a
- * mapping in GPU memory, windows, explain,
+ * mapping in GPU memory, a block layout swapped from host and GPU memory,
+ * windows, explain,
  * finalize; `auto` with a table file that has every list, the pinned host
  * memory ones included, so that its routing makes every driver call it can
  * (the pointer queries of a host batch among them); then the same steps
@@ -159,6 +160,17 @@ static void steps_on(p2pt_handle *h, const char *tag, struct bufs *b, CUstream s
                                   {sizeof(layers[0]), b->d0b + 65536, b->d0a + 65536, 100, 8, 8}};
     CALL(STEP("blocks_device"),
          p2pt_copy_blocks_device_async(h, layers, 2, b->bmap, 2, b->bws, s));
+    /* The same layers as a layout, swapped with the same rows from host
+     * and from GPU memory (the second locates the layers once). */
+    p2pt_block_layout *lay = NULL;
+    CALL(STEP("block_layout_create"), p2pt_block_layout_create(layers, 2, &lay));
+    const int64_t rows[4] = {0, 3, 5, 7};
+    p2pt_batch_status rec;
+    CALL(STEP("block_layout_swap_host"), p2pt_block_layout_swap(h, lay, rows, 2, 0, &rec, s));
+    CALL(STEP("block_layout_swap_gpu"), p2pt_block_layout_swap(h, lay, b->bmap, 2,
+                                                               P2PT_BLOCK_MAPPING_ON_GPU,
+                                                               b->bws, s));
+    CALL(STEP("block_layout_destroy"), p2pt_block_layout_destroy(lay));
     CALL(STEP("unwindow_d0a"), p2pt_window_unregister(h, 0, b->d0a));
     CALL(STEP("unwindow_d0b"), p2pt_window_unregister(h, 0, b->d0b));
 #undef STEP

@@ -125,6 +125,10 @@ int main(void)
     FIELD(p2pt_plugin_v1_t, explain_blocks);
     FIELD(p2pt_plugin_v1_t, copy_blocks_device_async);
     FIELD(p2pt_plugin_v1_t, blocks_workspace_bytes);
+    FIELD(p2pt_plugin_v1_t, block_layout_create);
+    FIELD(p2pt_plugin_v1_t, block_layout_destroy);
+    FIELD(p2pt_plugin_v1_t, block_layout_check);
+    FIELD(p2pt_plugin_v1_t, block_layout_swap);
 
     SIZE(p2pt_block_layer);
     FIELD(p2pt_block_layer, size);

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""p2pt.torch's hold on pinned storages (_Held) across streams, on a GPU:
-swaps queued on a stream of the caller's are marked, when another stream
-is the current one, by an event on that stream itself (an ExternalStream
-of its handle), and their pinned pool stays held until that stream, not
-the current one, has passed them. Skips without a GPU."""
+"""p2pt.torch's hold on pinned storages (_Held, one per handle) across
+streams, on a GPU: swaps queued on a stream of the caller's are marked,
+when another stream is the current one, by an event on that stream itself
+(an ExternalStream of its handle), and their pinned pool stays held until
+that stream, not the current one, has passed them. Skips without a GPU."""
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -22,13 +22,13 @@ def cache(pinned):
 
 
 def test_swaps_on_another_stream_hold_their_pool_until_that_stream_passed_them():
-    held = pt._held
     src, pool = cache(False), cache(True)
     m = torch.stack([torch.arange(8), torch.arange(8, 16)], 1)
     # The first swap of the process makes the handle and loads the kernels:
     # done here, before the clock of the sleep below starts.
     pt.swap_blocks(list(src.unbind(0)), list(pool.unbind(0)), m)
     torch.cuda.synchronize()
+    held = pt._held(pt.handle())  # what the default handle holds
     held.drain(wait=True)
     assert held.pending_storages() == []
     side = torch.cuda.Stream()

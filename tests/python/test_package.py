@@ -99,6 +99,34 @@ def test_descriptors_from_triples_buffers_and_arrays():
         p2pt.descs_array(b"\0" * 25)
 
 
+def test_a_block_layout_needs_no_driver_and_checks_mappings_by_cell():
+    """p2pt.BlockLayout: layers checked once with no handle or driver;
+    check() names a bad cell and the range of ids, fills a record of every
+    piece copied for a good mapping, and the layout serves mapping after
+    mapping; bad layers are refused naming the layer."""
+    import ctypes
+    lay = p2pt.BlockLayout([(0x100000, 0x900000, 64, 6, 4), (0x200000, 0xA00000, 64, 6, 3)])
+    assert lay.n_layers == 2 and lay.pointer
+    good = (ctypes.c_int64 * 4)(0, 5, 2, 0)
+    record = (ctypes.c_uint32 * 8)()
+    lay.check(ctypes.addressof(good), 2, ctypes.addressof(record))
+    assert list(record) == [4, 4, 0, 0xFFFFFFFF, 0, 0, 0, 0]
+    bad = (ctypes.c_int64 * 2)(3, 0)
+    with pytest.raises(p2pt.Error, match=r"block_mapping\[0, 0\] = 3: src block ids must be in "
+                       r"\[0, 3\) \(src\[1\] has 3 blocks\)") as e:
+        lay.check(ctypes.addressof(bad), 1)
+    assert e.value.status == p2pt.Status.INVALID_ARGUMENT
+    twice = (ctypes.c_int64 * 4)(0, 1, 2, 1)
+    with pytest.raises(p2pt.Error, match="each destination block may appear once"):
+        lay.check(ctypes.addressof(twice), 2)
+    lay.check(ctypes.addressof(good), 1)
+    assert lay.workspace_bytes(3) == p2pt.Handle.blocks_workspace_bytes(2, 3)
+    lay.close()
+    lay.close()
+    with pytest.raises(p2pt.Error, match="layer 1: src is NULL with 3 blocks"):
+        p2pt.BlockLayout([(0x100000, 0x900000, 64, 6, 4), (0x200000, 0, 64, 6, 3)])
+
+
 def test_batch_status_reads_a_workspace_prefix():
     raw = (5).to_bytes(4, "little") + (4).to_bytes(4, "little") + (1).to_bytes(4, "little") + \
         (3).to_bytes(4, "little") + (p2pt.BATCH_SKIPPED_WINDOW).to_bytes(4, "little") + bytes(12)

@@ -1,11 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""p2pt.torch.swap_blocks' short path (_again) on a GPU with pinned host
-memory: the same layers swapped again with a CPU or a GPU mapping skip the
-general path, land every byte, bump every dst version and hold the pinned
-pool (a GPU mapping's bad id skipped and counted, never written);
-whatever the short path cannot vouch for goes the general way: a layer
-moved by set_, a dst that autograd follows, a mapping of another dtype.
-Skips without a GPU."""
+"""p2pt.torch.swap_blocks on layers swapped before, on a GPU with pinned
+host memory: the same layers swapped again with a CPU or a GPU mapping
+find the layout made at their first swap (none is made again), land every
+byte, bump every dst version and hold the pinned pool (a GPU mapping's
+bad id skipped and counted, never written); what the layout cannot vouch
+for gets a new one, checked afresh: a layer moved by set_; a dst that
+autograd follows goes through the operation in grad mode and under
+no_grad alike; a mapping of another dtype is refused. Skips without a
+GPU."""
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -28,15 +30,17 @@ def h():
 
 @pytest.fixture
 def general(monkeypatch):
-    """The calls that took the general path (_swap_any), in order."""
-    calls = []
-    real = pt._swap_any
+    """The layouts made (each swap of layers not swapped before makes one,
+    with every check), in order: on the module whose _layout makes them."""
+    made = []
+    real = pt._swap_layout._Layout
 
-    def counted(*args):
-        calls.append(args)
-        return real(*args)
-    monkeypatch.setattr(pt, "_swap_any", counted)
-    return calls
+    class Counted(real):
+        def __init__(self, *args):
+            made.append(args)
+            super().__init__(*args)
+    monkeypatch.setattr(pt._swap_layout, "_Layout", Counted)
+    return made
 
 
 def gpu_layers():
@@ -72,14 +76,14 @@ def test_the_same_layers_again_take_the_short_path_with_every_effect(h, general)
         versions = [d._version for d in dst]
         before = pool.clone()
         records.append(pt.swap_blocks(src, dst, m, handle=h))
-        held = {s.data_ptr() for s in pt._held.pending_storages()}
+        held = {s.data_ptr() for s in pt._held(h).pending_storages()}
         assert landed(src, dst, m)
         untouched = torch.ones(HOST_BLOCKS, dtype=torch.bool)
         untouched[m[:, 1]] = False
         assert torch.equal(pool[:, untouched], before[:, untouched])
         assert all(d._version > v for d, v in zip(dst, versions))
         assert pool.data_ptr() in held
-    assert len(general) == 1, "a swap of the same layers went the general way"
+    assert len(general) == 1, "a swap of the same layers made its layout again"
     pieces = 8 * LAYERS
     for st in records:
         assert pt.batch_status(st) == p2pt.BatchStatus(pieces, pieces, 0, 0xFFFFFFFF, 0)
@@ -93,14 +97,14 @@ def test_the_same_layers_again_take_the_short_path_with_every_effect(h, general)
     pt.swap_blocks(src[0], dst[0], mapping(8, 5), handle=h)
     assert landed(src[:1], dst[:1], mapping(8, 5))
     assert len(general) == 2
-    pt._held.drain(wait=True)
+    pt._held(h).drain(wait=True)
 
 
 def test_a_gpu_mapping_of_the_same_layers_takes_the_short_path_too(h, general):
-    """A GPU mapping (one p2pt_copy_blocks_device_async call) of layers
-    swapped before skips the general path as a CPU mapping does: every
-    byte lands, every dst version goes up, each call has its own status
-    record, and an id past the pool is skipped and counted, never written."""
+    """A GPU mapping (one p2pt_block_layout_swap call) of layers swapped
+    before finds their layout as a CPU mapping does: every byte lands,
+    every dst version goes up, each call has its own status record, and an
+    id past the pool is skipped and counted, never written."""
     src, pool = gpu_layers(), pinned()
     dst = list(pool.unbind(0))
     pt.swap_blocks(src, dst, mapping(8, 1).cuda(), handle=h)
@@ -112,7 +116,7 @@ def test_a_gpu_mapping_of_the_same_layers_takes_the_short_path_too(h, general):
         records.append(pt.swap_blocks(src, dst, m.cuda(), handle=h))
         assert landed(src, dst, m)
         assert all(d._version > v for d, v in zip(dst, versions))
-    assert len(general) == 1, "a GPU mapping of the same layers went the general way"
+    assert len(general) == 1, "a GPU mapping of the same layers made their layout again"
     pieces = 8 * LAYERS
     for st in records:
         assert st.is_cuda
@@ -160,9 +164,9 @@ def test_a_layer_moved_by_set_is_checked_afresh_and_written_where_it_is(h, gener
 
 
 def test_a_dst_that_autograd_follows_goes_through_the_operation(h, general):
-    """In grad mode a dst that requires grad goes through the dispatcher, as
-    on the first call; under no_grad the short path takes it (the operation
-    would not look at requires_grad either)."""
+    """In grad mode a dst that requires grad goes through the operation as
+    every swap does (its version goes up, the layout is the one made at the
+    first call); under no_grad too."""
     pool = pinned()
     pool.copy_(torch.randn(pool.shape))
     src = list(pool.unbind(0))
@@ -173,15 +177,18 @@ def test_a_dst_that_autograd_follows_goes_through_the_operation(h, general):
     pt.swap_blocks(src, dst, m, handle=h)
     assert len(general) == 1
     dst[3].requires_grad_()
+    version = dst[3]._version
     pt.swap_blocks(src, dst, m, handle=h)
-    assert len(general) == 2
+    assert dst[3]._version > version
     with torch.no_grad():
         pt.swap_blocks(src, dst, m, handle=h)
-    assert len(general) == 2
+    assert len(general) == 1
     assert landed(src, [d.detach() for d in dst], m)
 
 
 def test_a_mapping_the_short_path_cannot_take_gets_the_general_checks(h, general):
+    """A bad mapping of layers swapped before is refused by name, their
+    layout kept (it serves the next good mapping)."""
     src, pool = gpu_layers(), pinned()
     dst = list(pool.unbind(0))
     pt.swap_blocks(src, dst, mapping(8, 1), handle=h)
@@ -191,7 +198,10 @@ def test_a_mapping_the_short_path_cannot_take_gets_the_general_checks(h, general
         pt.swap_blocks(src, dst, mapping(8, 2)[:, :1], handle=h)
     with pytest.raises(ValueError, match=r"block_mapping\[0, 1\] = 48: dst block ids"):
         pt.swap_blocks(src, dst, torch.tensor([[0, HOST_BLOCKS]]), handle=h)
-    assert len(general) == 3
+    m = mapping(8, 3)
+    pt.swap_blocks(src, dst, m, handle=h)
+    assert landed(src, dst, m)
+    assert len(general) == 1
 
 
 def test_the_layout_lets_its_pinned_storages_go_with_its_tensors(h):
@@ -199,7 +209,7 @@ def test_the_layout_lets_its_pinned_storages_go_with_its_tensors(h):
     dst = list(pool.unbind(0))
     pt.swap_blocks(src, dst, mapping(8, 1), handle=h)
     lay = pt._layout(src, dst)
-    assert [s.data_ptr() for s in lay.held[0]] == [pool.untyped_storage().data_ptr()]
+    assert [s.data_ptr() for s in lay.pinned] == [pool.untyped_storage().data_ptr()]
     del dst
-    assert lay.held[0] == () and not lay.alive[0]
+    assert lay.pinned == () and not lay.alive
     torch.cuda.synchronize()

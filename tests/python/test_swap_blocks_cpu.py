@@ -315,35 +315,32 @@ def test_check_status_raises_p2pt_error_naming_the_first_skipped_piece():
         pt._check_swap(st, 2)
 
 
-def test_the_short_paths_records_are_done_records_of_their_own():
-    """_done_eager hands out rows of a block of records made at once: each
-    the record of a batch that copied every piece, each its own bytes, a
-    new block once the rows run out."""
-    got = [pt._done_eager(12) for _ in range(70)]
-    assert all(r.tolist() == [12, 12, 0, -1, 0, 0, 0, 0] for r in got)
-    assert len({r.data_ptr() for r in got}) == 70
+def test_each_swap_returns_a_done_record_of_its_own():
+    """Every swap's record is the record of a batch that copied every
+    piece, in bytes of its own: a record written to does not change the
+    next one, and the same layers swapped again (their layout found, not
+    made) give a new record each time."""
+    src, dst = [torch.randn(4, 8), torch.randn(4, 8)], [poisoned(4, 8), poisoned(4, 8)]
+    got = [pt.swap_blocks(src, dst, torch.tensor([[i % 4, (i + 1) % 4]])) for i in range(5)]
+    assert all(r.tolist() == [2, 2, 0, -1, 0, 0, 0, 0] for r in got)
+    assert len({r.data_ptr() for r in got}) == 5
     got[0].fill_(7)
-    assert pt._done_eager(12).tolist() == [12, 12, 0, -1, 0, 0, 0, 0]
-    assert pt._done_eager(5).tolist() == [5, 5, 0, -1, 0, 0, 0, 0]
+    assert pt.swap_blocks(src, dst, M).tolist() == [2, 2, 0, -1, 0, 0, 0, 0]
+    assert pt.swap_blocks(src[0], dst[0], M).tolist() == [1, 1, 0, -1, 0, 0, 0, 0]
 
 
-def test_the_short_path_takes_only_lists_or_tensors_and_a_cpu_mapping():
-    """_again (layers swapped before, a CPU mapping, eager) hands every
-    other call to the general path, which checks it: a tuple of layers, a
-    mapping on another device. Its layout is marked direct here as pinned
-    layers would make it (this machine may have no pinned memory)."""
+def test_layers_as_a_tuple_and_every_bad_mapping_take_the_same_checks():
+    """A tuple of layers swaps as the list does; a mapping of another
+    dtype, shape or device is refused by name, the layers' layout made
+    before or not."""
     src, dst = [torch.randn(4, 8)], [poisoned(4, 8)]
-    lay = pt._layout(src, dst)
-    lay.direct = True
-    try:
-        m = torch.tensor([[0, 1]])
-        for s, d, mapping in ((tuple(src), tuple(dst), m), (src, dst, m.to("meta")),
-                              (src, dst, m.to(torch.int32)), (src, dst, m[:, :1])):
-            assert pt._again(s, d, mapping, 0) is None
-        empty = pt._layout([], [])
-        empty.direct = True
-        assert pt._again((), (), m, 0) is None
-    finally:
-        pt._layouts.clear()
-    with pytest.raises(ValueError, match="block_mapping is on meta"):
-        pt.swap_blocks(src, dst, m.to("meta"))
+    pt.swap_blocks(src, dst, M)
+    pt.swap_blocks(tuple(src), tuple(dst), torch.tensor([[2, 3]]))
+    assert torch.equal(dst[0][1], src[0][0]) and torch.equal(dst[0][3], src[0][2])
+    for mapping, match in ((M.to("meta"), "block_mapping is on meta"),
+                           (M.to(torch.int32), "int64 tensor of shape"),
+                           (M[:, :1], "int64 tensor of shape")):
+        for s, d in ((src, dst), (tuple(src), tuple(dst))):
+            refused(ValueError, match, s, d, mapping)
+    pt._layouts.clear()
+    refused(ValueError, "block_mapping is on meta", src, dst, M.to("meta"))

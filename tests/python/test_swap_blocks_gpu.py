@@ -11,6 +11,8 @@ storage at a graph break (never a crash); opcheck passes on every operation in b
 directions; copy_, copy_batch_ and copy_rows_ take pinned tensors on
 either side, and a pageable one with a warning. Skips without a GPU (a
 Hopper GPU for device batches, which run as a kernel)."""
+import ctypes
+import os
 import warnings
 
 import pytest
@@ -122,9 +124,9 @@ def test_offload_then_restore_every_byte(h, where):
 
 
 def test_a_cpu_mapping_is_one_batch_built_in_c(h):
-    """p2pt_copy_blocks_async takes the ids as they are: one batch of
-    KV x n pieces, also from a mapping that is a non-contiguous view, and
-    explain_blocks_at names the engine that ran it."""
+    """The C library takes the ids as they are: one batch of KV x n
+    pieces, also from a mapping that is a non-contiguous view, and
+    explain_blocks_at of the same layers names the engine that ran it."""
     gpu, pool = gpu_cache(), host_pool()
     m = random_mapping(33, GPU_BLOCKS, HOST_BLOCKS, seed=5)
     view = torch.stack([m[:, 0], m[:, 1]], 0).t()  # the same rows, strides (1, n)
@@ -134,14 +136,16 @@ def test_a_cpu_mapping_is_one_batch_built_in_c(h):
     after = h.properties()
     assert after["batches"] - before["batches"] == 1
     assert after["batch_pieces"] - before["batch_pieces"] == KV * 33
-    lay = pt._layout(layers(gpu), layers(pool))
+    recs = p2pt.layers_array([(d.data_ptr(), s.data_ptr(), s.stride(0) * s.element_size(),
+                               d.shape[0], s.shape[0])
+                              for s, d in zip(layers(gpu), layers(pool))])
     ids = m.contiguous()
-    choice = h.explain_blocks_at(lay.c_layers_at, lay.layers, ids.data_ptr(), 33,
+    choice = h.explain_blocks_at(ctypes.addressof(recs), KV, ids.data_ptr(), 33,
                                  torch.cuda.current_stream().cuda_stream)
     assert choice.path == "batch" and choice.transport in ("ce", "tma")
     with pytest.raises(p2pt.Error, match=r"mapping row 0: src block 64, but layer 0 has 64"):
         bad = torch.tensor([[GPU_BLOCKS, 0]])
-        h.copy_blocks_at(lay.c_layers_at, lay.layers, bad.data_ptr(), 1)
+        h.copy_blocks_at(ctypes.addressof(recs), KV, bad.data_ptr(), 1)
 
 
 def test_a_refusal_in_c_is_explained_by_the_row_at_fault(h):
@@ -197,7 +201,7 @@ def test_a_pinned_pool_freed_at_once_is_not_reused_before_the_swap_ran(h, where,
     pt.swap_blocks(layers(gpu if offload else pool), layers(pool if offload else gpu),
                    mapping, handle=h)
     old = pool.data_ptr()
-    held = {s.data_ptr() for s in pt._held.pending_storages()}
+    held = {s.data_ptr() for s in pt._held(h).pending_storages()}
     assert old in held
     nbytes = pool.numel() * pool.element_size()
     del pool
@@ -209,8 +213,9 @@ def test_a_pinned_pool_freed_at_once_is_not_reused_before_the_swap_ran(h, where,
     if not offload:  # the restore read the old pool's bytes, not the new tensor's
         m = mapping.cpu()
         assert torch.equal(as_bytes(gpu)[:, m[:, 1]], want[:, m[:, 0]])
-    pt._held.drain(wait=True)
-    assert pt._held.pending_storages() == [], "a storage is held after the stream passed its swap"
+    pt._held(h).drain(wait=True)
+    assert pt._held(h).pending_storages() == [], \
+        "a storage is held after the stream passed its swap"
 
 
 @pytest.mark.parametrize("where", ["cpu", "cuda"])
@@ -487,32 +492,39 @@ def test_sm_budget_swaps_through_a_handle_of_that_budget():
     assert pt.handle(sm_budget=8) is not pt.handle(sm_budget=0)
 
 
+# The `link` lines of the C library's built-in tables for the H100 and the
+# H200 (src/route/auto_defaults.c): CTAs that fill the host link each way.
+BUILT_IN_LINK_CTAS = {"d2h": 3, "h2d": 8}
+
+
 @pytest.mark.parametrize("direction", ["d2h", "h2d"])
 def test_a_gpu_mapping_across_the_host_link_takes_link_ctas_without_a_budget(h, direction):
-    """No handle, no budget: the device batch of a GPU mapping between GPU
-    memory and pinned host memory runs on the handle of LINK_CTAS for its
-    direction, whose widest grid stays within it; GPU to GPU keeps the
-    default handle."""
+    """No budget: the device batch of a GPU mapping between GPU memory and
+    pinned host memory takes the C library's link CTAs for its direction
+    (the widest grid of the handle stays within them), one device batch;
+    GPU to GPU takes a wider grid."""
     hopper()
-    if pt.handle().properties()["sm_budget"] >= 0:
-        pytest.skip("the default handle has a budget of its own (P2P_TRANSPORT_SM_BUDGET)")
-    assert pt.LINK_CTAS["d2h"] != pt.LINK_CTAS["h2d"]  # so that the handle tells them apart
-    link = pt.handle(sm_budget=pt.LINK_CTAS[direction])
+    name = torch.cuda.get_device_name(0)
+    if "H100" not in name and "H200" not in name:
+        pytest.skip(f"the built-in link lines are the H100's and the H200's, not a {name}'s")
+    if os.environ.get("P2P_TRANSPORT_AUTO_TABLE") or h.properties()["sm_budget"] >= 0:
+        pytest.skip("P2P_TRANSPORT_AUTO_TABLE or P2P_TRANSPORT_SM_BUDGET set the CTAs")
     gpu, pool = gpu_cache(), host_pool(poison=direction == "d2h")
     src, dst = (gpu, pool) if direction == "d2h" else (pool, gpu_cache(poison=True))
-    before, batches = as_bytes(dst), link.properties()["device_batches"]
+    before, batches = as_bytes(dst), h.properties()["device_batches"]
     m = random_mapping(24, src.shape[1], dst.shape[1], seed=21, device="cuda")
-    pt.swap_blocks(layers(src), layers(dst), m)
+    pt.swap_blocks(layers(src), layers(dst), m, handle=h)
     torch.cuda.synchronize()
     expect(dst, src, m, before)
-    p = link.properties()
+    p = h.properties()
     assert p["device_batches"] == batches + 1
-    assert 0 < p["max_grid"] <= pt.LINK_CTAS[direction]
-    other = gpu_cache(48, poison=True)
-    pt.swap_blocks(layers(gpu), layers(other), random_mapping(8, GPU_BLOCKS, 48, seed=22,
-                                                               device="cuda"))
-    torch.cuda.synchronize()
-    assert link.properties()["device_batches"] == batches + 1
+    assert 0 < p["max_grid"] <= BUILT_IN_LINK_CTAS[direction]
+    with p2pt.Handle(transport="auto") as wide:
+        other = gpu_cache(48, poison=True)
+        pt.swap_blocks(layers(gpu), layers(other),
+                       random_mapping(8, GPU_BLOCKS, 48, seed=22, device="cuda"), handle=wide)
+        torch.cuda.synchronize()
+        assert wide.properties()["max_grid"] > BUILT_IN_LINK_CTAS["h2d"]
 
 
 def test_a_gpu_mapping_on_another_device_is_refused(h):

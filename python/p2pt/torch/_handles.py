@@ -1,11 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The handles of p2pt.torch and what every operation asks of torch before
-it enqueues: the default handle and one per SM budget (handle), the int an
-operation carries for its handle (_hid) and the handle it names (_get), the
-current device and stream, a device prepared before a graph is captured
-(prepare), and the windows of storages (register_window, _windows).
-
-The bottom of the package: it imports no other module of it."""
+"""The handle cache of p2pt.torch (the default handle and one per SM
+budget, made at first use), the int an operation carries for its handle
+(_hid) and the handle it names (_get), the current device and stream, a
+device prepared before a graph is captured (prepare), and the windows of
+storages (register_window, _windows). It imports no module of the package."""
 import os
 import threading
 from contextlib import nullcontext
@@ -20,9 +18,8 @@ _budgets = {}  # sm_budget -> Handle
 
 
 def _policy_options(options):
-    if options is None and "P2P_TRANSPORT" not in os.environ:
-        return {"P2P_TRANSPORT": "auto"}
-    return options
+    auto = options is None and "P2P_TRANSPORT" not in os.environ
+    return {"P2P_TRANSPORT": "auto"} if auto else options
 
 
 def handle(transport=None, options=None, *, sm_budget=None):
@@ -41,11 +38,10 @@ def handle(transport=None, options=None, *, sm_budget=None):
             if transport is None:
                 options = _policy_options(options)
             _default = _handle.Handle(transport=transport, options=options)
-        elif transport is not None or options is not None:
-            p = _default.properties()
-            if transport is not None and p["transport"] != transport.lower():
-                raise ValueError(f"p2pt.torch's default handle already exists with transport "
-                                 f"{p['transport']!r}; pass handle=p2pt.Handle(...) instead")
+        elif transport is not None and _default.properties()["transport"] != transport.lower():
+            raise ValueError(f"p2pt.torch's default handle already exists with transport "
+                             f"{_default.properties()['transport']!r}; pass "
+                             f"handle=p2pt.Handle(...) instead")
         return _default
 
 
@@ -58,12 +54,10 @@ def _budget_value(sm_budget):
 
 def _budget_handle(budget):
     with _lock:
-        h = _budgets.get(budget)
-        if h is None:
-            options = dict(_policy_options(None) or {})
-            options["P2P_TRANSPORT_SM_BUDGET"] = budget
-            h = _budgets[budget] = _handle.Handle(options=options)
-        return h
+        if budget not in _budgets:
+            options = dict(_policy_options(None) or {}, P2P_TRANSPORT_SM_BUDGET=budget)
+            _budgets[budget] = _handle.Handle(options=options)
+        return _budgets[budget]
 
 
 def _hid(h, sm_budget=None):
@@ -83,8 +77,7 @@ def _hid(h, sm_budget=None):
 
 
 def _get(hid):
-    if hid == 0:
-        # Made once and never replaced: read without the lock once it is.
+    if hid == 0:  # made once and never replaced: read without the lock once it is
         return _default if _default is not None else handle()
     if hid < 0:
         return _budget_handle(-1 - hid)
@@ -94,8 +87,7 @@ def _get(hid):
     return h
 
 
-def _device():
-    return torch.cuda.current_device()
+_device = torch.cuda.current_device
 
 
 def _ready(h, device):
@@ -112,28 +104,16 @@ def _stream(stream):
     return torch.cuda.stream(stream) if stream is not None else nullcontext()
 
 
-_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-
-
 def _cur(device=None):
-    """The current stream's handle (of `device`, the current device, when
-    the caller has it already)."""
-    if _raw_stream is not None:  # the same handle without a Stream object
-        return _raw_stream(torch.cuda.current_device() if device is None else device)
-    return torch.cuda.current_stream().cuda_stream
-
-
-def _storage(t):
-    s = t.untyped_storage()
-    return s.data_ptr(), s.nbytes()
+    """The current stream's handle (of `device`, else the current device)."""
+    return torch.cuda.current_stream(device).cuda_stream
 
 
 def prepare(device=None, handle=None):
     """Compile and load p2pt's kernels for `device` (default: the current
     one) before a graph is captured."""
     h = _get(_hid(handle))
-    dev = _device() if device is None else torch.device("cuda", device).index
-    h.prepare(dev)
+    h.prepare(_device() if device is None else torch.device("cuda", device).index)
 
 
 def register_window(tensor, *, handle=None, device=None):
@@ -141,16 +121,14 @@ def register_window(tensor, *, handle=None, device=None):
     device batches on `device` (default: the current device); p2pt.Window,
     released by release(), when the storage is freed, or when the handle
     closes."""
-    h = _get(_hid(handle))
-    base, nbytes = _storage(tensor)
-    return h.window(_device() if device is None else device, base, nbytes,
-                    tensor.untyped_storage())
+    s = tensor.untyped_storage()
+    return _get(_hid(handle)).window(_device() if device is None else device, s.data_ptr(),
+                                     s.nbytes(), s)
 
 
-def _windows(h, device, tensors):
-    # One window per storage, owned by the storage object (which lives as
-    # long as the memory, whatever views of it come and go), so that views
-    # made afresh at every call find the registration of the first.
-    for t in tensors:
-        base, nbytes = _storage(t)
-        h.window(device, base, nbytes, t.untyped_storage())
+def _windows(h, device, storages):
+    """A window of each storage, owned by the storage object (which lives as
+    long as the memory, whatever views of it come and go), so that views
+    made afresh at every call find the registration of the first."""
+    for s in storages:
+        h.window(device, s.data_ptr(), s.nbytes(), s)

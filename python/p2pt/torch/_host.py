@@ -1,17 +1,19 @@
 # SPDX-License-Identifier: Apache-2.0
 """Where a tensor's bytes are: which side of an operation is GPU memory,
 pinned or pageable host memory (_side; _pageable warns once per operation
-and role, in _warned), the pinned storages held until the stream has passed
-the work on them (_Held, _held, _hold_pinned), and what torch's own copies
-of host memory need (_flat_bytes, _host_only)."""
+and role, in _warned), the pinned storages each handle holds until the
+stream has passed the work on them (_Held, _held, _hold_pinned), and what
+torch's own copies of host memory need (_flat_bytes, _host_only)."""
 import collections
 import threading
 import warnings
 
 import torch
 
-from ._handles import _cur
+from ._handles import _lock
 
+# The pageable warnings given, (operation, role): a process-wide fact that
+# no handle holds (pageable memory never reaches one).
 _warned = set()
 
 
@@ -26,9 +28,8 @@ def _side(t, op, role):
 
 
 def _pageable(op, sides):
-    """Whether any of the (tensor, role) `sides` of `op` is pageable host
-    memory, which no stream can reach; warns once per op and role ("src[3]"
-    counts as "src": one warning, not one per layer)."""
+    """Whether any (tensor, role) of `sides` of `op` is pageable memory, which
+    no stream reaches; warns once per op and role (src[3] counts as src)."""
     found = False
     for t, role in sides:
         if _side(t, op, role) == "pageable":
@@ -45,36 +46,31 @@ def _pageable(op, sides):
 
 class _Held:
     """Pinned storages that work on a stream may still read or write, each
-    kept alive by a reference until the stream has passed that work:
-    torch's cache of pinned memory tracks only its own copies, and would
-    hand a storage freed meanwhile to a new tensor (whose bytes the CPU
-    writes at once). Not while capturing: a graph's memory must outlive
-    the graph anyway.
+    kept alive until the stream has passed that work: torch's cache of
+    pinned memory tracks only its own copies, and would hand a storage
+    freed meanwhile to a new tensor (whose bytes the CPU writes at once).
+    Not while capturing: a graph's memory must outlive the graph anyway.
+    One per handle: the work queued through it.
 
     A call only appends its storages and stream (no CUDA call: right after
     a launch across the host link every host step is several times
-    slower, bench/results/offload.md). Every MARK_EVERY calls, one event
-    is recorded on each stream among them, after all their work; an entry
-    goes, and its event is reused, once a later call finds its event
-    passed. So a storage is released at most MARK_EVERY calls and one
-    event after its last use."""
+    slower, bench/results/offload.md). Every MARK_EVERY calls, an event is
+    recorded on each stream among them; an entry goes, its event reused,
+    once a later call finds the event passed."""
 
     MARK_EVERY = 8
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.pending = []                   # ((device, raw stream), storages) since the last mark
+        self.pending = []                   # ((device, stream), storages) since the last mark
         self.entries = collections.deque()  # (event, storages) in the order marked
         self.spare = []                     # events whose work has passed
 
-    def hold(self, storages, where=None):
-        """Hold `storages` for the work just enqueued on the current stream
-        (`where`: (current device, its stream handle), when known)."""
+    def hold(self, storages, where):
+        """Hold `storages` for the work just enqueued on stream `where`
+        ((its device, its handle))."""
         if not storages or torch.cuda.is_current_stream_capturing():
             return
-        if where is None:
-            device = torch.cuda.current_device()
-            where = (device, _cur(device))
         with self.lock:
             self.pending.append((where, storages))
             if len(self.pending) >= self.MARK_EVERY:
@@ -82,19 +78,15 @@ class _Held:
                 self._drain()
 
     def _mark(self):
-        """An event after the pending work of each of its streams. The
-        streams are torch's, kept for the life of the process, or the
-        caller's own, which outlive the work the caller enqueued on them."""
+        """An event after the pending work of each of its streams (torch's,
+        or the caller's, which outlive the work enqueued on them)."""
         streams = {}
         for key, storages in self.pending:
             streams.setdefault(key, []).extend(storages)
         self.pending = []
         for (device, raw), storages in streams.items():
             ev = self.spare.pop() if self.spare else torch.cuda.Event()
-            if device == torch.cuda.current_device() and raw == _cur():
-                ev.record()
-            else:
-                ev.record(torch.cuda.ExternalStream(raw, device=device))
+            ev.record(torch.cuda.ExternalStream(raw, device=device))
             self.entries.append((ev, storages))
 
     def _drain(self):
@@ -120,22 +112,28 @@ class _Held:
                 [s for _, ss in self.entries for s in ss]
 
 
-_held = _Held()
+def _held(h):
+    """The _Held of handle `h`, made at its first use."""
+    if h.held is None:
+        with _lock:
+            if h.held is None:
+                h.held = _Held()
+    return h.held
 
 
-def _hold_pinned(tensors):
-    """Keep the pinned storages among `tensors` alive until the current
-    stream has passed the work just enqueued on them (_Held)."""
-    seen, storages = set(), []
+def _pinned_storages(tensors):
+    """The distinct non-empty pinned storages among `tensors`."""
+    found = {}
     for t in tensors:
-        if t.is_cuda or not t.is_pinned():
-            continue
-        storage = t.untyped_storage()
-        if storage.nbytes() == 0 or storage.data_ptr() in seen:
-            continue
-        seen.add(storage.data_ptr())
-        storages.append(storage)
-    _held.hold(storages)
+        if not t.is_cuda and t.is_pinned() and t.untyped_storage().nbytes():
+            found.setdefault(t.untyped_storage().data_ptr(), t.untyped_storage())
+    return tuple(found.values())
+
+
+def _hold_pinned(h, tensors, device, stream):
+    """Keep the pinned storages among `tensors` alive until `stream` (of
+    `device`) has passed the work just enqueued on them through `h`."""
+    _held(h).hold(_pinned_storages(tensors), (device, stream))
 
 
 def _flat_bytes(t):
@@ -146,6 +144,5 @@ def _host_only(*tensors):
     """No CUDA tensor among them: torch copies them on the CPU at once, so
     earlier work of the current stream (which may write pinned memory) must
     be done first."""
-    if all(not t.is_cuda for t in tensors):
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            torch.cuda.current_stream().synchronize()
+    if all(not t.is_cuda for t in tensors) and torch.cuda.is_initialized():
+        torch.cuda.current_stream().synchronize()

@@ -1,10 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Row descriptors built on the GPU (row_descriptors), a batch's status
 record (batch_status, check_status, _status, _no_pieces), the device batch
-that every batch built on the GPU runs as (_device_batch), and the
-registered copy operations with their fake kernels: p2pt::copy_,
-p2pt::copy_batch_, p2pt::copy_rows_ and p2pt::copy_batch_device_ (each
-registered once, when this module is first imported)."""
+(_device_batch), and the copy operations registered with their fake
+kernels: p2pt::copy_, p2pt::copy_batch_, p2pt::copy_rows_ and
+p2pt::copy_batch_device_."""
 import math
 from typing import List, Optional
 
@@ -26,19 +25,24 @@ def _row_bytes(t, what):
     return math.prod(t.shape[1:]) * t.element_size()
 
 
-def row_descriptors(dst, dst_index, src, src_index=None):
-    """The (n, 3) int64 tensor of p2pt_copy_desc records that copies row
-    src_index[i] of src to row dst_index[i] of dst (None: 0..n-1), built on
-    the index's device with no host sync. An index past the tensor's rows,
-    or below 0, gives a descriptor of NULL addresses, which a device batch
-    skips."""
+def _rows_of(dst, dst_index, src, src_index):
+    """The bytes of a row (the same on both sides) and the index given."""
     rb = _row_bytes(dst, "dst")
     if _row_bytes(src, "src") != rb:
         raise ValueError(f"p2pt.torch: dst rows are {rb} bytes, src rows "
                          f"{_row_bytes(src, 'src')}: they must match")
     if dst_index is None and src_index is None:
         raise ValueError("p2pt.torch: give dst_index, src_index or both")
-    ref = dst_index if dst_index is not None else src_index
+    return rb, dst_index if dst_index is not None else src_index
+
+
+def row_descriptors(dst, dst_index, src, src_index=None):
+    """The (n, 3) int64 tensor of p2pt_copy_desc records that copies row
+    src_index[i] of src to row dst_index[i] of dst (None: 0..n-1), built on
+    the index's device with no host sync. An index past the tensor's rows,
+    or below 0, gives a descriptor of NULL addresses, which a device batch
+    skips."""
+    rb, ref = _rows_of(dst, dst_index, src, src_index)
     n = ref.numel()
     if dst_index is None or src_index is None:
         rows = torch.arange(n, device=ref.device, dtype=torch.int64)
@@ -123,7 +127,8 @@ def _device_batch(h, descs, count, max_count, device):
     # make equal results compare unequal.
     ws = torch.zeros(h.workspace_bytes(max_count), dtype=torch.uint8,
                      device=torch.device("cuda", device))
-    h.copy_batch_device(descs.data_ptr(), count.data_ptr(), max_count, ws.data_ptr(), _cur())
+    h.copy_batch_device(descs.data_ptr(), count.data_ptr(), max_count, ws.data_ptr(),
+                        _cur(device))
     return ws[:32].view(torch.int32).clone()
 
 
@@ -138,9 +143,10 @@ def _copy_op(dst: torch.Tensor, src: torch.Tensor, hid: int) -> None:
         _host_only(dst, src)
         _flat_bytes(dst).copy_(_flat_bytes(src))
         return
-    h = _get(hid)
-    h.copy(dst.data_ptr(), src.data_ptr(), src.nbytes, _cur())
-    _hold_pinned((dst, src))
+    h, device = _get(hid), _device()
+    stream = _cur(device)
+    h.copy(dst.data_ptr(), src.data_ptr(), src.nbytes, stream)
+    _hold_pinned(h, (dst, src), device, stream)
 
 
 @_copy_op.register_fake
@@ -163,8 +169,10 @@ def _copy_batch_op(dsts: List[torch.Tensor], srcs: List[torch.Tensor], hid: int)
             descs.append((d.data_ptr(), s.data_ptr(), s.nbytes))
             fast += (d, s)
     if descs:
-        _get(hid).copy_batch(descs, _cur())
-        _hold_pinned(fast)
+        h, device = _get(hid), _device()
+        stream = _cur(device)
+        h.copy_batch(descs, stream)
+        _hold_pinned(h, fast, device, stream)
     for d, s in slow:
         _host_only(d, s)
         _flat_bytes(d).copy_(_flat_bytes(s))
@@ -188,13 +196,7 @@ def _rows_by_torch(dst, dst_index, src, src_index, count, device):
     """copy_rows_ with torch ops (a pageable side, or no CUDA tensor at all):
     the same rows skipped and the same status record as the device batch, at
     the cost of a host sync."""
-    rb = _row_bytes(dst, "dst")
-    if _row_bytes(src, "src") != rb:
-        raise ValueError(f"p2pt.torch: dst rows are {rb} bytes, src rows "
-                         f"{_row_bytes(src, 'src')}: they must match")
-    ref = dst_index if dst_index is not None else src_index
-    if ref is None:
-        raise ValueError("p2pt.torch: give dst_index, src_index or both")
+    rb, ref = _rows_of(dst, dst_index, src, src_index)
     n = ref.numel()
     rows = torch.arange(n, dtype=torch.int64)
     di = rows if dst_index is None else dst_index.reshape(-1).to("cpu", torch.int64)
@@ -229,8 +231,7 @@ def _copy_rows_op(dst: torch.Tensor, dst_index: Optional[torch.Tensor], src: tor
                          "device batch)")
     if _pageable("copy_rows_", ((dst, "dst"), (src, "src"))) or where.type != "cuda":
         return _rows_by_torch(dst, dst_index, src, src_index, count, where)
-    h = _get(hid)
-    device = _device()
+    h, device = _get(hid), _device()
     _ready(h, device)
     gpu = torch.device("cuda", device)
     # The descriptors are read by the kernel, so they are built where it runs.
@@ -244,9 +245,9 @@ def _copy_rows_op(dst: torch.Tensor, dst_index: Optional[torch.Tensor], src: tor
         count = torch.full((1,), n, dtype=torch.int32, device=gpu)
     elif not count.is_cuda:
         raise ValueError("p2pt.torch.copy_rows_: count must be one int32 on the GPU")
-    _windows(h, device, (dst, src))
+    _windows(h, device, (dst.untyped_storage(), src.untyped_storage()))
     st = _device_batch(h, descs, count, n, device)
-    _hold_pinned((dst, src))
+    _hold_pinned(h, (dst, src), device, _cur(device))
     return st.to(where)
 
 
@@ -259,8 +260,7 @@ def _(dst, dst_index, src, src_index, count, hid):
 @torch.library.custom_op("p2pt::copy_batch_device_", mutates_args=())
 def _copy_batch_device_op(descs: torch.Tensor, count: torch.Tensor, max_count: int,
                           hid: int) -> torch.Tensor:
-    h = _get(hid)
-    device = _device()
+    h, device = _get(hid), _device()
     _ready(h, device)
     if descs.dtype != torch.int64 or descs.dim() != 2 or descs.shape[1] != 3 or \
             not descs.is_contiguous() or not descs.is_cuda:
