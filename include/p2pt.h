@@ -190,6 +190,8 @@ typedef struct p2pt_properties {
     uint64_t ce_operations;    /* operations submitted to the copy engine
                                   (a 1D or 2D copy each; a host batch's
                                   coalesced pieces count once per group) */
+    uint64_t signals;          /* p2pt_signal_async calls enqueued */
+    uint64_t waits;            /* p2pt_wait_async calls enqueued */
 } p2pt_properties;
 
 typedef struct p2pt_handle p2pt_handle;
@@ -376,6 +378,60 @@ P2PT_API p2pt_status p2pt_copy_batch_device_async(p2pt_handle *h, const p2pt_cop
                                                   const uint32_t *count, uint32_t max_count,
                                                   void *workspace, void *stream);
 
+/* ------------------------------------------------------------- signals */
+
+/*
+ * A semaphore: P2PT_SEMAPHORE_BYTES of GPU memory, 16-byte aligned, on the
+ * device of the stream that waits on it, zeroed once before first use (and
+ * never again: it counts for ever). Other GPUs' streams signal it through
+ * peer access or a window shared between processes (p2pt_share_import).
+ * docs/SIGNALS.md: what a signal guarantees and how.
+ */
+#define P2PT_SEMAPHORE_BYTES 32
+/* Most semaphores one device batch signals as it ends. */
+#define P2PT_BATCH_SIGNALS_MAX 64
+
+/*
+ * Signal `sem` (a semaphore the stream's device reaches: its own memory, a
+ * peer's, or a window another process shared): once everything before the
+ * signal on `stream` is done and its writes are visible at system scope to
+ * the semaphore's GPU, the semaphore counts one more signal (a release at
+ * system scope). Capturable after p2pt_prepare: every replay signals again.
+ * A one-thread kernel of the kernel transport, whatever P2P_TRANSPORT says;
+ * status 6 under P2P_TRANSPORT_SM_BUDGET=0. Thread-safe.
+ */
+P2PT_API p2pt_status p2pt_signal_async(p2pt_handle *h, void *sem, void *stream);
+
+/*
+ * Hold `stream` until `count` (1 to 2^31) more signals than at its previous
+ * wait have reached `sem`, a semaphore in the stream's device's own memory;
+ * then work after the wait on the stream sees everything its signallers
+ * wrote before signalling (an acquire at system scope). The count it has
+ * waited for is kept in the semaphore, so a captured wait waits for `count`
+ * more at every replay. Waits on one semaphore must be ordered (one stream,
+ * or streams ordered by events). A one-thread kernel that polls, holding one
+ * SM's slot while it waits; with P2P_TRANSPORT_WAIT_TIMEOUT_MS it gives up
+ * after that long and counts it in the semaphore (P2PT_SEMAPHORE_TIMEOUTS),
+ * and the stream goes on. Status 6 under P2P_TRANSPORT_SM_BUDGET=0.
+ */
+P2PT_API p2pt_status p2pt_wait_async(p2pt_handle *h, void *sem, uint32_t count, void *stream);
+/* Byte offset, in a semaphore, of the uint64 count of waits that timed out. */
+#define P2PT_SEMAPHORE_TIMEOUTS 16
+
+/*
+ * p2pt_copy_batch_device_async, ending with a signal to each of `signals`
+ * (n_signals semaphores, up to P2PT_BATCH_SIGNALS_MAX; the host array is
+ * read before the call returns): each counts one signal once every piece
+ * of the batch, and its status record, is visible at system scope. So a
+ * receiver waits for exactly its senders' batches with no extra launch.
+ */
+P2PT_API p2pt_status p2pt_copy_batch_device_signal_async(p2pt_handle *h,
+                                                         const p2pt_copy_desc *descs,
+                                                         const uint32_t *count,
+                                                         uint32_t max_count, void *workspace,
+                                                         void *const *signals,
+                                                         uint32_t n_signals, void *stream);
+
 /* Bytes of GPU memory p2pt_copy_blocks_device_async needs as its workspace
  * for n_layers x pairs pieces: the status record at its start, then what
  * the call builds there (the count and one descriptor a piece). SIZE_MAX
@@ -535,6 +591,11 @@ P2PT_API p2pt_status p2pt_explain_batch_device(p2pt_handle *h, const p2pt_copy_d
                                                const uint32_t *count, uint32_t max_count,
                                                void *workspace, void *stream,
                                                p2pt_choice *choice);
+/* The same for a signal and a wait (p2pt_signal_async, p2pt_wait_async). */
+P2PT_API p2pt_status p2pt_explain_signal(p2pt_handle *h, void *sem, void *stream,
+                                         p2pt_choice *choice);
+P2PT_API p2pt_status p2pt_explain_wait(p2pt_handle *h, void *sem, uint32_t count, void *stream,
+                                       p2pt_choice *choice);
 /* The same for blocks (p2pt_copy_blocks_async). */
 P2PT_API p2pt_status p2pt_explain_blocks(p2pt_handle *h, const p2pt_block_layer *layers,
                                          size_t n_layers, const int64_t *mapping, size_t pairs,

@@ -146,6 +146,19 @@ typedef struct p2pt_plugin_v1 {
     p2pt_status (*explain_batch_device)(void *ctx, const p2pt_copy_desc *descs,
                                         const uint32_t *count, uint32_t max_count,
                                         void *workspace, void *stream, p2pt_choice *choice);
+    /* Signals (p2pt.h's p2pt_signal_async, p2pt_wait_async,
+     * p2pt_copy_batch_device_signal_async and their dry runs); check
+     * struct_size > offsetof(p2pt_plugin_v1_t, explain_wait). Thread-safe;
+     * capturable after prepare. */
+    p2pt_status (*signal_async)(void *ctx, void *sem, void *stream);
+    p2pt_status (*wait_async)(void *ctx, void *sem, uint32_t count, void *stream);
+    p2pt_status (*copy_batch_device_signal_async)(void *ctx, const p2pt_copy_desc *descs,
+                                                  const uint32_t *count, uint32_t max_count,
+                                                  void *workspace, void *const *signals,
+                                                  uint32_t n_signals, void *stream);
+    p2pt_status (*explain_signal)(void *ctx, void *sem, void *stream, p2pt_choice *choice);
+    p2pt_status (*explain_wait)(void *ctx, void *sem, uint32_t count, void *stream,
+                                p2pt_choice *choice);
     /* ---- append below ---- */
 } p2pt_plugin_v1_t;
 

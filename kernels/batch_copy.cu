@@ -651,6 +651,29 @@ static __device__ void write_status(const struct p2pt_batch_dev_params &p, u32 s
     }
 }
 
+/*
+ * The batch's signals (p2pt_copy_batch_device_signal_async): one signal is
+ * 2^32 of a semaphore's value (kernels/signal.cu), and each CTA adds its
+ * share of it to every semaphore once its threads are done, so a waiter
+ * sees the whole signal exactly when every CTA has finished, with no
+ * counter of arrivals to keep between launches. The barrier makes the
+ * CTA's writes (its status record, its pieces) happen before thread 0's
+ * fence, and the fence, cumulative, orders them before the release at
+ * system scope that the waiter's acquire reads.
+ */
+static __device__ void signal_share(const struct p2pt_batch_dev_params &p)
+{
+    const unsigned long long unit = 1ull << 32, c = blockIdx.x, G = gridDim.x;
+    const unsigned long long share = (c + 1) * unit / G - c * unit / G;
+    __syncthreads();
+    if (threadIdx.x != 0)
+        return;
+    asm volatile("fence.acq_rel.sys;" ::: "memory");
+    for (u32 s = 0; s < p.n_signals; s++)
+        asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p.signal[s]), "l"(share)
+                     : "memory");
+}
+
 extern "C" __global__ void __launch_bounds__(P2PT_BATCH_THREADS, P2PT_BATCH_CTAS_PER_SM)
 p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
 {
@@ -679,6 +702,8 @@ p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
     __syncthreads(); /* every warp's last tile */
     TRACE(3);
 #endif
+    if (p.n_signals != 0)
+        signal_share(p);
 }
 
 /* The pieces of blocks moved by a mapping in GPU memory

@@ -166,6 +166,36 @@ struct p2pt_batch_window {
     unsigned long long base, end;
 };
 
+/*
+ * Semaphores (kernels/signal.cu, p2pt_signal_async and p2pt_wait_async):
+ * P2PT_SEMAPHORE_BYTES of GPU memory on the waiter's device, zeroed before
+ * first use. Signallers add to `value` (a release at system scope, after
+ * everything before the signal on their stream); the waiter alone keeps
+ * `expected`, the count it has waited for so far, so a wait captured in a
+ * graph waits for `count` more at every replay instead of for a value
+ * fixed when it was captured. `timeouts` counts waits that gave up
+ * (P2P_TRANSPORT_WAIT_TIMEOUT_MS).
+ */
+struct p2pt_semaphore {
+    unsigned long long value;
+    unsigned long long expected;
+    unsigned long long timeouts;
+    unsigned long long reserved;
+};
+struct p2pt_signal_params {
+    unsigned long long sem; /* a p2pt_semaphore, local or a peer's */
+    unsigned long long add;
+};
+struct p2pt_wait_params {
+    unsigned long long sem;        /* a p2pt_semaphore of the stream's device */
+    unsigned long long count;      /* signals to wait for beyond `expected` */
+    unsigned long long timeout_ns; /* 0: wait for ever */
+};
+/* A device batch may end with a signal to each of these semaphores
+ * (p2pt_copy_batch_device_signal_async): the last CTA to finish adds 1 to
+ * each, after every CTA's writes are visible at system scope. */
+#define P2PT_BATCH_MAX_SIGNALS 64
+
 /* Device descriptors: the count and the descriptors in GPU memory, read
  * when the kernel runs and checked there against the windows. */
 struct p2pt_batch_dev_params {
@@ -174,8 +204,10 @@ struct p2pt_batch_dev_params {
     unsigned long long workspace; /* the caller's workspace: the status record */
     unsigned int max_count;
     unsigned int n_windows;
-    unsigned int reserved[2];
+    unsigned int n_signals; /* semaphores the batch signals as it ends */
+    unsigned int reserved;
     struct p2pt_batch_window window[P2PT_BATCH_MAX_WINDOWS];
+    unsigned long long signal[P2PT_BATCH_MAX_SIGNALS]; /* struct p2pt_semaphore addresses */
 };
 
 /*

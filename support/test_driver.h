@@ -42,6 +42,7 @@
     X(cuEventRecord, 2000, 1)                                                  \
     X(cuEventSynchronize, 2000, 1)                                             \
     X(cuEventQuery, 2000, 1)                                                   \
+    X(cuStreamQuery, 2000, 0)                                                  \
     X(cuEventElapsedTime, 2000, 1)                                             \
     X(cuMemAlloc, 3020, 1)                                                     \
     X(cuMemFree, 3020, 1)                                                      \

@@ -17,8 +17,9 @@ Pointers and streams are plain integers. Every failure raises p2pt.Error
 The library is the one shipped in this package, else P2PT_LIBRARY (a path),
 else libp2pt.so.0 / libp2pt.so on the loader's path (p2pt._lib says more).
 """
-from ._handle import (BATCH_SKIPPED_OVER_MAX, BATCH_SKIPPED_OVERLAP, BATCH_SKIPPED_TOO_LARGE,
-                      BATCH_SKIPPED_WINDOW, BLOCK_MAPPING_ON_GPU, BatchStatus, BlockLayout,
+from ._handle import (BATCH_SIGNALS_MAX, BATCH_SKIPPED_OVER_MAX, BATCH_SKIPPED_OVERLAP,
+                      BATCH_SKIPPED_TOO_LARGE, BATCH_SKIPPED_WINDOW, BLOCK_MAPPING_ON_GPU,
+                      SEMAPHORE_BYTES, SEMAPHORE_TIMEOUTS, BatchStatus, BlockLayout,
                       Choice, Handle, Link, Topology, Window, descs_array, layers_array,
                       read_batch_status, workspace_bytes)
 from ._lib import Error, Status, last_error, library_path, load, plugin_table, status_string
@@ -30,5 +31,6 @@ __all__ = [
     "BlockLayer", "BlockLayout", "layers_array", "BLOCK_MAPPING_ON_GPU",
     "load", "library_path", "plugin_table", "last_error", "status_string", "workspace_bytes",
     "descs_array", "read_batch_status", "TOPOLOGY_MAX_DEVICES", "BATCH_SKIPPED_WINDOW",
-    "BATCH_SKIPPED_OVER_MAX", "BATCH_SKIPPED_OVERLAP", "BATCH_SKIPPED_TOO_LARGE", "__version__",
+    "BATCH_SKIPPED_OVER_MAX", "BATCH_SKIPPED_OVERLAP", "BATCH_SKIPPED_TOO_LARGE",
+    "SEMAPHORE_BYTES", "SEMAPHORE_TIMEOUTS", "BATCH_SIGNALS_MAX", "__version__",
 ]

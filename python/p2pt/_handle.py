@@ -23,6 +23,10 @@ BATCH_SKIPPED_TOO_LARGE = 8
 
 BLOCK_MAPPING_ON_GPU = 1  # P2PT_BLOCK_MAPPING_ON_GPU: Handle.block_layout_swap's flag
 
+SEMAPHORE_BYTES = 32      # P2PT_SEMAPHORE_BYTES: a semaphore's GPU memory, zeroed once
+SEMAPHORE_TIMEOUTS = 16   # P2PT_SEMAPHORE_TIMEOUTS: byte offset of its count of timed-out waits
+BATCH_SIGNALS_MAX = 64    # P2PT_BATCH_SIGNALS_MAX
+
 
 _DESCS = ctypes.POINTER(S.CopyDesc)
 
@@ -335,6 +339,35 @@ class Handle:
         c = S.Choice(size=ctypes.sizeof(S.Choice))
         check(self._lib.p2pt_explain_batch(self._h, arr, len(arr), stream or None,
                                            ctypes.byref(c)))
+        return self._choice(c)
+
+    def signal(self, sem, stream=None):
+        """Signal the semaphore at GPU address `sem` once everything before it
+        on `stream` is visible to its GPU (p2pt_signal_async)."""
+        check(self._lib.p2pt_signal_async(self._h, sem, stream or None))
+
+    def wait(self, sem, count=1, stream=None):
+        """Hold `stream` until `count` more signals reach the semaphore at
+        `sem`, this stream's device's memory (p2pt_wait_async)."""
+        check(self._lib.p2pt_wait_async(self._h, sem, count, stream or None))
+
+    def copy_batch_device_signal(self, descs, count, max_count, workspace, signals,
+                                 stream=None):
+        """copy_batch_device, then a signal to each semaphore address of
+        `signals` once every piece is visible (p2pt_copy_batch_device_signal_async)."""
+        arr = (ctypes.c_void_p * max(len(signals), 1))(*signals)
+        check(self._lib.p2pt_copy_batch_device_signal_async(
+            self._h, descs, count, max_count, workspace, arr, len(signals), stream or None))
+
+    def explain_signal(self, sem, stream=None):
+        c = S.Choice(size=ctypes.sizeof(S.Choice))
+        check(self._lib.p2pt_explain_signal(self._h, sem, stream or None, ctypes.byref(c)))
+        return self._choice(c)
+
+    def explain_wait(self, sem, count=1, stream=None):
+        c = S.Choice(size=ctypes.sizeof(S.Choice))
+        check(self._lib.p2pt_explain_wait(self._h, sem, count, stream or None,
+                                          ctypes.byref(c)))
         return self._choice(c)
 
     def explain_batch_device(self, descs, count, max_count, workspace, stream=None):

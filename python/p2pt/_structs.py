@@ -43,6 +43,8 @@ class Properties(ctypes.Structure):
         ("max_grid", ctypes.c_uint32),
         ("kernel_launches", _U64),
         ("ce_operations", _U64),
+        ("signals", _U64),
+        ("waits", _U64),
     ]
 
 
@@ -97,7 +99,10 @@ class PluginV1(ctypes.Structure):
             "blocks_workspace_bytes",
             # the block layout slots, after 0.2.0
             "block_layout_create", "block_layout_destroy", "block_layout_check",
-            "block_layout_swap", "explain_batch_device")]
+            "block_layout_swap", "explain_batch_device",
+            # signals
+            "signal_async", "wait_async", "copy_batch_device_signal_async", "explain_signal",
+            "explain_wait")]
 
 
 # C name of each structure, for the layout test.

@@ -119,6 +119,37 @@ static p2pt_status plugin_block_layout_swap(void *ctx, p2pt_block_layout *layout
                                   stream);
 }
 
+static p2pt_status plugin_signal_async(void *ctx, void *sem, void *stream)
+{
+    return p2pt_signal_async(ctx, sem, stream);
+}
+
+static p2pt_status plugin_wait_async(void *ctx, void *sem, uint32_t count, void *stream)
+{
+    return p2pt_wait_async(ctx, sem, count, stream);
+}
+
+static p2pt_status plugin_copy_batch_device_signal_async(void *ctx, const p2pt_copy_desc *descs,
+                                                         const uint32_t *count,
+                                                         uint32_t max_count, void *workspace,
+                                                         void *const *signals,
+                                                         uint32_t n_signals, void *stream)
+{
+    return p2pt_copy_batch_device_signal_async(ctx, descs, count, max_count, workspace, signals,
+                                               n_signals, stream);
+}
+
+static p2pt_status plugin_explain_signal(void *ctx, void *sem, void *stream, p2pt_choice *choice)
+{
+    return p2pt_explain_signal(ctx, sem, stream, choice);
+}
+
+static p2pt_status plugin_explain_wait(void *ctx, void *sem, uint32_t count, void *stream,
+                                       p2pt_choice *choice)
+{
+    return p2pt_explain_wait(ctx, sem, count, stream, choice);
+}
+
 const p2pt_plugin_v1_t p2pt_plugin_v1 = {
     .abi_version = P2PT_PLUGIN_ABI_VERSION,
     .struct_size = sizeof(p2pt_plugin_v1_t),
@@ -150,4 +181,9 @@ const p2pt_plugin_v1_t p2pt_plugin_v1 = {
     .block_layout_check = p2pt_block_layout_check,
     .block_layout_swap = plugin_block_layout_swap,
     .explain_batch_device = plugin_explain_batch_device,
+    .signal_async = plugin_signal_async,
+    .wait_async = plugin_wait_async,
+    .copy_batch_device_signal_async = plugin_copy_batch_device_signal_async,
+    .explain_signal = plugin_explain_signal,
+    .explain_wait = plugin_explain_wait,
 };

@@ -18,7 +18,7 @@
  * below, and p2pt__op_run takes any row through the same order. A device
  * batch's engine depends on no fact of the batch, and a transport that
  * cannot take one is refused before its arguments are looked at, so its
- * row routes first.
+ * row routes first; so does a signal's (signals and waits are one kind).
  *
  * A host batch's pieces are checked (arguments in step 1, facts in step 4)
  * in one pass over its descriptors (batch_scan.c). An engine that writes
@@ -318,6 +318,8 @@ static p2pt_status device_validate(struct p2pt_handle *h, struct p2pt_op *op,
 {
     struct p2pt_device_batch *b = &op->device;
     p2pt_status st = p2pt__validate_device_batch(h, b);
+    if (st == P2PT_SUCCESS)
+        st = p2pt__validate_batch_signals(h, b);
     s->refused = st != P2PT_SUCCESS;
     if (st == P2PT_SUCCESS && b->windows != NULL && b->windows->n_peer > 0) {
         uint32_t link[P2PT_LINKS] = {0};
@@ -358,6 +360,55 @@ out:
     return st;
 }
 
+/* ---- A signal or a wait ---- */
+
+static p2pt_status signal_route_first(struct p2pt_handle *h, const struct p2pt_op *op,
+                                      struct op_state *s)
+{
+    return p2pt__route_signal(h, op->fn, &s->t, s->why, s->len);
+}
+
+static p2pt_status signal_check(struct p2pt_op *op, struct op_state *s)
+{
+    (void)s;
+    return p2pt__signal_check(&op->signal);
+}
+
+static p2pt_status signal_resolve(struct p2pt_handle *h, struct p2pt_op *op, bool *pushed)
+{
+    (void)h;
+    struct p2pt_signal *g = &op->signal;
+    return p2pt__stream_enter(g->stream, &g->ctx, &g->device, pushed);
+}
+
+static p2pt_status signal_validate(struct p2pt_handle *h, struct p2pt_op *op,
+                                   struct op_state *s)
+{
+    p2pt_status st = p2pt__validate_signal(h, &op->signal);
+    s->refused = st != P2PT_SUCCESS;
+    return st;
+}
+
+static p2pt_status signal_describe(struct p2pt_handle *h, struct p2pt_op *op,
+                                   const struct p2pt_transport *t, p2pt_choice *c)
+{
+    (void)h;
+    c->transport = t->name;
+    c->path = op->signal.wait ? "wait" : "signal";
+    c->device = op->signal.device;
+    return P2PT_SUCCESS;
+}
+
+static p2pt_status signal_dispatch(struct p2pt_handle *h, struct p2pt_op *op,
+                                   struct op_state *s)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    P2PT_TRY(s->t->signal(h, &op->signal));
+    relaxed_add(op->signal.wait ? &h->stats.waits : &h->stats.signals, 1);
+out:
+    return st;
+}
+
 static const struct op_kind kinds[] = {
     [P2PT_OP_COPY] = {.check = copy_check,
                       .resolve = copy_resolve,
@@ -381,6 +432,12 @@ static const struct op_kind kinds[] = {
                               .route = device_validate,
                               .describe = device_describe,
                               .dispatch = device_dispatch},
+    [P2PT_OP_SIGNAL] = {.route_first = signal_route_first,
+                        .check = signal_check,
+                        .resolve = signal_resolve,
+                        .route = signal_validate,
+                        .describe = signal_describe,
+                        .dispatch = signal_dispatch},
 };
 
 /* The end of an operation with nothing to enqueue. */

@@ -16,6 +16,7 @@
 
 #include "batch.h"
 #include "block_plan.h"
+#include "signal_op.h"
 
 struct p2pt_handle;
 
@@ -23,6 +24,7 @@ enum p2pt_op_kind {
     P2PT_OP_COPY,         /* p2pt_copy_async */
     P2PT_OP_BATCH,        /* p2pt_copy_batch_async */
     P2PT_OP_DEVICE_BATCH, /* p2pt_copy_batch_device_async */
+    P2PT_OP_SIGNAL,       /* p2pt_signal_async, p2pt_wait_async */
 };
 
 struct p2pt_op {
@@ -34,6 +36,7 @@ struct p2pt_op {
         struct p2pt_request copy;
         struct p2pt_batch batch;
         struct p2pt_device_batch device;
+        struct p2pt_signal signal;
     };
 };
 
@@ -102,6 +105,21 @@ static inline void p2pt__op_device_blocks(struct p2pt_op *op, const char *fn,
 {
     p2pt__op_device_batch(op, fn, NULL, NULL, 0, workspace, stream);
     op->device.blocks = k;
+}
+
+/* A signal (`wait` false) or a wait for `count` signals on semaphore `sem`,
+ * for entry point `fn`. */
+static inline void p2pt__op_signal(struct p2pt_op *op, const char *fn, bool wait, void *sem,
+                                   uint32_t count, void *stream)
+{
+    memset(op, 0, sizeof(*op));
+    op->kind = P2PT_OP_SIGNAL;
+    op->fn = fn;
+    op->signal.fn = fn;
+    op->signal.wait = wait;
+    op->signal.sem = sem;
+    op->signal.count = count;
+    op->signal.stream = (CUstream)stream;
 }
 
 /*

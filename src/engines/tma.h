@@ -16,9 +16,11 @@ P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_tma_copy;    /* kerne
 P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_stream_copy; /* kernels/stream_copy.cu */
 P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_batch_copy;  /* kernels/batch_copy.cu */
 P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_link_copy;   /* kernels/link_copy.cu */
+P2PT_INTERNAL extern const struct p2pt_kernel p2pt__kernel_signal;      /* kernels/signal.cu */
 enum { P2PT_TMA_ENTRY_COPY };
 enum { P2PT_STREAM_ENTRY_COPY };
 enum { P2PT_LINK_ENTRY_COPY };
+enum { P2PT_SIGNAL_ENTRY_SIGNAL, P2PT_SIGNAL_ENTRY_WAIT };
 enum {
     P2PT_BATCH_ENTRY_SMALL,
     P2PT_BATCH_ENTRY_LARGE,
@@ -41,6 +43,8 @@ P2PT_INTERNAL const struct p2pt_launch_settings *p2pt__tma_launch(const struct p
 P2PT_INTERNAL p2pt_status p2pt__tma_grid(struct p2pt_handle *h, const struct p2pt_module *m,
                                          uint32_t *grid);
 P2PT_INTERNAL p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b);
+/* A signal or a wait (transport_tma_signal.c). */
+P2PT_INTERNAL p2pt_status p2pt__tma_signal(struct p2pt_handle *h, const struct p2pt_signal *s);
 /* `most` CTAs, or fewer when every piece of scanned batch `b` crosses the
  * host link (p2pt__batch_link_cap). */
 P2PT_INTERNAL unsigned p2pt__tma_link_grid(const struct p2pt_batch *b, unsigned most);

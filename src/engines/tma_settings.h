@@ -32,6 +32,7 @@ struct p2pt_tma_settings {
     int l2_evict_first; /* P2P_TRANSPORT_L2_HINT: 1 = evict_first */
     size_t stream_min;  /* P2P_TRANSPORT_STREAM_MIN, 0 = never */
     int batch_staging;  /* P2P_TRANSPORT_BATCH_STAGING: P2PT_STAGING_* */
+    int wait_timeout_ms; /* P2P_TRANSPORT_WAIT_TIMEOUT_MS, 0 = never */
 };
 
 /* The declarations (p2pt__transport_tma.settings). */

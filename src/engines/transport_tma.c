@@ -263,7 +263,7 @@ static void tma_report(const struct p2pt_handle *h, int e, const void *state,
 
 const struct p2pt_transport p2pt__transport_tma = {
     .name = "tma",
-    .caps = P2PT_CAP_BATCH_SCAN | P2PT_CAP_DEVICE_BATCH,
+    .caps = P2PT_CAP_BATCH_SCAN | P2PT_CAP_DEVICE_BATCH | P2PT_CAP_SIGNAL,
     .min_cc = 90,
     .settings = &p2pt__tma_settings_decl,
     .init = tma_init,
@@ -275,6 +275,7 @@ const struct p2pt_transport p2pt__transport_tma = {
     .copy_batch = p2pt__tma_copy_batch,
     .explain_batch = p2pt__tma_explain_batch,
     .copy_batch_device = p2pt__tma_copy_batch_device,
+    .signal = p2pt__tma_signal,
     .kernels = {&p2pt__kernel_tma_copy, &p2pt__kernel_stream_copy, &p2pt__kernel_batch_copy,
-                &p2pt__kernel_link_copy, NULL},
+                &p2pt__kernel_link_copy, &p2pt__kernel_signal, NULL},
 };

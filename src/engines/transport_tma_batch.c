@@ -195,6 +195,9 @@ p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h, const struct p2pt
         dev.n_windows = (unsigned)b->windows->n;
         memcpy(dev.window, b->windows->w, (size_t)b->windows->n * sizeof(dev.window[0]));
     }
+    dev.n_signals = b->n_signals;
+    for (uint32_t i = 0; i < b->n_signals; i++)
+        dev.signal[i] = (unsigned long long)(uintptr_t)b->signals[i];
     /* CTA 0 writes the status record; every other copies. The work is
      * unknown until the kernel runs, so the grid is all the cap allows, or
      * what a link needs: a layout's host link (block_layout.c) or a peer

@@ -140,6 +140,28 @@ p2pt_status p2pt__route_link(struct p2pt_handle *h, const struct p2pt_transport 
     return h->policy->link_ctas(h, device, link);
 }
 
+p2pt_status p2pt__route_signal(struct p2pt_handle *h, const char *fn,
+                               const struct p2pt_transport **t, char *why, size_t len)
+{
+    /* A semaphore's epochs advance in GPU memory, which only a kernel
+     * writes: whatever P2P_TRANSPORT says, signals take the engine with
+     * kernels that can, and a budget of no kernel refuses them. */
+    if (h->cfg.sm_budget == 0)
+        return p2pt__fail(P2PT_NOT_SUPPORTED,
+                          "%s: P2P_TRANSPORT_SM_BUDGET=0, and a signal or a wait is a "
+                          "one-thread kernel (the semaphore's count advances in GPU memory, "
+                          "which a graph replays; docs/SIGNALS.md); use a budget of 1 or more",
+                          fn);
+    *t = p2pt__engine_with(P2PT_CAP_SIGNAL);
+    if (*t == NULL || (*t)->signal == NULL)
+        return p2pt__fail(P2PT_NOT_SUPPORTED, "%s: no registered transport signals", fn);
+    if (why)
+        snprintf(why, len, "a one-thread kernel of %s (a signal's or wait's count advances in "
+                           "GPU memory), whatever P2P_TRANSPORT says",
+                 (*t)->name);
+    return P2PT_SUCCESS;
+}
+
 p2pt_status p2pt__route_device_batch(struct p2pt_handle *h, const char *fn,
                                      const struct p2pt_transport **t, char *why, size_t len)
 {

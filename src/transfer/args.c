@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "signal_op.h"
 
 p2pt_status p2pt__check_args(void *dst, const void *src, size_t bytes)
 {
@@ -66,8 +67,39 @@ p2pt_status p2pt__piece_args_fail(const struct p2pt_batch *b, size_t i)
     return p2pt__piece_fail(st, b, i);
 }
 
+/* A semaphore's address: 32 bytes of GPU memory, 16-byte aligned. */
+static p2pt_status semaphore_check(const char *fn, const char *what, const void *sem)
+{
+    if (sem == NULL || (uintptr_t)sem % 16 != 0)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s: %s %p: expected the 16-byte aligned GPU address of a semaphore "
+                          "(P2PT_SEMAPHORE_BYTES of GPU memory, zeroed before first use)",
+                          fn, what, sem);
+    return P2PT_SUCCESS;
+}
+
+p2pt_status p2pt__signal_check(const struct p2pt_signal *s)
+{
+    if (s->wait && (s->count == 0 || s->count > P2PT_WAIT_MAX_COUNT))
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s: count %u: expected the signals to wait for, 1 to %u", s->fn,
+                          s->count, P2PT_WAIT_MAX_COUNT);
+    return semaphore_check(s->fn, "sem", s->sem);
+}
+
 p2pt_status p2pt__device_batch_check(const struct p2pt_device_batch *b)
 {
+    if (b->n_signals > P2PT_BATCH_MAX_SIGNALS || (b->n_signals != 0 && b->signals == NULL))
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s: %u signals at %p: expected up to %u semaphore addresses",
+                          b->fn, b->n_signals, (const void *)b->signals, P2PT_BATCH_MAX_SIGNALS);
+    for (uint32_t i = 0; i < b->n_signals; i++) {
+        char what[32];
+        snprintf(what, sizeof(what), "signals[%u]", i);
+        p2pt_status st = semaphore_check(b->fn, what, b->signals[i]);
+        if (st != P2PT_SUCCESS)
+            return st;
+    }
     if (b->descs == NULL || b->count == NULL || b->workspace == NULL || b->max_count == 0 ||
         b->max_count > P2PT_DEVICE_BATCH_MAX || (uintptr_t)b->descs % 8 != 0 ||
         (uintptr_t)b->count % 4 != 0 || (uintptr_t)b->workspace % 16 != 0)

@@ -25,8 +25,13 @@ P2PT_INTERNAL p2pt_status p2pt__batch_head(const char *fn, struct p2pt_batch *b)
 /* Piece i of batch `b`, whose arguments p2pt__args_ok refused: the status
  * and the message that says why. */
 P2PT_INTERNAL p2pt_status p2pt__piece_args_fail(const struct p2pt_batch *b, size_t i);
-/* A device batch's buffers: non-NULL, aligned, max_count in range. */
+/* A device batch's buffers: non-NULL, aligned, max_count in range; its
+ * signals: at most P2PT_BATCH_MAX_SIGNALS, each a semaphore address. */
 P2PT_INTERNAL p2pt_status p2pt__device_batch_check(const struct p2pt_device_batch *b);
+/* A signal's or a wait's arguments: a semaphore address aligned for
+ * struct p2pt_semaphore; a wait's count from 1 to P2PT_WAIT_MAX_COUNT. */
+struct p2pt_signal;
+P2PT_INTERNAL p2pt_status p2pt__signal_check(const struct p2pt_signal *s);
 /* A device batch of blocks (b->blocks, and its workspace, set by the
  * constructor): the counts, the pieces within properties.device_batch_max,
  * the mapping and workspace addresses, the layer records

@@ -126,6 +126,11 @@ struct p2pt_device_batch {
      * until the kernel runs, so the windows stand for them, and a batch
      * that may cross NVLink takes what the link needs. */
     uint32_t grid_cap;
+    /* Semaphores the batch signals as it ends (struct p2pt_semaphore in
+     * GPU memory the stream's device reaches): the caller's array, read
+     * before the call returns. */
+    void *const *signals;
+    uint32_t n_signals;
     CUstream stream;
     CUcontext ctx;
     int device;

@@ -10,6 +10,7 @@
 
 #include "batch.h"
 #include "config.h"
+#include "signal_op.h"
 #include "engine_limits.h"
 
 struct p2pt_handle;
@@ -25,6 +26,8 @@ struct p2pt_kernel;
 #define P2PT_CAP_DEVICE_BATCH (1u << 6) /* descriptors read from GPU memory */
 #define P2PT_CAP_FALLBACK (1u << 7) /* runs any request: where a copy goes when
                                        the chosen engine's can_copy says no */
+#define P2PT_CAP_SIGNAL (1u << 9) /* signal and wait (kernels: epochs advance in
+                                     device memory) */
 #define P2PT_CAP_BATCH_SCAN (1u << 8) /* copy_batch makes the pass over the
                                          descriptors itself (p2pt__batch_scan,
                                          writing its buffer), before it enqueues
@@ -67,8 +70,12 @@ struct p2pt_transport {
      * pipeline's pass, and no words. */
     p2pt_status (*explain_batch)(const struct p2pt_handle *h, struct p2pt_batch *b, char *why,
                                  size_t len);
-    /* Enqueue a device-descriptor batch. NULL: not supported (status 6). */
+    /* Enqueue a device-descriptor batch (and its signals, b->n_signals).
+     * NULL: not supported (status 6). */
     p2pt_status (*copy_batch_device)(struct p2pt_handle *h, const struct p2pt_device_batch *b);
+    /* Enqueue a signal or a wait (P2PT_CAP_SIGNAL), its semaphore checked.
+     * NULL: not supported. */
+    p2pt_status (*signal)(struct p2pt_handle *h, const struct p2pt_signal *s);
     /* The kernels it compiles at run time, NULL-ended (prepare loads them
      * all; each is described beside the code that launches it). */
     const struct p2pt_kernel *kernels[6];

@@ -14,6 +14,7 @@
 #include "handle.h"
 #include "transport.h"
 #include "alloc_memo.h"
+#include "signal_op.h"
 #include "validate.h"
 
 /* `fallback` is the engine that runs any request, which the remedy names
@@ -164,6 +165,40 @@ p2pt_status p2pt__validate_device_batch(const struct p2pt_handle *h,
     last_checked = (struct checked_buffers){b->ctx,         first,        b->count,
                                             b->workspace,   b->max_count, pairs,
                                             {id[0], id[1], id[2]}};
+out:
+    return st;
+}
+
+p2pt_status p2pt__validate_batch_signals(const struct p2pt_handle *h,
+                                         const struct p2pt_device_batch *b)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    char what[96];
+    if (!h->cfg.validate)
+        return P2PT_SUCCESS;
+    for (uint32_t i = 0; i < b->n_signals && st == P2PT_SUCCESS; i++) {
+        snprintf(what, sizeof(what), "%s: signals[%u]", b->fn, i);
+        st = p2pt__check_range(what, b->signals[i], P2PT_SEMAPHORE_BYTES, b->device, NULL);
+    }
+    return st;
+}
+
+p2pt_status p2pt__validate_signal(const struct p2pt_handle *h, const struct p2pt_signal *s)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    struct p2pt_side side;
+    char what[96];
+    if (!h->cfg.validate)
+        return P2PT_SUCCESS;
+    snprintf(what, sizeof(what), "%s: sem", s->fn);
+    P2PT_TRY(p2pt__check_range(what, s->sem, P2PT_SEMAPHORE_BYTES, s->device, &side));
+    if (s->wait && (side.host || side.device != s->device))
+        st = p2pt__fail(P2PT_INVALID_ARGUMENT,
+                        "%s: sem %p is %s, and a stream of device %d waits on memory of its own "
+                        "device: the semaphore lives with its waiter, and its signallers reach "
+                        "it through peer access or a shared window",
+                        s->fn, s->sem, side.host ? "host memory" : "another GPU's memory",
+                        s->device);
 out:
     return st;
 }

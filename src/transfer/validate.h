@@ -35,6 +35,15 @@ P2PT_INTERNAL p2pt_status p2pt__piece_facts(const struct p2pt_batch *b, size_t i
  * once). */
 P2PT_INTERNAL p2pt_status p2pt__validate_device_batch(const struct p2pt_handle *h,
                                                       const struct p2pt_device_batch *b);
+/* A device batch's signals: each semaphore memory the stream's device
+ * reaches (under P2P_TRANSPORT_VALIDATE). */
+P2PT_INTERNAL p2pt_status p2pt__validate_batch_signals(const struct p2pt_handle *h,
+                                                       const struct p2pt_device_batch *b);
+/* A signal's semaphore: memory the stream's device reaches; a wait's, the
+ * stream's device's own memory (under P2P_TRANSPORT_VALIDATE). */
+struct p2pt_signal;
+P2PT_INTERNAL p2pt_status p2pt__validate_signal(const struct p2pt_handle *h,
+                                                const struct p2pt_signal *s);
 /*
  * Refuse a request whose facts engine `t` cannot cope with, naming it. With
  * P2PT_CAP_STAGED the engine lets the driver stage memory the stream's

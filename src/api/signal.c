@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The signal entry points (p2pt.h): a signal, a wait, a device batch that
+ * ends with signals, and their dry runs. Each checks the handle and hands
+ * its operation to the pipeline (operation.c).
+ */
+#include <stddef.h>
+
+#include "explain.h"
+#include "handles.h"
+#include "operation.h"
+
+_Static_assert(sizeof(struct p2pt_semaphore) == P2PT_SEMAPHORE_BYTES &&
+                   offsetof(struct p2pt_semaphore, timeouts) == P2PT_SEMAPHORE_TIMEOUTS,
+               "p2pt.h's semaphore is the kernels' struct p2pt_semaphore");
+_Static_assert(P2PT_BATCH_SIGNALS_MAX == P2PT_BATCH_MAX_SIGNALS,
+               "p2pt.h's limit is the kernel's parameter block's");
+
+static p2pt_status run(p2pt_handle *h, const char *fn, bool wait, void *sem, uint32_t count,
+                       void *stream)
+{
+    p2pt_status st = p2pt__check_handle(h, fn);
+    if (st != P2PT_SUCCESS)
+        return st;
+    struct p2pt_op op;
+    p2pt__op_signal(&op, fn, wait, sem, count, stream);
+    return p2pt__op_run(h, &op, NULL);
+}
+
+p2pt_status p2pt_signal_async(p2pt_handle *h, void *sem, void *stream)
+{
+    return run(h, "p2pt_signal_async", false, sem, 1, stream);
+}
+
+p2pt_status p2pt_wait_async(p2pt_handle *h, void *sem, uint32_t count, void *stream)
+{
+    return run(h, "p2pt_wait_async", true, sem, count, stream);
+}
+
+p2pt_status p2pt_copy_batch_device_signal_async(p2pt_handle *h, const p2pt_copy_desc *descs,
+                                                const uint32_t *count, uint32_t max_count,
+                                                void *workspace, void *const *signals,
+                                                uint32_t n_signals, void *stream)
+{
+    const char *fn = "p2pt_copy_batch_device_signal_async";
+    p2pt_status st = p2pt__check_handle(h, fn);
+    if (st != P2PT_SUCCESS)
+        return st;
+    struct p2pt_op op;
+    p2pt__op_device_batch(&op, fn, descs, count, max_count, workspace, stream);
+    op.device.signals = signals;
+    op.device.n_signals = n_signals;
+    return p2pt__op_run(h, &op, NULL);
+}
+
+p2pt_status p2pt_explain_signal(p2pt_handle *h, void *sem, void *stream, p2pt_choice *choice)
+{
+    struct p2pt_op op;
+    p2pt__op_signal(&op, "p2pt_explain_signal", false, sem, 1, stream);
+    return p2pt__dry_run(h, &op, choice);
+}
+
+p2pt_status p2pt_explain_wait(p2pt_handle *h, void *sem, uint32_t count, void *stream,
+                              p2pt_choice *choice)
+{
+    struct p2pt_op op;
+    p2pt__op_signal(&op, "p2pt_explain_wait", true, sem, count, stream);
+    return p2pt__dry_run(h, &op, choice);
+}

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The TMA engine's signals and waits: kernels/signal.cu, a one-thread grid
+ * each, launched without programmatic dependent launch (a signal must not
+ * start before what precedes it on the stream has completed, and nothing
+ * after a wait may start before it has seen its signals). A wait gives up
+ * after P2P_TRANSPORT_WAIT_TIMEOUT_MS (0: never) and counts it in the
+ * semaphore's `timeouts`.
+ */
+#include <string.h>
+
+#include "tma.h"
+
+const struct p2pt_kernel p2pt__kernel_signal = {
+    .name = "signal",
+    .file = "kernels/signal.cu",
+    .source = p2pt__signal_source,
+    .entries = {"p2pt_signal", "p2pt_wait", NULL},
+    .min_cc = 90,
+    .defines = {NULL},
+};
+
+static _Thread_local struct p2pt_signal_params sig;
+static _Thread_local struct p2pt_wait_params wt;
+
+p2pt_status p2pt__tma_signal(struct p2pt_handle *h, const struct p2pt_signal *s)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    const struct p2pt_module *m = NULL;
+    CUstream stream = s->stream;
+    P2PT_TRY(p2pt__jit_module(s->ctx, &p2pt__kernel_signal, &h->cfg, &h->log, &stream, &m));
+    const struct p2pt_launch_settings ls = p2pt__launch_narrowed(p2pt__tma_launch(h));
+    void *params[1];
+    CUfunction fn;
+    if (s->wait) {
+        wt.sem = (unsigned long long)(uintptr_t)s->sem;
+        wt.count = s->count;
+        wt.timeout_ns = (unsigned long long)p2pt__tma_settings(h)->wait_timeout_ms * 1000000ull;
+        params[0] = &wt;
+        fn = m->fn[P2PT_SIGNAL_ENTRY_WAIT];
+    } else {
+        sig.sem = (unsigned long long)(uintptr_t)s->sem;
+        sig.add = 1;
+        params[0] = &sig;
+        fn = m->fn[P2PT_SIGNAL_ENTRY_SIGNAL];
+    }
+    P2PT_TRY(p2pt__kernel_launch(h, &ls, fn, 1, 32, 0, stream, params));
+out:
+    return st;
+}
