@@ -64,6 +64,9 @@
     X(cuMemFreeAsync, 11020, 0)                                                \
     X(cuDeviceGetDefaultMemPool, 11020, 0)                                     \
     X(cuMemPoolSetAccess, 11020, 0)                                            \
+    X(cuMemPoolCreate, 11020, 0)                                               \
+    X(cuMemPoolDestroy, 11020, 0)                                              \
+    X(cuStreamWriteValue32, 11070, 0)                                          \
     X(cuMemCreate, 10020, 0)                                                   \
     X(cuMemRelease, 10020, 0)                                                  \
     X(cuMemMap, 10020, 0)                                                      \
