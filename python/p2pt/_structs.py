@@ -43,6 +43,9 @@ class Properties(ctypes.Structure):
         ("max_grid", ctypes.c_uint32),
         ("kernel_launches", _U64),
         ("ce_operations", _U64),
+        # memory shared between processes
+        ("share_exports", _U64), ("share_imports_open", _U64),
+        ("share_imports_closed", _U64), ("share_mappings", _U64),
     ]
 
 
@@ -66,6 +69,15 @@ class BatchStatus(ctypes.Structure):
 class Choice(ctypes.Structure):
     _fields_ = [("size", _SZ), ("transport", _STR), ("path", _STR), ("device", _I32),
                 ("reserved", _I32), ("reason", ctypes.c_char * 512)]
+
+
+SHARE_BLOB_BYTES = 256  # P2PT_SHARE_BLOB_BYTES
+
+
+class ShareBlob(ctypes.Structure):
+    """One blob of an export (p2pt_share_export): opaque bytes to carry to
+    another process of the host unchanged."""
+    _fields_ = [("bytes", ctypes.c_ubyte * SHARE_BLOB_BYTES)]
 
 
 class PeerLink(ctypes.Structure):
@@ -94,7 +106,9 @@ class PluginV1(ctypes.Structure):
             "explain_copy", "explain_batch",
             # end of the 0.2.0 release
             "copy_blocks_async", "explain_blocks", "copy_blocks_device_async",
-            "blocks_workspace_bytes")]
+            "blocks_workspace_bytes",
+            # the next release's slots: memory shared between processes
+            "share_export", "share_unexport", "share_import", "share_close")]
 
 
 # C name of each structure, for the layout test.
@@ -102,4 +116,5 @@ C_NAMES = {
     "p2pt_init_args": InitArgs, "p2pt_properties": Properties, "p2pt_copy_desc": CopyDesc,
     "p2pt_batch_status": BatchStatus, "p2pt_choice": Choice, "p2pt_peer_link": PeerLink,
     "p2pt_topology_t": Topology, "p2pt_plugin_v1_t": PluginV1, "p2pt_block_layer": BlockLayer,
+    "p2pt_share_blob": ShareBlob,
 }
