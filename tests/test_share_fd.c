@@ -293,3 +293,31 @@ Test(share_fd, the_library_has_no_pidfd_symbol)
     pclose(f);
     cr_expect_eq(atoi(out), 0, "libp2pt.so refers to pidfd_* (%s times)", out);
 }
+
+Test(share_fd, a_forked_child_that_ends_its_copy_leaves_the_parents_server_serving)
+{
+    /* A framework's worker processes fork from a rank that exports: their
+     * copy of the handle has no server thread, and finalizing it must not
+     * stop the parent's. */
+    struct p2pt_share_server *s = NULL;
+    uint64_t name;
+    uint8_t token[P2PT_SHARE_TOKEN_BYTES] = {9};
+    cr_assert_eq(p2pt__share_server_start(&s, &name), P2PT_SUCCESS, "%s", p2pt__last_error_text());
+    int fd = memfd_create("share-test", MFD_CLOEXEC);
+    cr_assert(fd >= 0);
+    cr_assert_eq(p2pt__share_server_add(s, token, &fd, 1), P2PT_SUCCESS);
+    pid_t p = fork();
+    cr_assert(p >= 0);
+    if (p == 0) {
+        p2pt__share_server_stop(s);
+        _exit(0);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(p, &status, 0), p);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    int got = -1;
+    cr_assert_eq(p2pt__share_fetch((uint32_t)getpid(), name, token, 1, &got), P2PT_SUCCESS,
+                 "the parent's server stopped with the child's copy: %s", p2pt__last_error_text());
+    close(got);
+    p2pt__share_server_stop(s);
+}

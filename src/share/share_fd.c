@@ -89,6 +89,7 @@ struct p2pt_share_server {
     int listen_fd;
     int wake[2]; /* written once: the thread ends */
     pthread_t thread;
+    pid_t owner; /* the process whose thread serves (a forked child has none) */
     pthread_mutex_t lock;
     struct served *served;
 };
@@ -245,6 +246,7 @@ p2pt_status p2pt__share_server_start(struct p2pt_share_server **out, uint64_t *n
         step = "pthread_create";
         goto sys;
     }
+    s->owner = getpid();
     *out = s;
     return P2PT_SUCCESS;
 sys:
@@ -314,11 +316,16 @@ void p2pt__share_server_stop(struct p2pt_share_server *s)
 {
     if (s == NULL)
         return;
-    ssize_t w;
-    do
-        w = write(s->wake[1], "x", 1);
-    while (w < 0 && errno == EINTR);
-    pthread_join(s->thread, NULL);
+    /* In a child forked after the server started there is no thread to
+     * stop, and the wake pipe is the parent's too: only the copies of the
+     * descriptors are closed. */
+    if (s->owner == getpid()) {
+        ssize_t w;
+        do
+            w = write(s->wake[1], "x", 1);
+        while (w < 0 && errno == EINTR);
+        pthread_join(s->thread, NULL);
+    }
     close(s->listen_fd);
     close(s->wake[0]);
     close(s->wake[1]);
