@@ -373,11 +373,15 @@ static p2pt_status locate(struct p2pt_share *sh, uintptr_t base, size_t bytes, u
                         "p2pt_share_export: %p is managed memory (cuMemAllocManaged), which has "
                         "no handle another process can open",
                         (void *)base);
-    else if (*mem_type != CU_MEMORYTYPE_DEVICE)
+    else if (*mem_type == CU_MEMORYTYPE_HOST)
         st = p2pt__fail(P2PT_NOT_SUPPORTED,
                         "p2pt_share_export: %p is pinned host memory: p2pt shares device memory "
                         "(each process maps its own host memory for its GPU)",
                         (void *)base);
+    else if (*mem_type != CU_MEMORYTYPE_DEVICE)
+        st = p2pt__fail(P2PT_NOT_SUPPORTED,
+                        "p2pt_share_export: %p is memory of type %u, not device memory", (void *)base,
+                        *mem_type);
     else if (*device < 0 || *device >= P2PT_MAX_DEVICES)
         st = p2pt__fail(P2PT_NOT_SUPPORTED, "p2pt_share_export: %p lives on device %d",
                         (void *)base, *device);
