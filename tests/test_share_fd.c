@@ -38,6 +38,7 @@ static int serve_child(int out, int in, bool exit_at_once)
     struct p2pt_share_server *s = NULL;
     struct served_at at;
     int fds[PIECES];
+    memset(&at, 0, sizeof(at));
     at.pid = (uint32_t)getpid();
     if (p2pt__share_random(at.token, sizeof(at.token)) != P2PT_SUCCESS ||
         p2pt__share_server_start(&s, &at.name) != P2PT_SUCCESS)

@@ -214,7 +214,9 @@ p2pt_status p2pt__share_server_start(struct p2pt_share_server **out, uint64_t *n
         return p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory");
     s->listen_fd = s->wake[0] = s->wake[1] = -1;
     pthread_mutex_init(&s->lock, NULL);
-    s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    /* Non-blocking: an accept after poll never waits, so the thread always
+     * comes back to see the wake pipe. */
+    s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (s->listen_fd < 0)
         goto sys;
     /* A random name: another process cannot guess it, nor a later server of

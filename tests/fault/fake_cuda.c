@@ -1288,8 +1288,13 @@ static CUresult fake_cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p)
     pthread_mutex_lock(&lock);
     struct fake_alloc *f = find_alloc(p);
     int ok = f != NULL && f->kind == A_MEMFD && (uintptr_t)f->base == p;
-    struct fake_ipc ipc = {"FAKEIPC", (long)getpid(), ok ? f->fd : -1, ok ? f->size : 0,
-                           ok ? f->device : -1};
+    struct fake_ipc ipc;
+    memset(&ipc, 0, sizeof(ipc)); /* its padding crosses to the other process too */
+    memcpy(ipc.magic, "FAKEIPC", 8);
+    ipc.pid = (long)getpid();
+    ipc.fd = ok ? f->fd : -1;
+    ipc.size = ok ? f->size : 0;
+    ipc.device = ok ? f->device : -1;
     pthread_mutex_unlock(&lock);
     if (!ok)
         return CUDA_ERROR_INVALID_VALUE;
@@ -1831,8 +1836,11 @@ static CUresult fake_cuMemPoolExportPointer(CUmemPoolPtrExportData *data, CUdevi
     pthread_mutex_lock(&lock);
     struct fake_alloc *f = find_alloc(p);
     int ok = f != NULL && f->kind == A_POOL && (uintptr_t)f->base == p;
-    struct fake_pool_ptr e = {"FAKEPTR", ok ? (size_t)((char *)f->base - f->pool->base) : 0,
-                              ok ? f->size : 0};
+    struct fake_pool_ptr e;
+    memset(&e, 0, sizeof(e));
+    memcpy(e.magic, "FAKEPTR", 8);
+    e.offset = ok ? (size_t)((char *)f->base - f->pool->base) : 0;
+    e.size = ok ? f->size : 0;
     pthread_mutex_unlock(&lock);
     if (!ok)
         return CUDA_ERROR_INVALID_VALUE;
