@@ -10,11 +10,16 @@
  *                  p2pt handles
  *   timing.c       CUDA-event timing of batches and of single copies
  *   check.c        byte checks of destinations
- *   ref_kernel.c   the batch mode's plain warp-per-piece reference kernel
+ *   ref_kernel.c   the plain warp-per-piece reference kernel (batch,
+ *                  overlap and alltoall modes)
  *   batch_layout.h batch shapes and layouts (shared with bench/experiments/)
  *   mode_*.c       one measuring mode each (table, sweep, latency, cold)
  *   calibrate_host.c  the calibrate mode's pinned host memory lists
  *                  (calibrate.h: what it shares with mode_calibrate.c)
+ *   alltoall_rounds.c, alltoall_buffers.c, alltoall_check.c  the
+ *                  alltoall mode's rounds, buffers and check (alltoall.h:
+ *                  what they share with mode_alltoall.c); nccl.c (nccl.h)
+ *                  NCCL through dlopen
  *
  * A new mode is one file defining bench_run_NAME, its prototype below and
  * one entry in bench_modes (main.c); --mode and --help follow the table.
@@ -77,6 +82,16 @@ void bench_run_cold(void);
 void bench_run_batch(void);
 void bench_run_calibrate(void);
 void bench_run_overlap(void);
+void bench_run_alltoall(void);
+/* Whether the mode whose entry is `run` was asked for; whether it is the
+ * only one; unselect it (a mode that cannot run here, under --mode all). */
+bool bench_mode_on(void (*run)(void));
+bool bench_mode_alone(void (*run)(void));
+void bench_mode_off(void (*run)(void));
+/* Called once the GPUs are counted, before anything is printed: the
+ * alltoall mode's GPUs (--gpus), or why it cannot run (one line: exit 1
+ * when it runs alone, skipped beside other modes). */
+void bench_alltoall_choose(int count);
 /* The hidden --cold-child entry point of bench_run_cold's children. */
 int bench_cold_child(int argc, char **argv);
 
@@ -128,6 +143,14 @@ struct bench_opts {
     const char *overlap_csv, *cublas;
     int gemm;
     int ref_ctas; /* the plain kernel's CTAs in its rows; 0: none */
+    bool ref_ctas_given; /* else each mode's own default */
+    /* alltoall mode */
+    int gpus;              /* 0: every visible GPU */
+    size_t rows;
+    size_t row_bytes[MAX_LIST];
+    int n_row_bytes;
+    double frac;
+    const char *nccl;      /* --nccl PATH; NULL: the usual places */
 };
 
 extern struct bench_opts bench_opt;
@@ -200,6 +223,22 @@ void bench_emit_ratios(const char *mode, const char *path, int transport,
                        const struct bench_tma_cfg *cfg, size_t bytes, double time_us,
                        double gbps, const char *kind, double vs_contig, double vs_ref);
 
+/* One row of the alltoall mode (--csv's columns when it runs alone). */
+struct bench_alltoall_record {
+    int gpus;
+    size_t rows, row_bytes;
+    double frac;
+    const char *way;
+    int sm_budget;         /* -1: default (unset) */
+    long long max_ctas;    /* -1: not known (an empty cell) */
+    double gbps_per_gpu;
+    double vs_ce_packed;   /* -1: that row did not run (an empty cell) */
+    double vs_nccl;
+};
+void bench_emit_alltoall(const struct bench_alltoall_record *r);
+/* Where the alltoall rows go; NULL without --csv. */
+const char *bench_alltoall_csv_path(void);
+
 /* GB/s of `bytes` in `us`; 0 rather than inf for a zero reading, so the
  * JSON stays valid whatever the clock says. */
 static inline double bench_gbps(double bytes, double us) { return us > 0 ? bytes / us / 1e3 : 0; }
@@ -267,6 +306,15 @@ bool bench_gpu_info(struct bench_gpu *g, int ordinal);
 bool bench_gpu_open(struct bench_gpu *g);
 void bench_gpu_close(struct bench_gpu *g);
 bool bench_enable_peer_access(void);
+/* Sources repeat a random pattern with a prime period, so a block written
+ * to the wrong place cannot line up with the pattern and pass a check:
+ * byte o of a filled buffer is pattern[o % BENCH_PATTERN_PERIOD]. */
+#define BENCH_PATTERN_PERIOD 1000003u
+/* One period of the pattern of `seed`. */
+void bench_pattern(uint64_t seed, unsigned char *out, size_t n);
+/* `total` bytes at `base` on `g` filled with `pattern` (one period). */
+bool bench_fill(const struct bench_gpu *g, CUdeviceptr base, size_t total,
+                const unsigned char *pattern);
 /* Buffers for copies of up to `largest` bytes on `path`, sources filled. */
 bool bench_setup_open(struct bench_setup *su, int path, size_t largest);
 void bench_setup_close(struct bench_setup *su);
@@ -324,12 +372,16 @@ struct bench_ref {
 
 /* NVRTC compile and module load; false with bench_err saying why. */
 bool bench_ref_load(struct bench_ref *r, const struct bench_gpu *g);
+#define BENCH_REF_THREADS 256 /* threads of one of its CTAs: 8 warps */
+
 /* One launch copying the `*count` pieces (count in GPU memory, at most
  * `max_count`) of the p2pt_copy_desc array `descs` in GPU memory, on at
- * most `most` CTAs of 256 threads (0: as many as a warp per piece needs, up
- * to a full GPU). */
+ * most `most` CTAs of BENCH_REF_THREADS (0: as many as a warp per piece
+ * needs, up to a full GPU). */
 bool bench_ref_launch(const struct bench_ref *r, CUdeviceptr descs, CUdeviceptr count,
                       uint32_t max_count, unsigned most, CUstream s);
+/* The CTAs bench_ref_launch gives those arguments. */
+unsigned bench_ref_ctas(const struct bench_ref *r, uint32_t max_count, unsigned most);
 void bench_ref_unload(struct bench_ref *r);
 
 #endif /* P2PT_BENCH_H */

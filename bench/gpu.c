@@ -13,9 +13,6 @@
 #include "bench.h"
 
 #define SLOT_ALIGN 4096 /* pool slots start on page boundaries */
-/* The source pattern repeats with a prime period, so a block written to the
- * wrong place cannot line up with the pattern and pass the check. */
-#define PATTERN_PERIOD 1000003u
 
 struct bench_gpu bench_gpus[2];
 bool bench_have_peer;
@@ -112,39 +109,44 @@ static void arena_free(struct bench_arena *a)
     a->base = 0;
 }
 
-/* Random bytes with a prime period: one period from the host, then doubled
- * on the device by the copy engine (filling gigabytes from the host would
- * cost seconds of the lead's GPU time). */
-static bool arena_fill(struct bench_arena *a, uint64_t seed)
+void bench_pattern(uint64_t seed, unsigned char *out, size_t n)
 {
-    size_t total = a->pool + SLACK;
-    size_t first = total < PATTERN_PERIOD ? total : PATTERN_PERIOD;
-    unsigned char *h = malloc(first);
-    if (h == NULL) {
-        bench_set_err("out of host memory (%zu bytes)", first);
-        goto fail;
-    }
     uint64_t x = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
-    for (size_t i = 0; i < first; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        h[i] = (unsigned char)(x >> 32);
-    }
-    if (!bench_use(a->g))
+    for (size_t i = 0; i < n; i++)
+        out[i] = (unsigned char)(batch_rng(&x) >> 32);
+}
+
+/* One period from the host, then doubled on the device by the copy engine:
+ * filling gigabytes from the host would take seconds of GPU time. */
+bool bench_fill(const struct bench_gpu *g, CUdeviceptr base, size_t total,
+                const unsigned char *pattern)
+{
+    size_t first = total < BENCH_PATTERN_PERIOD ? total : BENCH_PATTERN_PERIOD;
+    if (!bench_use(g))
         goto fail;
-    CU(tcu.cuMemcpyHtoD(a->base, h, first));
+    CU(tcu.cuMemcpyHtoD(base, pattern, first));
     for (size_t done = first; done < total;) {
         size_t n = done < total - done ? done : total - done;
-        CU(tcu.cuMemcpyAsync(a->base + done, a->base, n, NULL));
+        CU(tcu.cuMemcpyAsync(base + done, base, n, NULL));
         done += n;
     }
     CU(tcu.cuCtxSynchronize());
-    free(h);
     return true;
 fail:
-    free(h);
     return false;
+}
+
+static bool arena_fill(struct bench_arena *a, uint64_t seed)
+{
+    unsigned char *h = malloc(BENCH_PATTERN_PERIOD);
+    if (h == NULL) {
+        bench_set_err("out of host memory (%u bytes)", BENCH_PATTERN_PERIOD);
+        return false;
+    }
+    bench_pattern(seed, h, BENCH_PATTERN_PERIOD);
+    bool ok = bench_fill(a->g, a->base, a->pool + SLACK, h);
+    free(h);
+    return ok;
 }
 
 static bool arena_clear(struct bench_arena *a)

@@ -92,6 +92,22 @@ const struct bench_mode bench_modes[] = {
      "copy-engine copy (the noise floor), GB/s\n"
      "while the GEMM runs; rows to --overlap-csv",
      0},
+    {"alltoall", bench_run_alltoall,
+     "the first --gpus GPUs of this process each\n"
+     "send --frac of their --rows rows of\n"
+     "--row-bytes, picked at random, to every peer\n"
+     "at once; a round timed from a common start\n"
+     "to the last GPU's end, median of\n"
+     "back-to-back rounds; ways: ce_packed (rows\n"
+     "packed first, one cuMemcpyAsync per GPU\n"
+     "pair: the yardstick), nccl, plain_kernel,\n"
+     "p2pt's ce, tma_host and auto_host (host\n"
+     "batches), tma and auto (device batches),\n"
+     "auto and auto_host at --budgets; GB/s per\n"
+     "GPU and over ce_packed and nccl; every\n"
+     "received byte checked against ce_packed's;\n"
+     "rows to --csv (its own columns: see Output)",
+     0},
     {"cold", bench_run_cold,
      "the first TMA copy of a fresh process (this\n"
      "program re-run): p2pt_init, then\n"
@@ -104,6 +120,36 @@ const struct bench_mode bench_modes[] = {
 };
 const int bench_n_modes = (int)P2PT_ARRAY_LEN(bench_modes);
 _Static_assert(P2PT_ARRAY_LEN(bench_modes) <= BENCH_MAX_MODES, "raise BENCH_MAX_MODES");
+
+static int mode_index(void (*run)(void))
+{
+    for (int m = 0; m < bench_n_modes; m++)
+        if (bench_modes[m].run == run)
+            return m;
+    return -1;
+}
+
+bool bench_mode_on(void (*run)(void))
+{
+    int m = mode_index(run);
+    return m >= 0 && bench_opt.mode[m];
+}
+
+bool bench_mode_alone(void (*run)(void))
+{
+    int m = mode_index(run);
+    for (int i = 0; i < bench_n_modes; i++)
+        if (bench_opt.mode[i] != (i == m))
+            return false;
+    return m >= 0;
+}
+
+void bench_mode_off(void (*run)(void))
+{
+    int m = mode_index(run);
+    if (m >= 0)
+        bench_opt.mode[m] = false;
+}
 
 /* Whether any selected mode has (want true) or lacks (want false) `flag`. */
 static bool any_mode(unsigned flag, bool want)
@@ -361,6 +407,7 @@ int main(int argc, char **argv)
                           count == 1 ? " is" : "s are", count - 1);
     if (!bench_gpu_info(&bench_gpus[0], bench_opt.device))
         bench_fatal("GPU %d", bench_opt.device);
+    bench_alltoall_choose(count);
     choose_paths(count);
 
     /* Handles need no context; the header shows the TMA handle's settings. */

@@ -135,17 +135,73 @@ static void usage(FILE *f)
 "  --layouts LIST     block (a block's layers at a constant stride on the GPU,\n"
 "                     side by side on the host) and/or layer (layer by layer,\n"
 "                     random host slots: nothing to coalesce) (default both)\n"
-"  --budgets LIST     P2P_TRANSPORT_SM_BUDGET values for tma and auto:\n"
+"  --budgets LIST     P2P_TRANSPORT_SM_BUDGET values for tma and auto (alltoall:\n"
+"                     auto and auto_host, besides their rows without one):\n"
 "                     default (unset) or 0..4096 (default default,0)\n"
 "  --gemm N           the bf16 N x N x N cuBLAS GEMM run beside (default 8192)\n"
-"  --ref-ctas N       CTAs of the plain warp-per-piece kernel's rows, the\n"
-"                     kernel yardstick (default 8; 0: no such rows)\n"
+"  --ref-ctas N       CTAs of 256 threads (8 warps) of the plain warp-per-piece\n"
+"                     kernel's rows, the kernel yardstick (default 8 in overlap,\n"
+"                     32 in alltoall; 0: no such rows)\n"
 "  --cublas PATH      the cuBLAS library to dlopen (default libcublas.so.13,\n"
 "                     .12, then under $CUDA_HOME/lib64 and /usr/local/cuda/lib64);\n"
 "                     without one the mode prints one line and exits 2\n"
 "  --overlap-csv FILE where its rows go (default\n"
 "                     bench/results/DATE-GPU-overlap.csv when bench/results/\n"
 "                     exists here, else DATE-GPU-overlap.csv)\n"
+"\n"
+"Alltoall between the GPUs of this process (--mode alltoall):\n"
+"  --gpus N           GPUs 0..N-1 take part, N from 2 to every visible GPU (at\n"
+"                     most 32; default every visible GPU); with fewer than 2\n"
+"                     GPUs the mode says so in one line and exits 1 (beside\n"
+"                     other modes it is skipped with that line)\n"
+"  --rows N           source rows on every GPU, 1..16777216 (default 16384)\n"
+"  --row-bytes LIST   row sizes, multiples of 16 from 16 to 64M, one table\n"
+"                     each (default 4K,14K,64K)\n"
+"  --frac F           the fraction of its rows a GPU sends to each peer, above 0\n"
+"                     and at most 1 (default 0.5): picked at random for every\n"
+"                     pair, sent in row order; descriptors by destination,\n"
+"                     from the next GPU on\n"
+"  --nccl PATH        the NCCL library to dlopen (default libnccl.so.2 from the\n"
+"                     loader's path, then under $CUDA_HOME/lib64 and\n"
+"                     /usr/local/cuda/lib64, then PyTorch's copy,\n"
+"                     nvidia/nccl/lib/libnccl.so.2, in the usual Python package\n"
+"                     folders); without one the nccl rows say why and the rest\n"
+"                     runs. NCCL_NVLS_ENABLE=0 is set before NCCL starts unless\n"
+"                     the environment sets it: NVLink multicast stays off\n"
+"                     Ways, one row each per row size:\n"
+"                       ce_packed     the yardstick: the rows packed beforehand,\n"
+"                                     one cuMemcpyAsync per (source, destination)\n"
+"                                     pair, issued on the source GPU, a stream\n"
+"                                     per pair\n"
+"                       nccl          ncclSend/ncclRecv of the packed rows, every\n"
+"                                     rank's calls in one group, communicators\n"
+"                                     from ncclCommInitAll\n"
+"                       plain_kernel  --ref-ctas CTAs of 256 threads on each\n"
+"                                     source GPU, a warp per row, 16-byte loads\n"
+"                                     and stores, no shared memory, reading the\n"
+"                                     device batch's descriptors\n"
+"                       ce, tma_host, auto_host  p2pt_copy_batch_async: one\n"
+"                                     batch per source GPU with its rows for\n"
+"                                     every peer, from the scattered rows\n"
+"                       tma, auto     p2pt_copy_batch_device_async: the same\n"
+"                                     pieces, descriptors and count in GPU\n"
+"                                     memory, windows over the source rows and\n"
+"                                     every peer's receive buffer\n"
+"                       auto_host, auto again at each --budgets value; a\n"
+"                       budget that refuses a device batch (status 6) is a\n"
+"                       row saying so. --transport picks among the p2pt ways.\n"
+"                     A round: GPU 0's stream records the start, every other\n"
+"                     GPU's stream waits for it, every GPU works, GPU 0's stream\n"
+"                     waits for them all and records the end (CUDA events);\n"
+"                     after one checked round and -w rounds of warm-up (default\n"
+"                     3), -r rounds back to back (default 20), median. GB/s per\n"
+"                     GPU = the bytes each GPU sends in a round / the round's\n"
+"                     time; ctas = the widest grid the way launched\n"
+"                     (p2pt_properties.max_grid). -c 1: before each way's checked\n"
+"                     round the receive buffers are poisoned; after it every\n"
+"                     byte of them must equal what ce_packed received, 4K guard\n"
+"                     bytes after each peer's rows included, and ce_packed's\n"
+"                     bytes must equal the source rows\n"
 "\n"
 "Output:\n"
 "  --csv FILE         every measurement as one CSV row:\n"
@@ -161,6 +217,12 @@ static void usage(FILE *f)
 "                     enqueue; vs_contig = contig_ce's GPU time / the row's,\n"
 "                     vs_ref = the row's / the better of ref_kernel and CUB,\n"
 "                     empty outside batch rows)\n"
+"                     --mode alltoall alone writes its own columns there:\n"
+"                     gpus,rows,row_bytes,frac,way,sm_budget,max_ctas,\n"
+"                     gbps_per_gpu,vs_ce_packed,vs_nccl (sm_budget default when\n"
+"                     unset; max_ctas empty for nccl; the ratios are GB/s over\n"
+"                     that row's, empty when it did not run); beside other\n"
+"                     modes these rows go to FILE with -alltoall before .csv\n"
 "  --json FILE        the same records as a JSON array of objects\n"
 "  --calibrate-out FILE  where --mode calibrate writes the table (default\n"
 "                     p2pt-auto-sm_XY.table in the current directory)\n"
@@ -303,6 +365,16 @@ static void one_piece(const char *flag, const char *item, int i, void *out)
     ((size_t *)out)[i] = b;
 }
 
+static void one_row_bytes(const char *flag, const char *item, int i, void *out)
+{
+    unsigned long long b = 0;
+    if (!p2pt__parse_size(item, &b) || b < 16 || b > 64 * MiB || b % 16 != 0)
+        bench_usage_error("%s \"%s\": expected a row size in bytes, a multiple of 16 from 16 "
+                          "to 64M, such as 4K, 14K, 64K",
+                          flag, item);
+    ((size_t *)out)[i] = (size_t)b;
+}
+
 static void one_shape(const char *flag, const char *item, int i, void *out)
 {
     char why[256];
@@ -324,7 +396,8 @@ enum opt_id {
     O_HELP, O_B, O_E, O_F, O_W, O_N, O_R, O_C, O_MODE, O_TRANSPORT, O_PATH, O_DEVICE,
     O_PEER, O_CHUNK, O_STAGES, O_MAX_CTAS, O_SWEEP_BYTES, O_CSV, O_JSON, O_DROP_CACHES,
     O_CALIBRATE_OUT, O_SHAPES, O_SHIFT, O_MEMORY, O_DIR, O_CTAS, O_CUB, O_BUDGETS, O_PIECES,
-    O_LAYOUTS, O_OVERLAP_CSV, O_CUBLAS, O_GEMM, O_REF_CTAS
+    O_LAYOUTS, O_OVERLAP_CSV, O_CUBLAS, O_GEMM, O_REF_CTAS, O_GPUS, O_ROWS, O_ROW_BYTES,
+    O_FRAC, O_NCCL
 };
 
 static const struct {
@@ -351,6 +424,9 @@ static const struct {
     {"--layouts", O_LAYOUTS, true}, {"--overlap-csv", O_OVERLAP_CSV, true},
     {"--cublas", O_CUBLAS, true},  {"--gemm", O_GEMM, true},
     {"--ref-ctas", O_REF_CTAS, true},
+    {"--gpus", O_GPUS, true},      {"--rows", O_ROWS, true},
+    {"--row-bytes", O_ROW_BYTES, true}, {"--frac", O_FRAC, true},
+    {"--nccl", O_NCCL, true},
 };
 
 static void make_sizes(struct bench_opts *o)
@@ -395,6 +471,9 @@ static void set_defaults(struct bench_opts *o)
     o->layouts[0] = o->layouts[1] = true;
     o->gemm = 8192;
     o->ref_ctas = 8;
+    o->rows = 16384;
+    o->n_row_bytes = flag_list("--row-bytes", "4K,14K,64K", MAX_LIST, one_row_bytes, o->row_bytes);
+    o->frac = 0.5;
 }
 
 /* Applies flag `id` with value `val` (NULL for a flag without one). */
@@ -468,7 +547,36 @@ static void apply(struct bench_opts *o, enum opt_id id, const char *name, const 
     case O_OVERLAP_CSV: o->overlap_csv = val; break;
     case O_CUBLAS: o->cublas = val; break;
     case O_GEMM: o->gemm = flag_int(name, val, 256, 16384); break;
-    case O_REF_CTAS: o->ref_ctas = flag_int(name, val, 0, 4096); break;
+    case O_REF_CTAS:
+        o->ref_ctas = flag_int(name, val, 0, 4096);
+        o->ref_ctas_given = true;
+        break;
+    case O_GPUS: {
+        char *end = NULL;
+        errno = 0;
+        long n = strtol(val, &end, 10);
+        if (errno != 0 || end == val || *end != '\0' || n < 2 || n > 32)
+            bench_usage_error("--gpus \"%s\": expected a number of GPUs from 2 to every "
+                              "visible GPU (at most 32; default every visible GPU)",
+                              val);
+        o->gpus = (int)n;
+        break;
+    }
+    case O_ROWS: o->rows = (size_t)flag_int(name, val, 1, 1 << 24); break;
+    case O_ROW_BYTES:
+        o->n_row_bytes = flag_list(name, val, MAX_LIST, one_row_bytes, o->row_bytes);
+        break;
+    case O_FRAC: {
+        char *end = NULL;
+        errno = 0;
+        o->frac = strtod(val, &end);
+        if (errno != 0 || end == val || *end != '\0' || !(o->frac > 0.0) || !(o->frac <= 1.0))
+            bench_usage_error("--frac \"%s\": expected a fraction of the rows above 0 and at "
+                              "most 1, such as 0.5 (the default)",
+                              val);
+        break;
+    }
+    case O_NCCL: o->nccl = val; break;
     }
 }
 
@@ -513,5 +621,9 @@ void bench_parse_args(int argc, char **argv)
         bench_usage_error("--dir applies to --memory host only (add --memory host)");
     if (o->csv && o->json && strcmp(o->csv, o->json) == 0)
         bench_usage_error("--csv and --json both name \"%s\"", o->csv);
+    if ((size_t)(o->frac * (double)o->rows + 0.5) == 0)
+        bench_usage_error("--frac %g of --rows %zu is no row: each GPU must send each peer at "
+                          "least one (raise --frac or --rows)",
+                          o->frac, o->rows);
     make_sizes(o);
 }

@@ -4,7 +4,9 @@
  * and how a failure ends the run, the bookkeeping that keeps a table row in
  * one piece on the terminal, and the --csv / --json records.
  *
- * The CSV columns are read by name by bench/plot.sh; keep them.
+ * The CSV columns are read by name by bench/plot.sh; keep them. The
+ * alltoall mode has columns of its own: in --csv when it runs alone,
+ * else in a file of their own beside it (FILE-alltoall.csv).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -144,7 +146,8 @@ void bench_row_check_failed(const char *fmt, ...)
 
 /* ========================================================= result files */
 
-static FILE *csv_file, *json_file;
+static FILE *csv_file, *json_file, *alltoall_file;
+static char alltoall_path[1024];
 static int json_records;
 
 static FILE *open_output(const char *flag, const char *path)
@@ -160,21 +163,45 @@ static void close_outputs(void)
 {
     if (csv_file && fclose(csv_file) != 0)
         fprintf(stderr, "p2pt-bench: writing %s: %s\n", bench_opt.csv, strerror(errno));
+    if (alltoall_file && fclose(alltoall_file) != 0)
+        fprintf(stderr, "p2pt-bench: writing %s: %s\n", alltoall_path, strerror(errno));
     if (json_file) {
         fputs(json_records ? "\n]\n" : "]\n", json_file);
         if (fclose(json_file) != 0)
             fprintf(stderr, "p2pt-bench: writing %s: %s\n", bench_opt.json, strerror(errno));
     }
-    csv_file = json_file = NULL;
+    csv_file = json_file = alltoall_file = NULL;
+}
+
+/* --csv's name with -alltoall before its .csv (or at its end). */
+static void alltoall_beside(const char *csv, char *out, size_t len)
+{
+    size_t n = strlen(csv);
+    if (n > 4 && strcmp(csv + n - 4, ".csv") == 0)
+        snprintf(out, len, "%.*s-alltoall.csv", (int)(n - 4), csv);
+    else
+        snprintf(out, len, "%s-alltoall.csv", csv);
 }
 
 void bench_open_outputs(void)
 {
-    if (bench_opt.csv) {
+    bool alltoall = bench_mode_on(bench_run_alltoall);
+    bool alone = alltoall && bench_mode_alone(bench_run_alltoall);
+    if (bench_opt.csv && !alone) {
         csv_file = open_output("--csv", bench_opt.csv);
         fputs("mode,path,transport,bytes,chunk,stages,max_ctas,time_us,gbps,kind,vs_contig,"
               "vs_ref\n",
               csv_file);
+    }
+    if (bench_opt.csv && alltoall) {
+        if (alone)
+            snprintf(alltoall_path, sizeof(alltoall_path), "%s", bench_opt.csv);
+        else
+            alltoall_beside(bench_opt.csv, alltoall_path, sizeof(alltoall_path));
+        alltoall_file = open_output("--csv", alltoall_path);
+        fputs("gpus,rows,row_bytes,frac,way,sm_budget,max_ctas,gbps_per_gpu,vs_ce_packed,"
+              "vs_nccl\n",
+              alltoall_file);
     }
     if (bench_opt.json) {
         json_file = open_output("--json", bench_opt.json);
@@ -230,4 +257,42 @@ void bench_emit_ratios(const char *mode, const char *path, int transport,
 {
     double r[2] = {vs_contig, vs_ref};
     emit(mode, path, transport, cfg, bytes, time_us, gbps, kind, r);
+}
+
+const char *bench_alltoall_csv_path(void) { return alltoall_file ? alltoall_path : NULL; }
+
+/* An empty cell (and a JSON null) where a value is not known. */
+static void cell(char *buf, size_t len, double v, const char *fmt)
+{
+    if (v < 0)
+        buf[0] = '\0';
+    else
+        snprintf(buf, len, fmt, v);
+}
+
+void bench_emit_alltoall(const struct bench_alltoall_record *r)
+{
+    char budget[16] = "default", ctas[32], vs_ce[32], vs_nccl[32];
+    if (r->sm_budget >= 0)
+        snprintf(budget, sizeof(budget), "%d", r->sm_budget);
+    cell(ctas, sizeof(ctas), (double)r->max_ctas, "%.0f");
+    cell(vs_ce, sizeof(vs_ce), r->vs_ce_packed, "%.4f");
+    cell(vs_nccl, sizeof(vs_nccl), r->vs_nccl, "%.4f");
+    if (alltoall_file) {
+        fprintf(alltoall_file, "%d,%zu,%zu,%g,%s,%s,%s,%.3f,%s,%s\n", r->gpus, r->rows,
+                r->row_bytes, r->frac, r->way, budget, ctas, r->gbps_per_gpu, vs_ce, vs_nccl);
+        fflush(alltoall_file);
+    }
+    if (json_file) {
+        fprintf(json_file,
+                "%s\n  {\"mode\": \"alltoall\", \"gpus\": %d, \"rows\": %zu, "
+                "\"row_bytes\": %zu, \"frac\": %g, \"way\": \"%s\", \"sm_budget\": \"%s\", "
+                "\"max_ctas\": %s, \"gbps_per_gpu\": %.3f, \"vs_ce_packed\": %s, "
+                "\"vs_nccl\": %s}",
+                json_records ? "," : "", r->gpus, r->rows, r->row_bytes, r->frac, r->way,
+                budget, ctas[0] ? ctas : "null", r->gbps_per_gpu, vs_ce[0] ? vs_ce : "null",
+                vs_nccl[0] ? vs_nccl : "null");
+        json_records++;
+        fflush(json_file);
+    }
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The batch mode's yardstick: the plain kernel a user writes in a dozen
+ * The batch, overlap and alltoall modes' yardstick: the plain kernel a user writes in a dozen
  * lines, one warp per piece, pieces dealt round-robin to the warps of one
  * launch, 16-byte vector loads and stores where a piece's two ends are both
  * 16-byte aligned, else words or bytes. It reads the same descriptors and
@@ -36,7 +36,6 @@ static const char ref_source[] =
     "    }\n"
     "}\n";
 
-#define REF_THREADS 256
 #define REF_WARPS_PER_SM 64 /* 2048 threads: a full SM on Hopper */
 
 bool bench_ref_load(struct bench_ref *r, const struct bench_gpu *g)
@@ -67,20 +66,24 @@ fail:
 
 /* A warp per piece up to a full GPU (or `most` CTAs, when not 0); beyond,
  * warps take further pieces. */
-bool bench_ref_launch(const struct bench_ref *r, CUdeviceptr descs, CUdeviceptr count,
-                      uint32_t max_count, unsigned most, CUstream s)
+unsigned bench_ref_ctas(const struct bench_ref *r, uint32_t max_count, unsigned most)
 {
-    unsigned per_cta = REF_THREADS / 32;
+    unsigned per_cta = BENCH_REF_THREADS / 32;
     unsigned long long ctas = ((unsigned long long)max_count + per_cta - 1) / per_cta;
     unsigned long long cap = (unsigned long long)r->sms * REF_WARPS_PER_SM / per_cta;
     if (most != 0 && most < cap)
         cap = most;
     if (ctas > cap)
         ctas = cap;
-    if (ctas == 0)
-        ctas = 1;
+    return ctas == 0 ? 1 : (unsigned)ctas;
+}
+
+bool bench_ref_launch(const struct bench_ref *r, CUdeviceptr descs, CUdeviceptr count,
+                      uint32_t max_count, unsigned most, CUstream s)
+{
+    unsigned ctas = bench_ref_ctas(r, max_count, most);
     void *params[] = {&descs, &count};
-    CU(tcu.cuLaunchKernel(r->fn, (unsigned)ctas, 1, 1, REF_THREADS, 1, 1, 0, s, params, NULL));
+    CU(tcu.cuLaunchKernel(r->fn, ctas, 1, 1, BENCH_REF_THREADS, 1, 1, 0, s, params, NULL));
     return true;
 fail:
     return false;

@@ -585,10 +585,17 @@ typedef struct p2pt_choice {
  */
 P2PT_API p2pt_status p2pt_explain_copy(p2pt_handle *h, const void *dst, const void *src,
                                        size_t bytes, void *stream, p2pt_choice *choice);
-/* The same for a host batch (p2pt_copy_batch_async). A device batch always
- * goes to the kernel transport: only a kernel reads GPU descriptors. */
+/* The same for a host batch (p2pt_copy_batch_async). */
 P2PT_API p2pt_status p2pt_explain_batch(p2pt_handle *h, const p2pt_copy_desc *descs,
                                         size_t count, void *stream, p2pt_choice *choice);
+/* The same for a device batch (p2pt_copy_batch_device_async, the same
+ * arguments and checks): the kernel transport that reads GPU descriptors,
+ * and the grid it takes (at most what a peer link needs where the windows
+ * of the stream's device hold another GPU's memory). */
+P2PT_API p2pt_status p2pt_explain_batch_device(p2pt_handle *h, const p2pt_copy_desc *descs,
+                                               const uint32_t *count, uint32_t max_count,
+                                               void *workspace, void *stream,
+                                               p2pt_choice *choice);
 /* The same for blocks (p2pt_copy_blocks_async). */
 P2PT_API p2pt_status p2pt_explain_blocks(p2pt_handle *h, const p2pt_block_layer *layers,
                                          size_t n_layers, const int64_t *mapping, size_t pairs,

@@ -120,8 +120,14 @@ typedef struct p2pt_plugin_v1 {
                                             size_t n_layers, const int64_t *mapping,
                                             uint32_t pairs, void *workspace, void *stream);
     size_t (*blocks_workspace_bytes)(size_t n_layers, uint32_t pairs);
+    /* A device batch's dry run (p2pt_explain_batch_device); check
+     * struct_size > offsetof(p2pt_plugin_v1_t, explain_batch_device).
+     * Thread-safe. */
+    p2pt_status (*explain_batch_device)(void *ctx, const p2pt_copy_desc *descs,
+                                        const uint32_t *count, uint32_t max_count,
+                                        void *workspace, void *stream, p2pt_choice *choice);
 
-    /* ---- the next release's slots, after the blocks ones ---- */
+    /* ---- the next release, after explain_batch_device ---- */
     /* Memory shared between processes (p2pt.h's p2pt_share_export,
      * _unexport, _import, _close say the contract of each); check
      * struct_size > offsetof(p2pt_plugin_v1_t, share_close). Thread-safe;

@@ -17,7 +17,8 @@
  * blocks of P2PT_BATCH_BLOCK. With G copy CTAs and `nb` blocks, CTA c
  * serves block c % nb and is one of the ~G / nb CTAs that split that
  * block's tiles into equal contiguous ranges (with more blocks than CTAs, a
- * CTA walks blocks c, c + G, ...). Each CTA reads its block's descriptors
+ * CTA walks nb / G consecutive blocks of its own, then the CTAs share the
+ * last nb % G: copy_all). Each CTA reads its block's descriptors
  * (one per thread), scans their tile counts in shared memory, and its warps
  * take the tiles of its range in turn, finding each tile's piece by a
  * binary search in shared memory. So a 1 MiB piece is spread over every
@@ -448,10 +449,34 @@ static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 split, u32 
     __syncthreads(); /* S is refilled by the next block */
 }
 
+/*
+ * More blocks than CTAs: CTA c takes the R = blocks / G whole blocks
+ * c * R .. c * R + R - 1, then the CTAs share the last blocks % G blocks
+ * as they share a batch of fewer blocks than CTAs. So no CTA is left with
+ * a whole extra block after the others are done (a block of 64 KiB pieces
+ * is 16 MiB), and at any moment the CTAs work on blocks spread over the
+ * whole batch: a batch laid out destination by destination (an alltoallv)
+ * keeps every peer's link busy at once instead of one after another
+ * (bench/results/peer.md).
+ */
+
 /* The first block CTA c of G serves when there are `blocks` blocks. */
 static __device__ __forceinline__ u32 first_block(u32 c, u32 G, u32 blocks)
 {
-    return blocks <= G ? c % blocks : c;
+    return blocks <= G ? c % blocks : c * (blocks / G);
+}
+
+/* Blocks [first, first + m) shared by the G CTAs: CTA c serves block
+ * first + c % m, as one of the CTAs splitting its tiles. */
+template <int FROM>
+static __device__ __forceinline__ void share_blocks(const pieces &P, u32 n, u32 first, u32 m,
+                                                    u32 c, u32 G,
+                                                    const struct p2pt_batch_dev_params *p,
+                                                    block_smem &S, u32 pre_block,
+                                                    const desc_t &pre)
+{
+    const u32 k = c % m;
+    copy_block<FROM>(P, n, first + k, c / m, (G - 1 - k) / m + 1, p, S, pre_block, pre);
 }
 
 /* The copy CTAs (`G` of them, this one `c`) over `n` descriptors. */
@@ -468,13 +493,14 @@ static __device__ void copy_all(const pieces &P, u32 n, u32 c, u32 G,
         return;
     }
     if (blocks <= G) {
-        const u32 b = c % blocks;
-        copy_block<FROM>(P, n, b, c / blocks, (G - 1 - b) / blocks + 1, p, S, pre_block,
-                         pre);
+        share_blocks<FROM>(P, n, 0, blocks, c, G, p, S, pre_block, pre);
         return;
     }
-    for (u32 b = c; b < blocks; b += G)
-        copy_block<FROM>(P, n, b, 0, 1, p, S, pre_block, pre);
+    const u32 R = blocks / G, rest = blocks - R * G;
+    for (u32 r = 0; r < R; r++)
+        copy_block<FROM>(P, n, c * R + r, 0, 1, p, S, pre_block, pre);
+    if (rest != 0)
+        share_blocks<FROM>(P, n, R * G, rest, c, G, p, S, pre_block, pre);
 }
 
 /* Host descriptors: this thread's descriptor of the CTA's first block. */

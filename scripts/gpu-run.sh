@@ -3,7 +3,7 @@
 # One job on a GPU machine: build, run the whole suite once per
 # transport, then the benchmark. Everything is logged under $OUT (or
 # ./gpu-out). Usage:
-#   scripts/gpu-run.sh [tests] [batch] [offload] [python] [bench -- <p2pt-bench args>]
+#   scripts/gpu-run.sh [tests] [batch] [offload] [alltoall] [python] [bench -- <p2pt-bench args>]
 #   batch: CUB's DeviceMemcpy::Batched (bench/experiments/run.sh cub), then
 #          p2pt-bench --mode batch with every shape, at --shift 7, with
 #          --memory host --dir h2d and d2h, and the --ctas sweep for
@@ -11,6 +11,9 @@
 #   offload: p2pt-bench --mode overlap (KV offload beside a cuBLAS GEMM), every
 #          piece size, layout, engine and budgets default and 0; overlap.log and
 #          overlap.csv under $OUT
+#   alltoall: p2pt-bench --mode alltoall on every visible GPU (alltoall.log,
+#          alltoall.csv), then with --gpus 2 when more than 2 are visible
+#          (alltoall-gpus2.log, alltoall-gpus2.csv)
 #   python: pytest tests/python with the system's PyTorch, on build/'s library,
 #          then examples/kv_offload.py --overlap
 set -uo pipefail
@@ -26,12 +29,14 @@ cat "$OUT/machine.txt"
 cmake -S . -B build -DCRITERION_ROOT="$PWD/.gpudeps" ${P2PT_CMAKE_EXTRA:-} >"$OUT/build.log" 2>&1 &&
   cmake --build build -j"$(nproc)" >>"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 rc=0
-want_tests=0; want_bench=0; want_batch=0; want_offload=0; want_python=0; bench_args=()
+want_tests=0; want_bench=0; want_batch=0; want_offload=0; want_alltoall=0; want_python=0
+bench_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     tests) want_tests=1 ;;
     batch) want_batch=1 ;;
     offload) want_offload=1 ;;
+    alltoall) want_alltoall=1 ;;
     python) want_python=1 ;;
     bench) want_bench=1 ;;
     --) shift; bench_args=("$@"); break ;;
@@ -71,6 +76,18 @@ if [ $want_offload = 1 ]; then
   timeout 400 ./build/p2pt-bench --mode overlap --overlap-csv "$OUT/overlap.csv" \
     >"$OUT/overlap.log" 2>&1 || rc=1
   grep -v '^# p2pt counters' "$OUT/overlap.log"
+fi
+if [ $want_alltoall = 1 ]; then
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  runs=("alltoall|")
+  [ "${gpus:-0}" -gt 2 ] && runs+=("alltoall-gpus2|--gpus 2")
+  for r in "${runs[@]}"; do
+    name=${r%%|*}; read -r -a args <<<"${r#*|}"
+    echo "== p2pt-bench --mode alltoall ${args[*]+${args[*]}}"
+    timeout 500 ./build/p2pt-bench --mode alltoall ${args[@]+"${args[@]}"} --csv "$OUT/$name.csv" \
+      >"$OUT/$name.log" 2>&1 || rc=1
+    grep -v '^# p2pt counters' "$OUT/$name.log"
+  done
 fi
 if [ $want_python = 1 ]; then
   echo "== pytest tests/python (p2pt.torch on the GPU)"

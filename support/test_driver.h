@@ -41,6 +41,7 @@
     X(cuEventDestroy, 4000, 1)                                                 \
     X(cuEventRecord, 2000, 1)                                                  \
     X(cuEventSynchronize, 2000, 1)                                             \
+    X(cuEventQuery, 2000, 1)                                                   \
     X(cuEventElapsedTime, 2000, 1)                                             \
     X(cuMemAlloc, 3020, 1)                                                     \
     X(cuMemFree, 3020, 1)                                                      \
@@ -64,8 +65,6 @@
     X(cuMemFreeAsync, 11020, 0)                                                \
     X(cuDeviceGetDefaultMemPool, 11020, 0)                                     \
     X(cuMemPoolSetAccess, 11020, 0)                                            \
-    X(cuMemPoolCreate, 11020, 0)                                               \
-    X(cuMemPoolDestroy, 11020, 0)                                              \
     X(cuStreamWriteValue32, 11070, 0)                                          \
     X(cuMemCreate, 10020, 0)                                                   \
     X(cuMemRelease, 10020, 0)                                                  \
@@ -76,7 +75,18 @@
     X(cuMemAddressFree, 10020, 0)                                              \
     X(cuMemGetAllocationGranularity, 10020, 0)                                 \
     X(cuMemExportToShareableHandle, 10020, 0)                                  \
-    X(cuMemImportFromShareableHandle, 10020, 0)
+    X(cuMemImportFromShareableHandle, 10020, 0)                                \
+    X(cuIpcGetMemHandle, 4010, 0)                                              \
+    X(cuIpcOpenMemHandle, 11000, 0)                                            \
+    X(cuIpcCloseMemHandle, 4010, 0)                                            \
+    X(cuCtxDisablePeerAccess, 4000, 0)                                         \
+    X(cuMemPoolCreate, 11020, 0)                                               \
+    X(cuMemPoolDestroy, 11020, 0)                                              \
+    X(cuMemPoolExportToShareableHandle, 11020, 0)                              \
+    X(cuMemPoolImportFromShareableHandle, 11020, 0)                            \
+    X(cuMemPoolExportPointer, 11020, 0)                                        \
+    X(cuMemPoolImportPointer, 11020, 0)                                        \
+    X(cuMemsetD8Async, 3020, 0)
 
 struct p2pt_test_cuda {
 #define P2PT_TEST_DRIVER_FIELD_(name, ver, req) PFN_##name##_v##ver name;

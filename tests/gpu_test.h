@@ -283,4 +283,36 @@ static inline void gt_enable_peers(void)
     }
 }
 
+/* Peer access between every pair of the first `n` GPUs (at most 8),
+ * skipping the test when a pair cannot reach each other. */
+static inline void gt_enable_peers_all(void)
+{
+    int n = 0;
+    GT_CHECK(tcu.cuDeviceGetCount(&n));
+    n = n < 8 ? n : 8;
+    CUdevice d[8];
+    CUcontext c[8];
+    for (int i = 0; i < n; i++) {
+        GT_CHECK(tcu.cuDeviceGet(&d[i], i));
+        c[i] = gt_use_device(i);
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            if (i == j)
+                continue;
+            int can = 0;
+            GT_CHECK(tcu.cuDeviceCanAccessPeer(&can, d[i], d[j]));
+            if (!can)
+                cr_skip_test("GPU %d cannot access GPU %d as a peer (cuDeviceCanAccessPeer)", i,
+                             j);
+            GT_CHECK(tcu.cuCtxSetCurrent(c[i]));
+            CUresult r = tcu.cuCtxEnablePeerAccess(c[j], 0);
+            if (r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
+                r = CUDA_SUCCESS;
+            cr_assert_eq(r, CUDA_SUCCESS, "cuCtxEnablePeerAccess GPU %d -> GPU %d: %s", i, j,
+                         p2pt__cuda_error_name(r));
+        }
+    gt_use_device(0);
+}
+
 #endif

@@ -826,8 +826,9 @@ Test(auto_table, link_lines_give_the_ctas_of_each_direction_and_round_trip)
 
 Test(auto_table, bad_link_lines_are_rejected_naming_the_value)
 {
-    EXPECT_BAD(GOOD "link local 4\n", 7, "'local'", "h2d or d2h");
-    EXPECT_BAD(GOOD "link\n", 7, "link direction", "h2d or d2h");
+    EXPECT_BAD(GOOD "link local 4\n", 7, "'local'", "h2d, d2h or peer");
+    EXPECT_BAD(GOOD "link\n", 7, "link direction", "h2d, d2h or peer");
+    EXPECT_BAD(GOOD "link peer 0\n", 7, "'0'", "1 to 4096");
     EXPECT_BAD(GOOD "link h2d\n", 7, "link h2d CTAs", "1 to 4096");
     EXPECT_BAD(GOOD "link h2d 0\n", 7, "'0'", "1 to 4096");
     EXPECT_BAD(GOOD "link d2h 4097\n", 7, "'4097'", "1 to 4096");
@@ -845,5 +846,21 @@ Test(auto_table, builtin_tables_cap_host_link_kernels)
                      P2PT_SUCCESS, "%s", p2pt__last_error_text());
         cr_expect(t.link[0] >= 1 && t.link[0] <= 32, "built-in %d: link h2d %u", i, t.link[0]);
         cr_expect(t.link[1] >= 1 && t.link[1] <= 32, "built-in %d: link d2h %u", i, t.link[1]);
+        cr_expect(t.link[P2PT_LINK_PEER] >= 1 && t.link[P2PT_LINK_PEER] <= 32,
+                  "built-in %d: link peer %u (at most 32 CTAs for peer pieces)", i,
+                  t.link[P2PT_LINK_PEER]);
     }
+}
+
+Test(auto_table, a_peer_link_line_is_read_and_written_back)
+{
+    struct p2pt_auto_table t;
+    cr_assert_eq(p2pt__auto_table_parse(GOOD "link peer 24\n", strlen(GOOD "link peer 24\n"), "t",
+                                        engines, 2, &t),
+                 P2PT_SUCCESS, "%s", p2pt__last_error_text());
+    cr_assert_eq(t.link[P2PT_LINK_PEER], 24);
+    cr_assert_eq(t.link[P2PT_LINK_H2D], 0);
+    char text[4096];
+    p2pt__auto_table_format(&t, engines, text, sizeof(text));
+    cr_assert(strstr(text, "link peer 24\n") != NULL, "%s", text);
 }

@@ -37,6 +37,19 @@
 #                                                 shift 0 and at shift 7), then a Markdown
 #                                                 table of the lines; p2pt-bench --mode batch
 #                                                 --cub $OUT/cub.log takes them as its CUB anchor
+#   bench/experiments/run.sh peer                scattered rows over NVLink (peer_batch.cu): the batch
+#                                                 kernel at several grids, built as is and with plain
+#                                                 stores (BATCH_ST_PLAIN), against a plain warp-per-row kernel and one
+#                                                 contiguous copy-engine copy; push, pull, both (2 GPUs)
+#   bench/experiments/run.sh peer-ncu [bytes]     ncu sections of one push batch of each kernel
+#   bench/experiments/run.sh peer-split           one 512 MiB copy over NVLink split between the copy
+#                                                 engine and the batch kernel, push, pull, bidir
+#   bench/experiments/run.sh alltoall [gpus]      an alltoall of scattered rows between every GPU
+#                                                 (peer_alltoall.cu): the copy engine per pair, the
+#                                                 batch kernel and a plain kernel pushing and pulling,
+#                                                 at several grids; built as is and with 4 KiB tiles
+#   bench/experiments/run.sh ipc                  what imported memory answers the driver, and which
+#                                                 engine reaches it (ipc_probe.c; 2 GPUs)
 # Output goes to stdout and, when $OUT is set, to $OUT/<experiment>.log.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -68,6 +81,49 @@ case "$what" in
     # The baseline again: the machine's drift between the first and last.
     case " ${BATCH_VARIANTS:-default} " in *" default "*) "/tmp/p2pt-batch-default" 2>&1 | tee -a "$log" ;; esac
     exit 0 ;;
+  peer)
+    log=${OUT:+$OUT/peer.log}
+    log=${log:-/tmp/p2pt-peer.log}
+    : >"$log"
+    for v in 'default|' 'st-plain|-DBATCH_ST_PLAIN'; do
+      name=${v%%|*}
+      read -r -a flags <<<"${v#*|}"
+      nvcc -O3 -std=c++17 -arch=sm_90 -I../../kernels -DVARIANT="\"$name\"" "${flags[@]}" \
+        -o "/tmp/p2pt-peer-$name" peer_batch.cu 2>&1 | grep -E "error|warning" || true
+      "/tmp/p2pt-peer-$name" 2>&1 | tee -a "$log"
+    done
+    exit 0 ;;
+  peer-split)
+    nvcc -O3 -std=c++17 -arch=sm_90 -I../../kernels -o /tmp/p2pt-peer-split peer_batch.cu 2>&1 |
+      grep -E "error|warning" || true
+    /tmp/p2pt-peer-split split 2>&1 | tee ${OUT:+$OUT/peer-split.log}
+    exit ;;
+  alltoall)
+    log=${OUT:+$OUT/alltoall.log}
+    log=${log:-/tmp/p2pt-alltoall.log}
+    : >"$log"
+    for v in 'default|' 'tile-4K|-DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=4'; do
+      name=${v%%|*}
+      read -r -a flags <<<"${v#*|}"
+      nvcc -O3 -std=c++17 -arch=sm_90 -I../../kernels "${flags[@]}" \
+        -o "/tmp/p2pt-a2a-$name" peer_alltoall.cu 2>&1 | grep -E "error|warning" || true
+      echo "== $name" | tee -a "$log"
+      "/tmp/p2pt-a2a-$name" "$@" 2>&1 | tee -a "$log"
+    done
+    exit 0 ;;
+  peer-ncu)
+    nvcc -O3 -std=c++17 -arch=sm_90 -lineinfo -I../../kernels -o /tmp/p2pt-peer-ncu peer_batch.cu 2>&1 |
+      grep -E "error|warning" || true
+    log=${OUT:+$OUT/peer-ncu.log}
+    ncu --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
+      --section LaunchStats --section Occupancy --section SchedulerStats \
+      /tmp/p2pt-peer-ncu ncu "${1:-14336}" 2>&1 | tee "${log:-/dev/null}"
+    exit 0 ;;
+  ipc)
+    cc -std=c11 -O2 -I/usr/local/cuda/include -o /tmp/p2pt-ipc-probe ipc_probe.c \
+      -L/usr/local/cuda/lib64/stubs -lcuda
+    /tmp/p2pt-ipc-probe 2>&1 | tee ${OUT:+$OUT/ipc.log}
+    exit ;;
   shapes)
     log=${OUT:+$OUT/shapes.log}
     log=${log:-/tmp/p2pt-batch-shapes.log}
@@ -114,7 +170,7 @@ case "$what" in
       "$build/libp2pt.a" -ldl -lpthread -lm
     /tmp/p2pt-enqueue | tee ${OUT:+$OUT/enqueue.log}
     exit ;;
-  *) echo "run.sh: unknown experiment '$what' (variants, small, local, b2b, probe, ncu, enqueue, batch, shapes, trace, cub)" >&2
+  *) echo "run.sh: unknown experiment '$what' (variants, small, local, b2b, probe, ncu, enqueue, batch, shapes, trace, cub, peer, peer-ncu, peer-split, alltoall, ipc)" >&2
      exit 2 ;;
 esac
 bin=/tmp/p2pt-${src%.cu}

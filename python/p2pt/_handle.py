@@ -280,6 +280,15 @@ class Handle:
                                            ctypes.byref(c)))
         return self._choice(c)
 
+    def explain_batch_device(self, descs, count, max_count, workspace, stream=None):
+        """Which engine a device batch would go to and the grid it would take,
+        and why; enqueues nothing (the same GPU addresses as
+        copy_batch_device)."""
+        c = S.Choice(size=ctypes.sizeof(S.Choice))
+        check(self._lib.p2pt_explain_batch_device(self._h, descs, count, max_count, workspace,
+                                                  stream or None, ctypes.byref(c)))
+        return self._choice(c)
+
     def peer_enable(self, dev_a, dev_b):
         check(self._lib.p2pt_peer_enable(self._h, dev_a, dev_b))
 

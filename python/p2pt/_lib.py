@@ -87,6 +87,7 @@ _SIGNATURES = {
     "p2pt_copy_batch_device_async": (_I, [_P, _P, _P, _U32, _P, _P]),
     "p2pt_explain_copy": (_I, [_P, _P, _P, _SZ, _P, ctypes.POINTER(S.Choice)]),
     "p2pt_explain_batch": (_I, [_P, _DESCS, _SZ, _P, ctypes.POINTER(S.Choice)]),
+    "p2pt_explain_batch_device": (_I, [_P, _P, _P, _U32, _P, _P, ctypes.POINTER(S.Choice)]),
     "p2pt_copy_blocks_async": (_I, [_P, _P, _SZ, _P, _SZ, _P]),
     "p2pt_explain_blocks": (_I, [_P, _P, _SZ, _P, _SZ, _P, ctypes.POINTER(S.Choice)]),
     "p2pt_copy_blocks_device_async": (_I, [_P, _P, _SZ, _P, _U32, _P, _P]),

@@ -106,8 +106,8 @@ class PluginV1(ctypes.Structure):
             "explain_copy", "explain_batch",
             # end of the 0.2.0 release
             "copy_blocks_async", "explain_blocks", "copy_blocks_device_async",
-            "blocks_workspace_bytes",
-            # the next release's slots: memory shared between processes
+            "blocks_workspace_bytes", "explain_batch_device",
+            # the next release, after explain_batch_device: memory shared between processes
             "share_export", "share_unexport", "share_import", "share_close")]
 
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * p2pt_explain_copy and p2pt_explain_batch (p2pt_explain_blocks is in
- * blocks.c): what the real call would do with a request, and why, without doing it: the dry run of the same
+ * p2pt_explain_copy, p2pt_explain_batch and p2pt_explain_batch_device
+ * (p2pt_explain_blocks is in blocks.c): what the real call would do with a request, and why, without doing it: the dry run of the same
  * operation pipeline (operation.c), so they decide as the real call does,
  * refusals included; they enqueue nothing and count nothing.
  */
@@ -61,5 +61,15 @@ p2pt_status p2pt_explain_batch(p2pt_handle *h, const p2pt_copy_desc *descs, size
 {
     struct p2pt_op op;
     p2pt__op_batch(&op, "p2pt_explain_batch", descs, count, stream);
+    return p2pt__dry_run(h, &op, choice);
+}
+
+p2pt_status p2pt_explain_batch_device(p2pt_handle *h, const p2pt_copy_desc *descs,
+                                      const uint32_t *count, uint32_t max_count, void *workspace,
+                                      void *stream, p2pt_choice *choice)
+{
+    struct p2pt_op op;
+    p2pt__op_device_batch(&op, "p2pt_explain_batch_device", descs, count, max_count, workspace,
+                          stream);
     return p2pt__dry_run(h, &op, choice);
 }

@@ -102,6 +102,14 @@ static p2pt_status plugin_copy_blocks_device_async(void *ctx, const p2pt_block_l
                                          stream);
 }
 
+static p2pt_status plugin_explain_batch_device(void *ctx, const p2pt_copy_desc *descs,
+                                               const uint32_t *count, uint32_t max_count,
+                                               void *workspace, void *stream,
+                                               p2pt_choice *choice)
+{
+    return p2pt_explain_batch_device(ctx, descs, count, max_count, workspace, stream, choice);
+}
+
 static p2pt_status plugin_share_export(void *ctx, const void *base, size_t bytes,
                                        p2pt_share_blob *blobs, size_t *n_blobs)
 {
@@ -149,6 +157,7 @@ const p2pt_plugin_v1_t p2pt_plugin_v1 = {
     .explain_blocks = plugin_explain_blocks,
     .copy_blocks_device_async = plugin_copy_blocks_device_async,
     .blocks_workspace_bytes = p2pt_blocks_workspace_bytes,
+    .explain_batch_device = plugin_explain_batch_device,
     .share_export = plugin_share_export,
     .share_unexport = plugin_share_unexport,
     .share_import = plugin_share_import,

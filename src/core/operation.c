@@ -115,7 +115,7 @@ static p2pt_status copy_link_cap(struct p2pt_handle *h, struct p2pt_request *r,
                                  const struct p2pt_transport *t)
 {
     p2pt_status st = P2PT_SUCCESS;
-    uint32_t link[2] = {0, 0};
+    uint32_t link[P2PT_LINKS] = {0};
     int dir = p2pt__link_dir(&r->dst_side, &r->src_side, r->device);
     r->grid_cap = 0;
     if (dir < 0)
@@ -319,8 +319,14 @@ out:
 static p2pt_status device_validate(struct p2pt_handle *h, struct p2pt_op *op,
                                    struct op_state *s)
 {
-    p2pt_status st = p2pt__validate_device_batch(h, &op->device);
+    struct p2pt_device_batch *b = &op->device;
+    p2pt_status st = p2pt__validate_device_batch(h, b);
     s->refused = st != P2PT_SUCCESS;
+    if (st == P2PT_SUCCESS && b->windows != NULL && b->windows->n_peer > 0) {
+        uint32_t link[P2PT_LINKS] = {0};
+        st = p2pt__route_link(h, s->t, b->device, link);
+        b->peer_cap = link[P2PT_LINK_PEER];
+    }
     return st;
 }
 
@@ -328,9 +334,16 @@ static p2pt_status device_describe(struct p2pt_handle *h, struct p2pt_op *op,
                                    const struct p2pt_transport *t, p2pt_choice *c)
 {
     (void)h;
+    const struct p2pt_device_batch *b = &op->device;
     c->transport = t->name;
     c->path = "batch";
-    c->device = op->device.device;
+    c->device = b->device;
+    size_t used = strlen(c->reason);
+    if (b->peer_cap != 0 && used < sizeof(c->reason))
+        snprintf(c->reason + used, sizeof(c->reason) - used,
+                 "; %d of the windows of device %d hold another GPU's memory, so at most %u "
+                 "CTAs (the table's 'link peer')",
+                 b->windows->n_peer, b->device, b->peer_cap);
     return P2PT_SUCCESS;
 }
 

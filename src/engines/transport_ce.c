@@ -76,13 +76,22 @@ static void warn_staged(struct p2pt_handle *h, const struct p2pt_request *r,
     uint64_t bit = 1ull << s->device;
     if (atomic_fetch_or(&cs->warned_pairs[r->device], bit) & bit)
         return;
-    P2PT_WARN(&h->log,
-              "copy between device %d (stream) and device %d (address %p) is not "
-              "peer-to-peer: device %d has no access to that memory, so the copy "
-              "engine stages it through host memory. Enable peer access "
-              "(cuCtxEnablePeerAccess, cuMemSetAccess or cuMemPoolSetAccess) for "
-              "NVLink speed. Logged once per device pair",
-              r->device, s->device, p, r->device);
+    if (s->opened_elsewhere)
+        P2PT_WARN(&h->log,
+                  "copy between device %d (stream) and memory opened in device %d's context "
+                  "(address %p, a CUDA IPC handle opened there): no kernel on device %d can "
+                  "reach it, so the copy engine moves it, at NVLink speed where peer access "
+                  "between the two devices is on (p2pt_peer_enable), else staged through "
+                  "host memory. Logged once per device pair",
+                  r->device, s->device, p, r->device);
+    else
+        P2PT_WARN(&h->log,
+                  "copy between device %d (stream) and device %d (address %p) is not "
+                  "peer-to-peer: device %d has no access to that memory, so the copy "
+                  "engine stages it through host memory. Enable peer access "
+                  "(cuCtxEnablePeerAccess, cuMemSetAccess or cuMemPoolSetAccess) for "
+                  "NVLink speed. Logged once per device pair",
+                  r->device, s->device, p, r->device);
 }
 
 static p2pt_status ce_copy(struct p2pt_handle *h, const struct p2pt_request *r)

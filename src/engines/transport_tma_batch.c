@@ -186,11 +186,17 @@ p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h, const struct p2pt
         memcpy(dev.window, b->windows->w, (size_t)b->windows->n * sizeof(dev.window[0]));
     }
     /* CTA 0 writes the status record; every other copies. The work is
-     * unknown until the kernel runs, so the grid is all the cap allows. */
+     * unknown until the kernel runs, so the grid is all the cap allows, or
+     * what a peer link needs where the windows hold peer memory. */
     unsigned grid = p2pt__kernel_grid(h, p2pt__tma_launch(h), m, P2PT_BATCH_CTAS_PER_SM);
+    const bool peer = b->peer_cap != 0 && b->peer_cap < grid;
+    grid = peer ? b->peer_cap : grid;
     grid = grid < 2 ? 2 : grid;
+    /* Capped for a link: without PDL, as host-link batches go (transport_tma_link.c). */
+    const struct p2pt_launch_settings ls =
+        peer ? p2pt__launch_narrowed(p2pt__tma_launch(h)) : *p2pt__tma_launch(h);
     void *params[] = {&dev};
-    P2PT_TRY(p2pt__kernel_launch(h, p2pt__tma_launch(h), m->fn[P2PT_BATCH_ENTRY_DEVICE], grid,
+    P2PT_TRY(p2pt__kernel_launch(h, &ls, m->fn[P2PT_BATCH_ENTRY_DEVICE], grid,
                                  P2PT_BATCH_THREADS, 0, stream, params));
     atomic_fetch_add_explicit(&p2pt__tma_counters(h)->batch_launches, 1, memory_order_relaxed);
 out:

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * TMA batches across the host link: a batch whose every piece has one side
- * in pinned host memory is bound by PCIe, not by the SMs. The router hands
- * it the CTAs that saturate the link in each direction (the table's `link`
- * lines, b->link); this file holds what the TMA engine does with them: how
- * many CTAs a launch then takes, whether the link kernel
- * (kernels/link_copy.cu) runs it, and how a dry run says so. The batch and
+ * TMA batches across links: a batch whose every piece has one side in
+ * pinned host memory is bound by PCIe, and one whose pieces go to or come
+ * from peer GPUs by NVLink, not by the SMs. The router hands it the CTAs
+ * that saturate each link (the table's `link` lines, b->link); this file
+ * holds what the TMA engine does with them: how many CTAs a launch then
+ * takes, whether the link kernel (kernels/link_copy.cu, host-to-GPU pieces
+ * only) runs it, and how a dry run says so. The batch and
  * ring files (transport_tma_batch.c, transport_tma_ring.c) apply it.
  */
 #include <stdio.h>
@@ -51,7 +52,8 @@ struct p2pt_launch_settings p2pt__tma_batch_launch(const struct p2pt_handle *h,
 bool p2pt__tma_link_kernel(const struct p2pt_batch *b)
 {
     return b->count > P2PT_BATCH_SMALL && p2pt__batch_link_cap(b) != 0 && b->skewed == 0 &&
-           (b->h2d == 0 || (P2PT_LINK_DIRS & 1)) && (b->d2h == 0 || (P2PT_LINK_DIRS & 2));
+           b->peer == 0 && (b->h2d == 0 || (P2PT_LINK_DIRS & 1)) &&
+           (b->d2h == 0 || (P2PT_LINK_DIRS & 2));
 }
 
 p2pt_status p2pt__tma_explain_batch(const struct p2pt_handle *h, struct p2pt_batch *b, char *why,
@@ -59,11 +61,16 @@ p2pt_status p2pt__tma_explain_batch(const struct p2pt_handle *h, struct p2pt_bat
 {
     p2pt_status st = p2pt__batch_scan(h, b, &p2pt__transport_tma, NULL, NULL);
     uint32_t cap = p2pt__batch_link_cap(b);
-    if (st == P2PT_SUCCESS && cap != 0 && len > 0)
+    if (st == P2PT_SUCCESS && cap != 0 && len > 0 && b->peer == 0)
         snprintf(why, len,
                  "; every piece crosses the host link (%zu h2d, %zu d2h), so at most %u CTAs "
                  "(the table's 'link' lines)%s",
                  b->h2d, b->d2h, cap,
                  p2pt__tma_link_kernel(b) ? ", through the link kernel (a warp a piece)" : "");
+    else if (st == P2PT_SUCCESS && cap != 0 && len > 0)
+        snprintf(why, len,
+                 "; every piece crosses a link (%zu to or from a peer GPU, %zu h2d, %zu d2h), "
+                 "so at most %u CTAs (the table's 'link' lines)",
+                 b->peer, b->h2d, b->d2h, cap);
     return st;
 }

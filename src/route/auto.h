@@ -7,6 +7,7 @@
 #define P2PT_AUTO_H
 
 #include "config.h"
+#include "request.h" /* P2PT_LINKS */
 
 struct p2pt_auto;
 struct p2pt_handle;
@@ -28,6 +29,6 @@ P2PT_INTERNAL p2pt_status p2pt__auto_check_machine(struct p2pt_handle *h);
  * architecture (looked up once per process and device), for policies
  * without a table of their own; auto reads the table the device uses. A
  * policy input: the router hands them to kernel engines. */
-P2PT_INTERNAL p2pt_status p2pt__auto_builtin_link_ctas(int device, uint32_t out[2]);
+P2PT_INTERNAL p2pt_status p2pt__auto_builtin_link_ctas(int device, uint32_t out[P2PT_LINKS]);
 
 #endif /* P2PT_AUTO_H */

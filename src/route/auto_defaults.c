@@ -32,7 +32,10 @@
  * contiguous copy alone and keep the GEMM's slowdown within that of a
  * copy-engine copy. More add no bandwidth and hold SMs the GEMM waits for.
  * Measured on an H100; the H200 table carries the same numbers, not yet
- * measured there.
+ * measured there. `link peer`: the CTAs a kernel moving only pieces to or
+ * from peer GPUs takes (bench/results/peer.md: scattered rows over NVLink
+ * reach about 0.90 of a contiguous copy-engine copy with 32 CTAs and 0.94
+ * with every SM; each SM moves at most about 11 GB/s to a peer).
  */
 static const char sm90_h100[] = "p2pt-auto 1\n"
                                 "arch sm_90\n"
@@ -56,7 +59,8 @@ static const char sm90_h100[] = "p2pt-auto 1\n"
                                 "batch d2h 0 tma\n"
                                 "batch d2h 128K ce\n"
                                 "link h2d 8\n"
-                                "link d2h 3\n";
+                                "link d2h 3\n"
+                                "link peer 32\n";
 
 static const char sm90_h200[] = "p2pt-auto 1\n"
                                 "arch sm_90\n"
@@ -75,7 +79,8 @@ static const char sm90_h200[] = "p2pt-auto 1\n"
                                 "batch d2h 0 tma\n"
                                 "batch d2h 128K ce\n"
                                 "link h2d 8\n"
-                                "link d2h 3\n";
+                                "link d2h 3\n"
+                                "link peer 32\n";
 
 /* The first entry of an architecture is its default (an sm_90 GPU that is
  * neither gets the H100's table). */

@@ -243,16 +243,18 @@ static p2pt_status read_item(struct parser *ps, struct p2pt_auto_table *t, const
         return read_band(ps, p, v, "batch", &t->batch, LAST_BATCH);
     }
     if (strcmp(item, "link") == 0) {
-        /* `link h2d|d2h CTAS`: the CTAs that saturate the host link. */
-        if (v == NULL || (path != P2PT_AUTO_H2D && path != P2PT_AUTO_D2H))
-            return bad(ps, "link direction (got '%s'; expected h2d or d2h)", v ? v : "");
+        /* `link h2d|d2h|peer CTAS`: the CTAs that saturate the host link
+         * each way, or a peer link. */
+        const bool peer = v != NULL && strcmp(v, "peer") == 0;
+        if (v == NULL || (!peer && path != P2PT_AUTO_H2D && path != P2PT_AUTO_D2H))
+            return bad(ps, "link direction (got '%s'; expected h2d, d2h or peer)", v ? v : "");
         const char *n = token(p);
         char *end = NULL;
         unsigned long c = n ? strtoul(n, &end, 10) : 0;
         if (n == NULL || *end != '\0' || !isdigit((unsigned char)*n) || c < 1 || c > 4096)
             return bad(ps, "link %s CTAs (got '%s'; expected an integer from 1 to 4096)", v,
                        n ? n : "");
-        t->link[P2PT_AUTO_HOST_INDEX(path)] = (uint32_t)c;
+        t->link[peer ? P2PT_LINK_PEER : P2PT_AUTO_HOST_INDEX(path)] = (uint32_t)c;
         return no_more(ps, p, "the CTA count");
     }
     if (strcmp(item, "copy") != 0 && strcmp(item, "graph") != 0)
@@ -428,5 +430,7 @@ size_t p2pt__auto_table_format(const struct p2pt_auto_table *t, const char *cons
     for (int i = 0; i < P2PT_AUTO_HOST_PATHS; i++)
         if (t->link[i] != 0)
             emit(&s, "link %s %u\n", p2pt__auto_path_names[P2PT_AUTO_H2D + i], t->link[i]);
+    if (t->link[P2PT_LINK_PEER] != 0)
+        emit(&s, "link peer %u\n", t->link[P2PT_LINK_PEER]);
     return s.used;
 }

@@ -30,9 +30,10 @@
  *     batch h2d 0 tma              optional: batches whose first piece with
  *     batch d2h 0 tma              bytes is h2d (d2h); absent = batch's
  *     link h2d 8                   optional: the CTAs that saturate the
- *     link d2h 2                   host link in each direction; a kernel
- *                                  moving only pinned-host pieces launches
- *                                  no more (absent: no cap)
+ *     link d2h 2                   host link in each direction, and a peer
+ *     link peer 32                 link; a kernel moving only pieces that
+ *                                  cross such links launches no more
+ *                                  (absent: no cap)
  *
  * A list's first band starts at 0 and each next one at a larger size (a
  * decimal number with an optional K, M or G suffix, binary). Sizes from a
@@ -44,6 +45,7 @@
 #define P2PT_AUTO_TABLE_H
 
 #include "common.h"
+#include "request.h" /* P2PT_LINK_*, the links a table caps */
 
 #define P2PT_AUTO_FORMAT 1          /* the version `p2pt-auto` must give */
 #define P2PT_AUTO_MAX_BANDS 16      /* bands per list */
@@ -90,8 +92,10 @@ struct p2pt_auto_table {
     struct p2pt_auto_list batch;                  /* required */
     /* `batch h2d`, `batch d2h`; n == 0: use batch */
     struct p2pt_auto_list host_batch[P2PT_AUTO_HOST_PATHS];
-    /* `link h2d`, `link d2h`: CTAs that saturate the host link; 0: no cap */
-    uint32_t link[P2PT_AUTO_HOST_PATHS];
+    /* `link h2d`, `link d2h`: CTAs that saturate the host link; `link
+     * peer`: a peer link (NVLink); 0: no cap. Indexed as request.h's
+     * P2PT_LINK_* */
+    uint32_t link[P2PT_LINKS];
 };
 
 /*

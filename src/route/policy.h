@@ -56,7 +56,7 @@ struct p2pt_policy {
     /* The CTAs that saturate the host link of `device` in each direction
      * ({h2d, d2h}; 0: no cap): the router hands them to kernel engines for
      * work that crosses that link. */
-    p2pt_status (*link_ctas)(struct p2pt_handle *h, int device, uint32_t out[2]);
+    p2pt_status (*link_ctas)(struct p2pt_handle *h, int device, uint32_t out[P2PT_LINKS]);
     /* p2pt_prepare: every engine this policy may choose on `device`. */
     p2pt_status (*prepare)(struct p2pt_handle *h, int device);
 };

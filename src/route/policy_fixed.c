@@ -68,7 +68,7 @@ static p2pt_status fixed_device_batch(struct p2pt_handle *h, const char *fn,
     return P2PT_SUCCESS;
 }
 
-static p2pt_status fixed_link_ctas(struct p2pt_handle *h, int device, uint32_t out[2])
+static p2pt_status fixed_link_ctas(struct p2pt_handle *h, int device, uint32_t out[P2PT_LINKS])
 {
     (void)h;
     return p2pt__auto_builtin_link_ctas(device, out);

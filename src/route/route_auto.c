@@ -213,11 +213,12 @@ out:
     return st;
 }
 
-/* Per process and device: the built-in table's link CTAs, h2d in the high
- * half and d2h in the low, with bit 63 set once known. */
+/* Per process and device: the built-in table's link CTAs, 20 bits each
+ * (h2d, d2h, peer from the low end; a table caps them at 4096), with bit
+ * 63 set once known. */
 static _Atomic uint64_t builtin_link[P2PT_MAX_DEVICES];
 
-p2pt_status p2pt__auto_builtin_link_ctas(int ordinal, uint32_t out[2])
+p2pt_status p2pt__auto_builtin_link_ctas(int ordinal, uint32_t out[P2PT_LINKS])
 {
     p2pt_status st = P2PT_SUCCESS;
     char name[96] = "";
@@ -227,12 +228,10 @@ p2pt_status p2pt__auto_builtin_link_ctas(int ordinal, uint32_t out[2])
     bool cached = ordinal >= 0 && ordinal < P2PT_MAX_DEVICES;
     uint64_t v = cached ? atomic_load_explicit(&builtin_link[ordinal], memory_order_relaxed) : 0;
 
-    out[0] = out[1] = 0;
-    if (v >> 63) {
-        out[0] = (uint32_t)(v >> 32) & 0x7fffffffu;
-        out[1] = (uint32_t)v;
+    for (int i = 0; i < P2PT_LINKS; i++)
+        out[i] = v >> 63 ? (uint32_t)(v >> (20 * i)) & 0xfffffu : 0;
+    if (v >> 63)
         return P2PT_SUCCESS;
-    }
     P2PT_TRY(device_facts(ordinal, &cc, name, (int)sizeof(name)));
     const struct p2pt_auto_builtin *b = p2pt__auto_builtin_for(cc, name);
     if (b != NULL) {
@@ -243,25 +242,27 @@ p2pt_status p2pt__auto_builtin_link_ctas(int ordinal, uint32_t out[2])
         int n = p2pt__engine_names(engines, P2PT_MAX_TRANSPORTS);
         P2PT_TRY(p2pt__auto_table_parse(b->text, strlen(b->text), "built-in table", engines, n,
                                         t));
-        out[0] = t->link[0];
-        out[1] = t->link[1];
+        for (int i = 0; i < P2PT_LINKS; i++)
+            out[i] = t->link[i];
     }
-    if (cached)
-        atomic_store_explicit(&builtin_link[ordinal],
-                              1ull << 63 | (uint64_t)out[0] << 32 | out[1],
-                              memory_order_relaxed);
+    if (cached) {
+        v = 1ull << 63;
+        for (int i = 0; i < P2PT_LINKS; i++)
+            v |= (uint64_t)out[i] << (20 * i);
+        atomic_store_explicit(&builtin_link[ordinal], v, memory_order_relaxed);
+    }
 out:
     free(t);
     return st;
 }
 
-static p2pt_status auto_link_ctas(struct p2pt_handle *h, int device, uint32_t out[2])
+static p2pt_status auto_link_ctas(struct p2pt_handle *h, int device, uint32_t out[P2PT_LINKS])
 {
     p2pt_status st = P2PT_SUCCESS;
-    const struct p2pt_auto_table *t = NULL;
-    P2PT_TRY(device_table(h, device, &t));
-    out[0] = t->link[0];
-    out[1] = t->link[1];
+    const struct p2pt_auto_table *tab = NULL;
+    P2PT_TRY(device_table(h, device, &tab));
+    for (int i = 0; i < P2PT_LINKS; i++)
+        out[i] = tab->link[i];
 out:
     return st;
 }
@@ -295,6 +296,30 @@ static int table_path(const struct p2pt_request *r)
     return dir < 0 ? -1 : P2PT_AUTO_H2D + dir - P2PT_LINK_H2D;
 }
 
+/* Memory only the copy engine moves (P2PT_REACH_UNMAPPED: another
+ * device's memory not mapped for the stream's, such as a CUDA IPC handle
+ * opened in another device's context) goes to it, whatever the table says:
+ * a kernel cannot touch it, and the driver moves it at the speed it gives.
+ * Says so into why. */
+static bool ce_only(const struct p2pt_side *dst, const struct p2pt_side *src, int device,
+                    char *why, size_t len)
+{
+    const struct p2pt_side *s = dst->reach == P2PT_REACH_UNMAPPED ? dst
+                                : src->reach == P2PT_REACH_UNMAPPED ? src
+                                                                    : NULL;
+    if (s == NULL)
+        return false;
+    if (why)
+        snprintf(why, len, "auto: %s is memory of device %d %s, not mapped for device %d, where "
+                           "the stream runs: no kernel there can reach it, and the copy engine "
+                           "moves it: %s",
+                 s == dst ? "dst" : "src", s->device,
+                 s->opened_elsewhere ? "opened in its own context (a CUDA IPC handle)"
+                                     : "without peer access",
+                 device, p2pt__fallback_engine()->name);
+    return true;
+}
+
 /* The table's engine for a resolved copy; the router applies its can_copy
  * and the fallback. A path without a list (the rest of `other`, or h2d and
  * d2h in a table without them) goes to the fallback engine, which stages
@@ -308,6 +333,10 @@ static p2pt_status auto_copy(struct p2pt_handle *h, const struct p2pt_request *r
     char band[160] = "", size[24], name[16];
     int p = table_path(r);
 
+    if (ce_only(&r->dst_side, &r->src_side, r->device, why, len)) {
+        *t = p2pt__fallback_engine();
+        return P2PT_SUCCESS;
+    }
     if (p >= 0)
         P2PT_TRY(device_table(h, r->device, &tab));
     if (p < 0 || tab->copy[p].n == 0) {
@@ -371,6 +400,22 @@ static p2pt_status auto_batch(struct p2pt_handle *h, struct p2pt_batch *b,
     char band[160], mean[24], first[96] = "", name[16] = "batch";
     int p = -1;
 
+    /* A piece only the copy engine moves, the first (resolved for routing)
+     * or one the pass of a kernel engine found (b->unmapped). */
+    b->reroute_unmapped = false;
+    const bool by_first = b->first.bytes != 0 &&
+                       ce_only(&b->first.dst_side, &b->first.src_side, b->device, why, len);
+    if (by_first || b->unmapped) {
+        *t = p2pt__fallback_engine();
+        b->mean_lo = b->mean_hi = 0;
+        if (why && !by_first)
+            snprintf(why, len, "auto: a piece of the batch is memory of another device not "
+                               "mapped for device %d, where the stream runs (a CUDA IPC handle "
+                               "opened in another context, or no peer access): no kernel there "
+                               "can reach it, and the copy engine moves it: %s",
+                     b->device, (*t)->name);
+        return P2PT_SUCCESS;
+    }
     P2PT_TRY(device_table(h, b->device, &tab));
     if (tab->host_batch[0].n != 0 || tab->host_batch[1].n != 0)
         p = batch_path(b);
@@ -392,6 +437,8 @@ static p2pt_status auto_batch(struct p2pt_handle *h, struct p2pt_batch *b,
     const uint32_t at = p2pt__auto_band_of(l, m);
     *t = p2pt__transport_at((int)l->band[at].engine);
     b->mean_lo = b->mean_hi = 0;
+    /* A later piece that a kernel cannot reach sends the batch back here. */
+    b->reroute_unmapped = ((*t)->caps & P2PT_CAP_STAGED) == 0;
     if (!sums) {
         /* The band of the guess, widened over neighbours with the same engine. */
         uint32_t lo = at, hi = at + 1;

@@ -131,9 +131,10 @@ p2pt_status p2pt__route_batch(struct p2pt_handle *h, struct p2pt_batch *b,
 }
 
 p2pt_status p2pt__route_link(struct p2pt_handle *h, const struct p2pt_transport *t, int device,
-                             uint32_t link[2])
+                             uint32_t link[P2PT_LINKS])
 {
-    link[0] = link[1] = 0;
+    for (int i = 0; i < P2PT_LINKS; i++)
+        link[i] = 0;
     if (!runs_kernels(t) || h->policy->link_ctas == NULL)
         return P2PT_SUCCESS;
     return h->policy->link_ctas(h, device, link);

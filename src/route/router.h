@@ -49,6 +49,6 @@ P2PT_INTERNAL p2pt_status p2pt__route_device_batch(struct p2pt_handle *h, const 
 /* For a kernel engine `t`: the CTAs that saturate the host link of `device`,
  * {h2d, d2h} (0: no cap); {0, 0} for an engine without kernels. */
 P2PT_INTERNAL p2pt_status p2pt__route_link(struct p2pt_handle *h, const struct p2pt_transport *t,
-                                           int device, uint32_t link[2]);
+                                           int device, uint32_t link[P2PT_LINKS]);
 
 #endif /* P2PT_ROUTER_H */

@@ -34,6 +34,12 @@ struct p2pt_batch {
      * batch of equal pieces is read once, and any batch goes where its mean
      * says. mean_hi 0: no guess to check. */
     uint64_t mean_lo, mean_hi;
+    /* Set by a policy that would rather route again than refuse (auto):
+     * a piece with a side that only the copy engine moves
+     * (p2pt__reach_ce_only) ends a kernel engine's pass with
+     * P2PT__ROUTE_AGAIN and sets `unmapped`, before anything is enqueued. */
+    bool reroute_unmapped;
+    bool unmapped;
     CUstream stream;
     CUcontext ctx;
     int device; /* the stream's device */
@@ -47,15 +53,16 @@ struct p2pt_batch {
     size_t pieces;  /* those with bytes > 0 */
     uint64_t bytes; /* their payload */
     /* Of those, the pieces between pinned host memory and the stream's
-     * device, by direction (found when link[] is set or the facts are
-     * needed anyway). */
-    size_t h2d, d2h;
+     * device, by direction, and those across a peer link (found when
+     * link[] is set or the facts are needed anyway). */
+    size_t h2d, d2h, peer;
     size_t skewed;  /* pieces whose dst and src differ modulo 16 */
     unsigned passes; /* passes over the descriptors so far, whoever made them */
     /* Set by the router for a kernel engine: the CTAs that saturate the
-     * host link, h2d and d2h (0: no cap). A launch whose pieces all cross
-     * it takes no more. */
-    uint32_t link[2];
+     * host link, h2d and d2h, and a peer link (0: no cap), indexed by
+     * P2PT_LINK_*. A launch whose pieces all cross such links takes no
+     * more. */
+    uint32_t link[P2PT_LINKS];
 };
 
 /* Piece i of `b`, wherever it is kept. */
@@ -65,21 +72,28 @@ static inline p2pt_copy_desc p2pt__batch_piece(const struct p2pt_batch *b, size_
 }
 
 /* What a pass returns when the batch's mean piece size is outside the
- * guess its engine was chosen for (mean_lo, mean_hi): not an error, and
- * never returned by an entry point. */
+ * guess its engine was chosen for (mean_lo, mean_hi), or it found a piece
+ * only the copy engine moves (reroute_unmapped): not an error, and never
+ * returned by an entry point. */
 #define P2PT__ROUTE_AGAIN ((p2pt_status)0x100)
 
-/* The most CTAs a kernel moving batch `b` may use for its link: when every
- * piece crosses the host link, the link's CTAs (the larger of the two when
- * both directions are there); else no cap (0). */
+/* The most CTAs a kernel moving batch `b` may use for its links: when
+ * every piece crosses a link (the host link either way, or a peer link),
+ * the largest cap of the links its pieces cross; else, or where one of
+ * those links has no cap, no cap (0). */
 static inline uint32_t p2pt__batch_link_cap(const struct p2pt_batch *b)
 {
-    if (b->pieces == 0 || b->h2d + b->d2h != b->pieces)
+    const size_t n[P2PT_LINKS] = {b->h2d, b->d2h, b->peer};
+    if (b->pieces == 0 || n[0] + n[1] + n[2] != b->pieces)
         return 0;
-    uint32_t up = b->h2d ? b->link[0] : 0, down = b->d2h ? b->link[1] : 0;
-    if ((b->h2d && up == 0) || (b->d2h && down == 0))
-        return 0;
-    return up > down ? up : down;
+    uint32_t cap = 0;
+    for (int i = 0; i < P2PT_LINKS; i++) {
+        if (n[i] != 0 && b->link[i] == 0)
+            return 0;
+        if (n[i] != 0 && b->link[i] > cap)
+            cap = b->link[i];
+    }
+    return cap;
 }
 
 /* Blocks moved by a mapping in GPU memory (p2pt_copy_blocks_device_async):
@@ -108,6 +122,11 @@ struct p2pt_device_batch {
     CUcontext ctx;
     int device;
     const struct p2pt_window_set *windows; /* for `device`; NULL: none */
+    /* Set by the pipeline where the windows hold another GPU's memory: the
+     * CTAs a peer link needs (the policy's `link peer`; 0: no cap). The
+     * pieces are unknown until the kernel runs, so the windows stand for
+     * them: a batch that may cross NVLink takes what the link needs. */
+    uint32_t peer_cap;
 };
 
 /* Most descriptors one device batch may declare (max_count). */

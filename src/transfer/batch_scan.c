@@ -25,7 +25,7 @@
 #include "validate.h"
 
 struct scan_out {
-    size_t pieces, dir[2], skewed;
+    size_t pieces, dir[P2PT_LINKS], skewed;
     uint64_t bytes, tiles;
 };
 
@@ -45,7 +45,7 @@ struct scan_ctx {
 };
 
 /* The facts of a piece, or of a run of pieces that share them (a layer of
- * blocks): its host-link direction and the bounds of the windows or
+ * blocks): the link it crosses (P2PT_LINK_*, -1 none) and the bounds of the windows or
  * allocations its sides lie in (dhi 0: a range the driver does not
  * report). */
 struct run_facts {
@@ -53,11 +53,14 @@ struct run_facts {
     uint64_t dlo, dhi, slo, shi;
 };
 
-/* Which host-link direction a piece's two sides make: 0 h2d, 1 d2h, -1
- * neither (device memory on both sides, or memory the device cannot map). */
-static inline int link_dir(bool dst_host, bool src_host)
+/* Which link a piece between two windows crosses: the host link's way when
+ * one side is pinned host memory (h2d, d2h), else a peer link when a side
+ * is another GPU's memory, else none (-1). */
+static inline int window_link(const struct p2pt_window_set *ws, int d, int s)
 {
-    return src_host == dst_host ? -1 : src_host ? 0 : 1;
+    if (ws->host[d] != ws->host[s])
+        return ws->host[s] ? P2PT_LINK_H2D : P2PT_LINK_D2H;
+    return !ws->host[d] && (ws->peer[d] || ws->peer[s]) ? P2PT_LINK_PEER : -1;
 }
 
 /* Both [d, +dn) and [s, +sn) inside registered windows: their facts. */
@@ -69,7 +72,7 @@ static inline bool window_facts(struct scan_ctx *c, uintptr_t d, uint64_t dn, ui
         !p2pt__window_holds(ws, s, sn, &c->src_hint))
         return false;
     /* A window lies inside one allocation: its range bounds a run. */
-    f->dir = link_dir(ws->host[c->dst_hint], ws->host[c->src_hint]);
+    f->dir = window_link(ws, c->dst_hint, c->src_hint);
     f->dlo = ws->w[c->dst_hint].base, f->dhi = ws->w[c->dst_hint].end;
     f->slo = ws->w[c->src_hint].base, f->shi = ws->w[c->src_hint].end;
     return true;
@@ -80,7 +83,7 @@ static inline bool window_facts(struct scan_ctx *c, uintptr_t d, uint64_t dn, ui
 static inline void side_facts(const struct p2pt_side *d, const struct p2pt_side *s, int device,
                               struct run_facts *f)
 {
-    f->dir = p2pt__link_dir(d, s, device);
+    f->dir = p2pt__piece_link(d, s, device);
     f->dlo = d->start, f->dhi = d->start + d->size;
     f->slo = s->start, f->shi = s->start + s->size;
 }
@@ -328,7 +331,7 @@ static p2pt_status scan(const struct p2pt_handle *h, struct p2pt_batch *b,
                          h->cfg.fallback,
                          &memo, out,
                          groups, -1, -1, {-1, -1}};
-    struct scan_out o = {0, {0, 0}, 0, 0, 0};
+    struct scan_out o = {0, {0, 0, 0}, 0, 0, 0};
     p2pt_status st;
     p2pt__memo_init(&memo, b->device);
     /* The first piece's sides, found while routing (auto): their
@@ -346,6 +349,8 @@ static p2pt_status scan(const struct p2pt_handle *h, struct p2pt_batch *b,
         st = out ? scan_loop(&c, true, true, false, &o) : scan_loop(&c, true, false, false, &o);
     else
         st = out ? scan_loop(&c, false, true, false, &o) : scan_loop(&c, false, false, false, &o);
+    if (st == P2PT__ROUTE_AGAIN)
+        b->unmapped = true; /* a piece only the copy engine moves */
     if (st == P2PT_SUCCESS && b->mean_hi != 0 && o.pieces != 0) {
         const uint64_t mean = o.bytes / o.pieces;
         if (mean < b->mean_lo || mean >= b->mean_hi)
@@ -355,8 +360,9 @@ static p2pt_status scan(const struct p2pt_handle *h, struct p2pt_batch *b,
     b->passes++;
     b->refused = st != P2PT_SUCCESS && st != P2PT__ROUTE_AGAIN;
     b->pieces = o.pieces;
-    b->h2d = o.dir[0];
-    b->d2h = o.dir[1];
+    b->h2d = o.dir[P2PT_LINK_H2D];
+    b->d2h = o.dir[P2PT_LINK_D2H];
+    b->peer = o.dir[P2PT_LINK_PEER];
     b->skewed = o.skewed;
     b->bytes = o.bytes;
     if (tiles != NULL)
@@ -368,8 +374,10 @@ p2pt_status p2pt__batch_scan(const struct p2pt_handle *h, struct p2pt_batch *b,
                              const struct p2pt_transport *t, struct p2pt_batch_desc *out,
                              uint64_t *tiles)
 {
-    /* A kernel engine with a link cap to apply needs each piece's direction. */
-    const bool classify = t != NULL && (b->link[0] != 0 || b->link[1] != 0);
+    /* A kernel engine with a link cap to apply needs each piece's link. */
+    bool classify = false;
+    for (int i = 0; i < P2PT_LINKS; i++)
+        classify = classify || (t != NULL && b->link[i] != 0);
     return scan(h, b, t, classify, out, tiles, NULL);
 }
 

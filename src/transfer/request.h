@@ -23,18 +23,36 @@ enum p2pt_path {
     P2PT_PATH_OTHER, /* host memory, or both sides elsewhere */
 };
 
-/* Can the stream's device reach one side? */
+/* Can the stream's device reach one side? docs/IMPORTED_MEMORY.md has what
+ * the driver answers for each kind of memory and which engine moves it. */
 enum p2pt_reach {
     P2PT_REACH_MAPPED,        /* device or pinned host memory mapped here */
     P2PT_REACH_NOT_CUDA,      /* memory CUDA does not know (pageable host) */
-    P2PT_REACH_UNMAPPED,      /* another device's memory not mapped here */
-    P2PT_REACH_UNMAPPED_POOL, /* pool memory without an access grant here */
+    P2PT_REACH_UNMAPPED,      /* another device's memory not mapped here, which
+                                 the copy engine still moves (staged through
+                                 the host, or through the context that opened
+                                 it); a kernel here cannot */
+    P2PT_REACH_UNMAPPED_POOL, /* pool memory without an access grant here: no
+                                 engine moves it */
+    P2PT_REACH_NO_ACCESS,     /* VMM memory without access for this device
+                                 (cuMemSetAccess): no engine moves it */
 };
+
+/* Reach that only the copy engine has: not memory a kernel on the stream's
+ * device can touch, yet memory the driver's copies move. */
+static inline bool p2pt__reach_ce_only(enum p2pt_reach r)
+{
+    return r == P2PT_REACH_NOT_CUDA || r == P2PT_REACH_UNMAPPED;
+}
 
 struct p2pt_side {
     int device;            /* ordinal; -1 for host memory or unknown */
     enum p2pt_reach reach;
     bool host;             /* pinned host memory (CUDA knows it as host memory) */
+    /* P2PT_REACH_UNMAPPED memory that a CUDA IPC handle opened in another
+     * device's context (cuIpcOpenMemHandle there: legacy IPC memory that is
+     * not itself exportable): peer access does not map it here. */
+    bool opened_elsewhere;
     /* The allocation holding the address, as the driver reports it; size 0
      * for memory CUDA does not know. */
     uint64_t start, size;
@@ -47,10 +65,13 @@ static inline bool p2pt__side_mapped_host(const struct p2pt_side *s)
     return s->host && s->reach == P2PT_REACH_MAPPED;
 }
 
+/* The links a piece may cross, whose CTAs the policy caps (the table's
+ * `link` lines): the host link each way, and a peer link (NVLink). */
+enum { P2PT_LINK_H2D, P2PT_LINK_D2H, P2PT_LINK_PEER, P2PT_LINKS };
+
 /* Which way a piece with these sides crosses the host link of `device`
  * (the stream's): 0 h2d (pinned host memory to the device), 1 d2h, -1
  * neither. auto's h2d and d2h lists and the host-link CTAs both read it. */
-enum { P2PT_LINK_H2D, P2PT_LINK_D2H };
 static inline int p2pt__link_dir(const struct p2pt_side *dst, const struct p2pt_side *src,
                                  int device)
 {
@@ -59,6 +80,22 @@ static inline int p2pt__link_dir(const struct p2pt_side *dst, const struct p2pt_
     if (p2pt__side_mapped_host(dst) && src->device == device)
         return P2PT_LINK_D2H;
     return -1;
+}
+
+/* The link a piece with these sides crosses, seen from `device`: the host
+ * link's way (p2pt__link_dir), else P2PT_LINK_PEER when a side is device
+ * memory of another GPU mapped here, else -1 (a local piece, or memory no
+ * kernel reaches). The batch's link caps read it. */
+static inline int p2pt__piece_link(const struct p2pt_side *dst, const struct p2pt_side *src,
+                                   int device)
+{
+    int dir = p2pt__link_dir(dst, src, device);
+    if (dir >= 0)
+        return dir;
+    const bool mapped = dst->reach == P2PT_REACH_MAPPED && src->reach == P2PT_REACH_MAPPED;
+    const bool peer = (dst->device >= 0 && dst->device != device) ||
+                      (src->device >= 0 && src->device != device);
+    return mapped && peer ? P2PT_LINK_PEER : -1;
 }
 
 struct p2pt_request {
@@ -89,6 +126,12 @@ P2PT_INTERNAL void p2pt__stream_leave(bool pushed);
 /* Where `p` lives and whether device `stream_dev` reaches it, as the
  * current context (the stream's, made current by the caller) sees it. */
 P2PT_INTERNAL p2pt_status p2pt__locate(const void *p, int stream_dev, struct p2pt_side *side);
+/* Status 4 for side `s` (at `p`, named `what`), which a kernel on `device`
+ * cannot reach, naming why and the remedy; `ce` names the engine that moves
+ * it anyway (NULL: say nothing of one). */
+P2PT_INTERNAL p2pt_status p2pt__unreachable(const char *what, const void *p,
+                                            const struct p2pt_side *s, int device,
+                                            const char *ce);
 /* [p, p + bytes) must be memory device `device` reaches (its context
  * current) and lie inside one allocation: P2PT_INVALID_ARGUMENT naming
  * `what` otherwise. For ranges a kernel will touch without per-copy checks

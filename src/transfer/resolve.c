@@ -43,12 +43,19 @@ p2pt_status p2pt__locate(const void *p, int stream_dev, struct p2pt_side *side)
     side->start = mem_type != 0 && start <= dp && dp - start < size ? (uint64_t)start : 0;
     side->size = side->start != 0 ? (uint64_t)size : 0;
     side->reach = P2PT_REACH_MAPPED;
+    side->opened_elsewhere = false;
     if (mem_type == 0) {
         side->reach = P2PT_REACH_NOT_CUDA;
         goto out;
     }
-    bool reachable = access != CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE;
-    if (reachable && mem_type == CU_MEMORYTYPE_DEVICE && ordinal != stream_dev) {
+    if (mem_type == CU_MEMORYTYPE_DEVICE && access == CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE) {
+        /* VMM memory mapped without access for this device: the driver's
+         * copies refuse it too (CUDA_ERROR_INVALID_VALUE, seen on H100). */
+        side->reach = P2PT_REACH_NO_ACCESS;
+        goto out;
+    }
+    bool reachable = true;
+    if (mem_type == CU_MEMORYTYPE_DEVICE && ordinal != stream_dev) {
         /* ACCESS_FLAGS reads "read-write" for peer memory whether or not it
          * is mapped here (seen on H200, driver 580, for cuMemAlloc and pool
          * memory); asking for the pointer through which this context would
@@ -67,14 +74,73 @@ p2pt_status p2pt__locate(const void *p, int stream_dev, struct p2pt_side *side)
     side->reach = P2PT_REACH_UNMAPPED;
     /* The copy engine stages unmapped cuMemAlloc memory through the host,
      * but refuses pool memory the stream's device has no access to
-     * (CUDA_ERROR_INVALID_VALUE, seen on H200). */
+     * (CUDA_ERROR_INVALID_VALUE, seen on H200 and H100). */
     CUmemoryPool pool = NULL;
     if (p2pt__cu.cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, dp) ==
             CUDA_SUCCESS &&
-        pool != NULL)
+        pool != NULL) {
         side->reach = P2PT_REACH_UNMAPPED_POOL;
+        goto out;
+    }
+    /* A legacy IPC handle opened in another device's context: that context
+     * owns the mapping, and the memory is not exportable again, where the
+     * owner's own cuMemAlloc memory is (seen on H100, driver 580). Only the
+     * message depends on it. */
+    int exportable = 1;
+    CUcontext owner = NULL;
+    CUpointer_attribute more[] = {CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+                                  CU_POINTER_ATTRIBUTE_CONTEXT};
+    void *more_data[] = {&exportable, &owner};
+    if (p2pt__cu.cuPointerGetAttributes(2, more, more_data, dp) == CUDA_SUCCESS)
+        side->opened_elsewhere = !exportable && owner != NULL;
 out:
     return st;
+}
+
+p2pt_status p2pt__unreachable(const char *what, const void *p, const struct p2pt_side *s,
+                              int device, const char *ce)
+{
+    char moves[96] = "";
+    if (ce != NULL)
+        snprintf(moves, sizeof(moves), ", or let the copy engine move it (P2P_TRANSPORT=%s or auto)",
+                 ce);
+    switch (s->reach) {
+    case P2PT_REACH_MAPPED:
+        break;
+    case P2PT_REACH_NOT_CUDA:
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s %p is not memory CUDA knows (pageable host memory?): a kernel "
+                          "on device %d needs device memory or pinned, mapped host memory "
+                          "(cuMemHostRegister)%s",
+                          what, p, device, moves);
+    case P2PT_REACH_UNMAPPED_POOL:
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s %p is memory-pool memory of device %d that device %d, "
+                          "where the stream runs, has no access to: grant it with "
+                          "cuMemPoolSetAccess",
+                          what, p, s->device, device);
+    case P2PT_REACH_NO_ACCESS:
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s %p is memory of device %d mapped without access for device %d, "
+                          "where the stream runs (a VMM mapping): grant it with "
+                          "cuMemSetAccess for device %d; no engine moves it before",
+                          what, p, s->device, device, device);
+    case P2PT_REACH_UNMAPPED:
+        if (s->opened_elsewhere)
+            return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                              "%s %p was opened in device %d's context (a CUDA IPC handle, "
+                              "cuIpcOpenMemHandle there), not mapped for device %d, where the "
+                              "stream runs: no kernel on device %d can reach it, peer access "
+                              "or not. Open the handle with device %d's context current "
+                              "(cudaSetDevice(%d) before cudaIpcOpenMemHandle)%s",
+                              what, p, s->device, device, device, device, device, moves);
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s %p (device %d) is not mapped for device %d, where the stream "
+                          "runs: enable peer access first (p2pt_peer_enable, "
+                          "cuCtxEnablePeerAccess, cuMemSetAccess or cuMemPoolSetAccess)%s",
+                          what, p, s->device, device, moves);
+    }
+    return p2pt__fail(P2PT_INTERNAL_ERROR, "unknown reach %d", (int)s->reach);
 }
 
 p2pt_status p2pt__stream_enter(CUstream stream, CUcontext *ctx, int *device, bool *pushed)
@@ -197,13 +263,7 @@ p2pt_status p2pt__check_range(const char *what, const void *p, size_t bytes, int
     if (found != NULL)
         *found = side;
     if (side.reach != P2PT_REACH_MAPPED) {
-        st = p2pt__fail(P2PT_INVALID_ARGUMENT,
-                        "%s %p is %s for device %d: it must be device memory, peer memory "
-                        "mapped there (cuCtxEnablePeerAccess, cuMemSetAccess, "
-                        "cuMemPoolSetAccess) or pinned host memory",
-                        what, p,
-                        side.reach == P2PT_REACH_NOT_CUDA ? "not memory CUDA knows" : "not mapped",
-                        device);
+        st = p2pt__unreachable(what, p, &side, device, NULL);
         goto out;
     }
     start = (CUdeviceptr)side.start;

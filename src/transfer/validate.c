@@ -17,38 +17,18 @@
 #include "validate.h"
 
 /* `fallback` is the engine that runs any request, which the remedy names
- * (the handle's configuration has it from the registry). */
+ * (the handle's configuration has it from the registry). Memory only the
+ * copy engine moves passes for an engine that stages (P2PT_CAP_STAGED); no
+ * engine moves pool or VMM memory without an access grant. */
 static p2pt_status refuse_side(const struct p2pt_request *r, const struct p2pt_side *s,
                                const char *name, const void *p, const struct p2pt_transport *t,
                                const char *fallback)
 {
-    const bool staged_ok = (t->caps & P2PT_CAP_STAGED) != 0;
-    switch (s->reach) {
-    case P2PT_REACH_MAPPED:
+    if (s->reach == P2PT_REACH_MAPPED ||
+        (p2pt__reach_ce_only(s->reach) && (t->caps & P2PT_CAP_STAGED) != 0))
         return P2PT_SUCCESS;
-    case P2PT_REACH_UNMAPPED_POOL:
-        return p2pt__fail(P2PT_INVALID_ARGUMENT,
-                          "%s %p is memory-pool memory of device %d that device %d, "
-                          "where the stream runs, has no access to: grant it with "
-                          "cuMemPoolSetAccess",
-                          name, p, s->device, r->device);
-    case P2PT_REACH_NOT_CUDA:
-        if (staged_ok)
-            return P2PT_SUCCESS;
-        return p2pt__fail(P2PT_INVALID_ARGUMENT,
-                          "%s %p is not memory CUDA knows (pageable host memory?): the "
-                          "%s transport needs device memory or pinned, mapped host memory",
-                          name, p, t->name);
-    case P2PT_REACH_UNMAPPED:
-        if (staged_ok)
-            return P2PT_SUCCESS;
-        return p2pt__fail(P2PT_INVALID_ARGUMENT,
-                          "%s %p (device %d) is not mapped for device %d, where the "
-                          "stream runs: enable access first (cuCtxEnablePeerAccess, "
-                          "cuMemSetAccess or cuMemPoolSetAccess), or use P2P_TRANSPORT=%s",
-                          name, p, s->device, r->device, fallback);
-    }
-    return p2pt__fail(P2PT_INTERNAL_ERROR, "unknown reach %d", (int)s->reach);
+    return p2pt__unreachable(name, p, s, r->device,
+                             p2pt__reach_ce_only(s->reach) ? fallback : NULL);
 }
 
 p2pt_status p2pt__refuse(const struct p2pt_request *r, const struct p2pt_transport *t,
@@ -85,6 +65,9 @@ p2pt_status p2pt__piece_facts(const struct p2pt_batch *b, size_t i,
                            (unsigned long long)d->bytes, (void *)(uintptr_t)sides[k]->start,
                            (unsigned long long)sides[k]->size),
                 b, i);
+    if (b->reroute_unmapped && (t->caps & P2PT_CAP_STAGED) == 0 &&
+        (dst->reach == P2PT_REACH_UNMAPPED || src->reach == P2PT_REACH_UNMAPPED))
+        return P2PT__ROUTE_AGAIN; /* the policy sends it to the copy engine */
     struct p2pt_request r;
     r.dst = d->dst;
     r.src = d->src;

@@ -65,7 +65,8 @@ void p2pt__windows_free(struct p2pt_windows *w)
 
 /* [base, base + bytes) must be memory `device` reaches, inside one
  * allocation, as the device's current or primary context sees it. */
-static p2pt_status check_window(int device, const void *base, size_t bytes, bool *host)
+static p2pt_status check_window(int device, const void *base, size_t bytes, bool *host,
+                                bool *peer)
 {
     p2pt_status st = P2PT_SUCCESS;
     CUcontext ctx;
@@ -75,6 +76,7 @@ static p2pt_status check_window(int device, const void *base, size_t bytes, bool
     P2PT_TRY(p2pt__ctx_enter(device, &ctx, &pushed));
     P2PT_TRY(p2pt__check_range("p2pt_window_register: window", base, bytes, device, &side));
     *host = side.host;
+    *peer = side.device >= 0 && side.device != device;
 out:
     p2pt__ctx_leave(pushed);
     return st;
@@ -107,8 +109,8 @@ p2pt_status p2pt__window_add(struct p2pt_windows *w, int device, const void *bas
                         base, bytes);
         goto out;
     }
-    bool host = false;
-    P2PT_TRY(check_window(device, base, bytes, &host));
+    bool host = false, peer = false;
+    P2PT_TRY(check_window(device, base, bytes, &host, &peer));
     pthread_mutex_lock(&w->lock);
     locked = true;
     const struct p2pt_window_set *cur = atomic_load(&w->set[device]);
@@ -140,16 +142,20 @@ p2pt_status p2pt__window_add(struct p2pt_windows *w, int device, const void *bas
     for (int i = 0; i < n; i++) {
         if (j == i && cur->w[i].base > b) {
             next->host[j] = host;
+            next->peer[j] = peer;
             next->w[j++] = (struct p2pt_batch_window){b, b + bytes};
         }
         next->host[j] = cur->host[i];
+        next->peer[j] = cur->peer[i];
         next->w[j++] = cur->w[i];
     }
     if (j == n) {
         next->host[j] = host;
+        next->peer[j] = peer;
         next->w[j++] = (struct p2pt_batch_window){b, b + bytes};
     }
     next->n = j;
+    next->n_peer = (cur ? cur->n_peer : 0) + peer;
     publish(w, device, next);
     next = NULL;
 out:
@@ -192,9 +198,11 @@ p2pt_status p2pt__window_remove(struct p2pt_windows *w, int device, const void *
         if (i == at)
             continue;
         next->host[j] = cur->host[i];
+        next->peer[j] = cur->peer[i];
         next->w[j++] = cur->w[i];
     }
     next->n = n - 1;
+    next->n_peer = cur->n_peer - cur->peer[at];
     publish(w, device, next);
     next = NULL;
 out:

@@ -20,6 +20,9 @@ struct p2pt_window_set {
     struct p2pt_batch_window w[P2PT_BATCH_MAX_WINDOWS];
     bool host[P2PT_BATCH_MAX_WINDOWS]; /* w[i] is pinned host memory (a piece
                                           inside it crosses the host link) */
+    bool peer[P2PT_BATCH_MAX_WINDOWS]; /* w[i] is another GPU's memory (a piece
+                                          inside it crosses a peer link) */
+    int n_peer;                        /* how many w[i] are */
     struct p2pt_window_set *retired; /* the snapshot this one replaced */
 };
 

@@ -6,13 +6,17 @@
  * attributes know as device or pinned host memory (any other address reads as
  * pageable memory, as the real driver says), peer access, modules (any ELF
  * image loads; other bytes are CUDA_ERROR_INVALID_IMAGE), launches that do
- * nothing and copies that are memcpy. Every entry counts its calls and fails
- * on the schedule of fault_plan.h. Reached only through cuGetProcAddress_v2
- * and cuInit, like the real driver's versioned entries.
+ * nothing and copies that are memcpy, and legacy IPC handles opened in a
+ * chosen device's context (an opened handle is mapped for that device alone,
+ * peer access or not, as the real driver maps it). Every entry counts its
+ * calls and fails on the schedule of fault_plan.h. Reached only through
+ * cuGetProcAddress_v2 and cuInit, like the real driver's versioned entries.
  *
  * Memory shared between processes is real shared memory: device memory is
  * a memfd mapped MAP_SHARED, so a legacy IPC handle (its owner's pid and
- * memfd number) opens in another process through /proc/<pid>/fd; a VMM
+ * memfd number) opens in another process through /proc/<pid>/fd (in its
+ * own process, where the real driver refuses, it opens as memory of its
+ * own, not shared, for the tests of one process); a VMM
  * allocation is a memfd whose exported descriptor is a real one, mapped
  * into reserved address ranges; a pool is a memfd arena whose descriptor
  * and pointer data import elsewhere. A memfd's name carries the device and
@@ -69,6 +73,7 @@ struct fake_alloc {
     void *base;
     size_t size;
     int device; /* -1: pinned host memory */
+    int opened; /* a legacy IPC handle opened in `device`'s context */
     unsigned long long buffer_id;
     struct fake_alloc *next;
     enum alloc_kind kind;
@@ -919,14 +924,13 @@ static CUresult pointer_attribute(void *data, CUpointer_attribute a, CUdeviceptr
         mapped = f != NULL && from >= 0 && ((access >> from) & 1u);
     else
         mapped = f != NULL && (f->device < 0 || f->device == from ||
-                               (from >= 0 && peer_enabled[from][f->device]));
+                               (from >= 0 && !f->opened && peer_enabled[from][f->device]));
     unsigned long long types = m != NULL               ? m->phys->types
                                : copy_of.pool != NULL ? copy_of.pool->types
                                                       : 0;
     pthread_mutex_unlock(&lock);
     if (f == NULL && known)
         return CUDA_ERROR_INVALID_VALUE;
-    int specific = m != NULL || copy_of.kind == A_IPC || copy_of.kind == A_POOL_IMPORT;
     switch (a) {
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
         *(unsigned *)data = f == NULL ? 0u
@@ -937,7 +941,10 @@ static CUresult pointer_attribute(void *data, CUpointer_attribute a, CUdeviceptr
         *(int *)data = f == NULL ? -2 : copy_of.device < 0 ? 0 : copy_of.device;
         break;
     case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
-        *(unsigned long long *)data = f == NULL || (specific && !mapped)
+        /* NONE for a VMM mapping without access for this device; peer
+         * memory, opened handles and pools read "read-write" whether or not
+         * they are mapped here, as the real driver answers. */
+        *(unsigned long long *)data = f == NULL || (m != NULL && !mapped)
                                           ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE
                                           : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE;
         break;
@@ -971,7 +978,9 @@ static CUresult pointer_attribute(void *data, CUpointer_attribute a, CUdeviceptr
         *(int *)data = 0;
         break;
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
-        *(int *)data = f != NULL && copy_of.kind == A_MEMFD;
+        /* cuMemAlloc memory of its own; what was opened from a handle is
+         * not exportable again. */
+        *(int *)data = f != NULL && copy_of.kind == A_MEMFD && !copy_of.opened;
         break;
     case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
         *(unsigned long long *)data = types;
@@ -1287,7 +1296,7 @@ static CUresult fake_cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p)
     READY();
     pthread_mutex_lock(&lock);
     struct fake_alloc *f = find_alloc(p);
-    int ok = f != NULL && f->kind == A_MEMFD && (uintptr_t)f->base == p;
+    int ok = f != NULL && f->kind == A_MEMFD && !f->opened && (uintptr_t)f->base == p;
     struct fake_ipc ipc;
     memset(&ipc, 0, sizeof(ipc)); /* its padding crosses to the other process too */
     memcpy(ipc.magic, "FAKEIPC", 8);
@@ -1315,16 +1324,28 @@ static CUresult fake_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle h, unsign
         return CUDA_ERROR_INVALID_CONTEXT;
     if (flags != CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS || memcmp(ipc.magic, "FAKEIPC", 8) != 0)
         return CUDA_ERROR_INVALID_VALUE;
-    /* As the real driver: a process does not open its own handles. */
-    if (ipc.pid == (long)getpid())
-        return CUDA_ERROR_INVALID_CONTEXT;
+    if (ipc.pid == (long)getpid()) {
+        /* A handle of this very process (the fake has one process where a
+         * test needs two): memory of its own, not shared with the exported
+         * allocation, known as the opening context's device's and mapped
+         * for it alone. */
+        void *own = NULL;
+        CUresult r = alloc(&own, ipc.size, current_device());
+        if (r != CUDA_SUCCESS)
+            return r;
+        pthread_mutex_lock(&lock);
+        find_alloc((uintptr_t)own)->opened = 1;
+        pthread_mutex_unlock(&lock);
+        *p = (CUdeviceptr)(uintptr_t)own;
+        return CUDA_SUCCESS;
+    }
     const char *mapped = getenv("P2PT_FAKE_IPC_ALREADY_MAPPED");
     if (mapped != NULL && strcmp(mapped, "1") == 0)
         return CUDA_ERROR_ALREADY_MAPPED;
     pthread_mutex_lock(&lock);
     for (struct fake_alloc *a = allocs; a != NULL; a = a->next)
         if (a->kind == A_IPC && a->ipc_pid == ipc.pid && a->ipc_fd == ipc.fd &&
-            a->device == ipc.device && ((a->access >> current_device()) & 1u)) {
+            a->device == current_device()) {
             /* Opened before in this context: counted, the same pointer. */
             a->refs++;
             *p = (CUdeviceptr)(uintptr_t)a->base;
@@ -1345,12 +1366,15 @@ static CUresult fake_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle h, unsign
         free(a);
         return CUDA_ERROR_MAP_FAILED;
     }
+    /* As the real driver maps it: the opening context's, for its device
+     * alone, peer access or not. */
     a->kind = A_IPC;
     a->base = base;
     a->size = ipc.size;
     a->map_len = pages(ipc.size);
     a->fd = fd;
-    a->device = ipc.device;
+    a->device = current_device();
+    a->opened = 1;
     a->access = 1u << current_device();
     a->refs = 1;
     a->ipc_pid = ipc.pid;
@@ -1360,12 +1384,23 @@ static CUresult fake_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle h, unsign
     return CUDA_SUCCESS;
 }
 
+static int is_opened_here(enum alloc_kind k) { return k == A_MEMFD || k == A_HEAP; }
+
 static CUresult fake_cuIpcCloseMemHandle(CUdeviceptr p)
 {
     FAULT("cuIpcCloseMemHandle");
     READY();
     pthread_mutex_lock(&lock);
     struct fake_alloc *f = find_alloc(p);
+    if (f != NULL && f->opened && f->kind != A_IPC && (uintptr_t)f->base == p) {
+        pthread_mutex_unlock(&lock);
+        struct fake_alloc *a = unlink_alloc((void *)(uintptr_t)p, is_opened_here);
+        if (a != NULL) {
+            unmap_alloc(a);
+            free(a);
+        }
+        return CUDA_SUCCESS;
+    }
     int last = f != NULL && f->kind == A_IPC && --f->refs == 0;
     int ok = f != NULL && f->kind == A_IPC;
     pthread_mutex_unlock(&lock);

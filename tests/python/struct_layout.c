@@ -129,6 +129,7 @@ int main(void)
     FIELD(p2pt_plugin_v1_t, explain_blocks);
     FIELD(p2pt_plugin_v1_t, copy_blocks_device_async);
     FIELD(p2pt_plugin_v1_t, blocks_workspace_bytes);
+    FIELD(p2pt_plugin_v1_t, explain_batch_device);
     FIELD(p2pt_plugin_v1_t, share_export);
     FIELD(p2pt_plugin_v1_t, share_unexport);
     FIELD(p2pt_plugin_v1_t, share_import);
