@@ -192,6 +192,14 @@ typedef struct p2pt_properties {
                                   coalesced pieces count once per group) */
     uint64_t signals;          /* p2pt_signal_async calls enqueued */
     uint64_t waits;            /* p2pt_wait_async calls enqueued */
+    /* Memory shared between processes (p2pt_share_*): */
+    uint64_t share_exports;        /* exports live now */
+    uint64_t share_imports_open;   /* imports not yet closed: each successful
+                                      p2pt_share_import, one that shares a
+                                      mapping too */
+    uint64_t share_imports_closed; /* successful p2pt_share_close calls */
+    uint64_t share_mappings;       /* mappings held now: one per export and
+                                      device, however often imported */
 } p2pt_properties;
 
 typedef struct p2pt_handle p2pt_handle;
@@ -554,6 +562,141 @@ P2PT_API p2pt_status p2pt_block_layout_swap(p2pt_handle *h, p2pt_block_layout *l
                                             const int64_t *block_mapping, size_t rows,
                                             unsigned flags, void *record_or_workspace,
                                             void *stream);
+/* ---------------------------------------- memory shared between processes */
+
+/*
+ * One process per GPU. A process exports a range of device memory it owns
+ * as blobs: opaque, versioned bytes that the framework carries to the other
+ * processes of the host over its own bootstrap (a TCP store, MPI,
+ * torch.distributed). Another process imports them for one of its devices:
+ * the range is mapped there and registered as a window of that device, so
+ * its copies and batches (host and device descriptors) put into it and get
+ * from it.
+ *
+ * A blob carries the exporter's pid, the host's name and boot id, the
+ * exporting GPU's UUID (never an ordinal: CUDA_VISIBLE_DEVICES differs
+ * between ranks), a random 128-bit token naming the export, its place in the
+ * export (blob i of n) and a checksum. It is valid on the host and in the
+ * boot it was made in, while its export lives. It is not a secret that
+ * grants access by itself: a VMM or pool export's file descriptors are
+ * handed over by the exporting process, to processes of its own uid only
+ * (p2pt_share_export); a legacy IPC handle opens for any process that may
+ * use the GPU, as CUDA's own handles do.
+ */
+#define P2PT_SHARE_BLOB_BYTES 256
+
+typedef struct p2pt_share_blob {
+    unsigned char bytes[P2PT_SHARE_BLOB_BYTES];
+} p2pt_share_blob;
+
+/* An import (p2pt_share_import), until p2pt_share_close. Opaque. */
+typedef struct p2pt_share_import p2pt_share_import_t;
+
+/*
+ * Export [base, base + bytes), device memory this process owns, as one blob
+ * per physical allocation behind the range. `*n_blobs` is the capacity of
+ * `blobs` on entry and the number of blobs of the export on return; with
+ * `blobs` NULL the call only counts them and exports nothing. A capacity
+ * below the count is status 4 naming the count (in the text and in
+ * *n_blobs); nothing is exported. What each kind of memory becomes:
+ *   cuMemAlloc / cudaMalloc memory, PyTorch's caching allocator included
+ *     (a tensor is an offset inside a segment): the segment that holds the
+ *     range, as a legacy IPC handle (cuIpcGetMemHandle), and the range's
+ *     offset in it; one blob.
+ *   VMM memory (cuMemCreate with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+ *     PyTorch's expandable segments included: one blob per physical
+ *     allocation mapped under the range, each crossing as a file descriptor;
+ *     the importer maps them side by side at the same relative offsets.
+ *   memory from a pool made with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR:
+ *     the pool's descriptor and the allocation's export data; one blob.
+ *     CUDA's rule: the exporter frees the allocation only after every
+ *     importer closed it.
+ * Status 6 with the reason: host memory, memory CUDA does not know, managed
+ * memory, memory of cudaMallocAsync's default pool (or any pool without a
+ * shareable handle type), VMM memory made without
+ * CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, memory this handle imported from
+ * another process. Exporting a range already exported returns the same
+ * blobs; the same base with another size is status 5. The export lives
+ * until p2pt_share_unexport or p2pt_finalize.
+ *
+ * The file descriptors of VMM and pool exports cross without pidfd_getfd
+ * (which needs ptrace permission that Yama's default ptrace_scope=1 refuses
+ * between sibling ranks, and that container seccomp profiles often block)
+ * and without a daemon: the handle serves them from one thread of the
+ * library on an abstract Unix socket whose name, with a random part, is in
+ * the blob; started by the first such export, stopped by the last unexport
+ * or p2pt_finalize. An importer connects, names the export by its token and
+ * receives the descriptor (SCM_RIGHTS). The server answers processes of its
+ * own uid only (SO_PEERCRED); the importer checks that the server is the
+ * process the blob names. Thread-safe.
+ */
+P2PT_API p2pt_status p2pt_share_export(p2pt_handle *h, const void *base, size_t bytes,
+                                       p2pt_share_blob *blobs, size_t *n_blobs);
+
+/*
+ * End the export whose base is `base`: its descriptors are closed and no
+ * new import of it starts (an import that has not yet fetched them fails
+ * with status 5 or 2). Imports already made stay valid: a VMM import holds
+ * the physical memory until it closes. A legacy IPC handle cannot be
+ * revoked: CUDA opens it for as long as the memory lives. Status 4 for a
+ * base that is not exported by this handle. Thread-safe.
+ */
+P2PT_API p2pt_status p2pt_share_unexport(p2pt_handle *h, const void *base);
+
+/*
+ * Import the `n_blobs` blobs of one export (in any order) for `device`,
+ * whose kernels will touch the memory: it is mapped in `device`'s primary
+ * context (a legacy IPC handle opened there with
+ * CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS; VMM allocations imported, mapped side
+ * by side in one reserved range and made readable and writable for
+ * `device`; a pool imported, given access for `device`, and the
+ * allocation's pointer imported). `*ptr` is the start of the exported range
+ * here; [*ptr, *ptr + bytes) is registered as a window of `device`
+ * (p2pt_window_register: device batches may touch it; it counts against
+ * properties.max_windows). `*imp` names the import for p2pt_share_close.
+ * Importing the same export again for the same device returns the same
+ * pointer and import and counts it: each import needs its close.
+ *
+ * Nothing is mapped, and the status names what is wrong, when a blob is
+ * malformed (not a p2pt blob, a bad checksum, fields that contradict each
+ * other), of a newer version (status 6: import with a p2pt as new as the
+ * exporter's), made on another host or in another boot of this one, or for
+ * a GPU this host does not have; or when the blobs do not form one whole
+ * export (blobs of two exports, an index missing or repeated, a range past
+ * its allocation): status 4 for each of these.
+ * A legacy handle that a context of this process opened elsewhere (PyTorch
+ * may have: CUDA opens a handle in one context per device and process) is
+ * status 5 with the remedy: register that mapping as a window with
+ * p2pt_window_register instead. The descriptor hand-off of VMM and pool
+ * memory fails with status 2 naming the step that failed or timed out (each
+ * waits a few seconds at most), or status 5 when the exporter no longer has
+ * the export. Blobs of this very process: legacy and pool memory is used
+ * where it is (its window registered when `device` reaches it); VMM memory
+ * is mapped anew.
+ *
+ * When the exporter exits: a VMM import keeps the physical memory alive
+ * until it closes. For legacy IPC and pool memory CUDA leaves the mapping
+ * undefined: keep the exporter alive until every importer closed. Thread-safe.
+ */
+P2PT_API p2pt_status p2pt_share_import(p2pt_handle *h, int device, const p2pt_share_blob *blobs,
+                                       size_t n_blobs, void **ptr, p2pt_share_import_t **imp);
+
+/*
+ * Close an import. The last close of a mapping unregisters its window, waits
+ * for the work queued on it, then unmaps it: never an unmap under a queued
+ * kernel. How it waits: while `device` has imports open, every operation
+ * this handle enqueues on a stream of that device records an event on that
+ * stream (one event per stream, reused), and the close synchronizes the
+ * events of every stream that took work since the import. Not covered, to
+ * finish before the close: work captured into a CUDA graph and replayed
+ * later, work enqueued outside this handle, and work on another device's
+ * stream that reaches the memory through peer access. Must not race with
+ * calls that enqueue work touching the window. Status 4 for an import that
+ * is not open on this handle (closed as often as imported, or another
+ * handle's). p2pt_finalize closes every import of the handle the same way,
+ * then ends its exports. Thread-safe.
+ */
+P2PT_API p2pt_status p2pt_share_close(p2pt_handle *h, p2pt_share_import_t *imp);
 
 /* ------------------------------------------------------------- choices */
 

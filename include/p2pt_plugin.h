@@ -159,6 +159,19 @@ typedef struct p2pt_plugin_v1 {
     p2pt_status (*explain_signal)(void *ctx, void *sem, void *stream, p2pt_choice *choice);
     p2pt_status (*explain_wait)(void *ctx, void *sem, uint32_t count, void *stream,
                                 p2pt_choice *choice);
+
+    /* Memory shared between processes (p2pt.h's p2pt_share_export,
+     * _unexport, _import, _close say the contract of each); check
+     * struct_size > offsetof(p2pt_plugin_v1_t, share_close). Thread-safe;
+     * export and import may block for a few seconds at most (the driver,
+     * the descriptor hand-off); close waits for the work queued on the
+     * window. */
+    p2pt_status (*share_export)(void *ctx, const void *base, size_t bytes,
+                                p2pt_share_blob *blobs, size_t *n_blobs);
+    p2pt_status (*share_unexport)(void *ctx, const void *base);
+    p2pt_status (*share_import)(void *ctx, int device, const p2pt_share_blob *blobs,
+                                size_t n_blobs, void **ptr, p2pt_share_import_t **imp);
+    p2pt_status (*share_close)(void *ctx, p2pt_share_import_t *imp);
     /* ---- append below ---- */
 } p2pt_plugin_v1_t;
 

@@ -10,6 +10,9 @@
  *   api/       the entry points (no header of its own)
  *   core/      operation.h (the pipeline, one row of steps per kind),
  *              handles.h (the registry of live handles)
+ *   share/     share.h (memory shared between processes: blobs, the
+ *              descriptor server, exports, imports, the marks a close
+ *              waits for)
  *   route/     router.h (routing, the fallback, the registry of policies),
  *              policy.h (what a policy is), auto.h and auto_table.h (auto)
  *   engines/   registry.h (the engines, in order), launch.h (kernel
@@ -51,6 +54,7 @@
 #include "registry.h"
 #include "request.h"
 #include "router.h"
+#include "share.h"
 #include "tma.h"
 #include "transport.h"
 #include "validate.h"

@@ -66,6 +66,7 @@
     X(cuMemFreeAsync, 11020, 0)                                                \
     X(cuDeviceGetDefaultMemPool, 11020, 0)                                     \
     X(cuMemPoolSetAccess, 11020, 0)                                            \
+    X(cuStreamWriteValue32, 11070, 0)                                          \
     X(cuMemCreate, 10020, 0)                                                   \
     X(cuMemRelease, 10020, 0)                                                  \
     X(cuMemMap, 10020, 0)                                                      \

@@ -403,5 +403,43 @@ class Handle:
                 out[name] = _text(v) if isinstance(v, bytes) else v
         return out
 
+    def share_export(self, base, nbytes):
+        """Export [base, base + nbytes), device memory this process owns, for
+        other processes of the host (p2pt_share_export): a list of blobs,
+        each `bytes` of length SHARE_BLOB_BYTES, to carry over the
+        framework's own bootstrap unchanged. Valid until share_unexport(base)
+        or close()."""
+        n = ctypes.c_size_t(0)
+        check(self._lib.p2pt_share_export(self._h, base, nbytes, None, ctypes.byref(n)))
+        arr = (S.ShareBlob * n.value)()
+        check(self._lib.p2pt_share_export(self._h, base, nbytes, arr, ctypes.byref(n)))
+        return [bytes(b.bytes) for b in arr[:n.value]]
+
+    def share_unexport(self, base):
+        """End the export at `base` (imports already made stay valid)."""
+        check(self._lib.p2pt_share_unexport(self._h, base))
+
+    def share_import(self, device, blobs):
+        """Import another process's export (its blobs, any order) for
+        `device`: (address, import), the address of the exported range here,
+        registered as a window of `device`; close it with share_close."""
+        blobs = list(blobs)
+        arr = (S.ShareBlob * len(blobs))()
+        for i, b in enumerate(blobs):
+            b = bytes(b)
+            if len(b) != S.SHARE_BLOB_BYTES:
+                raise ValueError(f"blob {i} has {len(b)} bytes; a p2pt blob has "
+                                 f"{S.SHARE_BLOB_BYTES}")
+            ctypes.memmove(arr[i].bytes, b, len(b))
+        ptr, imp = ctypes.c_void_p(), ctypes.c_void_p()
+        check(self._lib.p2pt_share_import(self._h, device, arr, len(blobs), ctypes.byref(ptr),
+                                          ctypes.byref(imp)))
+        return ptr.value, imp.value
+
+    def share_close(self, imp):
+        """Close an import: the last close of a mapping waits for the work
+        this handle queued on it, then unmaps it."""
+        check(self._lib.p2pt_share_close(self._h, imp))
+
     def last_error(self):
         return (self._lib.p2pt_last_error(self._h) or b"").decode(errors="replace")

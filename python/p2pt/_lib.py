@@ -106,6 +106,11 @@ _SIGNATURES = {
     "p2pt_last_error": (ctypes.c_char_p, [_P]),
     "p2pt_peer_enable": (_I, [_P, _I, _I]),
     "p2pt_topology": (_I, [_P, ctypes.POINTER(S.Topology)]),
+    "p2pt_share_export": (_I, [_P, _P, _SZ, ctypes.POINTER(S.ShareBlob), ctypes.POINTER(_SZ)]),
+    "p2pt_share_unexport": (_I, [_P, _P]),
+    "p2pt_share_import": (_I, [_P, _I, ctypes.POINTER(S.ShareBlob), _SZ, ctypes.POINTER(_P),
+                               ctypes.POINTER(_P)]),
+    "p2pt_share_close": (_I, [_P, _P]),
 }
 
 

@@ -45,6 +45,9 @@ class Properties(ctypes.Structure):
         ("ce_operations", _U64),
         ("signals", _U64),
         ("waits", _U64),
+        # memory shared between processes
+        ("share_exports", _U64), ("share_imports_open", _U64),
+        ("share_imports_closed", _U64), ("share_mappings", _U64),
     ]
 
 
@@ -68,6 +71,15 @@ class BatchStatus(ctypes.Structure):
 class Choice(ctypes.Structure):
     _fields_ = [("size", _SZ), ("transport", _STR), ("path", _STR), ("device", _I32),
                 ("reserved", _I32), ("reason", ctypes.c_char * 512)]
+
+
+SHARE_BLOB_BYTES = 256  # P2PT_SHARE_BLOB_BYTES
+
+
+class ShareBlob(ctypes.Structure):
+    """One blob of an export (p2pt_share_export): opaque bytes to carry to
+    another process of the host unchanged."""
+    _fields_ = [("bytes", ctypes.c_ubyte * SHARE_BLOB_BYTES)]
 
 
 class PeerLink(ctypes.Structure):
@@ -102,7 +114,9 @@ class PluginV1(ctypes.Structure):
             "block_layout_swap", "explain_batch_device",
             # signals
             "signal_async", "wait_async", "copy_batch_device_signal_async", "explain_signal",
-            "explain_wait")]
+            "explain_wait",
+            # memory shared between processes
+            "share_export", "share_unexport", "share_import", "share_close")]
 
 
 # C name of each structure, for the layout test.
@@ -110,4 +124,5 @@ C_NAMES = {
     "p2pt_init_args": InitArgs, "p2pt_properties": Properties, "p2pt_copy_desc": CopyDesc,
     "p2pt_batch_status": BatchStatus, "p2pt_choice": Choice, "p2pt_peer_link": PeerLink,
     "p2pt_topology_t": Topology, "p2pt_plugin_v1_t": PluginV1, "p2pt_block_layer": BlockLayer,
+    "p2pt_share_blob": ShareBlob,
 }

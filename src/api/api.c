@@ -12,6 +12,7 @@
 #include "operation.h"
 #include "policy.h"
 #include "router.h"
+#include "share.h"
 
 _Static_assert(P2PT_MAX_TRANSPORTS <= P2PT_PROPERTIES_ENGINES,
                "p2pt_properties has a slot per registered engine");
@@ -59,6 +60,7 @@ static void fill_properties(const struct p2pt_handle *h, p2pt_properties *out)
     p.kernel_launches = atomic_load(&h->stats.kernel_launches);
     if (h->policy->report != NULL)
         h->policy->report(h, &p);
+    p2pt__share_report(h, &p);
     *out = p;
 }
 

@@ -150,6 +150,28 @@ static p2pt_status plugin_explain_wait(void *ctx, void *sem, uint32_t count, voi
     return p2pt_explain_wait(ctx, sem, count, stream, choice);
 }
 
+static p2pt_status plugin_share_export(void *ctx, const void *base, size_t bytes,
+                                       p2pt_share_blob *blobs, size_t *n_blobs)
+{
+    return p2pt_share_export(ctx, base, bytes, blobs, n_blobs);
+}
+
+static p2pt_status plugin_share_unexport(void *ctx, const void *base)
+{
+    return p2pt_share_unexport(ctx, base);
+}
+
+static p2pt_status plugin_share_import(void *ctx, int device, const p2pt_share_blob *blobs,
+                                       size_t n_blobs, void **ptr, p2pt_share_import_t **imp)
+{
+    return p2pt_share_import(ctx, device, blobs, n_blobs, ptr, imp);
+}
+
+static p2pt_status plugin_share_close(void *ctx, p2pt_share_import_t *imp)
+{
+    return p2pt_share_close(ctx, imp);
+}
+
 const p2pt_plugin_v1_t p2pt_plugin_v1 = {
     .abi_version = P2PT_PLUGIN_ABI_VERSION,
     .struct_size = sizeof(p2pt_plugin_v1_t),
@@ -186,4 +208,8 @@ const p2pt_plugin_v1_t p2pt_plugin_v1 = {
     .copy_batch_device_signal_async = plugin_copy_batch_device_signal_async,
     .explain_signal = plugin_explain_signal,
     .explain_wait = plugin_explain_wait,
+    .share_export = plugin_share_export,
+    .share_unexport = plugin_share_unexport,
+    .share_import = plugin_share_import,
+    .share_close = plugin_share_close,
 };

@@ -15,11 +15,14 @@
 #include "handles.h"
 #include "policy.h"
 #include "router.h"
+#include "share.h"
 #include "transport.h"
 
-/* Each engine's fini hook on what its init made, then the rest of `h`. */
+/* Its imports closed and exports ended, each engine's fini hook on what
+ * its init made, then the rest of `h`. */
 static void free_parts(struct p2pt_handle *h)
 {
+    p2pt__share_free(h);
     for (int i = 0; i < P2PT_MAX_TRANSPORTS; i++)
         if (h->engine_state[i].engine != NULL && h->engine_state[i].engine->fini != NULL &&
             h->engine_state[i].state != NULL)

@@ -44,6 +44,7 @@
 #include "operation.h"
 #include "policy.h"
 #include "router.h"
+#include "share.h"
 #include "validate.h"
 
 static void relaxed_add(_Atomic uint64_t *c, uint64_t n)
@@ -151,6 +152,7 @@ static p2pt_status copy_dispatch(struct p2pt_handle *h, struct p2pt_op *op, stru
 {
     p2pt_status st = P2PT_SUCCESS;
     P2PT_TRY(s->t->copy(h, &op->copy));
+    p2pt__share_mark(h, op->copy.stream, op->copy.ctx, op->copy.device);
     relaxed_add(&h->stats.copies, 1);
     relaxed_add(&h->stats.bytes, op->copy.bytes);
     relaxed_add(&h->stats.engine_bytes[p2pt__transport_index(s->t)], op->copy.bytes);
@@ -259,6 +261,7 @@ static p2pt_status batch_dispatch(struct p2pt_handle *h, struct p2pt_op *op, str
     }
     if ((s->nothing = b->pieces == 0))
         return P2PT_SUCCESS; /* the engine's pass found nothing to do: counted as such */
+    p2pt__share_mark(h, b->stream, b->ctx, b->device);
     relaxed_add(&h->stats.engine_batches[p2pt__transport_index(s->t)], 1);
     relaxed_add(&h->stats.batches, 1);
     relaxed_add(&h->stats.batch_pieces, b->pieces);
@@ -354,6 +357,7 @@ static p2pt_status device_dispatch(struct p2pt_handle *h, struct p2pt_op *op,
 {
     p2pt_status st = P2PT_SUCCESS;
     P2PT_TRY(s->t->copy_batch_device(h, &op->device));
+    p2pt__share_mark(h, op->device.stream, op->device.ctx, op->device.device);
     relaxed_add(&h->stats.device_batches, 1);
     relaxed_add(&h->stats.engine_batches[p2pt__transport_index(s->t)], 1);
 out:
@@ -404,6 +408,7 @@ static p2pt_status signal_dispatch(struct p2pt_handle *h, struct p2pt_op *op,
 {
     p2pt_status st = P2PT_SUCCESS;
     P2PT_TRY(s->t->signal(h, &op->signal));
+    p2pt__share_mark(h, op->signal.stream, op->signal.ctx, op->signal.device);
     relaxed_add(op->signal.wait ? &h->stats.waits : &h->stats.signals, 1);
 out:
     return st;

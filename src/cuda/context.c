@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Finding a device and entering a context for it: for prepare and the peer
- * helpers, which take a device ordinal rather than a stream.
+ * Finding a device and entering a context for it: for prepare, the peer
+ * helpers and shared memory, which take a device ordinal rather than a
+ * stream.
  */
 #include "driver.h"
 
@@ -51,4 +52,20 @@ void p2pt__ctx_leave(bool pushed)
         CUcontext popped;
         p2pt__cu.cuCtxPopCurrent(&popped);
     }
+}
+
+p2pt_status p2pt__ctx_enter_primary(int device, CUcontext *ctx, bool *pushed)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    CUdevice dev;
+
+    *pushed = false;
+    P2PT_TRY(p2pt__check_device(device, "device"));
+    P2PT_CU(p2pt__cu.cuDeviceGet(&dev, device));
+    /* Retained and never released, as p2pt__ctx_enter does. */
+    P2PT_CU(p2pt__cu.cuDevicePrimaryCtxRetain(ctx, dev));
+    P2PT_CU(p2pt__cu.cuCtxPushCurrent(*ctx));
+    *pushed = true;
+out:
+    return st;
 }

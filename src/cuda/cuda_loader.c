@@ -47,6 +47,16 @@ static const struct entry entries[] = {
     OPT(cuMemAllocHost, 3020), OPT(cuMemFreeHost, 2000), OPT(cuMemAlloc, 3020),
     OPT(cuMemFree, 3020), OPT(cuMemcpyHtoDAsync, 3020), OPT(cuEventCreate, 2000),
     OPT(cuEventRecord, 2000), OPT(cuEventQuery, 2000), OPT(cuEventSynchronize, 2000),
+    OPT(cuDeviceGetUuid, 11040), OPT(cuCtxSynchronize, 2000), OPT(cuEventDestroy, 4000),
+    OPT(cuMemGetAddressRange, 3020), OPT(cuIpcGetMemHandle, 4010),
+    OPT(cuIpcOpenMemHandle, 11000), OPT(cuIpcCloseMemHandle, 4010),
+    OPT(cuMemRetainAllocationHandle, 11000), OPT(cuMemGetAllocationPropertiesFromHandle, 10020),
+    OPT(cuMemExportToShareableHandle, 10020), OPT(cuMemImportFromShareableHandle, 10020),
+    OPT(cuMemRelease, 10020), OPT(cuMemAddressReserve, 10020), OPT(cuMemAddressFree, 10020),
+    OPT(cuMemMap, 10020), OPT(cuMemUnmap, 10020), OPT(cuMemSetAccess, 10020),
+    OPT(cuMemPoolExportToShareableHandle, 11020), OPT(cuMemPoolExportPointer, 11020),
+    OPT(cuMemPoolImportFromShareableHandle, 11020), OPT(cuMemPoolImportPointer, 11020),
+    OPT(cuMemPoolSetAccess, 11020), OPT(cuMemPoolDestroy, 11020),
 };
 #undef E
 #undef OPT
@@ -82,6 +92,10 @@ const char *p2pt__cuda_error_name(CUresult r)
     case CUDA_ERROR_NO_BINARY_FOR_GPU: return "CUDA_ERROR_NO_BINARY_FOR_GPU";
     case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: return "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED";
     case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: return "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED";
+    case CUDA_ERROR_ALREADY_MAPPED: return "CUDA_ERROR_ALREADY_MAPPED";
+    case CUDA_ERROR_MAP_FAILED: return "CUDA_ERROR_MAP_FAILED";
+    case CUDA_ERROR_TOO_MANY_PEERS: return "CUDA_ERROR_TOO_MANY_PEERS";
+    case CUDA_ERROR_NOT_PERMITTED: return "CUDA_ERROR_NOT_PERMITTED";
     }
     const char *name = NULL;
     if (p2pt__cu.cuGetErrorName != NULL &&

@@ -69,6 +69,35 @@ struct p2pt_cuda {
     PFN_cuEventRecord_v2000 cuEventRecord;
     PFN_cuEventQuery_v2000 cuEventQuery;
     PFN_cuEventSynchronize_v2000 cuEventSynchronize;
+    /* Optional: memory shared between processes (src/share/). Legacy IPC
+     * handles for cuMemAlloc memory; POSIX file descriptors of VMM
+     * allocations and of memory pools, imported and mapped; the GPU's UUID
+     * a blob carries; the events and context waits by which a close waits
+     * for the work queued on a window. Without one of them the share call
+     * that needs it is status 6. */
+    PFN_cuDeviceGetUuid_v11040 cuDeviceGetUuid;
+    PFN_cuCtxSynchronize_v2000 cuCtxSynchronize;
+    PFN_cuEventDestroy_v4000 cuEventDestroy;
+    PFN_cuMemGetAddressRange_v3020 cuMemGetAddressRange;
+    PFN_cuIpcGetMemHandle_v4010 cuIpcGetMemHandle;
+    PFN_cuIpcOpenMemHandle_v11000 cuIpcOpenMemHandle;
+    PFN_cuIpcCloseMemHandle_v4010 cuIpcCloseMemHandle;
+    PFN_cuMemRetainAllocationHandle_v11000 cuMemRetainAllocationHandle;
+    PFN_cuMemGetAllocationPropertiesFromHandle_v10020 cuMemGetAllocationPropertiesFromHandle;
+    PFN_cuMemExportToShareableHandle_v10020 cuMemExportToShareableHandle;
+    PFN_cuMemImportFromShareableHandle_v10020 cuMemImportFromShareableHandle;
+    PFN_cuMemRelease_v10020 cuMemRelease;
+    PFN_cuMemAddressReserve_v10020 cuMemAddressReserve;
+    PFN_cuMemAddressFree_v10020 cuMemAddressFree;
+    PFN_cuMemMap_v10020 cuMemMap;
+    PFN_cuMemUnmap_v10020 cuMemUnmap;
+    PFN_cuMemSetAccess_v10020 cuMemSetAccess;
+    PFN_cuMemPoolExportToShareableHandle_v11020 cuMemPoolExportToShareableHandle;
+    PFN_cuMemPoolExportPointer_v11020 cuMemPoolExportPointer;
+    PFN_cuMemPoolImportFromShareableHandle_v11020 cuMemPoolImportFromShareableHandle;
+    PFN_cuMemPoolImportPointer_v11020 cuMemPoolImportPointer;
+    PFN_cuMemPoolSetAccess_v11020 cuMemPoolSetAccess;
+    PFN_cuMemPoolDestroy_v11020 cuMemPoolDestroy;
 };
 
 /* The table, valid after p2pt__cuda_load succeeded. */
@@ -124,5 +153,9 @@ P2PT_INTERNAL p2pt_status p2pt__check_device(int device, const char *what);
  * the thread has none for it; *pushed tells whether to pop. */
 P2PT_INTERNAL p2pt_status p2pt__ctx_enter(int device, CUcontext *ctx, bool *pushed);
 P2PT_INTERNAL void p2pt__ctx_leave(bool pushed);
+/* The primary context of `device`, pushed whatever is current (undo with
+ * p2pt__ctx_leave(true) when *pushed): for memory that must be mapped there,
+ * not in a context the caller happens to hold. */
+P2PT_INTERNAL p2pt_status p2pt__ctx_enter_primary(int device, CUcontext *ctx, bool *pushed);
 
 #endif /* P2PT_DRIVER_H */

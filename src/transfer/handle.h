@@ -13,6 +13,7 @@
 #include "windows.h"
 
 struct p2pt_policy;
+struct p2pt_share;
 struct p2pt_transport;
 
 struct p2pt_stats {
@@ -47,6 +48,9 @@ struct p2pt_handle {
         void *state;
     } engine_state[P2PT_MAX_TRANSPORTS];
     struct p2pt_windows windows;
+    /* Memory shared between processes (share/): made on the first export
+     * or import, NULL until then. */
+    struct p2pt_share *_Atomic share;
 };
 
 /* Engine `t`'s private state in handle `h` (what its init hook made; NULL

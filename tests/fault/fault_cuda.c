@@ -99,7 +99,50 @@ __attribute__((destructor)) static void fault_cuda_exit(void) { fault_census(); 
     X(cuEventCreate, cuEventCreate, 2000, (CUevent * e, unsigned f), (e, f))                    \
     X(cuEventRecord, cuEventRecord, 2000, (CUevent e, CUstream s), (e, s))                      \
     X(cuEventQuery, cuEventQuery, 2000, (CUevent e), (e))                                       \
-    X(cuEventSynchronize, cuEventSynchronize, 2000, (CUevent e), (e))
+    X(cuEventSynchronize, cuEventSynchronize, 2000, (CUevent e), (e))                          \
+    X(cuDeviceGetUuid, cuDeviceGetUuid, 11040, (CUuuid * u, CUdevice d), (u, d))                \
+    X(cuCtxSynchronize, cuCtxSynchronize, 2000, (void), ())                                     \
+    X(cuEventDestroy, cuEventDestroy, 4000, (CUevent e), (e))                                   \
+    X(cuMemGetAddressRange, cuMemGetAddressRange, 3020,                                         \
+      (CUdeviceptr * b, size_t * n, CUdeviceptr p), (b, n, p))                                  \
+    X(cuIpcGetMemHandle, cuIpcGetMemHandle, 4010, (CUipcMemHandle * h, CUdeviceptr p), (h, p))  \
+    X(cuIpcOpenMemHandle, cuIpcOpenMemHandle, 11000,                                            \
+      (CUdeviceptr * p, CUipcMemHandle h, unsigned f), (p, h, f))                               \
+    X(cuIpcCloseMemHandle, cuIpcCloseMemHandle, 4010, (CUdeviceptr p), (p))                     \
+    X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000,                          \
+      (CUmemGenericAllocationHandle * h, void *a), (h, a))                                      \
+    X(cuMemGetAllocationPropertiesFromHandle, cuMemGetAllocationPropertiesFromHandle, 10020,    \
+      (CUmemAllocationProp * p, CUmemGenericAllocationHandle h), (p, h))                        \
+    X(cuMemExportToShareableHandle, cuMemExportToShareableHandle, 10020,                        \
+      (void *o, CUmemGenericAllocationHandle h, CUmemAllocationHandleType t,                    \
+       unsigned long long f),                                                                   \
+      (o, h, t, f))                                                                             \
+    X(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle, 10020,                    \
+      (CUmemGenericAllocationHandle * h, void *o, CUmemAllocationHandleType t), (h, o, t))      \
+    X(cuMemRelease, cuMemRelease, 10020, (CUmemGenericAllocationHandle h), (h))                 \
+    X(cuMemAddressReserve, cuMemAddressReserve, 10020,                                          \
+      (CUdeviceptr * p, size_t n, size_t a, CUdeviceptr at, unsigned long long f),              \
+      (p, n, a, at, f))                                                                         \
+    X(cuMemAddressFree, cuMemAddressFree, 10020, (CUdeviceptr p, size_t n), (p, n))             \
+    X(cuMemMap, cuMemMap, 10020,                                                                \
+      (CUdeviceptr p, size_t n, size_t o, CUmemGenericAllocationHandle h, unsigned long long f), \
+      (p, n, o, h, f))                                                                          \
+    X(cuMemUnmap, cuMemUnmap, 10020, (CUdeviceptr p, size_t n), (p, n))                         \
+    X(cuMemSetAccess, cuMemSetAccess, 10020,                                                    \
+      (CUdeviceptr p, size_t n, const CUmemAccessDesc *d, size_t c), (p, n, d, c))              \
+    X(cuMemPoolExportToShareableHandle, cuMemPoolExportToShareableHandle, 11020,                \
+      (void *o, CUmemoryPool p, CUmemAllocationHandleType t, unsigned long long f),             \
+      (o, p, t, f))                                                                             \
+    X(cuMemPoolExportPointer, cuMemPoolExportPointer, 11020,                                    \
+      (CUmemPoolPtrExportData * d, CUdeviceptr p), (d, p))                                      \
+    X(cuMemPoolImportFromShareableHandle, cuMemPoolImportFromShareableHandle, 11020,            \
+      (CUmemoryPool * p, void *o, CUmemAllocationHandleType t, unsigned long long f),           \
+      (p, o, t, f))                                                                             \
+    X(cuMemPoolImportPointer, cuMemPoolImportPointer, 11020,                                    \
+      (CUdeviceptr * p, CUmemoryPool pool, CUmemPoolPtrExportData * d), (p, pool, d))           \
+    X(cuMemPoolSetAccess, cuMemPoolSetAccess, 11020,                                            \
+      (CUmemoryPool p, const CUmemAccessDesc *d, size_t n), (p, d, n))                          \
+    X(cuMemPoolDestroy, cuMemPoolDestroy, 11020, (CUmemoryPool p), (p))
 
 #define DEFINE_WRAPPER(label, name, ver, params, args)                         \
     static PFN_##name##_v##ver real_##label;                                   \

@@ -543,6 +543,11 @@ int main(int argc, char **argv)
         "cuModuleLoadData:1:2,cuGetErrorString:1:2", "cuModuleLoadData", false, CACHE_FRESH);
     add("cuLaunchKernelEx fails, then cuGetErrorString at its second call",
         "cuLaunchKernelEx:3:700,cuGetErrorString:2:2", "cuLaunchKernelEx", false, CACHE_FRESH);
+    /* A stream whose last event could not be recorded is waited for as its
+     * whole context: the third record is the ce pass's last mark before its
+     * closes. */
+    add("a mark's cuEventRecord fails, then the close's cuCtxSynchronize",
+        "cuEventRecord:3:2,cuCtxSynchronize:1:2", "cuCtxSynchronize", false, CACHE_FRESH);
     add("a compile error, then nvrtcGetProgramLogSize",
         "nvrtcCompileProgram:1:6,nvrtcGetProgramLogSize:1:1", "NVRTC could not compile", true,
         CACHE_FRESH);

@@ -11,7 +11,12 @@
  * (the pointer queries of a host batch among them); then the same steps
  * again on the same handles, which must work once an injected fault has
  * cleared; then copies and batches captured into a CUDA graph, and on a
- * fresh handle a capture before prepare. Every call prints one line:
+ * fresh handle a capture before prepare. Memory shared between processes:
+ * a forked exporter (another process, as another rank would be) exports
+ * cuMemAlloc, VMM and pool memory; each pass exports this process's own,
+ * imports both (the VMM descriptors crossing by the exporter's socket),
+ * copies into and out of the imports, closes and unexports them. Every
+ * call prints one line:
  *
  *   CALL <step> <status> <context-kept 0|1> <last error, newlines as " | ">
  *
@@ -29,6 +34,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "p2pt.h"
@@ -103,6 +109,19 @@ struct bufs {
     void *bws;
 };
 
+/* Blobs of one process's three exports. */
+struct exports {
+    size_t n_legacy, n_vmm, n_pool;
+    p2pt_share_blob legacy[1], vmm[4], pool[1];
+};
+
+/* The exporter process's blobs (zero counts if it failed), and this
+ * process's own shareable memory: a VMM range of two allocations side by
+ * side, and pool memory. */
+static struct exports theirs;
+static char *own_vmm, *own_pool;
+static size_t granularity;
+
 /* Everything the steps use, on one handle: `tag` names the transport and the
  * pass in each step's name. */
 /* The second device of the peer steps: 1, or 0 where there is one GPU. */
@@ -173,7 +192,179 @@ static void steps_on(p2pt_handle *h, const char *tag, struct bufs *b, CUstream s
     CALL(STEP("block_layout_destroy"), p2pt_block_layout_destroy(lay));
     CALL(STEP("unwindow_d0a"), p2pt_window_unregister(h, 0, b->d0a));
     CALL(STEP("unwindow_d0b"), p2pt_window_unregister(h, 0, b->d0b));
+
+    /* Memory shared between processes: this process's exports, its own and
+     * the exporter's imported for device 0, work on the windows (so that a
+     * close waits for it), the closes and unexports. A failed import leaves
+     * its pointer NULL: the steps that use it then fail too, in this pass. */
+    struct exports own;
+    void *p_vmm = NULL, *p_legacy = NULL, *p_their_vmm = NULL, *p_again = NULL,
+         *p_their_legacy = NULL, *p_their_pool = NULL;
+    p2pt_share_import_t *i_vmm = NULL, *i_legacy = NULL, *i_their_vmm = NULL, *i_again = NULL,
+                        *i_their_legacy = NULL, *i_their_pool = NULL;
+    memset(&own, 0, sizeof(own));
+    CALL(STEP("share_count"), p2pt_share_export(h, own_vmm, granularity, NULL, &own.n_vmm));
+    own.n_legacy = 1;
+    CALL(STEP("share_export_legacy"),
+         p2pt_share_export(h, b->d0a + 4096, 8192, own.legacy, &own.n_legacy));
+    own.n_vmm = 4;
+    CALL(STEP("share_export_vmm"),
+         p2pt_share_export(h, own_vmm + granularity / 2, granularity, own.vmm, &own.n_vmm));
+    own.n_pool = 1;
+    CALL(STEP("share_export_pool"), p2pt_share_export(h, own_pool, 65536, own.pool, &own.n_pool));
+    CALL(STEP("share_import_own_vmm"),
+         p2pt_share_import(h, 0, own.vmm, own.n_vmm, &p_vmm, &i_vmm));
+    CALL(STEP("share_import_own_legacy"),
+         p2pt_share_import(h, 0, own.legacy, 1, &p_legacy, &i_legacy));
+    CALL(STEP("share_import_vmm"),
+         p2pt_share_import(h, 0, theirs.vmm, theirs.n_vmm, &p_their_vmm, &i_their_vmm));
+    CALL(STEP("share_import_vmm_again"),
+         p2pt_share_import(h, 0, theirs.vmm, theirs.n_vmm, &p_again, &i_again));
+    CALL(STEP("share_import_legacy"),
+         p2pt_share_import(h, 0, theirs.legacy, theirs.n_legacy, &p_their_legacy,
+                           &i_their_legacy));
+    CALL(STEP("share_import_pool"),
+         p2pt_share_import(h, 0, theirs.pool, theirs.n_pool, &p_their_pool, &i_their_pool));
+    CALL(STEP("share_put"), p2pt_copy_async(h, p_their_vmm, b->d0a, 4096, s));
+    p2pt_copy_desc put[3] = {{p_their_legacy, b->d0a, 1000},
+                             {p_their_pool, b->d0a + 4096, 1000},
+                             {p_vmm, b->d0a + 8192, 1000}};
+    CALL(STEP("share_put_batch"), p2pt_copy_batch_async(h, put, 3, s));
+    CALL(STEP("share_get"), p2pt_copy_async(h, b->d0b, p_their_vmm, 4096, s));
+    CALL(STEP("share_close_vmm_again"), p2pt_share_close(h, i_again));
+    CALL(STEP("share_close_vmm"), p2pt_share_close(h, i_their_vmm));
+    CALL(STEP("share_close_legacy"), p2pt_share_close(h, i_their_legacy));
+    CALL(STEP("share_close_pool"), p2pt_share_close(h, i_their_pool));
+    CALL(STEP("share_close_own_legacy"), p2pt_share_close(h, i_legacy));
+    CALL(STEP("share_close_own_vmm"), p2pt_share_close(h, i_vmm));
+    CALL(STEP("share_close_twice"), p2pt_share_close(h, i_vmm));
+    CALL(STEP("share_unexport_legacy"), p2pt_share_unexport(h, b->d0a + 4096));
+    CALL(STEP("share_unexport_vmm"), p2pt_share_unexport(h, own_vmm + granularity / 2));
+    CALL(STEP("share_unexport_pool"), p2pt_share_unexport(h, own_pool));
 #undef STEP
+}
+
+/* The exporter: another process, forked before this one touches the driver,
+ * whose driver calls are not counted. It exports cuMemAlloc memory, a VMM
+ * range of two allocations and pool memory (on device 1 where there is one),
+ * writes the blobs to `out` and serves the VMM and pool descriptors until
+ * `in` closes. */
+static void exporter(int out, int in)
+{
+    struct exports e;
+    memset(&e, 0, sizeof(e));
+    const char *path = getenv("P2P_CUDA_LIBRARY");
+    void *lib = dlopen(path != NULL ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL)
+        _exit(3);
+    void (*pause_them)(int) = (void (*)(int))dlsym(lib, "p2pt_fault_pause");
+    if (pause_them != NULL)
+        pause_them(1);
+    PFN_cuGetProcAddress_v12000 gpa =
+        (PFN_cuGetProcAddress_v12000)dlsym(lib, "cuGetProcAddress_v2");
+    if (gpa == NULL)
+        _exit(3);
+#define GET(fn, ver)                                                           \
+    PFN_##fn##_v##ver fn##_;                                                   \
+    if (gpa(#fn, (void **)&fn##_, ver, CU_GET_PROC_ADDRESS_DEFAULT, NULL) != CUDA_SUCCESS) \
+        _exit(3)
+    GET(cuInit, 2000);
+    GET(cuDeviceGet, 2000);
+    GET(cuDevicePrimaryCtxRetain, 7000);
+    GET(cuCtxSetCurrent, 4000);
+    GET(cuMemAlloc, 3020);
+    GET(cuMemCreate, 10020);
+    GET(cuMemAddressReserve, 10020);
+    GET(cuMemMap, 10020);
+    GET(cuMemSetAccess, 10020);
+    GET(cuMemGetAllocationGranularity, 10020);
+    GET(cuMemPoolCreate, 11020);
+    GET(cuMemAllocFromPoolAsync, 11020);
+    GET(cuStreamSynchronize, 2000);
+#undef GET
+    CUdevice dev;
+    CUcontext ctx;
+    int ord = 1;
+    if (cuInit_(0) != CUDA_SUCCESS)
+        _exit(3);
+    if (cuDeviceGet_(&dev, 1) != CUDA_SUCCESS) {
+        ord = 0;
+        if (cuDeviceGet_(&dev, 0) != CUDA_SUCCESS)
+            _exit(3);
+    }
+    if (cuDevicePrimaryCtxRetain_(&ctx, dev) != CUDA_SUCCESS ||
+        cuCtxSetCurrent_(ctx) != CUDA_SUCCESS)
+        _exit(3);
+    p2pt_init_args args;
+    memset(&args, 0, sizeof(args));
+    args.size = sizeof(args);
+    args.logger = quiet_logger;
+    args.transport = "ce";
+    p2pt_handle *h = NULL;
+    CUdeviceptr mem, va, pool_mem;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof(prop));
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = ord;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    size_t g = 0;
+    CUmemGenericAllocationHandle a[2];
+    CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, ord},
+                              CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUmemPoolProps pp;
+    memset(&pp, 0, sizeof(pp));
+    pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    pp.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    pp.location = prop.location;
+    CUmemoryPool pool;
+    if (p2pt_init(&args, &h) != P2PT_SUCCESS || cuMemAlloc_(&mem, 1 << 20) != CUDA_SUCCESS ||
+        cuMemGetAllocationGranularity_(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) ||
+        cuMemAddressReserve_(&va, 2 * g, 0, 0, 0) || cuMemCreate_(&a[0], g, &prop, 0) ||
+        cuMemCreate_(&a[1], g, &prop, 0) || cuMemMap_(va, g, 0, a[0], 0) ||
+        cuMemMap_(va + g, g, 0, a[1], 0) || cuMemSetAccess_(va, 2 * g, &access, 1) ||
+        cuMemPoolCreate_(&pool, &pp) || cuMemAllocFromPoolAsync_(&pool_mem, 1 << 20, pool, NULL) ||
+        cuStreamSynchronize_(NULL))
+        _exit(4);
+    e.n_legacy = 1;
+    e.n_vmm = 4;
+    e.n_pool = 1;
+    if (p2pt_share_export(h, (void *)(mem + 4096), 65536, e.legacy, &e.n_legacy) ||
+        p2pt_share_export(h, (void *)(va + g / 2), g, e.vmm, &e.n_vmm) ||
+        p2pt_share_export(h, (void *)pool_mem, 65536, e.pool, &e.n_pool))
+        memset(&e, 0, sizeof(e));
+    if (write(out, &e, sizeof(e)) != (ssize_t)sizeof(e))
+        _exit(5);
+    char c;
+    while (read(in, &c, 1) > 0)
+        ;
+    p2pt_finalize(h);
+    /* No exit handlers: they belong to the process this one was forked from
+     * (the fault census among them). */
+    _exit(0);
+}
+
+/* Fork the exporter and read its blobs; it serves until *done closes. */
+static void start_exporter(int *done, pid_t *pid)
+{
+    int to_us[2], to_it[2];
+    *done = -1;
+    *pid = -1;
+    if (pipe(to_us) != 0 || pipe(to_it) != 0)
+        return;
+    fflush(stdout);
+    *pid = fork();
+    if (*pid == 0) {
+        close(to_us[0]);
+        close(to_it[1]);
+        exporter(to_us[1], to_it[0]);
+    }
+    close(to_us[1]);
+    close(to_it[0]);
+    if (*pid < 0 || read(to_us[0], &theirs, sizeof(theirs)) != (ssize_t)sizeof(theirs))
+        memset(&theirs, 0, sizeof(theirs));
+    close(to_us[0]);
+    *done = to_it[1];
 }
 
 /* P2PT_WORKLOAD_FSIZE=<bytes>: a full disk for the cubin cache. Files may
@@ -236,7 +427,11 @@ static int capture_steps(p2pt_handle *h, const char *tag, struct bufs *b, CUstre
 
 int main(void)
 {
-    limit_files();
+    /* Before this process touches the driver: a child of a process that
+     * initialised CUDA cannot use it. */
+    int exporter_done;
+    pid_t exporter_pid;
+    start_exporter(&exporter_done, &exporter_pid);
     const char *path = getenv("P2P_CUDA_LIBRARY");
     void *lib = dlopen(path != NULL ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (lib == NULL) {
@@ -274,6 +469,18 @@ int main(void)
     GET(cuGraphLaunch, 10000);
     GET(cuGraphExecDestroy, 10000);
     GET(cuGraphDestroy, 10000);
+    GET(cuMemCreate, 10020);
+    GET(cuMemRelease, 10020);
+    GET(cuMemAddressReserve, 10020);
+    GET(cuMemAddressFree, 10020);
+    GET(cuMemMap, 10020);
+    GET(cuMemUnmap, 10020);
+    GET(cuMemSetAccess, 10020);
+    GET(cuMemGetAllocationGranularity, 10020);
+    GET(cuMemPoolCreate, 11020);
+    GET(cuMemPoolDestroy, 11020);
+    GET(cuMemAllocFromPoolAsync, 11020);
+    GET(cuMemFreeAsync, 11020);
 #undef GET
     get_current = cuCtxGetCurrent_;
     begin_capture = cuStreamBeginCapture_;
@@ -324,6 +531,37 @@ int main(void)
     const int64_t rows[4] = {0, 3, 5, 7};
     SETUP(cuMemcpyHtoD_((CUdeviceptr)(uintptr_t)b.bmap, rows, sizeof(rows)));
     SETUP(cuStreamCreate_(&s, 0));
+    /* This process's shareable memory on device 0: a VMM range of two
+     * allocations side by side, and memory of a pool made shareable. */
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof(prop));
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    CUmemGenericAllocationHandle vmm[2];
+    CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUdeviceptr va, pool_mem;
+    SETUP(cuMemGetAllocationGranularity_(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    SETUP(cuMemAddressReserve_(&va, 2 * granularity, 0, 0, 0));
+    for (int k = 0; k < 2; k++) {
+        SETUP(cuMemCreate_(&vmm[k], granularity, &prop, 0));
+        SETUP(cuMemMap_(va + k * granularity, granularity, 0, vmm[k], 0));
+    }
+    SETUP(cuMemSetAccess_(va, 2 * granularity, &access, 1));
+    own_vmm = (char *)(uintptr_t)va;
+    CUmemPoolProps pool_props;
+    memset(&pool_props, 0, sizeof(pool_props));
+    pool_props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    pool_props.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    pool_props.location = prop.location;
+    CUmemoryPool pool;
+    SETUP(cuMemPoolCreate_(&pool, &pool_props));
+    SETUP(cuMemAllocFromPoolAsync_(&pool_mem, 1 << 20, pool, s));
+    SETUP(cuStreamSynchronize_(s));
+    own_pool = (char *)(uintptr_t)pool_mem;
+    /* After the setup: its memory files are not the cache's to be denied. */
+    limit_files();
     paused(0);
 
     /* Before anything is prepared, a TMA copy under capture is refused
@@ -402,7 +640,19 @@ int main(void)
     SETUP(cuMemFree_((CUdeviceptr)(uintptr_t)b.d0a));
     SETUP(cuMemFree_((CUdeviceptr)(uintptr_t)b.d1));
     SETUP(cuMemFreeHost_(b.pinned));
+    SETUP(cuMemFreeAsync_(pool_mem, NULL));
+    SETUP(cuStreamSynchronize_(NULL));
+    SETUP(cuMemPoolDestroy_(pool));
+    for (int k = 0; k < 2; k++) {
+        SETUP(cuMemUnmap_(va + k * granularity, granularity));
+        SETUP(cuMemRelease_(vmm[k]));
+    }
+    SETUP(cuMemAddressFree_(va, 2 * granularity));
     free(b.pageable);
+    if (exporter_done >= 0)
+        close(exporter_done);
+    if (exporter_pid > 0)
+        waitpid(exporter_pid, NULL, 0);
     unlink(table);
     unlimit_files();
     printf("END %d\n", steps);

@@ -65,6 +65,10 @@ int main(void)
     FIELD(p2pt_properties, max_grid);
     FIELD(p2pt_properties, kernel_launches);
     FIELD(p2pt_properties, ce_operations);
+    FIELD(p2pt_properties, share_exports);
+    FIELD(p2pt_properties, share_imports_open);
+    FIELD(p2pt_properties, share_imports_closed);
+    FIELD(p2pt_properties, share_mappings);
 
     SIZE(p2pt_copy_desc);
     FIELD(p2pt_copy_desc, dst);
@@ -129,6 +133,19 @@ int main(void)
     FIELD(p2pt_plugin_v1_t, block_layout_destroy);
     FIELD(p2pt_plugin_v1_t, block_layout_check);
     FIELD(p2pt_plugin_v1_t, block_layout_swap);
+    FIELD(p2pt_plugin_v1_t, explain_batch_device);
+    FIELD(p2pt_plugin_v1_t, share_export);
+    FIELD(p2pt_plugin_v1_t, share_unexport);
+    FIELD(p2pt_plugin_v1_t, share_import);
+    FIELD(p2pt_plugin_v1_t, share_close);
+
+    SIZE(p2pt_share_blob);
+    FIELD(p2pt_share_blob, bytes);
+    FIELD(p2pt_plugin_v1_t, signal_async);
+    FIELD(p2pt_plugin_v1_t, wait_async);
+    FIELD(p2pt_plugin_v1_t, copy_batch_device_signal_async);
+    FIELD(p2pt_plugin_v1_t, explain_signal);
+    FIELD(p2pt_plugin_v1_t, explain_wait);
 
     SIZE(p2pt_block_layer);
     FIELD(p2pt_block_layer, size);

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A handle's sharing state: made on its first export or import (a handle
+ * that shares nothing carries a NULL pointer and its operations one load),
+ * ended at p2pt_finalize, which closes every import as a close would
+ * (waiting for the work queued on it) before it ends the exports.
+ */
+#include <stdlib.h>
+
+#include "handle.h"
+#include "share.h"
+
+static pthread_mutex_t make_lock = PTHREAD_MUTEX_INITIALIZER;
+
+p2pt_status p2pt__share_get(struct p2pt_handle *h, struct p2pt_share **out)
+{
+    struct p2pt_share *sh = atomic_load_explicit(&h->share, memory_order_acquire);
+    if (sh != NULL) {
+        *out = sh;
+        return P2PT_SUCCESS;
+    }
+    pthread_mutex_lock(&make_lock);
+    sh = atomic_load(&h->share);
+    if (sh == NULL && (sh = calloc(1, sizeof(*sh))) != NULL) {
+        pthread_mutex_init(&sh->lock, NULL);
+        pthread_mutex_init(&sh->map_lock, NULL);
+        pthread_mutex_init(&sh->marks_lock, NULL);
+        for (int d = 0; d < P2PT_MAX_DEVICES; d++)
+            atomic_init(&sh->open[d], 0);
+        atomic_store_explicit(&h->share, sh, memory_order_release);
+    }
+    pthread_mutex_unlock(&make_lock);
+    if (sh == NULL)
+        return p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory for a handle's sharing state");
+    *out = sh;
+    return P2PT_SUCCESS;
+}
+
+void p2pt__share_free(struct p2pt_handle *h)
+{
+    struct p2pt_share *sh = atomic_load(&h->share);
+    if (sh == NULL)
+        return;
+    p2pt__share_imports_end(h, sh);
+    p2pt__share_exports_end(sh);
+    p2pt__share_marks_drop(sh, -1);
+    pthread_mutex_destroy(&sh->lock);
+    pthread_mutex_destroy(&sh->map_lock);
+    pthread_mutex_destroy(&sh->marks_lock);
+    free(sh);
+    atomic_store(&h->share, NULL);
+}
+
+void p2pt__share_report(const struct p2pt_handle *h, p2pt_properties *p)
+{
+    struct p2pt_share *sh = atomic_load(&((struct p2pt_handle *)h)->share);
+    if (sh == NULL)
+        return;
+    p->share_exports = atomic_load(&sh->exports_live);
+    p->share_imports_open = atomic_load(&sh->imports_open);
+    p->share_imports_closed = atomic_load(&sh->imports_closed);
+    p->share_mappings = atomic_load(&sh->mappings);
+}
