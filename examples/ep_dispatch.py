@@ -1,0 +1,382 @@
+# SPDX-License-Identifier: Apache-2.0
+"""MoE dispatch and combine, one process per GPU, in the shape of DeepEP's
+published tests: each rank holds --tokens tokens of --hidden bf16 values
+(14 KiB rows at 7168), routes each to its top --topk of --experts experts
+spread evenly over the ranks, sends a token's row once to every rank that
+holds one of its experts (dispatch), and gets each back and sums the
+returned rows with the token's weights on that rank (combine).
+
+    torchrun --nproc-per-node 4 examples/ep_dispatch.py            # 4,096 tokens a rank
+    torchrun --nproc-per-node 4 examples/ep_dispatch.py --tokens 128  # decode
+
+Ways, each checked byte for byte against `nccl`:
+  p2pt         p2pt.distributed.AlltoallV: counts exchanged on the GPU,
+               one device batch a rank, no host sync; also captured in a
+               CUDA graph and replayed with new routing
+  nccl         as a framework does it with NCCL: the counts to the host,
+               the rows gathered, all_to_all_single with host split sizes
+  nccl_packed  NCCL's best case: rows already packed, sizes known
+  torch_symm   PyTorch's symmetric memory (all_to_all_vdev), where it runs
+
+A step is timed with CUDA events from a barrier, the count exchange
+included; `us` is the largest over the ranks of the median step.
+--csv writes gpus,tokens,hidden_bytes,topk,phase,way,us,gbps_per_rank,vs_nccl
+(gbps_per_rank: the bytes a rank sends to other ranks a step, the mean
+over ranks, over `us`). --overlap also times a bf16 GEMM on every rank
+alone and beside each way's steps.
+"""
+import argparse
+import csv
+import os
+import statistics
+import sys
+
+for var, val in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
+                 ("NVSHMEM_DISABLE_NVLS", "1")):
+    os.environ.setdefault(var, val)  # NVLink multicast stays off
+
+import torch
+import torch.distributed as dist
+
+try:
+    import p2pt.distributed as pd
+    import p2pt.torch as pt
+except ImportError as e:
+    sys.exit(f"ep_dispatch.py: {e} (pip install '.[torch]' from a p2pt checkout)")
+
+
+def parse():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tokens", type=int, default=4096)
+    p.add_argument("--hidden", type=int, default=7168)
+    p.add_argument("--topk", type=int, default=8)
+    p.add_argument("--experts", type=int, default=256)
+    p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--replays", type=int, default=3, help="graph replays with new routing")
+    p.add_argument("--csv", default=None)
+    p.add_argument("--overlap", action="store_true")
+    p.add_argument("--gemm", type=int, default=8192)
+    return p.parse_args()
+
+
+class Step:
+    """One rank's routing: the tokens, which ranks each goes to, the
+    weights of its experts there."""
+
+    def __init__(self, a, rank, G, device, seed):
+        gen = torch.Generator(device=device).manual_seed(seed)
+        T, H = a.tokens, a.hidden
+        self.x = torch.randn(T, H, generator=gen, device=device).to(torch.bfloat16)
+        scores = torch.randn(T, a.experts, generator=gen, device=device)
+        top, idx = scores.topk(a.topk, dim=1)
+        w = torch.softmax(top, dim=1)
+        owner = idx // (a.experts // G)
+        self.dest = torch.zeros(T, G, dtype=torch.bool, device=device)
+        self.dest.scatter_(1, owner, True)
+        self.w = torch.zeros(T, G, device=device).scatter_add_(1, owner, w)
+
+    def load(self, other):
+        for name in ("x", "dest", "w"):
+            getattr(self, name).copy_(getattr(other, name))
+
+
+def weighted_sum(back, w, T, H):
+    """The combine's sum: every returned row times the token's weight on
+    the rank it came from (slots not sent have weight 0 and are masked)."""
+    rows = back.view(T, -1, H * 2).view(torch.bfloat16).view(T, -1, H).float()
+    rows = torch.where(w[:, :, None] > 0, rows, torch.zeros((), device=rows.device))
+    return (rows * w[:, :, None]).sum(1).to(torch.bfloat16)
+
+
+class P2pt:
+    name = "p2pt"
+
+    def __init__(self, a, G, rank, device):
+        self.a2a = pd.AlltoallV(a.tokens, a.hidden * 2)
+        self.T, self.H = a.tokens, a.hidden
+
+    def dispatch(self, s):
+        recv, counts = self.a2a.dispatch(s.x.view(torch.uint8), s.dest)
+        self.counts = counts
+        return recv, counts
+
+    def expert(self, recv):
+        self.a2a.y.copy_(recv)  # the identity expert: what arrived goes back
+
+    def combine(self, s):
+        return weighted_sum(self.a2a.combine(s.dest), s.w, self.T, self.H)
+
+
+class Nccl:
+    """As a framework writes it: counts to the host, a gather, NCCL."""
+    name = "nccl"
+
+    def __init__(self, a, G, rank, device):
+        self.G, self.T, self.H, self.device = G, a.tokens, a.hidden, device
+        self.recv = torch.empty(G * a.tokens, a.hidden * 2, dtype=torch.uint8, device=device)
+
+    def plan(self, s):
+        counts = s.dest.sum(0)
+        got = torch.empty_like(counts)
+        dist.all_to_all_single(got, counts)
+        self.send_split = counts.tolist()
+        self.recv_split = got.tolist()
+        # Rows by destination, each in token order: the same layout as p2pt's.
+        self.order = torch.cat([s.dest[:, d].nonzero().flatten() for d in range(self.G)])
+
+    def dispatch(self, s):
+        self.plan(s)
+        send = s.x.view(torch.uint8)[self.order]
+        n = sum(self.recv_split)
+        dist.all_to_all_single(self.recv[:n], send, self.recv_split, self.send_split)
+        return self.recv, torch.tensor(self.recv_split, device=self.device)
+
+    def expert(self, recv):
+        self.y = recv[:sum(self.recv_split)]
+
+    def combine(self, s):
+        back = torch.empty(sum(self.send_split), self.H * 2, dtype=torch.uint8,
+                           device=self.device)
+        dist.all_to_all_single(back, self.y, self.send_split, self.recv_split)
+        slots = torch.zeros(self.T, self.G, self.H * 2, dtype=torch.uint8, device=self.device)
+        dest_of = torch.repeat_interleave(torch.arange(self.G, device=self.device),
+                                          torch.tensor(self.send_split, device=self.device))
+        slots[self.order, dest_of] = back
+        return weighted_sum(slots, s.w, self.T, self.H)
+
+
+class NcclPacked(Nccl):
+    """NCCL's best case: packed rows and known sizes; only the exchange."""
+    name = "nccl_packed"
+
+    def prepare(self, s):
+        self.plan(s)
+        self.send = s.x.view(torch.uint8)[self.order].contiguous()
+        self.n = sum(self.recv_split)
+        self.back = torch.empty(sum(self.send_split), self.H * 2, dtype=torch.uint8,
+                                device=self.device)
+
+    def dispatch(self, s):
+        dist.all_to_all_single(self.recv[:self.n], self.send, self.recv_split, self.send_split)
+        return self.recv, None
+
+    def combine(self, s):
+        dist.all_to_all_single(self.back, self.recv[:self.n], self.send_split, self.recv_split)
+        return self.back
+
+
+class TorchSymm:
+    """torch.distributed._symmetric_memory's all_to_all_vdev: rows packed
+    by destination, counts in GPU memory."""
+    name = "torch_symm"
+
+    def __init__(self, a, G, rank, device):
+        from torch.distributed import _symmetric_memory as symm
+        self.G, self.H = G, a.hidden
+        group = dist.group.WORLD.group_name
+        symm.enable_symm_mem_for_group(group)
+        self.group = group
+        rows = G * a.tokens
+        self.inp = symm.empty(rows, a.hidden, dtype=torch.bfloat16, device=device)
+        self.out = symm.empty(rows, a.hidden, dtype=torch.bfloat16, device=device)
+        self.splits = symm.empty(3, G, dtype=torch.int64, device=device)
+        symm.rendezvous(self.inp, group)
+        symm.rendezvous(self.out, group)
+        symm.rendezvous(self.splits, group)
+
+    def dispatch(self, s):
+        order = torch.cat([s.dest[:, d].nonzero().flatten() for d in range(self.G)])
+        self.inp[:order.numel()] = s.x[order]
+        self.splits[0] = s.dest.sum(0)
+        torch.ops.symm_mem.all_to_all_vdev(self.inp, self.out, self.splits, self.group)
+        return self.out, self.splits[1]
+
+    def combine(self, s):
+        return None
+
+
+def timed(fn, a, device):
+    """Median of a.iters steps, each from a barrier, in microseconds."""
+    t = []
+    for i in range(a.warmup + a.iters):
+        torch.cuda.synchronize(device)
+        dist.barrier()
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        fn()
+        e1.record()
+        e1.synchronize()
+        if i >= a.warmup:
+            t.append(e0.elapsed_time(e1) * 1000)
+    return statistics.median(t)
+
+
+def largest(v, device):
+    x = torch.tensor([v], device=device)
+    dist.all_reduce(x, op=dist.ReduceOp.MAX)
+    return x.item()
+
+
+def mean(v, device):
+    x = torch.tensor([float(v)], device=device)
+    dist.all_reduce(x)
+    return x.item() / dist.get_world_size()
+
+
+def check(a, b, what, rank):
+    if not torch.equal(a, b):
+        bad = (a != b).nonzero()
+        raise SystemExit(f"rank {rank}: {what} differs from nccl's "
+                         f"({bad.shape[0]} elements, first at {bad[0].tolist()})")
+
+
+def main():
+    a = parse()
+    dist.init_process_group("nccl")
+    rank, G = dist.get_rank(), dist.get_world_size()
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
+    torch.cuda.set_device(device)
+    if a.experts % G:
+        sys.exit(f"ep_dispatch.py: --experts {a.experts} must be a multiple of the {G} ranks")
+    s = Step(a, rank, G, device, seed=1000 + rank)
+    T, H = a.tokens, a.hidden
+    ways = {"p2pt": P2pt(a, G, rank, device), "nccl": Nccl(a, G, rank, device),
+            "nccl_packed": NcclPacked(a, G, rank, device)}
+    try:
+        ways["torch_symm"] = TorchSymm(a, G, rank, device)
+    except Exception as e:  # not built with NVSHMEM, or no symmetric memory here
+        if rank == 0:
+            print(f"# torch_symm skipped: {type(e).__name__}: {e}".splitlines()[0], flush=True)
+
+    # Byte-exact against nccl: what arrived, and the combined rows.
+    ref_recv, ref_counts = ways["nccl"].dispatch(s)
+    n = int(ref_counts.sum())
+    ref_recv = ref_recv[:n].clone()
+    ways["nccl"].expert(ref_recv)
+    ref_out = ways["nccl"].combine(s)
+    p = ways["p2pt"]
+    recv, counts = p.dispatch(s)
+    check(counts, ref_counts, "p2pt's counts", rank)
+    check(recv[:n], ref_recv, "p2pt's dispatch", rank)
+    p.expert(recv)
+    check(p.combine(s), ref_out, "p2pt's combine", rank)
+
+    # A CUDA graph of p2pt's step, replayed with new routing each time.
+    pt.prepare()
+    g_step = Step(a, rank, G, device, seed=5000 + rank)
+    g = torch.cuda.CUDAGraph()
+    torch.cuda.synchronize()
+    dist.barrier()
+    with torch.cuda.graph(g):
+        g_recv, g_counts = p.dispatch(g_step)
+        p.expert(g_recv)
+        g_out = p.combine(g_step)
+    for r in range(a.replays):
+        fresh = Step(a, rank, G, device, seed=7000 + 10 * r + rank)
+        g_step.load(fresh)
+        torch.cuda.synchronize()
+        dist.barrier()
+        g.replay()
+        want_recv, want_counts = ways["nccl"].dispatch(fresh)
+        m = int(want_counts.sum())
+        want_recv = want_recv[:m].clone()
+        ways["nccl"].expert(want_recv)
+        want_out = ways["nccl"].combine(fresh)
+        check(g_counts, want_counts, f"replay {r}'s counts", rank)
+        check(g_recv[:m], want_recv, f"replay {r}'s dispatch", rank)
+        check(g_out, want_out, f"replay {r}'s combine", rank)
+    if rank == 0:
+        print(f"# {G} ranks, {T} tokens of {H} bf16, top-{a.topk} of {a.experts} experts: "
+              f"dispatch and combine byte-exact against nccl, eager and in a graph replayed "
+              f"{a.replays} times with new routing", flush=True)
+
+    # Timing: each phase of each way.
+    sent = float((s.dest.sum(0) * (torch.arange(G, device=device) != rank)).sum()) * H * 2
+    rows = []
+    ways["nccl_packed"].prepare(s)
+    for name, w in ways.items():
+        if name == "torch_symm":
+            try:
+                us_d = timed(lambda: w.dispatch(s), a, device)
+            except Exception as e:
+                if rank == 0:
+                    print(f"# torch_symm skipped: {type(e).__name__}: {e}".splitlines()[0])
+                continue
+            rows.append((name, "dispatch", us_d))
+            continue
+        us_d = timed(lambda: w.dispatch(s), a, device)
+        recv, _ = w.dispatch(s)
+        if hasattr(w, "expert"):
+            w.expert(recv)
+        us_c = timed(lambda: w.combine(s), a, device)
+        rows.append((name, "dispatch", us_d))
+        rows.append((name, "combine", us_c))
+    table = []
+    base = {}
+    for name, phase, us in rows:
+        us = largest(us, device)
+        if name == "nccl":
+            base[phase] = us
+        table.append([G, T, H * 2, a.topk, phase, name, us, mean(sent, device) / us / 1e3])
+    for r in table:
+        r.append(base.get(r[4], 0) / r[6] if base.get(r[4]) else "")
+    if a.overlap:
+        gemm_rows = overlap(a, ways, s, device)
+    if rank == 0:
+        print(f"{'phase':>8} {'way':>12} {'us':>10} {'GB/s/rank':>10} {'vs nccl':>8}")
+        for r in table:
+            vs = f"{r[8]:.3f}" if r[8] != "" else "-"
+            print(f"{r[4]:>8} {r[5]:>12} {r[6]:10.1f} {r[7]:10.1f} {vs:>8}")
+        if a.overlap:
+            for line in gemm_rows:
+                print(line)
+        if a.csv:
+            with open(a.csv, "w", newline="") as f:
+                out = csv.writer(f)
+                out.writerow(["gpus", "tokens", "hidden_bytes", "topk", "phase", "way", "us",
+                              "gbps_per_rank", "vs_nccl"])
+                for r in table:
+                    out.writerow([r[0], r[1], r[2], r[3], r[4], r[5], f"{r[6]:.1f}",
+                                  f"{r[7]:.1f}", f"{r[8]:.3f}" if r[8] != "" else ""])
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def overlap(a, ways, s, device):
+    """A bf16 GEMM on every rank, alone and beside each way's steps on
+    another stream: how much slower it runs (the largest over ranks)."""
+    n = a.gemm
+    A = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    B = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    side = torch.cuda.Stream(device)
+    out = []
+
+    def gemm_time(step):
+        torch.cuda.synchronize(device)
+        dist.barrier()
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if step is not None:
+            with torch.cuda.stream(side):
+                for _ in range(4):
+                    step()
+        e0.record()
+        for _ in range(4):
+            A @ B
+        e1.record()
+        e1.synchronize()
+        torch.cuda.synchronize(device)
+        return e0.elapsed_time(e1)
+
+    for name in ("p2pt", "nccl_packed"):
+        w = ways[name]
+        alone = statistics.median(gemm_time(None) for _ in range(5))
+        beside = statistics.median(
+            gemm_time(lambda: (w.dispatch(s), w.combine(s))) for _ in range(5))
+        x = largest(beside / alone, device)
+        out.append(f"# gemm {n}^3 bf16 beside {name}: {x:.3f}x its time alone")
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Tensors shared between the ranks of a process group, one process per
+GPU: every rank exports its tensor's memory (p2pt_share_export), the blobs
+travel through torch.distributed, and every rank imports every peer's for
+its own device (p2pt_share_import), where p2pt's batches and signals reach
+it. A tensor from PyTorch's symmetric memory is taken as it is: its peers'
+buffers are already mapped here."""
+import torch
+import torch.distributed as dist
+
+from .. import _handle
+from ..torch import _handles
+
+
+def _as_tensor(ptr, nbytes, device, owner):
+    """A uint8 CUDA tensor over [ptr, ptr + nbytes) of `device`, keeping
+    `owner` alive as long as it lives (the __cuda_array_interface__
+    protocol: torch holds the object)."""
+    class _Mem:
+        __cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1",
+                                    "data": (ptr, False), "version": 3, "strides": None}
+        keep = owner
+    return torch.as_tensor(_Mem(), device=torch.device("cuda", device))
+
+
+class _Import:
+    """An import, closed when the last tensor over it is freed."""
+
+    def __init__(self, h, imp):
+        self.h, self.imp = h, imp
+
+    def __del__(self):
+        try:
+            if self.h.pointer:
+                self.h.share_close(self.imp)
+        except Exception:  # interpreter exit: the handle's finalize closes it
+            pass
+
+
+def _symmetric_peers(tensor, group):
+    """The peers' buffers of a symmetric-memory tensor, or None when it is
+    not one (or PyTorch has no symmetric memory)."""
+    try:
+        from torch.distributed import _symmetric_memory as symm_mem
+    except ImportError:
+        return None
+    try:
+        sh = symm_mem.rendezvous(tensor, group)
+    except Exception:
+        return None
+    return [sh.get_buffer(r, tensor.shape, tensor.dtype) if r != sh.rank else tensor
+            for r in range(sh.world_size)]
+
+
+def share(tensor, group=None, *, handle=None):
+    """Every rank's `tensor` (the same shape and dtype on every rank, a
+    contiguous CUDA tensor of this rank's device), as a list indexed by
+    rank: this rank's own tensor, and a view of each peer's memory mapped
+    for this device, in which p2pt's copies, batches and signals put and
+    get. Collective: every rank of `group` calls it. The peers' memory
+    stays mapped while a returned tensor over it lives."""
+    if not tensor.is_cuda or not tensor.is_contiguous():
+        raise ValueError("p2pt.distributed.share: expected a contiguous CUDA tensor")
+    h = _handles._get(_handles._hid(handle))
+    device = tensor.device.index
+    peers = _symmetric_peers(tensor, group)
+    if peers is not None:
+        # Mapped here by PyTorch: windows of this device, as imports are.
+        for t in peers:
+            _handles._windows(h, device, [t.untyped_storage()])
+        return peers
+    s = tensor.untyped_storage()
+    # The whole storage crosses (a view may start inside it), with the
+    # tensor's offset in it.
+    blobs = h.share_export(s.data_ptr(), s.nbytes())
+    mine = (blobs, tensor.data_ptr() - s.data_ptr(), tensor.nbytes)
+    every = [None] * dist.get_world_size(group)
+    dist.all_gather_object(every, mine, group=group)
+    rank = dist.get_rank(group)
+    out = []
+    for r, (peer_blobs, offset, nbytes) in enumerate(every):
+        if r == rank:
+            out.append(tensor)
+            continue
+        ptr, imp = h.share_import(device, peer_blobs)
+        flat = _as_tensor(ptr + offset, nbytes, device, _Import(h, imp))
+        out.append(flat.view(tensor.dtype).view(tensor.shape))
+    return out
