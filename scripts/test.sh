@@ -14,10 +14,10 @@
 #   3. plain build (build/): Release (-O3, plus -g for valgrind), -Werror,
 #      library, tests, example and benchmark
 #   4. valgrind memcheck: the CPU tests of the plain build
-#   5. install: with prefix /usr under DESTDIR (multiarch libdir), a cc
-#      consumer through pkg-config, shared and static; relocated to another
-#      prefix, CMake consumers through find_package (p2pt::p2pt and
-#      p2pt::p2pt_static) and pkg_check_modules
+#   5. install: with prefix /usr under DESTDIR (multiarch libdir), the
+#      benchmark in bin/, a cc consumer through pkg-config, shared and
+#      static; relocated to another prefix, CMake consumers through
+#      find_package (p2pt::p2pt and p2pt::p2pt_static) and pkg_check_modules
 #   6. Python: pip install . into a fresh venv, then pytest tests/python
 #   7. plain suite: every test of the plain build, with a count of the
 #      skipped ones by reason and Criterion's "Synthesis:" line
@@ -305,6 +305,12 @@ stage=$BUILD/install-destdir
 rm -rf "$stage" "$BUILD/install-test" "$BUILD/install-consumer"
 DESTDIR=$stage cmake --install "$BUILD" >/dev/null
 test -f "$stage/usr/share/doc/p2pt/LICENSE" || { echo "test.sh: LICENSE not installed" >&2; exit 1; }
+# README sends users to an installed p2pt-bench for `--mode calibrate`.
+if ! "$stage/usr/bin/p2pt-bench" --help >/dev/null; then
+  echo "test.sh: p2pt-bench is not installed in usr/bin, or its --help fails" >&2
+  exit 1
+fi
+echo "install: usr/bin/p2pt-bench --help exits 0"
 export PKG_CONFIG_PATH="$stage/usr/$libdir/pkgconfig"
 pc_libdir=$(pkg-config --variable=libdir p2pt)
 cc -o "$BUILD/consumer_cc_shared" tests/install_consumer/main.c -DCONSUMER='"cc $(pkg-config --cflags --libs p2pt)"' \
@@ -324,7 +330,7 @@ for c in consumer_cmake consumer_cmake_static consumer_pkgconfig; do
   LD_LIBRARY_PATH="$BUILD/install-test/$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     "$BUILD/install-consumer/$c"
 done
-count install 5 0 0
+count install 6 0 0
 
 # The Python package, installed the way a user installs it (pip install . into
 # a fresh venv; scikit-build-core comes from the package index), then the
