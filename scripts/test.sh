@@ -366,7 +366,7 @@ if [ "$python_mode" != 0 ]; then
   else
     "$PYDIR/venv/bin/python" -c 'import p2pt; print("pip install .: p2pt", p2pt.__version__, "from", p2pt.library_path())'
     set +e
-    (cd "$PYDIR" && P2PT_TEST_INSTALLED=1 P2PT_LAYOUT_PROBE="$BUILD/p2pt-struct-layout" \
+    (cd "$PYDIR" && P2PT_LAYOUT_PROBE="$BUILD/p2pt-struct-layout" \
       "$PYDIR/venv/bin/python" -m pytest -q -rs -p no:cacheprovider "$ROOT/tests/python" \
       >"$PYDIR/pytest.log" 2>&1)
     prc=$?
