@@ -44,7 +44,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 try:
     import torch
 except ImportError:
-    print("kv_offload: PyTorch is not installed (pip install p2pt[torch])", file=sys.stderr)
+    print("kv_offload: PyTorch is not installed (pip install torch)", file=sys.stderr)
     sys.exit(2)
 import p2pt  # noqa: E402
 import p2pt.torch as pt  # noqa: E402

@@ -14,10 +14,10 @@
 #   3. plain build (build/): Release (-O3, plus -g for valgrind), -Werror,
 #      library, tests, example and benchmark
 #   4. valgrind memcheck: the CPU tests of the plain build
-#   5. install: with prefix /usr under DESTDIR (multiarch libdir), a cc
-#      consumer through pkg-config, shared and static; relocated to another
-#      prefix, CMake consumers through find_package (p2pt::p2pt and
-#      p2pt::p2pt_static) and pkg_check_modules
+#   5. install: with prefix /usr under DESTDIR (multiarch libdir), the
+#      benchmark in bin/, a cc consumer through pkg-config, shared and
+#      static; relocated to another prefix, CMake consumers through
+#      find_package (p2pt::p2pt and p2pt::p2pt_static) and pkg_check_modules
 #   6. Python: pip install . into a fresh venv, then pytest tests/python
 #   7. plain suite: every test of the plain build, with a count of the
 #      skipped ones by reason and Criterion's "Synthesis:" line
@@ -25,10 +25,11 @@
 #      folder ($TMPDIR/.../.hidden/builds/p2pt), built there (no benchmark)
 #      and its CPU suite run, so that no test depends on where the checkout is
 #
-# On a 2-core CPU machine (no GPU) the whole script takes several minutes once
-# the packages are installed (docs/TESTING.md gives one measured run), most of
-# it in the valgrind phase. On a machine without a GPU the GPU tests skip with
-# their reason; on a GPU machine they run for real.
+# On a 2-core CPU machine without a GPU, shared with other builds, the whole
+# script took 10 min 56 s once the packages were installed (the run that
+# docs/TESTING.md gives), most of it in the valgrind phase. On a machine
+# without a GPU the GPU tests skip with their reason; on a GPU machine they
+# run for real.
 #
 #   scripts/test.sh                             all phases
 #   scripts/test.sh --help                      this text
@@ -144,7 +145,9 @@ trap finish EXIT
 # added to the total; fails when the suite failed or ran no test.
 suite_counts() {
   local name=$1 log=$2 rc=$3 synthesis passed failed crashed skipped
-  # "[SKIP] suite::test: reason": count by reason, naming the suites.
+  # "[SKIP] suite::test: reason": count by reason, naming the suites. Tests
+  # that --filter leaves out read "Test is disabled": counted in one line
+  # (a filtered run leaves out hundreds), not listed among the skips.
   awk -v skips="$SKIPS" '
     /^\[(RUN |SKIP)\] / {
       line = substr($0, 8)
@@ -154,16 +157,22 @@ suite_counts() {
     }
     /^\[SKIP\] / {
       why = i ? substr(line, i + 2) : "no reason given"
-      if (why == "Test is disabled") why = "Test is disabled (left out by --filter, or .disabled)"
-      else print why >> skips
       suite = name; sub(/::.*/, "", suite)
+      if (why == "Test is disabled") {
+        left_out++
+        if (!(suite in out_suite)) { out_suite[suite] = 1; out_suites++ }
+        next
+      }
+      print why >> skips
       n[why]++; skipped++
       if (index(" " suites[why] " ", " " suite " ") == 0)
         suites[why] = suites[why] (suites[why] == "" ? "" : " ") suite
     }
     END {
+      if (left_out > 0)
+        printf "test.sh: %d tests of %d suites left out by --filter (or .disabled)\n", left_out, out_suites
       if (skipped == 0) { print "test.sh: no test skipped"; exit }
-      printf "test.sh: %d of %d tests skipped, by reason (and their suites):\n", skipped, tests
+      printf "test.sh: %d of %d tests skipped, by reason (and their suites):\n", skipped, tests - left_out
       fflush()
       for (w in n) printf "  %3d  %s  [%s]\n", n[w], w, suites[w] | "sort -rn"
       close("sort -rn")
@@ -305,6 +314,12 @@ stage=$BUILD/install-destdir
 rm -rf "$stage" "$BUILD/install-test" "$BUILD/install-consumer"
 DESTDIR=$stage cmake --install "$BUILD" >/dev/null
 test -f "$stage/usr/share/doc/p2pt/LICENSE" || { echo "test.sh: LICENSE not installed" >&2; exit 1; }
+# README sends users to an installed p2pt-bench for `--mode calibrate`.
+if ! "$stage/usr/bin/p2pt-bench" --help >/dev/null; then
+  echo "test.sh: p2pt-bench is not installed in usr/bin, or its --help fails" >&2
+  exit 1
+fi
+echo "install: usr/bin/p2pt-bench --help exits 0"
 export PKG_CONFIG_PATH="$stage/usr/$libdir/pkgconfig"
 pc_libdir=$(pkg-config --variable=libdir p2pt)
 cc -o "$BUILD/consumer_cc_shared" tests/install_consumer/main.c -DCONSUMER='"cc $(pkg-config --cflags --libs p2pt)"' \
@@ -324,7 +339,7 @@ for c in consumer_cmake consumer_cmake_static consumer_pkgconfig; do
   LD_LIBRARY_PATH="$BUILD/install-test/$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     "$BUILD/install-consumer/$c"
 done
-count install 5 0 0
+count install 6 0 0
 
 # The Python package, installed the way a user installs it (pip install . into
 # a fresh venv; scikit-build-core comes from the package index), then the
@@ -360,7 +375,7 @@ if [ "$python_mode" != 0 ]; then
   else
     "$PYDIR/venv/bin/python" -c 'import p2pt; print("pip install .: p2pt", p2pt.__version__, "from", p2pt.library_path())'
     set +e
-    (cd "$PYDIR" && P2PT_TEST_INSTALLED=1 P2PT_LAYOUT_PROBE="$BUILD/p2pt-struct-layout" \
+    (cd "$PYDIR" && P2PT_LAYOUT_PROBE="$BUILD/p2pt-struct-layout" \
       "$PYDIR/venv/bin/python" -m pytest -q -rs -p no:cacheprovider "$ROOT/tests/python" \
       >"$PYDIR/pytest.log" 2>&1)
     prc=$?

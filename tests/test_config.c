@@ -6,10 +6,14 @@
  * variable, the value and what is accepted; the init argument beats the
  * environment; p2pt_init_args.options override the environment per handle
  * and are checked the same way; and init reports a bad transport before it
- * looks for a driver. Also: the version string is the numbers CMake read.
+ * looks for a driver. A misspelt name, in the environment or the options,
+ * and a misspelt transport, wherever it is given, get the same "did you
+ * mean" from the one suggestion config makes, or none when nothing is near.
+ * Also: the version string is the numbers CMake read.
  * Criterion runs each test in its own process, so setenv is local to it.
  */
 #include <criterion/criterion.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -384,6 +388,132 @@ Test(config, options_name_like_no_known_one_gets_no_suggestion)
     const char *msg = p2pt__last_error_text();
     cr_assert(strstr(msg, "\"COLOR\" is not a p2pt setting") != NULL, "%s", msg);
     cr_assert(strstr(msg, "did you mean") == NULL, "%s", msg);
+}
+
+/* ------------------------------------- one suggestion, wherever the slip is */
+
+static char warned[4096];
+
+static void capture_warning(p2pt_log_level level, unsigned long flags, const char *file,
+                            int line, const char *fmt, ...)
+{
+    (void)level, (void)flags, (void)file, (void)line;
+    size_t used = strlen(warned);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(warned + used, sizeof(warned) - used, fmt, ap);
+    va_end(ap);
+    strncat(warned, "\n", sizeof(warned) - strlen(warned) - 1);
+}
+
+/* What init warns about `name` set in the environment (empty: nothing). */
+static const char *warning_for_env(const char *name)
+{
+    struct p2pt_config_known known;
+    struct p2pt_logger log = {capture_warning, P2PT_LOG_WARN};
+    p2pt__config_known(&known);
+    warned[0] = '\0';
+    setenv(name, "1", 1);
+    p2pt__config_warn_unknown_env(&log, &known);
+    unsetenv(name);
+    return warned;
+}
+
+/* What the options refuse `name=1` with. */
+static const char *refusal_for_option(const char *name)
+{
+    char item[128];
+    snprintf(item, sizeof(item), "%s=1", name);
+    cr_assert_eq(read_options(item), P2PT_INVALID_ARGUMENT, "%s was accepted", item);
+    return p2pt__last_error_text();
+}
+
+Test(config, a_misspelt_name_gets_the_same_suggestion_in_the_environment_and_the_options)
+{
+    static const char *const slips[][2] = {
+        /* the last word wrong, where one name alone has the words before it */
+        {"P2P_TRANSPORT_CHUNK_SIZ", "P2P_TRANSPORT_CHUNK_BYTES"},
+        {"P2P_TRANSPORT_CHUNK_SIZE", "P2P_TRANSPORT_CHUNK_BYTES"},
+        {"P2P_CUDA_PATH", "P2P_CUDA_LIBRARY"},
+        /* a letter short, two letters swapped, a name cut short */
+        {"P2P_TRANSPORT_STAGE", "P2P_TRANSPORT_STAGES"},
+        {"P2P_TRANSPROT_LOG", "P2P_TRANSPORT_LOG"},
+        {"P2P_TRANSPORT_CHUNK", "P2P_TRANSPORT_CHUNK_BYTES"},
+        {"P2P_NVRTC_LIB", "P2P_NVRTC_LIBRARY"},
+        {"P2P_TRANSPORT_MAXCTAS", "P2P_TRANSPORT_MAX_CTAS"},
+    };
+    for (size_t i = 0; i < sizeof(slips) / sizeof(slips[0]); i++) {
+        char want[128];
+        snprintf(want, sizeof(want), "did you mean %s?", slips[i][1]);
+        const char *env = warning_for_env(slips[i][0]);
+        cr_expect(strstr(env, slips[i][0]) && strstr(env, want),
+                  "environment %s: want \"%s\", warned: %s", slips[i][0], want, env);
+        const char *opt = refusal_for_option(slips[i][0]);
+        cr_expect(strstr(opt, want) != NULL, "options %s: want \"%s\", got: %s", slips[i][0],
+                  want, opt);
+    }
+}
+
+Test(config, a_name_like_none_gets_no_suggestion_in_the_environment_or_the_options)
+{
+    /* P2P_TRANSPORT_* is p2pt's own prefix: warned about, naming none of the
+     * many names that share it. */
+    const char *env = warning_for_env("P2P_TRANSPORT_WHATEVER");
+    cr_expect(strstr(env, "P2P_TRANSPORT_WHATEVER is set but p2pt reads no such variable") &&
+                  strstr(env, "did you mean") == NULL,
+              "%s", env);
+    const char *opt = refusal_for_option("P2P_TRANSPORT_WHATEVER");
+    cr_expect(strstr(opt, "did you mean") == NULL, "%s", opt);
+    /* Another program's P2P_* name is left alone. */
+    env = warning_for_env("P2P_SOMETHING_ELSE_ENTIRELY");
+    cr_expect_str_empty(env, "%s", env);
+    opt = refusal_for_option("P2P_SOMETHING_ELSE_ENTIRELY");
+    cr_expect(strstr(opt, "did you mean") == NULL, "%s", opt);
+}
+
+/* The refusal of transport `value` given in `where`: "env", "options" or
+ * "argument" (p2pt_init_args.transport). */
+static const char *transport_refusal(const char *where, const char *value)
+{
+    char item[128];
+    p2pt_status st;
+    if (strcmp(where, "env") == 0) {
+        st = read_with("P2P_TRANSPORT", value);
+        unsetenv("P2P_TRANSPORT");
+    } else if (strcmp(where, "options") == 0) {
+        snprintf(item, sizeof(item), "P2P_TRANSPORT=%s", value);
+        st = read_options(item);
+    } else {
+        st = p2pt__config_read(&cfg, NULL, value);
+    }
+    cr_assert_eq(st, P2PT_INVALID_ARGUMENT, "%s \"%s\" was accepted", where, value);
+    return p2pt__last_error_text();
+}
+
+Test(config, a_misspelt_transport_is_told_the_one_it_likely_meant)
+{
+    static const char *const where[] = {"env", "options", "argument"};
+    static const char *const slips[][2] = {
+        {"tmaa", "tma"}, {"TMAA", "tma"}, {"mta", "tma"},
+        {"cee", "ce"},   {"atuo", "auto"}, {"tm", "tma"},
+    };
+    for (size_t w = 0; w < 3; w++) {
+        for (size_t i = 0; i < sizeof(slips) / sizeof(slips[0]); i++) {
+            char want[64];
+            snprintf(want, sizeof(want), "; did you mean %s?", slips[i][1]);
+            const char *msg = transport_refusal(where[w], slips[i][0]);
+            cr_expect(strstr(msg, want) != NULL && strstr(msg, "accepted (any case): ce, tma"),
+                      "%s \"%s\": want the accepted names and \"%s\", got: %s", where[w],
+                      slips[i][0], want, msg);
+        }
+        /* Nothing near: the accepted names alone. */
+        static const char *const far[] = {"bogus", "xyz", "nccl"};
+        for (size_t i = 0; i < sizeof(far) / sizeof(far[0]); i++) {
+            const char *msg = transport_refusal(where[w], far[i]);
+            cr_expect(strstr(msg, "did you mean") == NULL, "%s \"%s\": %s", where[w], far[i],
+                      msg);
+        }
+    }
 }
 
 Test(config, options_item_without_equals_sign_is_status_4)

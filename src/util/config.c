@@ -18,6 +18,91 @@
 #define DEFAULT_LOG_LEVEL P2PT_LOG_WARN
 #define DEFAULT_CUDA_LIBRARY "libcuda.so.1"
 
+/* Edit distance of a and b, case aside, counting a swap of two neighbours
+ * as one edit (the commonest slip of a typist); (size_t)-1 for names longer
+ * than any p2pt knows. */
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), prev2[64], prev[64], row[64];
+    if (la >= P2PT_ARRAY_LEN(row) || lb >= P2PT_ARRAY_LEN(row))
+        return (size_t)-1;
+    for (size_t j = 0; j <= lb; j++)
+        prev[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            int ca = toupper((unsigned char)a[i - 1]), cb = toupper((unsigned char)b[j - 1]);
+            size_t best = prev[j - 1] + (ca != cb);
+            if (prev[j] + 1 < best)
+                best = prev[j] + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            if (i > 1 && j > 1 && ca == toupper((unsigned char)b[j - 2]) &&
+                toupper((unsigned char)a[i - 2]) == cb && prev2[j - 2] + 1 < best)
+                best = prev2[j - 2] + 1;
+            row[j] = best;
+        }
+        memcpy(prev2, prev, (lb + 1) * sizeof(prev[0]));
+        memcpy(prev, row, (lb + 1) * sizeof(row[0]));
+    }
+    return prev[lb];
+}
+
+/* Whether `name` starts with the first `len` characters of `typed`, case aside. */
+static bool starts_with(const char *name, const char *typed, size_t len)
+{
+    return strlen(name) >= len && strncasecmp(name, typed, len) == 0;
+}
+
+/* Where the last word of a name starts (after its last '_'; 0 for none). */
+static size_t last_word(const char *name)
+{
+    const char *u = strrchr(name, '_');
+    return u ? (size_t)(u - name) + 1 : 0;
+}
+
+/*
+ * The one of `names` that `typed` most likely meant, or NULL. Every refused
+ * or unread name is answered here (a variable in the environment, an
+ * options item, a transport), so a slip gets the same answer wherever it is
+ * made. Likely means: the same name in another case; a name cut short that
+ * only one name starts with; a near miss (one edit per 8 characters and one
+ * more, at most 3, so "tmaa" is tma and "xyz" is not ce); or only the last
+ * word wrong where one name alone has the words before it
+ * (P2P_TRANSPORT_CHUNK_SIZE). Anything less likely gets no suggestion: one
+ * for any word at all would send the reader the wrong way.
+ */
+static const char *suggest(const char *const *names, size_t n, const char *typed)
+{
+    size_t len = strlen(typed), stem = last_word(typed), best = (size_t)-1;
+    const char *nearest = NULL, *cut = NULL, *same_stem = NULL;
+    int n_cut = 0, n_stem = 0;
+    if (len == 0)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        size_t d = edit_distance(typed, names[i]), most = 1 + strlen(names[i]) / 8;
+        if (d == 0)
+            return names[i];
+        if (d <= (most < 3 ? most : 3) && d < best) {
+            best = d;
+            nearest = names[i];
+        }
+        if (starts_with(names[i], typed, len)) {
+            cut = names[i];
+            n_cut++;
+        }
+        if (stem > 0 && last_word(names[i]) == stem && starts_with(names[i], typed, stem)) {
+            same_stem = names[i];
+            n_stem++;
+        }
+    }
+    if (n_cut == 1)
+        return cut;
+    if (nearest != NULL)
+        return nearest;
+    return n_stem == 1 ? same_stem : NULL;
+}
+
 /* P2P_TRANSPORT: one of the names the caller knows, any case. */
 static p2pt_status read_transport(struct p2pt_config *cfg, const char *value,
                                   const char *source, const struct p2pt_config_known *known)
@@ -35,10 +120,12 @@ static p2pt_status read_transport(struct p2pt_config *cfg, const char *value,
         if (w > 0 && (size_t)w < sizeof(names) - used)
             used += (size_t)w;
     }
+    const char *meant = suggest(known->transports, (size_t)known->n_transports, value);
     return p2pt__fail(P2PT_INVALID_ARGUMENT,
                       "%s=\"%s\" is not a transport p2pt knows; accepted "
-                      "(any case): %s",
-                      source, value, names);
+                      "(any case): %s%s%s%s",
+                      source, value, names, meant ? "; did you mean " : "", meant ? meant : "",
+                      meant ? "?" : "");
 }
 
 static p2pt_status read_log_level(struct p2pt_config *cfg, const char *var, const char *v)
@@ -143,58 +230,11 @@ static void list_vars(struct var_list *l, const struct p2pt_config_known *known)
     l->n = p2pt__config_known_vars(known, l->name, P2PT_ARRAY_LEN(l->name));
 }
 
-/* Edit distance of a and b, capped (names are short). */
-static size_t edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b), row[64];
-    if (la >= P2PT_ARRAY_LEN(row) || lb >= P2PT_ARRAY_LEN(row))
-        return (size_t)-1;
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
-/* The variable of `vars` nearest `name`, its distance in *distance; a name
- * cut short (P2P_TRANSPORT_CHUNK) is nearest its whole, and *prefix says
- * whether `name` starts any known name. */
-static const char *closest_var(const struct var_list *vars, const char *name, size_t *distance,
-                               bool *prefix)
-{
-    const char *closest = NULL;
-    size_t best = (size_t)-1;
-    *prefix = false;
-    for (size_t i = 0; i < vars->n && best != 0; i++) {
-        bool cut = strncmp(name, vars->name[i], strlen(name)) == 0;
-        size_t d = edit_distance(name, vars->name[i]);
-        *prefix = *prefix || cut;
-        d = cut && d > 1 ? 1 : d;
-        if (d < best) {
-            best = d;
-            closest = vars->name[i];
-        }
-    }
-    *distance = best;
-    return closest;
-}
-
 extern char **environ;
 
 /* A misspelt variable would otherwise change nothing and say nothing: warn
  * about every P2P_TRANSPORT* name p2pt does not read, and every other P2P_*
- * name that is close to one it does, naming the closest. */
+ * name that suggest() takes for one it does, naming that one. */
 void p2pt__config_warn_unknown_env(const struct p2pt_logger *log,
                                    const struct p2pt_config_known *known)
 {
@@ -207,12 +247,18 @@ void p2pt__config_warn_unknown_env(const struct p2pt_logger *log,
             continue;
         memcpy(name, *e, (size_t)(eq - *e));
         name[eq - *e] = '\0';
-        size_t best;
-        bool prefix;
-        const char *closest = closest_var(&vars, name, &best, &prefix);
-        if (best != 0 && (strncmp(name, "P2P_TRANSPORT", 13) == 0 || prefix || best <= 3))
+        bool read = false;
+        for (size_t i = 0; i < vars.n && !read; i++)
+            read = strcmp(name, vars.name[i]) == 0;
+        if (read)
+            continue;
+        const char *meant = suggest(vars.name, vars.n, name);
+        if (meant != NULL)
             P2PT_WARN(log, "%s is set but p2pt reads no such variable (did you mean %s? "
-                      "env.md lists them all)", name, closest);
+                      "env.md lists them all)", name, meant);
+        else if (strncmp(name, "P2P_TRANSPORT", 13) == 0)
+            P2PT_WARN(log, "%s is set but p2pt reads no such variable (env.md lists them all)",
+                      name);
     }
 }
 
@@ -230,27 +276,18 @@ struct options {
 };
 
 /* Status 4 for an options item that names no variable p2pt reads: the
- * accepted names, and the nearest one when it is a near miss. */
+ * accepted names, and the one it likely meant (names are exact, the
+ * environment's upper case, so a lower-case item is told how to spell it). */
 static p2pt_status unknown_option(const struct var_list *vars, const char *item)
 {
-    char names[1024] = "";
+    char names[1024] = "", hint[96] = "";
     size_t used = 0;
     for (size_t i = 0; i < vars->n && used < sizeof(names); i++)
         used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s", i ? ", " : "",
                                  vars->name[i]);
-    /* Only a near miss is suggested: naming some variable for any word at
-     * all would send the reader the wrong way. Case is not a miss of its own
-     * (names are exact, the environment's upper case), so the distance is
-     * taken on the upper-cased name. */
-    char upper[64], hint[96] = "";
-    size_t best, k = 0;
-    bool prefix;
-    for (; item[k] != '\0' && k + 1 < sizeof(upper); k++)
-        upper[k] = (char)toupper((unsigned char)item[k]);
-    upper[k] = '\0';
-    const char *closest = closest_var(vars, upper, &best, &prefix);
-    if (closest != NULL && (best <= 3 || (prefix && strlen(upper) > 4)))
-        snprintf(hint, sizeof(hint), "; did you mean %s?", closest);
+    const char *meant = suggest(vars->name, vars->n, item);
+    if (meant != NULL)
+        snprintf(hint, sizeof(hint), "; did you mean %s?", meant);
     return p2pt__fail(P2PT_INVALID_ARGUMENT,
                       "p2pt_init_args.options: \"%s\" is not a p2pt setting; "
                       "accepted (env.md): %s%s",

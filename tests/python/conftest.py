@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Shared fixtures of the pytest suite: the p2pt package under test (the
-installed one, else python/ of this source tree) and the source root."""
+installed one, else python/ of this source tree), whether it is installed,
+and the source root."""
 import os
 import sys
 
@@ -12,8 +13,19 @@ try:
     import p2pt  # noqa: F401
 except ImportError:
     sys.path.insert(0, os.path.join(ROOT, "python"))
+    import p2pt  # noqa: F401
 
 
 @pytest.fixture
 def root():
     return ROOT
+
+
+@pytest.fixture
+def installed():
+    """Whether the p2pt under test is an installed package (pip install .)
+    rather than python/p2pt of this tree, told by where it was imported
+    from: `pip install ".[test]" && pytest tests/python` tests the installed
+    one, `PYTHONPATH=python pytest` or a tree without one the source."""
+    source = os.path.realpath(os.path.join(ROOT, "python", "p2pt"))
+    return os.path.dirname(os.path.realpath(p2pt.__file__)) != source

@@ -32,24 +32,36 @@ def test_version_is_the_headers_and_the_librarys(root):
     assert table.abi_version == 1 and table.name == b"p2pt"
 
 
-def test_installed_package_loads_the_library_it_ships():
-    if os.environ.get("P2PT_TEST_INSTALLED") != "1":
-        pytest.skip("the package under test is a source tree (P2PT_TEST_INSTALLED=1 checks "
-                    "an installed one)")
+def test_installed_package_loads_the_library_it_ships(installed):
+    if not installed:
+        pytest.skip("needs an installed package: the one under test is this source tree's")
     here = os.path.dirname(os.path.abspath(p2pt.__file__))
     assert p2pt.library_path() == os.path.join(here, "libp2pt.so")
     from p2pt import _build_version  # written by the build, not read from a source tree
     assert _build_version.version == p2pt.__version__
 
 
-def test_installed_metadata_has_the_headers_version(root):
+def test_installed_metadata_has_the_headers_version(root, installed):
     # pyproject.toml reads the version from include/p2pt.h with a regex; a
     # header reformatted past that regex would ship a wheel of another version.
-    if os.environ.get("P2PT_TEST_INSTALLED") != "1":
-        pytest.skip("needs an installed package: a source tree has no distribution metadata "
-                    "(P2PT_TEST_INSTALLED=1 checks an installed one)")
+    if not installed:
+        pytest.skip("needs an installed package: a source tree has no distribution metadata")
     from importlib import metadata
     assert metadata.version("p2pt") == header_version(root) == p2pt.__version__
+
+
+def test_installed_metadata_names_the_license_the_authors_and_the_project_urls(installed):
+    # What `pip show p2pt` prints: pip before 25 shows the License field
+    # alone (not License-Expression); pip 23 shows Project-URL only with -v,
+    # later ones take their Home-page from the Homepage URL.
+    if not installed:
+        pytest.skip("needs an installed package: a source tree has no distribution metadata")
+    from importlib import metadata
+    md = metadata.metadata("p2pt")
+    assert md["License"] == "Apache-2.0", md["License"]
+    assert md["Author"] == "The p2pt authors", md["Author"]
+    urls = dict(u.split(", ", 1) for u in md.get_all("Project-URL") or [])
+    assert sorted(urls) == ["Changelog", "Documentation", "Homepage", "Source"], urls
 
 
 def test_no_driver_is_status_7_naming_the_library():
@@ -133,8 +145,8 @@ def test_batch_status_reads_a_workspace_prefix():
     assert p2pt.read_batch_status(raw) == p2pt.BatchStatus(5, 4, 1, 3, 1)
 
 
-def test_a_missing_library_names_every_path_tried(tmp_path):
-    if os.environ.get("P2PT_TEST_INSTALLED") == "1":
+def test_a_missing_library_names_every_path_tried(tmp_path, installed):
+    if installed:
         pytest.skip("needs a source tree: an installed package always finds the library it ships")
     r = run_python("import p2pt\ntry:\n    p2pt.load()\nexcept OSError as e:\n    print(e)\n",
                    P2PT_LIBRARY=str(tmp_path / "libnothing.so"), LD_LIBRARY_PATH="")
@@ -184,11 +196,14 @@ def test_the_error_is_shown_as_p2pt_error_with_its_status():
     assert e.value.status == 4 and isinstance(e.value, RuntimeError)
 
 
-def test_p2pt_torch_without_torch_is_one_line_naming_the_extra():
+def test_p2pt_torch_without_torch_is_one_line_saying_what_to_install():
+    # p2pt is on no package index, so the advice is torch itself, or the
+    # extra from the checkout that p2pt was installed from.
     r = run_python("import sys\nsys.modules['torch'] = None\nimport p2pt.torch\n")
     assert r.returncode != 0
     last = r.stderr.strip().splitlines()[-1]
-    assert last == "ImportError: p2pt.torch needs PyTorch: pip install p2pt[torch]", r.stderr
+    assert last == ("ImportError: p2pt.torch needs PyTorch: pip install torch "
+                    "(or, in a p2pt checkout, pip install \".[torch]\")"), r.stderr
     assert "During handling" not in r.stderr, "no chained traceback"
 
 

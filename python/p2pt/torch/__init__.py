@@ -34,7 +34,7 @@ try:
     import torch
 except ImportError:
     # One line that says what to install, not the chain of the failed import.
-    raise ImportError("p2pt.torch needs PyTorch: pip install p2pt[torch]") from None
+    raise ImportError("p2pt.torch needs PyTorch: pip install torch (or, in a p2pt checkout, pip install \".[torch]\")") from None
 
 # The modules, each importing only those before it: _handles, _host, _ops
 # (which registers the copy operations), _swap_layout, _swap_blocks (which
