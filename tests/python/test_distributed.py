@@ -1,0 +1,107 @@
+# SPDX-License-Identifier: Apache-2.0
+"""p2pt.distributed in real processes, one a GPU (2, or 4 where there are
+4 GPUs), with torch.distributed (NCCL) as the bootstrap: every rank's
+tensor shared and written by a put into a peer, ordered by signal and
+wait; an AlltoallV of rows whose counts only the GPU knows, byte for byte
+against the rows gathered on every rank; the same captured in a CUDA
+graph and replayed with new routing. Skips below two GPUs."""
+import os
+import tempfile
+
+import pytest
+
+try:
+    import torch
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+except ImportError as e:
+    pytest.skip(f"no PyTorch: {e}", allow_module_level=True)
+if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
+    pytest.skip("needs 2 CUDA devices: PyTorch sees fewer", allow_module_level=True)
+
+for var, val in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
+                 ("NVSHMEM_DISABLE_NVLS", "1")):
+    os.environ.setdefault(var, val)
+
+WORLD = 4 if torch.cuda.device_count() >= 4 else 2
+ROW = 14336
+
+
+def _init(rank, world, path):
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", init_method=f"file://{path}", rank=rank, world_size=world)
+
+
+def _expected(x, dest, rank, world):
+    """What rank `rank` must receive: every source's rows for it, sources
+    in rank order, each in token order; and the rows from each source."""
+    xs = [torch.empty_like(x) for _ in range(world)]
+    ds = [torch.empty_like(dest) for _ in range(world)]
+    dist.all_gather(xs, x)
+    dist.all_gather(ds, dest)
+    rows = [xs[s][ds[s][:, rank]] for s in range(world)]
+    return torch.cat(rows), torch.tensor([r.shape[0] for r in rows], device=x.device)
+
+
+def _routing(T, world, seed, device):
+    g = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randint(0, 256, (T, ROW), dtype=torch.uint8, device=device, generator=g)
+    dest = torch.rand(T, world, device=device, generator=g) < 0.6
+    return x, dest
+
+
+def _worker(rank, world, path):
+    import p2pt.distributed as pd
+    import p2pt.torch as pt
+    _init(rank, world, path)
+    dev = torch.device("cuda", rank)
+    # A put and its signal: each rank writes into the next one's buffer.
+    buf = torch.zeros(4096, dtype=torch.uint8, device=dev)
+    sems = pd.semaphores(1)
+    peers, peer_sems = pd.share(buf), pd.share(sems)
+    nxt, prv = (rank + 1) % world, (rank - 1) % world
+    for r in range(50):
+        data = torch.full((4096,), (rank * 50 + r) % 251, dtype=torch.uint8, device=dev)
+        pt.copy_(peers[nxt], data)
+        pd.signal(peer_sems[nxt][0])
+        pd.wait(sems[0], 1)
+        got = buf.clone()
+        assert bool((got == (prv * 50 + r) % 251).all()), f"round {r}: a stale byte"
+        dist.barrier()  # nobody overwrites buf before its owner read it
+    # The alltoallv, eager and in a graph.
+    T = 512
+    a2a = pd.AlltoallV(T, ROW)
+    x, dest = _routing(T, world, 100 + rank, dev)
+    recv, counts = a2a.dispatch(x, dest)
+    want, want_counts = _expected(x, dest, rank, world)
+    assert torch.equal(counts, want_counts)
+    assert torch.equal(recv[:want.shape[0]], want)
+    a2a.y.copy_(recv)
+    back = a2a.combine(dest)
+    mask = dest[:, :, None].expand(T, world, ROW)
+    assert torch.equal(back[mask], x[:, None, :].expand(T, world, ROW)[mask]), \
+        "combine did not bring every row back"
+    pt.prepare()
+    gx, gdest = _routing(T, world, 200 + rank, dev)
+    torch.cuda.synchronize()
+    dist.barrier()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        g_recv, g_counts = a2a.dispatch(gx, gdest)
+    for r in range(3):
+        nx, nd = _routing(T, world, 300 + 7 * r + rank, dev)
+        gx.copy_(nx)
+        gdest.copy_(nd)
+        torch.cuda.synchronize()
+        dist.barrier()
+        g.replay()
+        want, want_counts = _expected(nx, nd, rank, world)
+        assert torch.equal(g_counts, want_counts), f"replay {r}: counts"
+        assert torch.equal(g_recv[:want.shape[0]], want), f"replay {r}: rows"
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def test_shared_tensors_signals_and_an_alltoallv_across_processes():
+    with tempfile.TemporaryDirectory() as d:
+        mp.spawn(_worker, args=(WORLD, os.path.join(d, "rendezvous")), nprocs=WORLD, join=True)
