@@ -29,6 +29,8 @@
 
 extern "C" __global__ void p2pt_signal(const __grid_constant__ struct p2pt_signal_params p)
 {
+    if (threadIdx.x != 0 || blockIdx.x != 0)
+        return; /* one add, whatever the launch */
     unsigned long long *v = &((struct p2pt_semaphore *)p.sem)->value;
     asm volatile("fence.acq_rel.sys;\n\t"
                  "red.release.sys.global.add.u64 [%0], %1;" ::"l"(v),
@@ -38,6 +40,8 @@ extern "C" __global__ void p2pt_signal(const __grid_constant__ struct p2pt_signa
 
 extern "C" __global__ void p2pt_wait(const __grid_constant__ struct p2pt_wait_params p)
 {
+    if (threadIdx.x != 0 || blockIdx.x != 0)
+        return; /* one waiter: `expected` moves on once */
     struct p2pt_semaphore *s = (struct p2pt_semaphore *)p.sem;
     /* Only this stream's waits touch `expected`: a plain read and write. */
     const unsigned long long target = s->expected + p.count * P2PT_SIGNAL_UNIT;

@@ -389,7 +389,9 @@ static unsigned long fake_calls(const char *name)
 static void swaps_land(bool offload, bool on_gpu)
 {
     enum { PAIRS = 9 };
-    p2pt_handle *h = gt_handle(on_gpu ? "tma" : NULL);
+    /* The fake driver's kernels move nothing: a host mapping runs there on
+     * the copy engine, whatever P2P_TRANSPORT the suite runs under. */
+    p2pt_handle *h = gt_handle(on_gpu ? "tma" : gt_on_fake_driver() ? "ce" : NULL);
     CUstream s;
     GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     struct pools c = pools_new(4100);

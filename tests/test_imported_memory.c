@@ -33,10 +33,12 @@ static p2pt_choice explain(p2pt_handle *h, void *dst, const void *src, size_t n,
     return c;
 }
 
-static void expect_refused(p2pt_status st, const char *const *must)
+#define expect_refused(call, must) expect_refused_(call, must, #call)
+static void expect_refused_(p2pt_status st, const char *const *must, const char *call)
 {
     const char *msg = p2pt_last_error(NULL);
-    cr_assert_eq(st, P2PT_INVALID_ARGUMENT, "-> %d: %s", (int)st, msg);
+    cr_assert_eq(st, P2PT_INVALID_ARGUMENT, "%s -> %d, expected a refusal: %s", call, (int)st,
+                 st == P2PT_SUCCESS ? "" : msg);
     for (; *must != NULL; must++)
         cr_assert(strstr(msg, *must) != NULL, "the message lacks \"%s\": %s", *must, msg);
 }
@@ -417,8 +419,6 @@ Test(imported_gpu, ipc_handles_opened_in_either_context_and_pool_imports_move_wh
     CUdeviceptr in1, in0, pooled;
     GT_CHECK(tcu.cuIpcOpenMemHandle(&in1, m.legacy, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
     gt_use_device(0);
-    gt_enable_peers();
-    GT_CHECK(tcu.cuIpcOpenMemHandle(&in0, m.legacy, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
     CUmemoryPool pool;
     GT_CHECK(tcu.cuMemPoolImportFromShareableHandle(&pool, (void *)(uintptr_t)fd,
                                                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
@@ -435,6 +435,16 @@ Test(imported_gpu, ipc_handles_opened_in_either_context_and_pool_imports_move_wh
     GT_CHECK(tcu.cuMemcpyHtoD(im.src, im.pattern, REGION));
     struct gt_buf scratch = gt_alloc(REGION);
     p2pt_handle *ce = gt_handle("ce"), *tma = gt_handle("tma"), *aut = gt_handle("auto");
+
+    /* Pool memory without an access grant for GPU 0 (and no peer access
+     * yet): no engine moves it. */
+    const char *const pool_words[] = {"cuMemPoolSetAccess", NULL};
+    p2pt_handle *all[3] = {ce, tma, aut};
+    for (int k = 0; k < 3; k++)
+        expect_refused(p2pt_copy_async(all[k], (void *)pooled, (void *)im.src, 4096, im.s),
+                       pool_words);
+    gt_enable_peers();
+    GT_CHECK(tcu.cuIpcOpenMemHandle(&in0, m.legacy, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
 
     /* Opened in GPU 1's context: the copy engine's, auto's through it. */
     copy_in(&im, aut, "ce", 0, in1, 0 * SLOT + 7, 3, 65537);
@@ -463,12 +473,7 @@ Test(imported_gpu, ipc_handles_opened_in_either_context_and_pool_imports_move_wh
     device_batch_in(&im, aut, 0, in0, 9 * SLOT + 13, 65537);
     copy_in(&im, ce, "ce", 0, in0, 10 * SLOT + 2, 1, 1);
 
-    /* Pool memory without an access grant for GPU 0: no engine moves it. */
-    const char *const pool_words[] = {"cuMemPoolSetAccess", NULL};
-    p2pt_handle *all[3] = {ce, tma, aut};
-    for (int k = 0; k < 3; k++)
-        expect_refused(p2pt_copy_async(all[k], (void *)pooled, (void *)im.src, 4096, im.s),
-                       pool_words);
+    /* Granted, the pool memory is every engine's. */
     CUmemAccessDesc a0 = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     GT_CHECK(tcu.cuMemPoolSetAccess(pool, &a0, 1));
     copy_in(&im, tma, "tma", 1, pooled, 0 * SLOT + 3, 9, 65537);

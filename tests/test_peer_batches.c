@@ -36,10 +36,11 @@ static int gpus_in_use(void)
     return count < MAX_GPUS ? count : MAX_GPUS;
 }
 
-static void pools_make(struct pools *p, uint64_t seed)
+/* Pools on the first `n` GPUs (0: every GPU in use, up to MAX_GPUS). */
+static void pools_make(struct pools *p, int n, uint64_t seed)
 {
     memset(p, 0, sizeof(*p));
-    p->n = gpus_in_use();
+    p->n = n != 0 ? n : gpus_in_use();
     for (int g = 0; g < p->n; g++) {
         gt_use_device(g);
         p->src[g] = gt_alloc(1u << 20);
@@ -109,10 +110,15 @@ static void expect_pools(const struct pools *p, const p2pt_copy_desc *d, size_t 
     }
 }
 
+/* Each pool poisoned from its own GPU (without peer access another's
+ * cannot set it). */
 static void poison_pools(struct pools *p)
 {
-    for (int g = 0; g < p->n; g++)
+    for (int g = 0; g < p->n; g++) {
+        gt_use_device(g);
         gt_poison(&p->dst[g]);
+    }
+    gt_use_device(0);
 }
 
 /* Device descriptors for `d` on GPU 0, every pool a window of device 0. */
@@ -174,7 +180,7 @@ Test(peer_gpu, a_batch_mixing_push_pull_local_and_every_peer_is_exact)
     gt_require_gpus(2);
     gt_enable_peers_all();
     struct pools p;
-    pools_make(&p, 91);
+    pools_make(&p, 0, 91);
     CUstream s;
     GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     /* Pieces between every pair of GPUs (GPU 0's stream runs them all),
@@ -234,7 +240,7 @@ static void grids_follow_the_link(void)
 {
     gt_enable_peers();
     struct pools p;
-    pools_make(&p, 5);
+    pools_make(&p, 2, 5);
     CUstream s;
     GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     enum { N = 512 };
@@ -330,7 +336,7 @@ static void unmapped_peer(void)
 {
     /* No peer access: GPU 1's memory is not mapped for GPU 0. */
     struct pools p;
-    pools_make(&p, 17);
+    pools_make(&p, 2, 17);
     CUstream s;
     GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     enum { N = 64 };

@@ -44,7 +44,7 @@ p2pt_status p2pt__tma_signal(struct p2pt_handle *h, const struct p2pt_signal *s)
         params[0] = &sig;
         fn = m->fn[P2PT_SIGNAL_ENTRY_SIGNAL];
     }
-    P2PT_TRY(p2pt__kernel_launch(h, &ls, fn, 1, 32, 0, stream, params));
+    P2PT_TRY(p2pt__kernel_launch(h, &ls, fn, 1, 1, 0, stream, params));
 out:
     return st;
 }

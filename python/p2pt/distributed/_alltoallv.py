@@ -107,25 +107,26 @@ class AlltoallV:
         torch.ops.p2pt_dist.batch_signal(descs, n, max_count, self.ws, out, self.sems,
                                          self._signals[k], self.hid)
 
-    def _place(self, x, dest):
-        """pos[t, d]: the place of row t among this rank's rows to d."""
-        if dest.dtype != torch.bool or dest.dim() != 2 or dest.shape[1] != self.G:
+    def _place(self, dest):
+        """The tokens, dest as int64, and pos[t, d]: the place of row t
+        among this rank's rows to d."""
+        if dest.dtype != torch.bool or dest.dim() != 2 or dest.shape[1] != self.G or \
+                dest.shape[0] > self.max_rows:
             raise ValueError(f"p2pt.distributed.AlltoallV: dest must be a [T, {self.G}] bool "
-                             f"tensor (row t goes to rank d)")
-        T = x.shape[0]
-        if T > self.max_rows or not x.is_contiguous() or x.nbytes != T * self.rb:
-            raise ValueError(f"p2pt.distributed.AlltoallV: x holds {T} rows of "
-                             f"{x.nbytes // max(T, 1)} bytes; expected at most {self.max_rows} "
-                             f"rows of {self.rb}")
+                             f"tensor (row t goes to rank d), T at most {self.max_rows}")
         d = dest.to(torch.int64)
-        return T, d, d.cumsum(0) - 1
+        return dest.shape[0], d, d.cumsum(0) - 1
 
     def dispatch(self, x, dest):
         """Send row t of `x` to every rank d with dest[t, d]; returns this
         rank's receive buffer and the rows from each source (int64 [G] on
         the GPU). On the current stream; no host sync."""
         G, rb = self.G, self.rb
-        T, d, pos = self._place(x, dest)
+        T, d, pos = self._place(dest)
+        if x.shape[0] != T or not x.is_contiguous() or x.nbytes != T * rb:
+            raise ValueError(f"p2pt.distributed.AlltoallV.dispatch: x must be {T} contiguous "
+                             f"rows of {rb} bytes (dest's rows), not {tuple(x.shape)} "
+                             f"{x.dtype}")
         _handles._windows(self.h, self.device, [x.untyped_storage()])
         self.mine.copy_(d.sum(0))
         self._batch(self.count_descs, self.count_n, G, self.matrix, _COUNTS)
@@ -149,7 +150,7 @@ class AlltoallV:
         each row of the last dispatch: [T, G, row_bytes], slot (t, d) valid
         where dest[t, d]. On the current stream; no host sync."""
         G, rb = self.G, self.rb
-        T, d, pos = self._place(self.back[:dest.shape[0], 0], dest)
+        T, d, pos = self._place(dest)
         # My y is ready: a batch of no piece that signals every peer.
         self._batch(self.descs, self.zero_n, 1, self.y, _READY)
         wait(self.sems[_READY], G - 1)
