@@ -291,9 +291,29 @@ def main():
               f"dispatch and combine byte-exact against nccl, eager and in a graph replayed "
               f"{a.replays} times with new routing", flush=True)
 
-    # Timing: each phase of each way.
+    # Timing: each phase of each way. p2pt as a framework runs it, each
+    # phase captured in a CUDA graph and replayed (one launch of host time),
+    # and eagerly (p2pt_eager: its Python and launches on the host).
     sent = float((s.dest.sum(0) * (torch.arange(G, device=device) != rank)).sum()) * H * 2
     rows = []
+    graphs = {}
+    for phase in ("dispatch", "combine"):
+        torch.cuda.synchronize()
+        dist.barrier()
+        graphs[phase] = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graphs[phase]):
+            if phase == "dispatch":
+                p.dispatch(s)
+            else:
+                p.combine(s)
+        if phase == "dispatch":
+            torch.cuda.synchronize()
+            dist.barrier()
+            graphs[phase].replay()
+            p.expert(p.a2a.recv)
+    for phase in ("dispatch", "combine"):
+        rows.append(("p2pt", phase, timed(graphs[phase].replay, a, device)))
+    ways["p2pt_eager"] = ways.pop("p2pt")
     ways["nccl_packed"].prepare(s)
     for name, w in ways.items():
         if name == "torch_symm":

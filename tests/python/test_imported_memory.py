@@ -63,8 +63,9 @@ def test_ipc_memory_goes_to_the_copy_engine_and_kernels_refuse_it():
             assert err.value.status == 4
             assert "opened in device 1's context" in err.value.text
         with p2pt.Handle(transport="tma") as t:
+            # Co-aligned (a tma copy that is not goes to the copy engine).
             with pytest.raises(p2pt.Error) as err:
-                t.copy(remote.data_ptr() + 9000, src.data_ptr(), 16,
+                t.copy(remote.data_ptr() + 9008 + src.data_ptr() % 16, src.data_ptr(), 16,
                        torch.cuda.current_stream(0).cuda_stream)
             assert "opened in device 1's context" in err.value.text
         q_in.put((5, bytes(src.cpu().tolist())))
