@@ -11,25 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "doc_test.h"
 #include "auto_table.h"
 #include "p2pt_internal.h"
 
 #define AUTO_MARK "<!-- auto-defaults:"
-
-static char *read_doc(const char *name)
-{
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/%s", P2PT_SOURCE_DIR, name);
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f, "cannot open %s", path);
-    static char text[4][256 * 1024];
-    static int next;
-    char *buf = text[next++ % 4];
-    size_t n = fread(buf, 1, sizeof(text[0]) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return buf;
-}
 
 static const char *next_line(const char *line)
 {

@@ -25,6 +25,7 @@
 
 #include "batch_test.h"
 #include "gpu_test.h"
+#include "ipc_test.h"
 
 static p2pt_choice explain(p2pt_handle *h, void *dst, const void *src, size_t n, CUstream s)
 {
@@ -200,44 +201,12 @@ struct imsg {
 
 static int send_imsg(int sock, const struct imsg *m, int fd)
 {
-    struct iovec iov = {(void *)m, sizeof(*m)};
-    char ctrl[CMSG_SPACE(sizeof(int))];
-    struct msghdr h;
-    memset(&h, 0, sizeof(h));
-    h.msg_iov = &iov;
-    h.msg_iovlen = 1;
-    if (fd >= 0) {
-        memset(ctrl, 0, sizeof(ctrl));
-        h.msg_control = ctrl;
-        h.msg_controllen = sizeof(ctrl);
-        struct cmsghdr *c = CMSG_FIRSTHDR(&h);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    }
-    return sendmsg(sock, &h, 0) == (ssize_t)sizeof(*m) ? 0 : -1;
+    return it_send(sock, m, sizeof(*m), fd);
 }
 
 static int recv_imsg(int sock, struct imsg *m, int *fd)
 {
-    struct iovec iov = {m, sizeof(*m)};
-    char ctrl[CMSG_SPACE(sizeof(int))];
-    struct msghdr h;
-    memset(&h, 0, sizeof(h));
-    h.msg_iov = &iov;
-    h.msg_iovlen = 1;
-    h.msg_control = ctrl;
-    h.msg_controllen = sizeof(ctrl);
-    if (recvmsg(sock, &h, MSG_WAITALL) != (ssize_t)sizeof(*m))
-        return -1;
-    if (fd != NULL) {
-        *fd = -1;
-        struct cmsghdr *c = CMSG_FIRSTHDR(&h);
-        if (c != NULL && c->cmsg_type == SCM_RIGHTS)
-            memcpy(fd, CMSG_DATA(c), sizeof(int));
-    }
-    return 0;
+    return it_recv(sock, m, sizeof(*m), fd);
 }
 
 /* The exporter: GPU 1's cuMemAlloc and pool memory, shared, then checked

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ipc_test.h"
 #include "gpu_test.h"
 
 static struct gt_buf wrap(CUdeviceptr base, size_t n)
@@ -204,44 +205,12 @@ struct ipc_msg {
 
 static int send_msg(int sock, const struct ipc_msg *m, int fd)
 {
-    struct iovec iov = {(void *)m, sizeof(*m)};
-    char ctrl[CMSG_SPACE(sizeof(int))];
-    struct msghdr h;
-    memset(&h, 0, sizeof(h));
-    h.msg_iov = &iov;
-    h.msg_iovlen = 1;
-    if (fd >= 0) {
-        memset(ctrl, 0, sizeof(ctrl));
-        h.msg_control = ctrl;
-        h.msg_controllen = sizeof(ctrl);
-        struct cmsghdr *c = CMSG_FIRSTHDR(&h);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    }
-    return sendmsg(sock, &h, 0) == (ssize_t)sizeof(*m) ? 0 : -1;
+    return it_send(sock, m, sizeof(*m), fd);
 }
 
 static int recv_msg(int sock, struct ipc_msg *m, int *fd)
 {
-    struct iovec iov = {m, sizeof(*m)};
-    char ctrl[CMSG_SPACE(sizeof(int))];
-    struct msghdr h;
-    memset(&h, 0, sizeof(h));
-    h.msg_iov = &iov;
-    h.msg_iovlen = 1;
-    h.msg_control = ctrl;
-    h.msg_controllen = sizeof(ctrl);
-    if (recvmsg(sock, &h, MSG_WAITALL) != (ssize_t)sizeof(*m))
-        return -1;
-    if (fd != NULL) {
-        *fd = -1;
-        struct cmsghdr *c = CMSG_FIRSTHDR(&h);
-        if (c != NULL && c->cmsg_type == SCM_RIGHTS)
-            memcpy(fd, CMSG_DATA(c), sizeof(int));
-    }
-    return 0;
+    return it_recv(sock, m, sizeof(*m), fd);
 }
 
 #define IPC_BYTES (8u * 1024u * 1024u + 13u)

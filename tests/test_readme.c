@@ -8,29 +8,17 @@
  * index, which has no p2pt.
  */
 #include <criterion/criterion.h>
+
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "doc_test.h"
+
 #define README_MAX_LINES 300
 #define INSTALL_BY_LINE 80
 #define TABLE_LINE_MAX 200
-
-static char *read_doc(const char *name)
-{
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/%s", P2PT_SOURCE_DIR, name);
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "cannot open %s", path);
-    static char text[4][256 * 1024];
-    static int next;
-    char *buf = text[next++ % 4];
-    size_t n = fread(buf, 1, sizeof(text[0]) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return buf;
-}
 
 /* Characters, not bytes: UTF-8 continuation bytes do not count. */
 static size_t chars(const char *s, size_t bytes)

@@ -141,27 +141,12 @@ static bool check(gpu &g, gpu &other, size_t bytes, bool push)
     return true;
 }
 
-/* dir 0 push, 1 pull, 2 both (g pushes to other and other to g). */
-static void run_case(const way &w, gpu &a, gpu &b, size_t bytes, int dir, float ce_us)
+/* The median over 9 rounds of 20 back-to-back launches of `w`, in us a
+ * launch: from GPU 0's start to the later GPU's end for dir 2. */
+static float time_rounds(const way &w, gpu &a, gpu &b, size_t bytes, int dir)
 {
     const bool push = dir != 1;
     const int per = 20, reps = 9;
-    /* Correctness on poisoned destinations first. */
-    CK(cudaSetDevice(a.dev));
-    CK(cudaMemset(push ? b.recv : a.recv, 0xA5, ROWS / 2 * bytes));
-    if (dir == 2) {
-        CK(cudaSetDevice(b.dev));
-        CK(cudaMemset(a.recv, 0xA5, ROWS / 2 * bytes));
-    }
-    CK(cudaDeviceSynchronize());
-    launch(w, a, b, 0, bytes, push);
-    if (dir == 2)
-        launch(w, b, a, 0, bytes, true);
-    CK(cudaSetDevice(a.dev));
-    CK(cudaStreamSynchronize(a.s));
-    CK(cudaSetDevice(b.dev));
-    CK(cudaStreamSynchronize(b.s));
-    bool ok = w.ctas == 0 || (check(a, b, bytes, push) && (dir != 2 || check(b, a, bytes, true)));
     std::vector<float> t;
     for (int r = 0; r < reps + 1; r++) {
         CK(cudaSetDevice(a.dev));
@@ -190,7 +175,30 @@ static void run_case(const way &w, gpu &a, gpu &b, size_t bytes, int dir, float 
             t.push_back(ms * 1000 / per);
     }
     std::sort(t.begin(), t.end());
-    const float us = t[reps / 2];
+    return t[reps / 2];
+}
+
+/* dir 0 push, 1 pull, 2 both (g pushes to other and other to g). */
+static void run_case(const way &w, gpu &a, gpu &b, size_t bytes, int dir, float ce_us)
+{
+    const bool push = dir != 1;
+    /* Correctness on poisoned destinations first. */
+    CK(cudaSetDevice(a.dev));
+    CK(cudaMemset(push ? b.recv : a.recv, 0xA5, ROWS / 2 * bytes));
+    if (dir == 2) {
+        CK(cudaSetDevice(b.dev));
+        CK(cudaMemset(a.recv, 0xA5, ROWS / 2 * bytes));
+    }
+    CK(cudaDeviceSynchronize());
+    launch(w, a, b, 0, bytes, push);
+    if (dir == 2)
+        launch(w, b, a, 0, bytes, true);
+    CK(cudaSetDevice(a.dev));
+    CK(cudaStreamSynchronize(a.s));
+    CK(cudaSetDevice(b.dev));
+    CK(cudaStreamSynchronize(b.s));
+    bool ok = w.ctas == 0 || (check(a, b, bytes, push) && (dir != 2 || check(b, a, bytes, true)));
+    const float us = time_rounds(w, a, b, bytes, dir);
     const double sent = (double)(ROWS / 2) * bytes; /* per GPU */
     static const char *dirs[] = {"push", "pull", "both"};
     printf("peer variant=%s dir=%s bytes=%zu way=%s ctas=%d threads=%d unroll=%d us=%.1f "
@@ -202,39 +210,7 @@ static void run_case(const way &w, gpu &a, gpu &b, size_t bytes, int dir, float 
 
 static float ce_time(gpu &a, gpu &b, size_t bytes, int dir)
 {
-    /* run_case prints the row and returns nothing; time it again here. */
-    way ce{"ce_contig", 0, 0, 0};
-    const bool push = dir != 1;
-    const int per = 20, reps = 9;
-    std::vector<float> t;
-    for (int r = 0; r < reps + 1; r++) {
-        CK(cudaSetDevice(a.dev));
-        CK(cudaEventRecord(a.e0, a.s));
-        if (dir == 2) {
-            CK(cudaSetDevice(b.dev));
-            CK(cudaStreamWaitEvent(b.s, a.e0, 0));
-        }
-        for (int i = 0; i < per; i++) {
-            launch(ce, a, b, i % SETS, bytes, push);
-            if (dir == 2)
-                launch(ce, b, a, i % SETS, bytes, true);
-        }
-        if (dir == 2) {
-            CK(cudaSetDevice(b.dev));
-            CK(cudaEventRecord(b.done, b.s));
-            CK(cudaSetDevice(a.dev));
-            CK(cudaStreamWaitEvent(a.s, b.done, 0));
-        }
-        CK(cudaSetDevice(a.dev));
-        CK(cudaEventRecord(a.e1, a.s));
-        CK(cudaEventSynchronize(a.e1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, a.e0, a.e1));
-        if (r)
-            t.push_back(ms * 1000 / per);
-    }
-    std::sort(t.begin(), t.end());
-    return t[reps / 2];
+    return time_rounds({"ce_contig", 0, 0, 0}, a, b, bytes, dir);
 }
 
 static void setup(gpu &g, size_t max_bytes)
