@@ -4,12 +4,15 @@
  * binary, copies host-to-host pieces with a byte loop on the host. It is
  * registered through the registry's hook and nothing else in src/ names
  * it, yet, over the fake driver (tests/fault/fake_cuda.c), P2P_TRANSPORT
- * accepts its name; copies and host batches are routed to it, explained
- * and counted in its per-engine slot; a copy it cannot run (device memory)
- * goes to the fallback engine, counted as its fallback; and a device
- * batch is refused with status 6 naming it.
+ * accepts its name; copies, host batches and blocks moved by a mapping
+ * (p2pt_copy_blocks_async, whose pieces the pipeline's pass makes from the
+ * blocks: the engine sees descriptors either way) are routed to it,
+ * explained and counted in its per-engine slot; a copy it cannot run
+ * (device memory) goes to the fallback engine, counted as its fallback; and
+ * a device batch is refused with status 6 naming it.
  */
 #include <criterion/criterion.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "batch_test.h"
@@ -51,13 +54,35 @@ static p2pt_status loop_copy(struct p2pt_handle *h, const struct p2pt_request *r
     return P2PT_SUCCESS;
 }
 
-/* Every piece was checked by the pipeline's pass (b->scanned). */
-static p2pt_status loop_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b)
+/* Where its host batches' pieces go: descriptors on the heap, which the
+ * pipeline's pass fills (from the caller's descriptors or from blocks
+ * alike) after checking every piece. */
+static p2pt_status loop_batch_sink(struct p2pt_handle *h, const struct p2pt_batch *b,
+                                   struct p2pt_batch_sink *s)
 {
     (void)h;
-    for (size_t i = 0; i < b->count; i++)
-        loop_bytes(b->stream, b->descs[i].dst, b->descs[i].src, (size_t)b->descs[i].bytes);
+    s->descs = malloc(b->count * sizeof(*s->descs) + 1);
+    if (s->descs == NULL)
+        return p2pt__fail(P2PT_SYSTEM_ERROR, "loop: out of host memory");
+    s->own = s->descs;
     return P2PT_SUCCESS;
+}
+
+/* Every piece has passed: copy the b->pieces the sink holds. */
+static p2pt_status loop_batch_submit(struct p2pt_handle *h, const struct p2pt_batch *b,
+                                     struct p2pt_batch_sink *s)
+{
+    (void)h;
+    for (size_t i = 0; i < b->pieces; i++)
+        loop_bytes(b->stream, (void *)(uintptr_t)s->descs[i].dst,
+                   (const void *)(uintptr_t)s->descs[i].src, (size_t)s->descs[i].bytes);
+    return P2PT_SUCCESS;
+}
+
+static void loop_batch_release(struct p2pt_handle *h, struct p2pt_batch_sink *s)
+{
+    (void)h;
+    free(s->own);
 }
 
 static const struct p2pt_transport loop_engine = {
@@ -66,7 +91,9 @@ static const struct p2pt_transport loop_engine = {
     .can_copy = loop_can_copy,
     .prepare = loop_prepare,
     .copy = loop_copy,
-    .copy_batch = loop_copy_batch,
+    .batch_sink = loop_batch_sink,
+    .batch_submit = loop_batch_submit,
+    .batch_release = loop_batch_release,
 };
 
 /* ------------------------------------------------------------- the tests */
@@ -135,6 +162,46 @@ Test(engine_loop, is_chosen_by_name_runs_host_copies_and_counts_them)
     cr_expect_eq(p.engine_batches[e], 1);
     cr_expect_eq(p.batch_pieces, 2);
     cr_expect_eq(p.ce_bytes + p.tma_bytes + p.ce_batches + p.tma_batches, 0);
+    p2pt_finalize(h);
+#endif
+}
+
+Test(engine_loop, takes_blocks_moved_by_a_mapping_as_it_takes_descriptors)
+{
+    require_fake_driver();
+#ifdef P2PT_FAKE_CUDA_PATH
+    p2pt_handle *h = loop_handle();
+    enum { LAYERS = 3, BLOCKS = 6, BB = 40 };
+    static unsigned char src[LAYERS][BLOCKS][BB], dst[LAYERS][BLOCKS][BB];
+    for (size_t l = 0; l < LAYERS; l++)
+        for (size_t k = 0; k < BLOCKS; k++)
+            for (size_t i = 0; i < BB; i++)
+                src[l][k][i] = (unsigned char)(l * 71 + k * 13 + i + 1);
+    memset(dst, 0, sizeof(dst));
+    p2pt_block_layer layers[LAYERS];
+    for (size_t l = 0; l < LAYERS; l++)
+        layers[l] = (p2pt_block_layer){sizeof(layers[l]), dst[l], src[l], BB, BLOCKS, BLOCKS};
+    /* (src block, dst block) rows: 0 -> 3, 5 -> 1, 2 -> 0. */
+    const int64_t map[] = {0, 3, 5, 1, 2, 0};
+    p2pt_choice c = {sizeof(c)};
+    cr_assert_eq(p2pt_explain_blocks(h, layers, LAYERS, map, 3, NULL, &c), P2PT_SUCCESS, "%s",
+                 p2pt_last_error(NULL));
+    cr_expect_str_eq(c.transport, "loop");
+    cr_expect_str_eq(c.path, "batch");
+    cr_assert_eq(p2pt_copy_blocks_async(h, layers, LAYERS, map, 3, NULL), P2PT_SUCCESS, "%s",
+                 p2pt_last_error(NULL));
+    for (size_t l = 0; l < LAYERS; l++)
+        for (size_t k = 0; k < BLOCKS; k++) {
+            int from = k == 3 ? 0 : k == 1 ? 5 : k == 0 ? 2 : -1;
+            for (size_t i = 0; i < BB; i++)
+                cr_assert_eq(dst[l][k][i], from < 0 ? 0 : src[l][from][i],
+                             "layer %zu, dst block %zu, byte %zu", l, k, i);
+        }
+    p2pt_properties p = gt_props(h);
+    int e = loop_index(&p);
+    cr_expect_eq(p.engine_batches[e], 1);
+    cr_expect_eq(p.batch_pieces, LAYERS * 3);
+    cr_expect_eq(p.ce_batches + p.tma_batches, 0);
     p2pt_finalize(h);
 #endif
 }

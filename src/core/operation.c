@@ -20,22 +20,28 @@
  * cannot take one is refused before its arguments are looked at, so its
  * row routes first; so does a signal's (signals and waits are one kind).
  *
- * A host batch's pieces are checked (arguments in step 1, facts in step 4)
- * in one pass over its descriptors (batch_scan.c). An engine that writes
- * the descriptors into a buffer of its own (P2PT_CAP_BATCH_SCAN) makes that
- * pass itself, in step 5, before it enqueues anything; otherwise, and in a
- * dry run, step 4 makes it. A policy that routes by the mean piece size
- * (auto) takes it from one piece and leaves its band in the batch
- * (mean_lo, mean_hi): the pass that finds the mean elsewhere stops before
- * anything is enqueued, and steps 3 to 5 run again on the sums it found
- * (a second pass, only then). Blocks bring their sums.
- * The outcome is the operation steps 1 and 4
- * would give in order: should a step before the pass fail (no driver, a
- * bad stream), the pieces' arguments are checked then, and a refused piece
- * is the error reported, or a batch of empty pieces succeeds with nothing
- * to do.
+ * A host batch (descriptors, or blocks moved by a mapping) is read once, here,
+ * for every engine: steps 3 and 4 are one pass over its pieces
+ * (batch_scan.c) that checks each (its arguments, its facts against the
+ * engine), sums what the policy routes by (the pieces and bytes, those
+ * crossing the host link each way or a peer link, those only the copy
+ * engine moves, those skewed) and puts it where the engine's sink says
+ * (transport.h: the staging ring, the kernel parameters, the copy
+ * engine's groups). The route is made once, as soon as the facts decide
+ * it: before the pass when what resolve found does (a fixed engine; blocks,
+ * whose sums are known and whose layers the start of the pass looks up),
+ * else after it, on its sums, with the pieces left meanwhile as descriptors
+ * in the likely engine's sink, which the chosen engine takes from there.
+ * Step 5 hands the sink to the engine's submit, or in a dry run to its
+ * words: the same pass, stopped before submit. Nothing is enqueued before
+ * every piece has passed. The outcome is the operation steps 1 and 4 would
+ * give in order: should a step before the pass fail (no driver, a bad
+ * stream), the pieces' arguments are checked then, and a refused piece is
+ * the error reported, or a batch of empty pieces succeeds with nothing to
+ * do.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "args.h"
@@ -180,16 +186,61 @@ out:
     return st;
 }
 
-/* A host batch for an engine without a batch step: every piece through the
- * pipeline as a copy of its own (routed and validated one by one). */
-static p2pt_status each_piece(struct p2pt_handle *h, const struct p2pt_batch *b,
-                              p2pt_choice *dry)
+/* Where engine `t` wants a batch's pieces (its batch_sink); for an engine
+ * without a batch step, descriptors the pipeline keeps, empty pieces
+ * included unless they are only held for a route that waits, so that each
+ * piece is sent through `copy` under its own index. */
+static p2pt_status sink_open(struct p2pt_handle *h, struct p2pt_batch *b,
+                             const struct p2pt_transport *t, bool dry, bool as_descs,
+                             struct p2pt_batch_sink *s)
 {
-    for (size_t i = 0; i < b->count; i++) {
-        const p2pt_copy_desc one = p2pt__batch_piece(b, i), *d = &one;
+    memset(s, 0, sizeof(*s));
+    s->dry = dry;
+    s->as_descs = as_descs;
+    s->engine = t;
+    if (t->batch_sink != NULL) {
+        p2pt_status st = t->batch_sink(h, b, s);
+        if (st != P2PT_SUCCESS)
+            s->engine = NULL; /* it holds nothing */
+        return st;
+    }
+    s->descs = b->count <= SIZE_MAX / sizeof(*s->descs) ? malloc(b->count * sizeof(*s->descs))
+                                                        : NULL;
+    if (s->descs == NULL) {
+        s->engine = NULL;
+        return p2pt__fail(P2PT_SYSTEM_ERROR, "%s: out of host memory for a batch of %zu",
+                          b->fn, b->count);
+    }
+    s->empties = !as_descs;
+    s->own = s->descs;
+    return P2PT_SUCCESS;
+}
+
+static void sink_release(struct p2pt_handle *h, struct p2pt_batch_sink *s)
+{
+    const struct p2pt_transport *t = s->engine;
+    if (t == NULL)
+        return;
+    if (t->batch_sink == NULL)
+        free(s->own);
+    else if (t->batch_release != NULL)
+        t->batch_release(h, s);
+    s->engine = NULL;
+}
+
+/* A batch for an engine without a batch step: every piece the pass kept
+ * through the pipeline as a copy of its own (routed and validated one by
+ * one). */
+static p2pt_status each_piece(struct p2pt_handle *h, const struct p2pt_batch *b,
+                              const struct p2pt_batch_sink *s, p2pt_choice *dry)
+{
+    const size_t n = s->empties ? b->count : b->pieces;
+    for (size_t i = 0; i < n; i++) {
+        const struct p2pt_batch_desc *d = &s->descs[i];
         struct p2pt_op piece;
         p2pt_choice c;
-        p2pt__op_copy(&piece, "p2pt_copy_async", d->dst, d->src, (size_t)d->bytes, b->stream);
+        p2pt__op_copy(&piece, "p2pt_copy_async", (void *)(uintptr_t)d->dst,
+                      (const void *)(uintptr_t)d->src, (size_t)d->bytes, b->stream);
         memset(&c, 0, sizeof(c));
         p2pt_status st = p2pt__op_run(h, &piece, dry ? &c : NULL);
         if (st != P2PT_SUCCESS)
@@ -198,29 +249,60 @@ static p2pt_status each_piece(struct p2pt_handle *h, const struct p2pt_batch *b,
     return P2PT_SUCCESS;
 }
 
+/* The route a batch waited for, made on the pass's sums. The pieces are
+ * descriptors in the sink of the engine named before the pass; another
+ * engine chosen now takes them from there into a sink of its own (copied,
+ * or grouped), and the first is dropped. */
+static p2pt_status route_on_sums(struct p2pt_handle *h, struct p2pt_batch *b,
+                                 struct p2pt_batch_pass *pass, struct op_state *s)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    struct p2pt_batch_sink chosen;
+    P2PT_TRY(p2pt__route_batch(h, b, &s->t, s->why, s->len));
+    P2PT_TRY(p2pt__route_link(h, s->t, b->device, b->link));
+    P2PT_TRY(p2pt__batch_pass_reach(pass, s->t));
+    if (s->t == b->sink.engine) {
+        p2pt__batch_pass_fill(pass, &b->sink, &b->sink);
+        goto out;
+    }
+    P2PT_TRY(sink_open(h, b, s->t, s->dry, true, &chosen));
+    p2pt__batch_pass_fill(pass, &b->sink, &chosen);
+    sink_release(h, &b->sink);
+    b->sink = chosen;
+out:
+    return st;
+}
+
+/*
+ * Steps 3 and 4 of a host batch: the one pass over its pieces, and the
+ * route once, where the facts decide it. The policy routes before the pass
+ * when what is known then decides (a fixed engine; blocks, whose sums are
+ * known and whose layers the start of the pass looks up), and the pass puts
+ * the pieces where that engine wants them. Otherwise the policy names the
+ * likely engine and routes after the pass, on its sums; meanwhile the
+ * pieces stay descriptors, which whatever engine it chooses can take.
+ * Nothing is enqueued here; the sink goes to dispatch or describe.
+ */
 static p2pt_status batch_route(struct p2pt_handle *h, struct p2pt_op *op, struct op_state *s)
 {
     p2pt_status st = P2PT_SUCCESS;
     struct p2pt_batch *b = &op->batch;
-again:
-    P2PT_TRY(p2pt__route_batch(h, b, &s->t, s->why, s->len));
-    P2PT_TRY(p2pt__route_link(h, s->t, b->device, b->link));
-    if ((s->t->caps & P2PT_CAP_BATCH_SCAN) && !s->dry)
-        goto out; /* the engine's own pass, in step 5 */
-    if ((s->t->caps & P2PT_CAP_BATCH_SCAN) && s->t->explain_batch != NULL) {
-        /* A dry run: the engine's own pass, which says what it would do. */
-        size_t used = strlen(s->why);
-        st = s->t->explain_batch(h, b, s->why + used, s->len - used);
-    } else {
-        /* Without a batch step the pieces' facts are validated as copies. */
-        st = p2pt__batch_scan(h, b, s->t->copy_batch != NULL ? s->t : NULL, NULL, NULL);
-    }
-    if (st == P2PT__ROUTE_AGAIN) {
-        st = P2PT_SUCCESS; /* the policy's guess of the mean was wrong: route on the sums */
-        goto again;
-    }
+    struct p2pt_batch_pass pass;
+    st = p2pt__batch_pass_begin(h, b, &pass);
+    if (st == P2PT_SUCCESS)
+        st = p2pt__route_batch(h, b, &s->t, s->why, s->len);
+    if (st == P2PT_SUCCESS)
+        st = p2pt__route_link(h, s->t, b->device, b->link);
+    if (st == P2PT_SUCCESS)
+        st = sink_open(h, b, s->t, s->dry, b->route_later, &b->sink);
+    if (st == P2PT_SUCCESS)
+        st = p2pt__batch_pass(&pass, s->t, &b->sink);
+    if (st == P2PT_SUCCESS && b->route_later && b->pieces != 0)
+        st = route_on_sums(h, b, &pass, s);
+    p2pt__batch_pass_end(&pass);
     s->nothing = st == P2PT_SUCCESS && b->pieces == 0;
-out:
+    if (st != P2PT_SUCCESS || s->nothing)
+        sink_release(h, &b->sink);
     s->refused = b->refused;
     return st;
 }
@@ -228,39 +310,31 @@ out:
 static p2pt_status batch_describe(struct p2pt_handle *h, struct p2pt_op *op,
                                   const struct p2pt_transport *t, p2pt_choice *c)
 {
-    const struct p2pt_batch *b = &op->batch;
+    p2pt_status st = P2PT_SUCCESS;
+    struct p2pt_batch *b = &op->batch;
     c->transport = t->name;
     c->path = "batch";
     c->device = b->device;
-    if (t->copy_batch == NULL)
-        return each_piece(h, b, c);
-    return P2PT_SUCCESS;
-}
-
-/* Batch `b` through engine `t`: its batch step, else a copy per piece. */
-static p2pt_status to_engine(struct p2pt_handle *h, struct p2pt_batch *b,
-                             const struct p2pt_transport *t)
-{
-    return t->copy_batch == NULL ? each_piece(h, b, NULL) : t->copy_batch(h, b);
+    if (t->batch_sink == NULL) {
+        st = each_piece(h, b, &b->sink, c);
+    } else if (t->batch_describe != NULL) {
+        size_t used = strlen(c->reason);
+        t->batch_describe(h, b, &b->sink, c->reason + used, sizeof(c->reason) - used);
+    }
+    sink_release(h, &b->sink);
+    return st;
 }
 
 static p2pt_status batch_dispatch(struct p2pt_handle *h, struct p2pt_op *op, struct op_state *s)
 {
     struct p2pt_batch *b = &op->batch;
-    p2pt_status st = to_engine(h, b, s->t);
-    if (st == P2PT__ROUTE_AGAIN) {
-        /* The engine's pass found the mean outside the policy's guess and
-         * enqueued nothing: route on the sums it found, then run the
-         * batch through the engine they choose (no guess left to fail). */
-        if ((st = batch_route(h, op, s)) == P2PT_SUCCESS && !s->nothing)
-            st = to_engine(h, b, s->t);
-    }
+    p2pt_status st = s->t->batch_sink == NULL ? each_piece(h, b, &b->sink, NULL)
+                                              : s->t->batch_submit(h, b, &b->sink);
+    sink_release(h, &b->sink);
     if (st != P2PT_SUCCESS) {
         s->refused = b->refused;
         return st;
     }
-    if ((s->nothing = b->pieces == 0))
-        return P2PT_SUCCESS; /* the engine's pass found nothing to do: counted as such */
     p2pt__share_mark(h, b->stream, b->ctx, b->device);
     relaxed_add(&h->stats.engine_batches[p2pt__transport_index(s->t)], 1);
     relaxed_add(&h->stats.batches, 1);
@@ -274,10 +348,9 @@ static p2pt_status batch_args_first(struct p2pt_handle *h, struct p2pt_op *op, p
                                     struct op_state *s)
 {
     struct p2pt_batch *b = &op->batch;
-    if (b->scanned)
+    if (b->passed)
         return st;
-    b->mean_lo = b->mean_hi = 0; /* the arguments alone: no route to check */
-    p2pt_status a = p2pt__batch_scan(h, b, NULL, NULL, NULL);
+    p2pt_status a = p2pt__batch_args(h, b);
     if (a != P2PT_SUCCESS) {
         s->refused = true;
         return a;

@@ -2,7 +2,8 @@
 /*
  * What the TMA transport's files share (transport_tma.c: single copies;
  * transport_tma_batch.c: batches; transport_tma_ring.c: the host batches'
- * staging ring; tma_settings.c: its settings).
+ * staging ring; transport_tma_link.c: batches across links; tma_settings.c:
+ * its settings).
  */
 #ifndef P2PT_TMA_H
 #define P2PT_TMA_H
@@ -42,35 +43,62 @@ P2PT_INTERNAL const struct p2pt_launch_settings *p2pt__tma_launch(const struct p
  * does not fit its shared memory). */
 P2PT_INTERNAL p2pt_status p2pt__tma_grid(struct p2pt_handle *h, const struct p2pt_module *m,
                                          uint32_t *grid);
-P2PT_INTERNAL p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b);
+/* A batch's place in its context's staging ring (transport_tma_ring.c),
+ * from the sink to release. */
+struct p2pt_tma_slot {
+    void *ring;      /* NULL: none taken */
+    size_t at, need; /* the slot: [at, at + need) of the ring */
+    size_t ready_at; /* descriptors read in place: where their ready words start */
+    bool blocks;     /* the mapping's rows and a record per layer, not descriptors */
+};
 /* A signal or a wait (transport_tma_signal.c). */
 P2PT_INTERNAL p2pt_status p2pt__tma_signal(struct p2pt_handle *h, const struct p2pt_signal *s);
-/* `most` CTAs, or fewer when every piece of scanned batch `b` crosses the
- * host link (p2pt__batch_link_cap). */
+/* The host-batch hooks (transport_tma_batch.c): where the pieces go (the
+ * staging ring, the kernel parameters, or a buffer for more than one
+ * launch's worth), their launch, and giving the ring's slot back. */
+P2PT_INTERNAL p2pt_status p2pt__tma_batch_sink(struct p2pt_handle *h, const struct p2pt_batch *b,
+                                               struct p2pt_batch_sink *s);
+P2PT_INTERNAL p2pt_status p2pt__tma_batch_submit(struct p2pt_handle *h,
+                                                 const struct p2pt_batch *b,
+                                                 struct p2pt_batch_sink *s);
+P2PT_INTERNAL void p2pt__tma_batch_release(struct p2pt_handle *h, struct p2pt_batch_sink *s);
+/* `most` CTAs, or fewer when every piece of passed batch `b` crosses a
+ * link (p2pt__batch_link_cap). */
 P2PT_INTERNAL unsigned p2pt__tma_link_grid(const struct p2pt_batch *b, unsigned most);
-/* The launch settings for scanned batch `b`: the engine's, without
- * programmatic dependent launch where the host link caps its CTAs. */
+/* The launch settings for passed batch `b`: the engine's, without
+ * programmatic dependent launch where a link caps its CTAs. */
 P2PT_INTERNAL struct p2pt_launch_settings p2pt__tma_batch_launch(const struct p2pt_handle *h,
                                                                  const struct p2pt_batch *b);
-/* Does scanned batch `b` take the link kernel (kernels/link_copy.cu) when
+/* Does passed batch `b` take the link kernel (kernels/link_copy.cu) when
  * the staging ring serves it? Every piece crosses the host link in a
  * direction P2PT_LINK_DIRS names, co-aligned, more than the parameters'
  * small batch. */
 P2PT_INTERNAL bool p2pt__tma_link_kernel(const struct p2pt_batch *b);
-/* The explain_batch hook: the pass, and the CTAs and kernel in words. */
-P2PT_INTERNAL p2pt_status p2pt__tma_explain_batch(const struct p2pt_handle *h,
-                                                  struct p2pt_batch *b, char *why, size_t len);
-/* A host batch through the context's staging ring (transport_tma_ring.c):
- * the pass over its descriptors into a slot, then one launch of up to
- * `most` CTAs: of the batch kernel (module `m`), or, when every piece
- * crosses the host link co-aligned and `lm` (the link kernel's module) is
- * given, of the link kernel. *done false (status success): the ring cannot
- * take it (capture, too large, no ring here) and nothing was read; use the
- * parameters. */
-P2PT_INTERNAL p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
-                                               const struct p2pt_module *m,
-                                               const struct p2pt_module *lm, unsigned most,
-                                               bool *done);
+/* The batch_describe hook: the CTAs and kernel of a passed batch across
+ * links, in words. */
+P2PT_INTERNAL void p2pt__tma_batch_describe(const struct p2pt_handle *h,
+                                            const struct p2pt_batch *b,
+                                            const struct p2pt_batch_sink *s, char *why,
+                                            size_t len);
+/* A slot of the context's staging ring for host batch `b` (more than
+ * P2PT_BATCH_SMALL pieces): taken, with the ring locked until
+ * p2pt__tma_ring_close, and sink `s` pointed at it (descriptors, or the
+ * mapping's rows of blocks the kernels make the pieces of, unless
+ * s->as_descs). *got false (status success): the ring cannot take it
+ * (capture, too large, no ring here); use the parameters. */
+P2PT_INTERNAL p2pt_status p2pt__tma_ring_open(struct p2pt_handle *h, const struct p2pt_batch *b,
+                                              struct p2pt_batch_sink *s,
+                                              struct p2pt_tma_slot *slot, bool *got);
+/* The batch in `slot`, every piece passed: one launch of up to `most`
+ * CTAs, of the batch kernel (module `m`) or, when every piece crosses the
+ * host link co-aligned and `lm` (the link kernel's module) is given, of
+ * the link kernel; the slot busy until that launch completes. */
+P2PT_INTERNAL p2pt_status p2pt__tma_ring_submit(struct p2pt_handle *h, const struct p2pt_batch *b,
+                                                struct p2pt_tma_slot *slot,
+                                                const struct p2pt_module *m,
+                                                const struct p2pt_module *lm, unsigned most);
+/* Unlock the ring of `slot` (a slot not submitted stays free). */
+P2PT_INTERNAL void p2pt__tma_ring_close(struct p2pt_tma_slot *slot);
 /* A device batch; one of blocks (b->blocks) first has its descriptors
  * written into its workspace by the expand kernel, on the same stream. */
 P2PT_INTERNAL p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h,

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The copy-engine transport: cuMemcpyAsync on the caller's stream, and host
- * batches coalesced into few operations (ce_copy_batch). The driver
+ * batches coalesced into few operations (its sink holds the groups the
+ * pipeline's pass makes, ce_batch_submit hands them to the driver). The driver
  * picks the engine and the path (NVLink peer write, or a host-staged copy
  * when the two devices cannot reach each other). It runs any request, so it
  * is also the router's fallback (P2PT_CAP_FALLBACK).
@@ -12,7 +13,6 @@
 
 #include "driver.h"
 #include "handle.h"
-#include "batch_scan.h"
 #include "coalesce.h"
 #include "registry.h"
 
@@ -204,49 +204,64 @@ out:
 }
 
 /*
- * The pass over a host batch that checks every piece and groups them
- * (coalesce.h), for the copy and its dry run alike. *mem holds the groups
- * (room for every piece), then `extra` bytes a piece for the caller; free
- * it whatever the outcome.
+ * Where a host batch's pieces go for the copy engine: its groups
+ * (coalesce.h), which the pipeline's pass fills as it checks every piece,
+ * then room for the arguments of the driver calls (the 3D ops, the largest
+ * per group, and the plain groups' three arrays; not in a dry run), and,
+ * where the route waits for the pass, the descriptors it leaves (the
+ * pipeline groups them once the copy engine is chosen). One allocation,
+ * freed at release.
  */
-static p2pt_status group_pieces(const struct p2pt_handle *h, struct p2pt_batch *b, size_t extra,
-                                char **mem, struct p2pt_coalesce *c)
+static const size_t ce_call_bytes =
+    sizeof(CUDA_MEMCPY3D_BATCH_OP) + 2 * sizeof(CUdeviceptr) + sizeof(size_t);
+_Static_assert(sizeof(CUDA_MEMCPY3D_BATCH_OP) % 8 == 0 && sizeof(struct p2pt_copy_group) % 8 == 0,
+               "the descriptors after the groups and call arguments must be aligned");
+
+static p2pt_status ce_batch_sink(struct p2pt_handle *h, const struct p2pt_batch *b,
+                                 struct p2pt_batch_sink *s)
 {
-    const size_t per = sizeof(struct p2pt_copy_group) + extra;
-    *mem = b->count <= SIZE_MAX / per ? malloc(b->count * per) : NULL;
-    if (*mem == NULL)
+    (void)h;
+    const size_t per = sizeof(struct p2pt_copy_group) + (s->dry ? 0 : ce_call_bytes) +
+                       (s->as_descs ? sizeof(struct p2pt_batch_desc) : 0);
+    char *mem = b->count <= SIZE_MAX / per ? malloc(b->count * per) : NULL;
+    if (mem == NULL)
         return p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory for a batch of %zu", b->count);
-    p2pt__coalesce_init(c, (struct p2pt_copy_group *)*mem);
-    return p2pt__batch_scan_groups(h, b, &p2pt__transport_ce, c);
+    p2pt__coalesce_init(&s->groups, (struct p2pt_copy_group *)(void *)mem);
+    if (s->as_descs)
+        s->descs = (struct p2pt_batch_desc *)(void *)(mem + b->count *
+                                                      (per - sizeof(struct p2pt_batch_desc)));
+    s->own = mem;
+    return P2PT_SUCCESS;
+}
+
+static void ce_batch_release(struct p2pt_handle *h, struct p2pt_batch_sink *s)
+{
+    (void)h;
+    free(s->own);
 }
 
 /*
- * A host batch through the copy engine: one pass over the descriptors checks
- * every piece and groups them, then the 2D groups go in one
- * cuMemcpy3DBatchAsync and the rest in one cuMemcpyBatchAsync. Nothing is
- * enqueued before every piece passed.
+ * A host batch through the copy engine, every piece checked and grouped by
+ * the pass: the 2D groups go in one cuMemcpy3DBatchAsync and the rest in
+ * one cuMemcpyBatchAsync.
  */
-static p2pt_status ce_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b)
+static p2pt_status ce_batch_submit(struct p2pt_handle *h, const struct p2pt_batch *b,
+                                   struct p2pt_batch_sink *s)
 {
     p2pt_status st = P2PT_SUCCESS;
-    struct p2pt_coalesce c;
-    char *mem = NULL;
-    /* After the groups, the arguments of the two driver calls: the 3D ops
-     * (the largest per group), then the plain groups' three arrays. */
-    const size_t op_bytes = sizeof(CUDA_MEMCPY3D_BATCH_OP);
-    P2PT_TRY(group_pieces(h, b, op_bytes + 2 * sizeof(CUdeviceptr) + sizeof(size_t), &mem, &c));
-    if (b->pieces == 0)
-        goto out;
-    struct p2pt_copy_group *g = c.g;
+    const struct p2pt_coalesce *c = &s->groups;
+    struct p2pt_copy_group *g = c->g;
+    char *mem = s->own;
     void *ops = mem + b->count * sizeof(struct p2pt_copy_group);
-    CUdeviceptr *dsts = (CUdeviceptr *)(void *)((char *)ops + b->count * op_bytes);
+    CUdeviceptr *dsts = (CUdeviceptr *)(void *)((char *)ops +
+                                                b->count * sizeof(CUDA_MEMCPY3D_BATCH_OP));
     CUdeviceptr *srcs = dsts + b->count;
     size_t *sizes = (size_t *)(srcs + b->count);
     /* 2D groups to the front, plain ones into the arrays of the batched
      * copy, each in the batch's order: the driver takes the pieces of one
      * cuMemcpyBatchAsync in the order given. */
     size_t n2 = 0, n1 = 0;
-    for (size_t i = 0; i < c.n; i++) {
+    for (size_t i = 0; i < c->n; i++) {
         if (p2pt__group_is_2d(&g[i])) {
             g[n2++] = g[i];
         } else {
@@ -261,9 +276,8 @@ static p2pt_status ce_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b)
         P2PT_TRY(submit_2d(g, n2, batch_ok, ops, b->stream));
     if (n1 > 0)
         P2PT_TRY(submit_1d(dsts, srcs, sizes, n1, batch_ok, b->stream));
-    ce_count(h, b->pieces, c.n);
+    ce_count(h, b->pieces, c->n);
 out:
-    free(mem);
     return st;
 }
 
@@ -276,31 +290,26 @@ static void ce_report(const struct p2pt_handle *h, int e, const void *state, p2p
     p->ce_batches = atomic_load(&h->stats.engine_batches[e]);
 }
 
-/* A host batch's dry run: the same pass and grouping, counted in words. */
-static p2pt_status ce_explain_batch(const struct p2pt_handle *h, struct p2pt_batch *b, char *why,
-                                    size_t len)
+/* A host batch's dry run: its groups, counted in words. */
+static void ce_batch_describe(const struct p2pt_handle *h, const struct p2pt_batch *b,
+                              const struct p2pt_batch_sink *s, char *why, size_t len)
 {
-    p2pt_status st = P2PT_SUCCESS;
-    struct p2pt_coalesce c;
-    char *mem = NULL;
-    P2PT_TRY(group_pieces(h, b, 0, &mem, &c));
+    (void)h;
+    const struct p2pt_coalesce *c = &s->groups;
     size_t two_d = 0;
-    for (size_t i = 0; i < c.n; i++)
-        two_d += p2pt__group_is_2d(&c.g[i]);
-    if (b->pieces != 0 && len > 0)
+    for (size_t i = 0; i < c->n; i++)
+        two_d += p2pt__group_is_2d(&c->g[i]);
+    if (len > 0)
         snprintf(why, len,
                  "; %zu pieces grouped into %zu copy-engine operations: %zu 2D copies (runs of "
                  "equal pieces at constant strides) and %zu plain ones (pieces adjacent on both "
                  "sides merged), each kind in one batched driver call where the driver allows",
-                 b->pieces, c.n, two_d, c.n - two_d);
-out:
-    free(mem);
-    return st;
+                 b->pieces, c->n, two_d, c->n - two_d);
 }
 
 const struct p2pt_transport p2pt__transport_ce = {
     .name = "ce",
-    .caps = P2PT_CAP_STAGED | P2PT_CAP_FALLBACK | P2PT_CAP_BATCH_SCAN,
+    .caps = P2PT_CAP_STAGED | P2PT_CAP_FALLBACK,
     .min_cc = 0,
     .init = ce_init,
     .fini = ce_fini,
@@ -308,7 +317,9 @@ const struct p2pt_transport p2pt__transport_ce = {
     .can_copy = ce_can_copy,
     .prepare = ce_prepare,
     .copy = ce_copy,
-    .copy_batch = ce_copy_batch,
-    .explain_batch = ce_explain_batch,
+    .batch_sink = ce_batch_sink,
+    .batch_submit = ce_batch_submit,
+    .batch_describe = ce_batch_describe,
+    .batch_release = ce_batch_release,
     .copy_batch_device = NULL, /* only a kernel reads descriptors from GPU memory */
 };

@@ -3,19 +3,19 @@
  * TMA batches: kernels/batch_copy.cu, one kernel for host and device
  * descriptors.
  *
- * Host descriptors: a batch of more than 128 descriptors goes through the
- * context's staging ring (transport_tma_ring.c): one pass over the
- * descriptors writes them into the ring, then one launch. Smaller batches,
- * batches captured into a graph, and contexts without a ring travel in the
- * kernel's parameters: up to 1344 non-empty pieces per launch (32 KiB of
- * parameters), the small entry point taking 128 when that is enough, written
- * by the same pass; a larger batch is checked whole first, then as few
- * launches as that allows (src/plans/batch_plan.c), back to back on the
- * stream (programmatic dependent launch overlaps each with the previous
- * one's tail). The driver copies the parameters at launch, and graph
- * capture into the graph, so the caller's array is free on return either
- * way. The pass (src/transfer/batch_scan.c) checks every piece before anything
- * is enqueued: a refused piece leaves the stream untouched.
+ * Host batches: the pipeline's pass (src/transfer/batch_scan.c) reads every
+ * piece once and puts it where this engine's sink says, checking them all
+ * before anything is enqueued: a refused piece leaves the stream untouched.
+ * A batch of more than 128 descriptors goes to the context's staging ring
+ * (transport_tma_ring.c), then one launch. Smaller batches, batches
+ * captured into a graph, and contexts without a ring travel in the kernel's
+ * parameters: up to 1344 non-empty pieces per launch (32 KiB of
+ * parameters), the small entry point taking 128 when that is enough; a
+ * larger batch goes to a buffer, then as few launches as that allows
+ * (src/plans/batch_plan.c), back to back on the stream (programmatic
+ * dependent launch overlaps each with the previous one's tail). The driver
+ * copies the parameters at launch, and graph capture into the graph, so the
+ * caller's array is free on return either way.
  *
  * Device descriptors: one launch; its CTAs read the count and the
  * descriptors from GPU memory and check them against the windows, passed in
@@ -35,10 +35,10 @@
  * transfer that PCIe caps gains nothing from more, and they hold SMs that
  * compute beside it needs.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "batch_plan.h"
-#include "batch_scan.h"
 #include "tma.h"
 
 const struct p2pt_kernel p2pt__kernel_batch_copy = {
@@ -57,6 +57,19 @@ static _Thread_local struct p2pt_batch_large large;
 static _Thread_local struct p2pt_batch_small small;
 static _Thread_local struct p2pt_batch_dev_params dev;
 static _Thread_local struct p2pt_expand_params expand;
+
+/* Where a host batch's pieces went, from its sink to its release. Per
+ * thread, like the parameters: the pipeline holds one batch's sink of an
+ * engine at a time on a thread. */
+enum where { NOWHERE, RING, PARAMS, BUFFER };
+struct tma_batch {
+    enum where where;
+    const struct p2pt_module *m, *lm; /* the batch kernel's module; the link kernel's */
+    unsigned most;                    /* CTAs a launch may use */
+    struct p2pt_tma_slot slot;        /* RING */
+    struct p2pt_batch_desc *buffer;   /* BUFFER: every piece, for several launches */
+};
+static _Thread_local struct tma_batch held;
 
 /* One launch of up to P2PT_BATCH_LARGE pieces, already in large.desc. */
 static p2pt_status launch_params(struct p2pt_handle *h, const struct p2pt_batch *b,
@@ -86,49 +99,115 @@ out:
     return st;
 }
 
-p2pt_status p2pt__tma_copy_batch(struct p2pt_handle *h, struct p2pt_batch *b)
+/* Descriptors for every piece of `b` outside the ring: the parameters
+ * when one launch takes them, else a buffer. */
+static p2pt_status descriptors(const struct p2pt_batch *b, struct p2pt_batch_sink *s,
+                               struct tma_batch *tb)
+{
+    if (b->count <= P2PT_BATCH_LARGE) {
+        s->descs = large.desc;
+        tb->where = PARAMS;
+        return P2PT_SUCCESS;
+    }
+    tb->buffer = b->count <= SIZE_MAX / sizeof(*tb->buffer)
+                     ? malloc(b->count * sizeof(*tb->buffer))
+                     : NULL;
+    if (tb->buffer == NULL)
+        return p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory for a batch of %zu", b->count);
+    s->descs = tb->buffer;
+    tb->where = BUFFER;
+    return P2PT_SUCCESS;
+}
+
+/*
+ * Where the pass puts a host batch's pieces: a slot of the context's
+ * staging ring for more than P2PT_BATCH_SMALL (descriptors, or the rows of
+ * blocks the kernels make the pieces of), else the kernel parameters, else,
+ * more than one launch's worth without the ring, a buffer the launches take
+ * them from. A dry run takes no slot, and needs the pieces written out only
+ * where another engine may take them (as_descs).
+ */
+p2pt_status p2pt__tma_batch_sink(struct p2pt_handle *h, const struct p2pt_batch *b,
+                                 struct p2pt_batch_sink *s)
 {
     p2pt_status st = P2PT_SUCCESS;
-    const struct p2pt_module *m = NULL;
-    struct p2pt_batch_cursor cur = {0};
+    struct tma_batch *tb = &held;
     CUstream stream = b->stream;
+    bool got = false;
+
+    memset(tb, 0, sizeof(*tb));
+    s->own = tb;
+    if (s->dry)
+        return s->as_descs ? descriptors(b, s, tb) : P2PT_SUCCESS;
+    P2PT_TRY(p2pt__jit_module(b->ctx, &p2pt__kernel_batch_copy, &h->cfg, &h->log, &stream,
+                              &tb->m));
+    tb->most = p2pt__kernel_grid(h, p2pt__tma_launch(h), tb->m, P2PT_BATCH_CTAS_PER_SM);
+    if (b->count > P2PT_BATCH_SMALL) {
+        /* The link kernel's module, where the router gave host-link caps:
+         * the pass finds out whether every piece crosses the link. */
+        if (b->link[0] != 0 || b->link[1] != 0)
+            P2PT_TRY(p2pt__jit_module(b->ctx, &p2pt__kernel_link_copy, &h->cfg, &h->log,
+                                      &stream, &tb->lm));
+        P2PT_TRY(p2pt__tma_ring_open(h, b, s, &tb->slot, &got));
+        if (got) {
+            tb->where = RING;
+            goto out;
+        }
+    }
+    st = descriptors(b, s, tb);
+out:
+    return st;
+}
+
+/*
+ * The launches of a host batch whose every piece passed: one from the
+ * ring or the parameters; from a buffer, as few as the parameters allow
+ * (src/plans/batch_plan.c), back to back on the stream (programmatic
+ * dependent launch overlaps each with the previous one's tail).
+ */
+p2pt_status p2pt__tma_batch_submit(struct p2pt_handle *h, const struct p2pt_batch *b,
+                                   struct p2pt_batch_sink *s)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    struct tma_batch *tb = s->own;
+    const unsigned most = p2pt__tma_link_grid(b, tb->most);
+    struct p2pt_batch_cursor cur = {0};
     uint64_t tiles = 0;
 
-    P2PT_TRY(p2pt__jit_module(b->ctx, &p2pt__kernel_batch_copy, &h->cfg, &h->log, &stream, &m));
-    unsigned most = p2pt__kernel_grid(h, p2pt__tma_launch(h), m, P2PT_BATCH_CTAS_PER_SM);
-    if (b->count > P2PT_BATCH_SMALL) {
-        bool done = false;
-        /* The link kernel's module, where the router gave host-link caps:
-         * the ring's pass finds out whether every piece crosses the link. */
-        const struct p2pt_module *lm = NULL;
-        if (b->link[0] != 0 || b->link[1] != 0)
-            P2PT_TRY(p2pt__jit_module(b->ctx, &p2pt__kernel_link_copy, &h->cfg, &h->log, &stream,
-                                      &lm));
-        P2PT_TRY(p2pt__tma_ring_batch(h, b, m, lm, most, &done));
-        if (done)
-            goto out;
-    }
-    if (b->count <= P2PT_BATCH_LARGE) {
-        /* The pass writes the parameters: one launch. */
-        P2PT_TRY(p2pt__batch_scan(h, b, &p2pt__transport_tma, large.desc, &tiles));
-        if (b->pieces != 0)
-            st = launch_params(h, b, m, b->pieces, tiles, p2pt__tma_link_grid(b, most), stream);
-        goto out;
-    }
-    /* More than one launch's worth, without the ring: every piece checked
-     * before the first launch, then as few launches as the parameters
-     * allow. */
-    P2PT_TRY(p2pt__batch_scan(h, b, &p2pt__transport_tma, NULL, NULL));
-    most = p2pt__tma_link_grid(b, most);
-    for (;;) {
-        size_t n = p2pt__batch_fill(b->descs, b->blocks, b->count, &cur, large.desc, P2PT_BATCH_LARGE,
-                                    &tiles);
-        if (n == 0)
-            break;
-        P2PT_TRY(launch_params(h, b, m, n, tiles, most, stream));
+    switch (tb->where) {
+    case RING:
+        return p2pt__tma_ring_submit(h, b, &tb->slot, tb->m, tb->lm, tb->most);
+    case PARAMS:
+        return launch_params(h, b, tb->m, b->pieces, b->tiles, most, b->stream);
+    case BUFFER:
+        for (;;) {
+            _Static_assert(sizeof(struct p2pt_batch_desc) == sizeof(p2pt_copy_desc),
+                           "the buffer's descriptors are read as the public ones");
+            size_t n = p2pt__batch_fill((const p2pt_copy_desc *)(const void *)tb->buffer, NULL,
+                                        b->pieces, &cur, large.desc, P2PT_BATCH_LARGE, &tiles);
+            if (n == 0)
+                break;
+            P2PT_TRY(launch_params(h, b, tb->m, n, tiles, most, b->stream));
+        }
+        break;
+    case NOWHERE:
+        st = p2pt__fail(P2PT_INTERNAL_ERROR, "tma: a batch submitted from a dry run's sink");
+        break;
     }
 out:
     return st;
+}
+
+void p2pt__tma_batch_release(struct p2pt_handle *h, struct p2pt_batch_sink *s)
+{
+    (void)h;
+    struct tma_batch *tb = s->own;
+    if (tb == NULL)
+        return;
+    if (tb->where == RING)
+        p2pt__tma_ring_close(&tb->slot);
+    free(tb->buffer);
+    memset(tb, 0, sizeof(*tb));
 }
 
 /* The count and the descriptors of blocks `k` written into the workspace

@@ -6,12 +6,12 @@
  * that saturate each link (the table's `link` lines, b->link); this file
  * holds what the TMA engine does with them: how many CTAs a launch then
  * takes, whether the link kernel (kernels/link_copy.cu, host-to-GPU pieces
- * only) runs it, and how a dry run says so. The batch and
- * ring files (transport_tma_batch.c, transport_tma_ring.c) apply it.
+ * only) runs it, and how a dry run says so, from the sums of the
+ * pipeline's pass. The batch and ring files (transport_tma_batch.c,
+ * transport_tma_ring.c) apply it.
  */
 #include <stdio.h>
 
-#include "batch_scan.h"
 #include "tma.h"
 
 const struct p2pt_kernel p2pt__kernel_link_copy = {
@@ -56,21 +56,21 @@ bool p2pt__tma_link_kernel(const struct p2pt_batch *b)
            (b->d2h == 0 || (P2PT_LINK_DIRS & 2));
 }
 
-p2pt_status p2pt__tma_explain_batch(const struct p2pt_handle *h, struct p2pt_batch *b, char *why,
-                                    size_t len)
+void p2pt__tma_batch_describe(const struct p2pt_handle *h, const struct p2pt_batch *b,
+                              const struct p2pt_batch_sink *s, char *why, size_t len)
 {
-    p2pt_status st = p2pt__batch_scan(h, b, &p2pt__transport_tma, NULL, NULL);
-    uint32_t cap = p2pt__batch_link_cap(b);
-    if (st == P2PT_SUCCESS && cap != 0 && len > 0 && b->peer == 0)
+    (void)h;
+    (void)s;
+    const uint32_t cap = p2pt__batch_link_cap(b);
+    if (cap != 0 && len > 0 && b->peer == 0)
         snprintf(why, len,
                  "; every piece crosses the host link (%zu h2d, %zu d2h), so at most %u CTAs "
                  "(the table's 'link' lines)%s",
                  b->h2d, b->d2h, cap,
                  p2pt__tma_link_kernel(b) ? ", through the link kernel (a warp a piece)" : "");
-    else if (st == P2PT_SUCCESS && cap != 0 && len > 0)
+    else if (cap != 0 && len > 0)
         snprintf(why, len,
                  "; every piece crosses a link (%zu to or from a peer GPU, %zu h2d, %zu d2h), "
                  "so at most %u CTAs (the table's 'link' lines)",
                  b->peer, b->h2d, b->d2h, cap);
-    return st;
 }

@@ -2,7 +2,8 @@
 /*
  * The staging ring for TMA host batches: the host writes each batch's
  * descriptors once, into pinned host memory, in the same pass that checks
- * them (src/transfer/batch_scan.c), and kernels/batch_copy.cu's ring entry
+ * them (the pipeline's, src/transfer/batch_scan.c, with a slot as this
+ * engine's sink), and kernels/batch_copy.cu's ring entry
  * reads them there, over the bus, each block of descriptors once (the
  * first CTA serving it copies it to the ring's GPU memory for the others).
  * With P2P_TRANSPORT_BATCH_STAGING=gpu, one copy on the stream moves them
@@ -30,7 +31,6 @@
 #include <string.h>
 
 #include "batch_plan.h"
-#include "batch_scan.h"
 #include "tma.h"
 
 #define RING_BYTES (8u << 20) /* 349,525 descriptors in flight */
@@ -207,12 +207,12 @@ static bool staged_as_blocks(const struct p2pt_batch *b, size_t *need)
     return *need <= RING_BYTES;
 }
 
-/* The pairs, then the layers, at `at`; returns where the layers start. */
-static size_t stage_blocks(const struct p2pt_batch *b, char *at)
+/* After the pairs the pass copied to `at`, the layers' records; returns
+ * where the layers start. */
+static size_t stage_layers(const struct p2pt_batch *b, char *at)
 {
     const struct p2pt_blocks *k = b->blocks;
     const size_t pairs = k->rows * 2 * sizeof(int64_t), layers = b->count / k->rows;
-    memcpy(at, k->mapping, pairs);
     struct p2pt_ring_layer *out = (struct p2pt_ring_layer *)(void *)(at + pairs);
     for (size_t l = 0; l < layers; l++) {
         const p2pt_block_layer *L = p2pt__block_layer_at(k, l);
@@ -223,18 +223,17 @@ static size_t stage_blocks(const struct p2pt_batch *b, char *at)
     return pairs;
 }
 
-p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
-                                 const struct p2pt_module *m, const struct p2pt_module *lm,
-                                 unsigned most, bool *done)
+p2pt_status p2pt__tma_ring_open(struct p2pt_handle *h, const struct p2pt_batch *b,
+                                struct p2pt_batch_sink *s, struct p2pt_tma_slot *slot, bool *got)
 {
     p2pt_status st = P2PT_SUCCESS;
-    bool made = false, locked = false;
+    bool made = false;
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     struct ring *r = NULL;
     size_t need = 0, ready_at = 0;
 
-    *done = false;
-    const bool blocks = staged_as_blocks(b, &need);
+    *got = false;
+    const bool blocks = !s->as_descs && staged_as_blocks(b, &need);
     if (!blocks) {
         if (b->count > RING_BYTES / sizeof(struct p2pt_batch_desc))
             return P2PT_SUCCESS;
@@ -259,27 +258,49 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
     if (r == NULL || !r->usable)
         goto out;
     pthread_mutex_lock(&r->lock);
-    locked = true;
     size_t at = 0;
-    P2PT_TRY(take(r, need, &at));
-    uint64_t tiles = 0;
-    size_t layers_at = 0;
-    /* Blocks: the pass checks and counts them, the kernel makes the pieces. */
-    P2PT_TRY(p2pt__batch_scan(h, b, &p2pt__transport_tma,
-                              blocks ? NULL : (struct p2pt_batch_desc *)(r->host + at), &tiles));
-    *done = true;
-    if (b->pieces == 0)
-        goto out; /* nothing to enqueue; the slot was never taken */
+    if ((st = take(r, need, &at)) != P2PT_SUCCESS) {
+        pthread_mutex_unlock(&r->lock);
+        goto out;
+    }
+    *slot = (struct p2pt_tma_slot){r, at, need, ready_at, blocks};
     if (blocks)
-        layers_at = stage_blocks(b, r->host + at);
+        s->rows = (int64_t *)(void *)(r->host + at); /* the pass copies the pairs here */
+    else
+        s->descs = (struct p2pt_batch_desc *)(void *)(r->host + at);
+    *got = true;
+out:
+    return st;
+}
+
+void p2pt__tma_ring_close(struct p2pt_tma_slot *slot)
+{
+    struct ring *r = slot->ring;
+    if (r != NULL)
+        pthread_mutex_unlock(&r->lock);
+    slot->ring = NULL;
+}
+
+p2pt_status p2pt__tma_ring_submit(struct p2pt_handle *h, const struct p2pt_batch *b,
+                                  struct p2pt_tma_slot *slot, const struct p2pt_module *m,
+                                  const struct p2pt_module *lm, unsigned most)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    struct ring *r = slot->ring;
+    const size_t at = slot->at;
+    const bool blocks = slot->blocks;
+    size_t layers_at = 0;
+
+    if (blocks)
+        layers_at = stage_layers(b, r->host + at);
     const int staging = p2pt__tma_settings(h)->batch_staging;
     const bool in_place = staging != P2PT_STAGING_GPU;
     CUdeviceptr descs = (CUdeviceptr)(uintptr_t)(r->host + at); /* mapped: UVA */
     if (!in_place) {
         descs = r->dev + at;
         P2PT_CU(p2pt__cu.cuMemcpyHtoDAsync(
-            descs, r->host + at, blocks ? need : b->pieces * sizeof(struct p2pt_batch_desc),
-            b->stream));
+            descs, r->host + at,
+            blocks ? slot->need : b->pieces * sizeof(struct p2pt_batch_desc), b->stream));
     }
     const unsigned flags = (in_place ? P2PT_RING_HOST : 0) | (blocks ? P2PT_RING_BLOCKS : 0);
     const unsigned long long layers = blocks ? (unsigned long long)(descs + layers_at) : 0;
@@ -293,43 +314,40 @@ p2pt_status p2pt__tma_ring_batch(struct p2pt_handle *h, struct p2pt_batch *b,
     const struct p2pt_launch_settings ls = p2pt__tma_batch_launch(h, b);
     if (lm != NULL && p2pt__tma_link_kernel(b)) {
         /* The link kernel: a warp a piece, no plan (kernels/link_copy.cu). */
-        {
-            struct p2pt_link_params lp = {(unsigned long long)descs, count, flags, layers, rows};
-            const uint64_t warps = (count + P2PT_LINK_THREADS / 32 - 1) / (P2PT_LINK_THREADS / 32);
-            unsigned grid = warps < most ? (unsigned)warps : most;
-            void *lparams[] = {&lp};
-            st = p2pt__kernel_launch(h, &ls, lm->fn[P2PT_LINK_ENTRY_COPY], grid,
-                                     P2PT_LINK_THREADS, 0, b->stream, lparams);
-        }
+        struct p2pt_link_params lp = {(unsigned long long)descs, count, flags, layers, rows};
+        const uint64_t warps = (count + P2PT_LINK_THREADS / 32 - 1) / (P2PT_LINK_THREADS / 32);
+        unsigned grid = warps < most ? (unsigned)warps : most;
+        void *lparams[] = {&lp};
+        st = p2pt__kernel_launch(h, &ls, lm->fn[P2PT_LINK_ENTRY_COPY], grid, P2PT_LINK_THREADS,
+                                 0, b->stream, lparams);
     } else {
         struct p2pt_batch_ring_params p = {(unsigned long long)descs, count, flags, 0, 0, 0,
                                            layers, rows};
         if (in_place && !blocks) { /* the blocks of descriptors shared_block passes on */
             p.shared = (unsigned long long)(r->dev + at);
-            p.ready = (unsigned long long)(r->dev + at + ready_at);
+            p.ready = (unsigned long long)(r->dev + at + slot->ready_at);
             p.seq = next_seq();
         }
         void *params[] = {&p};
-        unsigned grid = tiles < most ? (unsigned)tiles : most;
-        st = p2pt__kernel_launch(h, &ls, m->fn[P2PT_BATCH_ENTRY_RING], grid,
-                                 P2PT_BATCH_THREADS, 0, b->stream, params);
+        unsigned grid = b->tiles < most ? (unsigned)b->tiles : most;
+        st = p2pt__kernel_launch(h, &ls, m->fn[P2PT_BATCH_ENTRY_RING], grid, P2PT_BATCH_THREADS,
+                                 0, b->stream, params);
     }
     if (st == P2PT_SUCCESS) {
-        struct slot *s = &r->slot[(r->first + r->n_slots) % RING_SLOTS];
-        CUresult rr = p2pt__cu.cuEventRecord(s->done, b->stream);
+        struct slot *sl = &r->slot[(r->first + r->n_slots) % RING_SLOTS];
+        CUresult rr = p2pt__cu.cuEventRecord(sl->done, b->stream);
         if (rr != CUDA_SUCCESS) {
             st = p2pt__cuda_fail(rr, "cuEventRecord(staging ring slot)", __FILE__, __LINE__);
         } else {
-            s->start = at;
+            sl->start = at;
             r->n_slots++;
-            r->head = at + need;
-            atomic_fetch_add_explicit(&p2pt__tma_counters(h)->batch_launches, 1, memory_order_relaxed);
+            r->head = at + slot->need;
+            atomic_fetch_add_explicit(&p2pt__tma_counters(h)->batch_launches, 1,
+                                      memory_order_relaxed);
         }
     }
     if (st != P2PT_SUCCESS)
         r->usable = false;
 out:
-    if (locked)
-        pthread_mutex_unlock(&r->lock);
     return st;
 }

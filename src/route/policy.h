@@ -42,10 +42,15 @@ struct p2pt_policy {
     /* The engine the policy wants for a resolved copy. */
     p2pt_status (*route_copy)(struct p2pt_handle *h, const struct p2pt_request *r,
                               const struct p2pt_transport **t, char *why, size_t len);
-    /* The engine for a host batch (stream resolved). A policy that routes by the
-     * mean piece size before any pass may guess it and set b->mean_lo/hi
-     * (batch.h); the pipeline asks again, with the sums, when the pass
-     * finds the guess wrong. */
+    /* The engine for a host batch (stream resolved), asked before the pass
+     * over its pieces with what is known then: b->first (for a policy that
+     * needs it), the sums of blocks (b->sums_known) and whether their every
+     * piece is mapped memory (b->mapped). Where the choice depends on what
+     * only the pass finds (the mean piece size of descriptors, or a piece
+     * only the copy engine moves: b->ce_only, b->unmapped), the policy sets
+     * b->route_later and names the likely engine: the pass then leaves the
+     * pieces where any engine can take them, and the pipeline asks once
+     * more, after the pass (b->passed), for the choice. */
     p2pt_status (*route_batch)(struct p2pt_handle *h, struct p2pt_batch *b,
                                const struct p2pt_transport **t, char *why, size_t len);
     /* The engine for a device batch: one with P2PT_CAP_DEVICE_BATCH, or

@@ -386,12 +386,25 @@ static int batch_path(const struct p2pt_batch *b)
     return b->first.bytes != 0 ? table_path(&b->first) : -1;
 }
 
+/* Does every band of `l` name the same engine? Then the mean piece size
+ * cannot change the choice. */
+static bool one_engine(const struct p2pt_auto_list *l)
+{
+    for (uint32_t i = 1; i < l->n; i++)
+        if (l->band[i].engine != l->band[0].engine)
+            return false;
+    return true;
+}
+
 /* The table's engine for a host batch, by its mean piece size: from the
  * `batch h2d` (`d2h`) list when the table has one and the batch's first
- * piece is h2d (d2h), else from the `batch` list. Before any pass the mean
- * is guessed from the first piece, and the band of the guess goes to
- * b->mean_lo/hi, which the engine's pass checks (batch.h): a batch of
- * equal pieces is read once. */
+ * piece is h2d (d2h), else from the `batch` list. The mean of descriptors
+ * is known only after the pass over them: before it, where the list's
+ * bands name more than one engine, the first piece's band names the likely
+ * engine and the choice waits for the pass (b->route_later). So does a
+ * kernel engine's under validation, unless the blocks' layers showed every
+ * piece mapped: a piece only the copy engine moves, which the pass finds,
+ * sends the batch there. */
 static p2pt_status auto_batch(struct p2pt_handle *h, struct p2pt_batch *b,
                               const struct p2pt_transport **t, char *why, size_t len)
 {
@@ -400,14 +413,12 @@ static p2pt_status auto_batch(struct p2pt_handle *h, struct p2pt_batch *b,
     char band[160], mean[24], first[96] = "", name[16] = "batch";
     int p = -1;
 
-    /* A piece only the copy engine moves, the first (resolved for routing)
-     * or one the pass of a kernel engine found (b->unmapped). */
-    b->reroute_unmapped = false;
+    /* A piece only the copy engine moves: the first (resolved for routing),
+     * or the first the pass found (b->unmapped). */
     const bool by_first = b->first.bytes != 0 &&
-                       ce_only(&b->first.dst_side, &b->first.src_side, b->device, why, len);
+                          ce_only(&b->first.dst_side, &b->first.src_side, b->device, why, len);
     if (by_first || b->unmapped) {
         *t = p2pt__fallback_engine();
-        b->mean_lo = b->mean_hi = 0;
         if (why && !by_first)
             snprintf(why, len, "auto: a piece of the batch is memory of another device not "
                                "mapped for device %d, where the stream runs (a CUDA IPC handle "
@@ -432,33 +443,28 @@ static p2pt_status auto_batch(struct p2pt_handle *h, struct p2pt_batch *b,
                      pn, pn);
         }
     }
-    const bool sums = b->scanned || b->sums_known;
-    uint64_t m = sums ? (b->pieces ? b->bytes / b->pieces : 0) : (uint64_t)b->first.bytes;
-    const uint32_t at = p2pt__auto_band_of(l, m);
-    *t = p2pt__transport_at((int)l->band[at].engine);
-    b->mean_lo = b->mean_hi = 0;
-    /* A later piece that a kernel cannot reach sends the batch back here. */
-    b->reroute_unmapped = ((*t)->caps & P2PT_CAP_STAGED) == 0;
-    if (!sums) {
-        /* The band of the guess, widened over neighbours with the same engine. */
-        uint32_t lo = at, hi = at + 1;
-        while (lo > 0 && l->band[lo - 1].engine == l->band[at].engine)
-            lo--;
-        while (hi < l->n && l->band[hi].engine == l->band[at].engine)
-            hi++;
-        b->mean_lo = lo > 0 ? l->band[lo].from : 0;
-        b->mean_hi = hi < l->n ? l->band[hi].from : UINT64_MAX;
-    }
-    if (why) {
-        band_text(h->policy_state, name, l, m, band, sizeof(band));
-        if (sums)
-            snprintf(why, len, "auto: batch of %zu pieces, mean %s bytes%s; table %s: %s",
-                     b->pieces, p2pt__auto_size_text(m, mean), first, tab->source, band);
-        else
-            snprintf(why, len, "auto: batch of %zu descriptors, mean taken as %s bytes (one "
-                     "piece's; the pass over them checks it)%s; table %s: %s", b->count,
-                     p2pt__auto_size_text(m, mean), first, tab->source, band);
-    }
+    const bool sums = b->passed || b->sums_known;
+    const uint64_t m = sums ? (b->pieces ? b->bytes / b->pieces : 0) : (uint64_t)b->first.bytes;
+    *t = p2pt__transport_at((int)l->band[p2pt__auto_band_of(l, m)].engine);
+    if (!b->passed)
+        b->route_later = (!sums && !one_engine(l)) ||
+                         (((*t)->caps & P2PT_CAP_STAGED) == 0 && h->cfg.validate && !b->mapped);
+    if (why == NULL)
+        return P2PT_SUCCESS;
+    /* Where the choice waits for the pass, these words stand only if
+     * nothing after it chooses (the SM budget); the route after the pass
+     * writes its own. */
+    band_text(h->policy_state, name, l, m, band, sizeof(band));
+    if (sums)
+        snprintf(why, len, "auto: batch of %zu pieces, mean %s bytes%s; table %s: %s", b->pieces,
+                 p2pt__auto_size_text(m, mean), first, tab->source, band);
+    else if (one_engine(l))
+        snprintf(why, len, "auto: batch of %zu descriptors, any mean%s; table %s: %s", b->count,
+                 first, tab->source, band);
+    else
+        snprintf(why, len, "auto: batch of %zu descriptors, mean taken as %s bytes (one "
+                 "piece's, until the pass over them finds it)%s; table %s: %s", b->count,
+                 p2pt__auto_size_text(m, mean), first, tab->source, band);
 out:
     return st;
 }

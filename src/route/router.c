@@ -120,12 +120,13 @@ out:
 p2pt_status p2pt__route_batch(struct p2pt_handle *h, struct p2pt_batch *b,
                               const struct p2pt_transport **t, char *why, size_t len)
 {
+    b->route_later = false;
     p2pt_status st = h->policy->route_batch(h, b, t, why, len);
     if (st == P2PT_SUCCESS) {
         const struct p2pt_transport *chosen = *t;
         *t = within_budget(h, *t, why, len);
         if (*t != chosen)
-            b->mean_lo = b->mean_hi = 0; /* the budget chose, whatever the mean */
+            b->route_later = false; /* the budget chose, whatever the pass finds */
     }
     return st;
 }

@@ -36,7 +36,9 @@ P2PT_INTERNAL p2pt_status p2pt__config_read(struct p2pt_config *cfg, const char 
  */
 P2PT_INTERNAL p2pt_status p2pt__route(struct p2pt_handle *h, const struct p2pt_request *r,
                                       const struct p2pt_transport **t, char *why, size_t len);
-/* The same for a host batch (stream resolved; see policy.h's route_batch). */
+/* The same for a host batch (stream resolved; see policy.h's route_batch):
+ * before its pass, where b->route_later says whether the choice waits for
+ * the pass, and after it when it did. */
 P2PT_INTERNAL p2pt_status p2pt__route_batch(struct p2pt_handle *h, struct p2pt_batch *b,
                                             const struct p2pt_transport **t, char *why,
                                             size_t len);

@@ -7,11 +7,40 @@
 #define P2PT_BATCH_H
 
 #include "block_plan.h"
+#include "coalesce.h"
 #include "p2pt_kernel_abi.h"
 #include "request.h"
 #include "windows.h"
 
-/* A host-descriptor batch, resolved once and read in one pass. */
+struct p2pt_transport;
+
+/*
+ * Where the pass over a host batch puts its pieces (batch_scan.c): the engine
+ * that takes them says where (transport.h, batch_sink), the pass writes each
+ * non-empty piece, in order, to whatever is set, and the engine's
+ * batch_submit enqueues what it holds. It holds no pointer into itself, so
+ * the pipeline may move it.
+ */
+struct p2pt_batch_sink {
+    /* Asked by the pipeline before the engine's batch_sink hook: */
+    bool dry;      /* a dry run: nothing will be submitted, so take nothing shared
+                      (a staging ring's slot) */
+    bool as_descs; /* the pieces must stay descriptors (descs set, and nothing
+                      else written by the pass): the route waits for the pass, and
+                      another engine may take them (the pipeline fills groups) */
+    /* Set by the engine, each with room for the batch's count of pieces: */
+    struct p2pt_batch_desc *descs; /* the pieces in the kernels' layout */
+    struct p2pt_coalesce groups;   /* the copy engine's groups (coalesce.h),
+                                      p2pt__coalesce_init'ed; groups.g NULL: none */
+    int64_t *rows;  /* blocks kept as blocks: the mapping's rows copied here
+                       (2 * rows values), and nothing written a piece */
+    bool empties;   /* descs also holds the empty pieces: entry i is piece i */
+    void *own;      /* the engine's own, for its submit and release */
+    /* Set by the pipeline: the engine whose sink it is (NULL: none open). */
+    const struct p2pt_transport *engine;
+};
+
+/* A host batch: descriptors or blocks, resolved once and read in one pass. */
 struct p2pt_batch {
     const p2pt_copy_desc *descs; /* NULL for pieces kept as blocks */
     /* Pieces kept as blocks (p2pt_copy_blocks_async over layers apart):
@@ -24,45 +53,54 @@ struct p2pt_batch {
      * descriptors. */
     size_t rows;
     /* `pieces` and `bytes` known before any pass (blocks): a policy that
-     * routes by them needs no pass of its own. */
+     * routes by them needs no pass to choose. */
     bool sums_known;
-    /* A policy that routes by the mean piece size before any pass guesses
-     * it (auto: the first piece's size) and sets the sizes for which its
-     * choice holds: the pass that finds the batch's mean outside
-     * [mean_lo, mean_hi) ends with P2PT__ROUTE_AGAIN before anything is
-     * enqueued, and the pipeline routes again on the sums it found. So a
-     * batch of equal pieces is read once, and any batch goes where its mean
-     * says. mean_hi 0: no guess to check. */
-    uint64_t mean_lo, mean_hi;
-    /* Set by a policy that would rather route again than refuse (auto):
-     * a piece with a side that only the copy engine moves
-     * (p2pt__reach_ce_only) ends a kernel engine's pass with
-     * P2PT__ROUTE_AGAIN and sets `unmapped`, before anything is enqueued. */
-    bool reroute_unmapped;
-    bool unmapped;
+    /* Set by the policy before the pass (policy.h, route_batch): its choice
+     * waits for what only the pass finds (the mean piece size of
+     * descriptors, or a piece only the copy engine moves); the pieces stay
+     * descriptors until then, and the pipeline routes on the pass's sums. */
+    bool route_later;
     CUstream stream;
     CUcontext ctx;
     int device; /* the stream's device */
     /* Its first piece with bytes, resolved as a copy (p2pt__batch_first),
      * for a policy that routes by it. */
     struct p2pt_request first;
-    /* What the pass over the descriptors found (batch_scan.c), valid once
-     * `scanned`: */
-    bool scanned;
+    /* Blocks whose every layer lies inside one registered window or one
+     * mapped allocation on each side, as the start of the pass finds with
+     * validation on: none of their pieces can be memory a kernel cannot
+     * reach. */
+    bool mapped;
+    /* What the pass over the pieces found (batch_scan.c), valid once
+     * `passed`: */
+    bool passed;
     bool refused;   /* it refused a piece: the operation counts as rejected */
     size_t pieces;  /* those with bytes > 0 */
     uint64_t bytes; /* their payload */
     /* Of those, the pieces between pinned host memory and the stream's
-     * device, by direction, and those across a peer link (found when
-     * link[] is set or the facts are needed anyway). */
+     * device, by direction, and those across a peer link (found when the
+     * facts are looked up: validation, link caps, the copy engine's groups,
+     * or a route that waits). */
     size_t h2d, d2h, peer;
     size_t skewed;  /* pieces whose dst and src differ modulo 16 */
-    unsigned passes; /* passes over the descriptors so far, whoever made them */
+    uint64_t tiles; /* their P2PT_BATCH_TILES: the most CTAs a launch can use */
+    /* The first accepted piece with a side only the copy engine moves
+     * (p2pt__reach_ce_only), found with validation on: its index, and
+     * whether that side is another device's memory not mapped here
+     * (P2PT_REACH_UNMAPPED), which sends a batch routed after the pass to
+     * the copy engine. An engine that cannot reach it is refused it. */
+    bool ce_only;
+    size_t ce_only_at;
+    bool unmapped;
+    unsigned passes; /* passes over the pieces so far, whoever made them */
     /* Set by the router for a kernel engine: the CTAs that saturate the
      * host link, h2d and d2h, and a peer link (0: no cap), indexed by
      * P2PT_LINK_*. A launch whose pieces all cross such links takes no
      * more. */
     uint32_t link[P2PT_LINKS];
+    /* Where the pass put the pieces for the engine the route chose, from
+     * the route step to dispatch (or describe), which releases it. */
+    struct p2pt_batch_sink sink;
 };
 
 /* Piece i of `b`, wherever it is kept. */
@@ -70,12 +108,6 @@ static inline p2pt_copy_desc p2pt__batch_piece(const struct p2pt_batch *b, size_
 {
     return p2pt__piece_at(b->descs, b->blocks, i);
 }
-
-/* What a pass returns when the batch's mean piece size is outside the
- * guess its engine was chosen for (mean_lo, mean_hi), or it found a piece
- * only the copy engine moves (reroute_unmapped): not an error, and never
- * returned by an entry point. */
-#define P2PT__ROUTE_AGAIN ((p2pt_status)0x100)
 
 /* The most CTAs a kernel moving batch `b` may use for its links: when
  * every piece crosses a link (the host link either way, or a peer link),

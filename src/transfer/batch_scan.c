@@ -1,25 +1,36 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The pass over a host batch's descriptors. A batch of 16,384 pieces is
- * 384 KiB of descriptors; reading them once instead of once per step
- * (arguments, facts, the copy into the engine's buffer or the copy
- * engine's groups) is most of what a host batch costs the caller beyond
- * its fixed calls. The loop is written once and specialised by the
- * compiler for each combination of what it checks and writes, so a pass
- * that only checks arguments carries no lookup and no store.
+ * The pass over a host batch's pieces. A batch of 16,384 pieces is 384 KiB
+ * of descriptors; reading them once instead of once per step (arguments,
+ * facts, sums, the copy into the engine's buffer or the copy engine's
+ * groups) is most of what a host batch costs the caller beyond its fixed
+ * calls. So the pipeline makes this one pass for every engine, and the
+ * engine only says where the pieces go (its sink, batch.h). The loop is
+ * written once and specialised by the compiler for each combination of what
+ * it checks and writes, so a pass that only checks arguments carries no
+ * lookup and no store.
  *
  * Facts: a piece inside registered windows needs no driver call; any other
  * side is located through the batch's allocation memo (alloc_memo.h), one
  * pointer query per allocation the batch touches, so pinned host memory
  * costs what device memory costs. A piece that runs past the end of its
- * allocation is refused like any other failed fact.
+ * allocation is refused like any other failed fact. Blocks are looked up a
+ * layer at a time where a layer lies inside one window or allocation on
+ * each side; with validation on, every layer before any piece, so that the
+ * route knows whether a piece could turn out to be memory a kernel cannot
+ * reach.
+ *
+ * A route that waits for the pass (b->route_later) has the pieces left as
+ * descriptors, and the pass notes where their facts change (its runs): the
+ * engine the route then chooses takes the descriptors as they are, copied,
+ * or grouped from them (p2pt__batch_pass_fill) without the caller's pieces
+ * being read again.
  */
 #include <stdlib.h>
+#include <string.h>
 
-#include "alloc_memo.h"
 #include "args.h"
 #include "batch_scan.h"
-#include "coalesce.h"
 #include "handle.h"
 #include "transport.h"
 #include "validate.h"
@@ -27,30 +38,6 @@
 struct scan_out {
     size_t pieces, dir[P2PT_LINKS], skewed;
     uint64_t bytes, tiles;
-};
-
-/* What every piece's step reads: the batch, where facts come from, where
- * pieces go, and the hints that keep consecutive lookups cheap. */
-struct scan_ctx {
-    const struct p2pt_batch *b;
-    const struct p2pt_window_set *ws;
-    const struct p2pt_transport *t;
-    bool refuse;
-    const char *fallback;
-    struct p2pt_alloc_memo *memo;
-    struct p2pt_batch_desc *out;
-    struct p2pt_coalesce *groups;
-    int dst_hint, src_hint; /* destinations and sources sit in different windows */
-    int memo_hint[2];       /* ... and different allocations */
-};
-
-/* The facts of a piece, or of a run of pieces that share them (a layer of
- * blocks): the link it crosses (P2PT_LINK_*, -1 none) and the bounds of the windows or
- * allocations its sides lie in (dhi 0: a range the driver does not
- * report). */
-struct run_facts {
-    int dir;
-    uint64_t dlo, dhi, slo, shi;
 };
 
 /* Which link a piece between two windows crosses: the host link's way when
@@ -64,24 +51,24 @@ static inline int window_link(const struct p2pt_window_set *ws, int d, int s)
 }
 
 /* Both [d, +dn) and [s, +sn) inside registered windows: their facts. */
-static inline bool window_facts(struct scan_ctx *c, uintptr_t d, uint64_t dn, uintptr_t s,
-                                uint64_t sn, struct run_facts *f)
+static inline bool window_facts(struct p2pt_batch_pass *p, uintptr_t d, uint64_t dn,
+                                uintptr_t s, uint64_t sn, struct p2pt_run_facts *f)
 {
-    const struct p2pt_window_set *ws = c->ws;
-    if (!p2pt__window_holds(ws, d, dn, &c->dst_hint) ||
-        !p2pt__window_holds(ws, s, sn, &c->src_hint))
+    const struct p2pt_window_set *ws = p->ws;
+    if (ws == NULL || !p2pt__window_holds(ws, d, dn, &p->dst_hint) ||
+        !p2pt__window_holds(ws, s, sn, &p->src_hint))
         return false;
     /* A window lies inside one allocation: its range bounds a run. */
-    f->dir = window_link(ws, c->dst_hint, c->src_hint);
-    f->dlo = ws->w[c->dst_hint].base, f->dhi = ws->w[c->dst_hint].end;
-    f->slo = ws->w[c->src_hint].base, f->shi = ws->w[c->src_hint].end;
+    f->dir = window_link(ws, p->dst_hint, p->src_hint);
+    f->dlo = ws->w[p->dst_hint].base, f->dhi = ws->w[p->dst_hint].end;
+    f->slo = ws->w[p->src_hint].base, f->shi = ws->w[p->src_hint].end;
     return true;
 }
 
 /* The facts of a run whose sides lie in the allocations `d` and `s`
  * describe. */
 static inline void side_facts(const struct p2pt_side *d, const struct p2pt_side *s, int device,
-                              struct run_facts *f)
+                              struct p2pt_run_facts *f)
 {
     f->dir = p2pt__piece_link(d, s, device);
     f->dlo = d->start, f->dhi = d->start + d->size;
@@ -91,93 +78,159 @@ static inline void side_facts(const struct p2pt_side *d, const struct p2pt_side 
 /* Both [d, +dn) and [s, +sn) inside remembered allocations that the
  * device maps: their facts (the memo's entries were checked when the
  * driver was asked). */
-static inline bool memo_facts(struct scan_ctx *c, uintptr_t d, uint64_t dn, uintptr_t s,
-                              uint64_t sn, struct run_facts *f)
+static inline bool memo_facts(struct p2pt_batch_pass *p, uintptr_t d, uint64_t dn, uintptr_t s,
+                              uint64_t sn, struct p2pt_run_facts *f)
 {
     const struct p2pt_side *dm, *sm;
-    if ((dm = p2pt__memo_find(c->memo, d, &c->memo_hint[0])) == NULL ||
-        (sm = p2pt__memo_find(c->memo, s, &c->memo_hint[1])) == NULL ||
+    if ((dm = p2pt__memo_find(&p->memo, d, &p->memo_hint[0])) == NULL ||
+        (sm = p2pt__memo_find(&p->memo, s, &p->memo_hint[1])) == NULL ||
         dm->reach != P2PT_REACH_MAPPED || sm->reach != P2PT_REACH_MAPPED ||
         p2pt__side_straddles(dm, d, dn) || p2pt__side_straddles(sm, s, sn))
         return false;
-    side_facts(dm, sm, c->b->device, f);
+    side_facts(dm, sm, p->b->device, f);
     return true;
 }
 
-/* The facts of piece i, [d, +n) from [s, +n): windows, the memo inline
- * (the common case), else the driver, which also refuses. */
-static inline __attribute__((always_inline)) p2pt_status
-piece_facts(struct scan_ctx *c, size_t i, uintptr_t d, uintptr_t s, uint64_t n,
-            struct run_facts *f)
+/* Piece i's sides, found by the driver or the memo, against what the pass
+ * checks them for. A piece with a side only the copy engine moves is noted
+ * (the first: b->ce_only); under a route that waits, the first that is
+ * another device's unmapped memory makes the pass check the rest as the
+ * copy engine would, where the route will send them. */
+static p2pt_status check_sides(struct p2pt_batch_pass *p, size_t i, const struct p2pt_side *ds,
+                               const struct p2pt_side *ss)
 {
-    if (window_facts(c, d, n, s, n, f) || memo_facts(c, d, n, s, n, f))
+    struct p2pt_batch *b = p->b;
+    const bool ce_only = p2pt__reach_ce_only(ds->reach) || p2pt__reach_ce_only(ss->reach);
+    const bool unmapped = ds->reach == P2PT_REACH_UNMAPPED || ss->reach == P2PT_REACH_UNMAPPED;
+    if (ce_only && !p->staged && b->route_later && unmapped)
+        p->staged = true;
+    p2pt_status st = p2pt__piece_check(b, i, p->staged, p->fallback, ds, ss);
+    if (st == P2PT_SUCCESS && ce_only && !b->ce_only) {
+        b->ce_only = true;
+        b->ce_only_at = i;
+        b->unmapped = unmapped;
+    }
+    return st;
+}
+
+/* The facts of piece i, [d, +n) from [s, +n): windows, the memo inline
+ * (the common case), else the driver, and the checks. */
+static inline __attribute__((always_inline)) p2pt_status
+piece_facts(struct p2pt_batch_pass *p, size_t i, uintptr_t d, uintptr_t s, uint64_t n,
+            struct p2pt_run_facts *f)
+{
+    if (window_facts(p, d, n, s, n, f) || memo_facts(p, d, n, s, n, f))
         return P2PT_SUCCESS;
     struct p2pt_side ds, ss;
-    p2pt_status st = p2pt__piece_facts(c->b, i, c->t, c->refuse, c->fallback, c->memo,
-                                       c->memo_hint, &ds, &ss);
+    p2pt_status st = p2pt__piece_sides(p->b, i, &p->memo, p->memo_hint, &ds, &ss);
+    if (st == P2PT_SUCCESS && p->refuse)
+        st = check_sides(p, i, &ds, &ss);
     if (st != P2PT_SUCCESS)
         return st;
-    side_facts(&ds, &ss, c->b->device, f);
+    side_facts(&ds, &ss, p->b->device, f);
     if (ds.size == 0 || ss.size == 0)
         f->dhi = 0; /* memory whose range the driver does not report */
+    return P2PT_SUCCESS;
+}
+
+static inline bool same_facts(const struct p2pt_run_facts *a, const struct p2pt_run_facts *b)
+{
+    return a->dlo == b->dlo && a->dhi == b->dhi && a->slo == b->slo && a->shi == b->shi;
+}
+
+/* From the `from`-th non-empty piece on, the facts are `f`. */
+static __attribute__((noinline)) p2pt_status add_run(struct p2pt_batch_pass *p, size_t from,
+                                                     const struct p2pt_run_facts *f)
+{
+    if (p->n_runs == p->runs_room) {
+        const size_t room = 2 * p->runs_room;
+        struct p2pt_pass_run *r = malloc(room * sizeof(*r));
+        if (r == NULL)
+            return p2pt__fail(P2PT_SYSTEM_ERROR, "%s: out of host memory for a batch of %zu",
+                              p->b->fn, p->b->count);
+        memcpy(r, p->runs, p->n_runs * sizeof(*r));
+        if (p->runs != p->runs_here)
+            free(p->runs);
+        p->runs = r;
+        p->runs_room = room;
+    }
+    p->runs[p->n_runs++] = (struct p2pt_pass_run){from, *f};
     return P2PT_SUCCESS;
 }
 
 /* Piece i: its arguments, its facts (those of its run when `run` is not
  * NULL), and where it goes. */
 static inline __attribute__((always_inline)) p2pt_status
-take(struct scan_ctx *c, size_t i, uintptr_t d, uintptr_t s, uint64_t n,
-     const struct run_facts *run, const bool facts, const bool write, const bool group,
-     struct scan_out *o)
+take(struct p2pt_batch_pass *p, size_t i, uintptr_t d, uintptr_t s, uint64_t n,
+     const struct p2pt_run_facts *run, const bool facts, const bool write, const bool group,
+     const bool runs, struct scan_out *o)
 {
-    struct run_facts f = {-1, 0, 0, 0, 0};
+    struct p2pt_run_facts f = {-1, 0, 0, 0, 0};
     if (!p2pt__args_ok(d, s, n))
-        return p2pt__piece_args_fail(c->b, i);
+        return p2pt__piece_args_fail(p->b, i);
     if (facts) {
         if (run == NULL) {
-            p2pt_status st = piece_facts(c, i, d, s, n, &f);
+            p2pt_status st = piece_facts(p, i, d, s, n, &f);
             if (st != P2PT_SUCCESS)
                 return st;
             run = &f;
         }
         if (run->dir >= 0)
             o->dir[run->dir]++;
+        if (runs && (p->n_runs == 0 || !same_facts(&p->runs[p->n_runs - 1].f, run))) {
+            p2pt_status st = add_run(p, o->pieces, run);
+            if (st != P2PT_SUCCESS)
+                return st;
+        }
     }
     if (write) {
-        struct p2pt_batch_desc *e = &c->out[o->pieces];
+        struct p2pt_batch_desc *e = &p->out[p->empties ? i : o->pieces];
         e->dst = d;
         e->src = s;
         e->bytes = n;
     }
     o->tiles += P2PT_BATCH_TILES((uint64_t)d, n);
     if (group)
-        p2pt__coalesce_add(c->groups, d, s, n, run->dlo, run->dhi, run->slo, run->shi);
+        p2pt__coalesce_add(p->groups, d, s, n, run->dlo, run->dhi, run->slo, run->shi);
     o->skewed += ((d ^ s) & 15) != 0;
     o->pieces++;
     o->bytes += n;
     return P2PT_SUCCESS;
 }
 
-/* Facts that hold for every block of layer L: its whole dst and src spans
- * inside a window each, or inside a remembered allocation each (asked of
- * the driver through the layer's first piece, `first`, which the driver's
- * answer also checks, as the per-piece pass would). *known false: the
- * spans do not lie so (a layer over two allocations), and its pieces are
- * looked up one by one. */
-static p2pt_status layer_facts(struct scan_ctx *c, const p2pt_block_layer *L, size_t first,
-                               struct run_facts *f, bool *known)
+/* An empty piece i, where the sink keeps those too. */
+static inline void take_empty(struct p2pt_batch_pass *p, size_t i)
 {
+    if (p->empties)
+        p->out[i] = (struct p2pt_batch_desc){0, 0, 0};
+}
+
+/* Layer l's facts, for all its blocks where they hold for the whole layer:
+ * its dst and src spans inside a window each, or inside a remembered
+ * allocation each (asked of the driver through the layer's first piece,
+ * whose sides land in *ds and *ss, and *asked true). Refuses nothing: a
+ * layer that is not known has its pieces looked up and checked one by one,
+ * its first included. */
+static p2pt_status layer_lookup(struct p2pt_batch_pass *p, size_t l, struct p2pt_side *ds,
+                                struct p2pt_side *ss, bool *asked)
+{
+    const struct p2pt_blocks *k = p->b->blocks;
+    struct p2pt_layer_facts *lf = &p->layers[l];
+    const p2pt_block_layer *L = p2pt__block_layer_at(k, l);
     const uintptr_t d = (uintptr_t)L->dst, s = (uintptr_t)L->src;
     const uint64_t dn = L->dst_blocks * L->block_bytes, sn = L->src_blocks * L->block_bytes;
-    *known = window_facts(c, d, dn, s, sn, f) || memo_facts(c, d, dn, s, sn, f);
-    if (*known)
+    *asked = false;
+    lf->done = true;
+    lf->known = L->block_bytes == 0 || window_facts(p, d, dn, s, sn, &lf->f) ||
+                memo_facts(p, d, dn, s, sn, &lf->f);
+    if (lf->known)
         return P2PT_SUCCESS;
-    const p2pt_copy_desc p = p2pt__block_piece(c->b->blocks, first);
-    struct run_facts one;
-    p2pt_status st = piece_facts(c, first, (uintptr_t)p.dst, (uintptr_t)p.src, p.bytes, &one);
-    if (st == P2PT_SUCCESS)
-        *known = memo_facts(c, d, dn, s, sn, f);
-    return st;
+    p2pt_status st = p2pt__piece_sides(p->b, l * k->rows, &p->memo, p->memo_hint, ds, ss);
+    if (st != P2PT_SUCCESS)
+        return st;
+    *asked = true;
+    lf->known = memo_facts(p, d, dn, s, sn, &lf->f);
+    return P2PT_SUCCESS;
 }
 
 /* Blocks: layer by layer, each piece made from its layer and mapping row
@@ -185,32 +238,37 @@ static p2pt_status layer_facts(struct scan_ctx *c, const p2pt_block_layer *L, si
  * plan keeps blocks only for layers that are apart and ids inside them,
  * which the arguments check still confirms piece by piece.) */
 static inline __attribute__((always_inline)) p2pt_status
-scan_blocks(struct scan_ctx *c, const bool facts, const bool write, const bool group,
-            struct scan_out *o)
+scan_blocks(struct p2pt_batch_pass *p, const bool facts, const bool write, const bool group,
+            const bool runs, struct scan_out *o)
 {
-    const struct p2pt_blocks *k = c->b->blocks;
-    const size_t rows = k->rows, layers = c->b->count / rows;
+    const struct p2pt_blocks *k = p->b->blocks;
+    const size_t rows = k->rows, layers = p->b->count / rows;
     const int64_t *map = k->mapping;
     for (size_t l = 0; l < layers; l++) {
         const p2pt_block_layer *L = p2pt__block_layer_at(k, l);
         const uint64_t bb = L->block_bytes;
-        if (bb == 0)
+        if (bb == 0) {
+            for (size_t r = 0; r < rows; r++)
+                take_empty(p, l * rows + r);
             continue;
-        struct run_facts f;
-        bool known = false;
-        if (facts) {
-            p2pt_status st = layer_facts(c, L, l * rows, &f, &known);
+        }
+        struct p2pt_layer_facts *lf = facts ? &p->layers[l] : NULL;
+        if (facts && !lf->done) {
+            struct p2pt_side ds, ss;
+            bool asked;
+            p2pt_status st = layer_lookup(p, l, &ds, &ss, &asked);
             if (st != P2PT_SUCCESS)
                 return st;
         }
+        const bool known = facts && lf->known;
         const uintptr_t dl = (uintptr_t)L->dst, sl = (uintptr_t)L->src;
-        if (known && !write && !group && bb % 16 == 0) {
+        if ((!facts || known) && !write && !group && bb % 16 == 0) {
             /* Nothing to write out, and every piece of the layer shares its
              * facts and its alignment: the layer at once. The plan put each
              * piece inside its layer, and layers apart, so each piece's
              * arguments hold (no NULL, no wrap, no overlap). */
-            if (f.dir >= 0)
-                o->dir[f.dir] += rows;
+            if (facts && lf->f.dir >= 0)
+                o->dir[lf->f.dir] += rows;
             o->tiles += rows * P2PT_BATCH_TILES((uint64_t)dl, bb);
             o->skewed += ((dl ^ sl) & 15) != 0 ? rows : 0;
             o->pieces += rows;
@@ -220,8 +278,8 @@ scan_blocks(struct scan_ctx *c, const bool facts, const bool write, const bool g
         for (size_t r = 0; r < rows; r++) {
             const uintptr_t d = dl + (uint64_t)map[2 * r + 1] * bb;
             const uintptr_t s = sl + (uint64_t)map[2 * r] * bb;
-            p2pt_status st = take(c, l * rows + r, d, s, bb, known ? &f : NULL, facts, write,
-                                  group, o);
+            p2pt_status st = take(p, l * rows + r, d, s, bb, known ? &lf->f : NULL, facts, write,
+                                  group, runs, o);
             if (st != P2PT_SUCCESS)
                 return st;
         }
@@ -265,127 +323,221 @@ static bool blocks_by_block(const struct p2pt_blocks *k, size_t layers)
 
 /* Blocks for the copy engine block by block (blocks_by_block): every
  * layer's facts first, then each mapping row through every layer. */
-static p2pt_status scan_blocks_by_block(struct scan_ctx *c, struct scan_out *o)
+static p2pt_status scan_blocks_by_block(struct p2pt_batch_pass *p, struct scan_out *o)
 {
-    const struct p2pt_blocks *k = c->b->blocks;
-    const size_t rows = k->rows, layers = c->b->count / rows;
+    const struct p2pt_blocks *k = p->b->blocks;
+    const size_t rows = k->rows, layers = p->b->count / rows;
     const int64_t *map = k->mapping;
-    struct layer_run {
-        struct run_facts f;
-        bool known; /* f holds for every block of the layer */
-    } on_stack[64], *lr = on_stack;
-    p2pt_status st = P2PT_SUCCESS;
-    if (layers > P2PT_ARRAY_LEN(on_stack) && (lr = malloc(layers * sizeof(*lr))) == NULL)
-        return p2pt__fail(P2PT_SYSTEM_ERROR, "%s: out of host memory for %zu layers", c->b->fn,
-                          layers);
     for (size_t l = 0; l < layers; l++)
-        P2PT_TRY(layer_facts(c, p2pt__block_layer_at(k, l), l * rows, &lr[l].f, &lr[l].known));
+        if (!p->layers[l].done) {
+            struct p2pt_side ds, ss;
+            bool asked;
+            p2pt_status st = layer_lookup(p, l, &ds, &ss, &asked);
+            if (st != P2PT_SUCCESS)
+                return st;
+        }
     const uint64_t bb = p2pt__block_layer_at(k, 0)->block_bytes;
     for (size_t r = 0; r < rows; r++) {
         const uint64_t doff = (uint64_t)map[2 * r + 1] * bb, soff = (uint64_t)map[2 * r] * bb;
         for (size_t l = 0; l < layers; l++) {
             const p2pt_block_layer *L = p2pt__block_layer_at(k, l);
-            P2PT_TRY(take(c, l * rows + r, (uintptr_t)L->dst + doff, (uintptr_t)L->src + soff,
-                          bb, lr[l].known ? &lr[l].f : NULL, true, false, true, o));
+            const struct p2pt_layer_facts *lf = &p->layers[l];
+            p2pt_status st = take(p, l * rows + r, (uintptr_t)L->dst + doff,
+                                  (uintptr_t)L->src + soff, bb, lf->known ? &lf->f : NULL, true,
+                                  false, true, false, o);
+            if (st != P2PT_SUCCESS)
+                return st;
         }
     }
-out:
-    if (lr != on_stack)
-        free(lr);
-    return st;
+    return P2PT_SUCCESS;
 }
 
 static inline __attribute__((always_inline)) p2pt_status
-scan_loop(struct scan_ctx *c, const bool facts, const bool write, const bool group,
-          struct scan_out *o)
+scan_loop(struct p2pt_batch_pass *p, const bool facts, const bool write, const bool group,
+          const bool runs, struct scan_out *o)
 {
-    if (c->b->blocks != NULL && group && facts && !write &&
-        blocks_by_block(c->b->blocks, c->b->count / c->b->blocks->rows))
-        return scan_blocks_by_block(c, o);
-    if (c->b->blocks != NULL)
-        return scan_blocks(c, facts, write, group, o);
-    const p2pt_copy_desc *descs = c->b->descs;
-    const size_t count = c->b->count;
+    const struct p2pt_batch *b = p->b;
+    if (b->blocks != NULL && group && facts && !write &&
+        blocks_by_block(b->blocks, b->count / b->blocks->rows))
+        return scan_blocks_by_block(p, o);
+    if (b->blocks != NULL)
+        return scan_blocks(p, facts, write, group, runs, o);
+    const p2pt_copy_desc *descs = b->descs;
+    const size_t count = b->count;
     for (size_t i = 0; i < count; i++) {
         const uint64_t n = descs[i].bytes;
-        if (n == 0)
+        if (n == 0) {
+            if (write)
+                take_empty(p, i);
             continue;
-        p2pt_status st = take(c, i, (uintptr_t)descs[i].dst, (uintptr_t)descs[i].src, n, NULL,
-                              facts, write, group, o);
+        }
+        p2pt_status st = take(p, i, (uintptr_t)descs[i].dst, (uintptr_t)descs[i].src, n, NULL,
+                              facts, write, group, runs, o);
         if (st != P2PT_SUCCESS)
             return st;
     }
     return P2PT_SUCCESS;
 }
 
-static p2pt_status scan(const struct p2pt_handle *h, struct p2pt_batch *b,
-                        const struct p2pt_transport *t, bool want_facts,
-                        struct p2pt_batch_desc *out, uint64_t *tiles,
-                        struct p2pt_coalesce *groups)
+p2pt_status p2pt__batch_pass_begin(const struct p2pt_handle *h, struct p2pt_batch *b,
+                                   struct p2pt_batch_pass *p)
 {
-    const bool refuse = t != NULL && h->cfg.validate;
-    const bool facts = t != NULL && (refuse || want_facts);
-    struct p2pt_alloc_memo memo;
-    struct scan_ctx c = {b,    facts ? p2pt__windows(&h->windows, b->device) : NULL,
-                         t,    refuse,
-                         h->cfg.fallback,
-                         &memo, out,
-                         groups, -1, -1, {-1, -1}};
+    p->b = b;
+    p->ws = p2pt__windows(&h->windows, b->device);
+    p->fallback = h->cfg.fallback;
+    p->refuse = h->cfg.validate;
+    p->staged = false;
+    p->dst_hint = p->src_hint = -1;
+    p->memo_hint[0] = p->memo_hint[1] = -1;
+    p->layers = p->layers_here;
+    p->runs = p->runs_here;
+    p->n_runs = 0;
+    p->runs_room = P2PT_PASS_RUNS;
+    p->out = NULL;
+    p->groups = NULL;
+    p->empties = false;
+    p2pt__memo_init(&p->memo, b->device);
+    /* The first piece's sides, found while routing (auto): their
+     * allocations cost no second query. */
+    if (b->first.bytes != 0) {
+        p2pt__memo_seed(&p->memo, &b->first.dst_side);
+        p2pt__memo_seed(&p->memo, &b->first.src_side);
+    }
+    if (b->blocks == NULL)
+        return P2PT_SUCCESS;
+    const size_t layers = b->count / b->blocks->rows;
+    if (layers > P2PT_PASS_LAYERS && (p->layers = calloc(layers, sizeof(*p->layers))) == NULL) {
+        p->layers = p->layers_here;
+        b->refused = true; /* as a pass that fails */
+        return p2pt__fail(P2PT_SYSTEM_ERROR, "%s: out of host memory for %zu layers", b->fn,
+                          layers);
+    }
+    if (p->layers == p->layers_here)
+        memset(p->layers, 0, layers * sizeof(*p->layers));
+    if (!p->refuse)
+        return P2PT_SUCCESS; /* facts, if wanted, a layer at a time in the pass */
+    /* Every layer's facts now: whether any piece could be memory a kernel
+     * cannot reach is the route's to know. Known layers hold only mapped
+     * memory, so the first layer that is not known starts the first piece
+     * that may be such memory. */
+    bool all_known = true;
+    for (size_t l = 0; l < layers; l++) {
+        struct p2pt_side ds, ss;
+        bool asked;
+        p2pt_status st = layer_lookup(p, l, &ds, &ss, &asked);
+        if (st != P2PT_SUCCESS) {
+            b->refused = true; /* as a pass that fails */
+            return st;
+        }
+        if (all_known && asked && !p->layers[l].known &&
+            (ds.reach == P2PT_REACH_UNMAPPED || ss.reach == P2PT_REACH_UNMAPPED)) {
+            b->ce_only = b->unmapped = true;
+            b->ce_only_at = l * b->blocks->rows;
+        }
+        all_known = all_known && p->layers[l].known;
+    }
+    b->mapped = all_known;
+    return P2PT_SUCCESS;
+}
+
+p2pt_status p2pt__batch_pass(struct p2pt_batch_pass *p, const struct p2pt_transport *t,
+                             struct p2pt_batch_sink *s)
+{
+    struct p2pt_batch *b = p->b;
+    bool classify = false; /* a kernel engine with a link cap to apply needs each piece's link */
+    for (int i = 0; i < P2PT_LINKS; i++)
+        classify = classify || (t != NULL && b->link[i] != 0);
+    const bool as_descs = s != NULL && s->as_descs;
+    const bool group = s != NULL && s->groups.g != NULL && !as_descs;
+    const bool write = s != NULL && s->descs != NULL;
+    const bool runs = as_descs;
+    const bool facts = t != NULL && (p->refuse || classify || group || runs);
     struct scan_out o = {0, {0, 0, 0}, 0, 0, 0};
     p2pt_status st;
-    p2pt__memo_init(&memo, b->device);
-    /* The first piece's sides, found while routing (auto): their
-     * allocations cost no second query, once they pass the check the
-     * first piece would get on its own. */
-    const struct p2pt_request *first = &b->first;
-    if (facts && first->bytes != 0 && (!refuse || p2pt__refuse(first, t, c.fallback) ==
-                                                      P2PT_SUCCESS)) {
-        p2pt__memo_seed(&memo, &first->dst_side);
-        p2pt__memo_seed(&memo, &first->src_side);
-    }
-    if (groups != NULL)
-        st = scan_loop(&c, true, false, true, &o);
+
+    p->staged = t != NULL && (t->caps & P2PT_CAP_STAGED) != 0;
+    p->refuse = p->refuse && t != NULL;
+    p->out = write ? s->descs : NULL;
+    p->empties = write && s->empties;
+    p->groups = group ? &s->groups : NULL;
+    if (group)
+        st = scan_loop(p, true, false, true, false, &o);
+    else if (runs)
+        st = scan_loop(p, true, true, false, true, &o);
     else if (facts)
-        st = out ? scan_loop(&c, true, true, false, &o) : scan_loop(&c, true, false, false, &o);
+        st = write ? scan_loop(p, true, true, false, false, &o)
+                   : scan_loop(p, true, false, false, false, &o);
     else
-        st = out ? scan_loop(&c, false, true, false, &o) : scan_loop(&c, false, false, false, &o);
-    if (st == P2PT__ROUTE_AGAIN)
-        b->unmapped = true; /* a piece only the copy engine moves */
-    if (st == P2PT_SUCCESS && b->mean_hi != 0 && o.pieces != 0) {
-        const uint64_t mean = o.bytes / o.pieces;
-        if (mean < b->mean_lo || mean >= b->mean_hi)
-            st = P2PT__ROUTE_AGAIN; /* the sums below are what the route needs */
-    }
-    b->scanned = true;
+        st = write ? scan_loop(p, false, true, false, false, &o)
+                   : scan_loop(p, false, false, false, false, &o);
+    if (group)
+        p2pt__coalesce_end(p->groups);
+    if (st == P2PT_SUCCESS && s != NULL && s->rows != NULL && !as_descs && b->blocks != NULL)
+        memcpy(s->rows, b->blocks->mapping, b->blocks->rows * 2 * sizeof(int64_t));
+    b->passed = true;
     b->passes++;
-    b->refused = st != P2PT_SUCCESS && st != P2PT__ROUTE_AGAIN;
+    b->refused = st != P2PT_SUCCESS;
     b->pieces = o.pieces;
     b->h2d = o.dir[P2PT_LINK_H2D];
     b->d2h = o.dir[P2PT_LINK_D2H];
     b->peer = o.dir[P2PT_LINK_PEER];
     b->skewed = o.skewed;
     b->bytes = o.bytes;
-    if (tiles != NULL)
-        *tiles = o.tiles;
+    b->tiles = o.tiles;
     return st;
 }
 
-p2pt_status p2pt__batch_scan(const struct p2pt_handle *h, struct p2pt_batch *b,
-                             const struct p2pt_transport *t, struct p2pt_batch_desc *out,
-                             uint64_t *tiles)
+p2pt_status p2pt__batch_pass_reach(struct p2pt_batch_pass *p, const struct p2pt_transport *t)
 {
-    /* A kernel engine with a link cap to apply needs each piece's link. */
-    bool classify = false;
-    for (int i = 0; i < P2PT_LINKS; i++)
-        classify = classify || (t != NULL && b->link[i] != 0);
-    return scan(h, b, t, classify, out, tiles, NULL);
+    struct p2pt_batch *b = p->b;
+    if (!p->refuse || !b->ce_only || (t->caps & P2PT_CAP_STAGED) != 0)
+        return P2PT_SUCCESS;
+    struct p2pt_side ds, ss;
+    p2pt_status st = p2pt__piece_sides(b, b->ce_only_at, &p->memo, p->memo_hint, &ds, &ss);
+    if (st == P2PT_SUCCESS)
+        st = p2pt__piece_check(b, b->ce_only_at, false, p->fallback, &ds, &ss);
+    b->refused = st != P2PT_SUCCESS;
+    return st;
 }
 
-p2pt_status p2pt__batch_scan_groups(const struct p2pt_handle *h, struct p2pt_batch *b,
-                                    const struct p2pt_transport *t,
-                                    struct p2pt_coalesce *groups)
+void p2pt__batch_pass_fill(const struct p2pt_batch_pass *p, const struct p2pt_batch_sink *from,
+                           struct p2pt_batch_sink *to)
 {
-    p2pt_status st = scan(h, b, t, true, NULL, NULL, groups);
-    p2pt__coalesce_end(groups);
+    const size_t n = p->b->pieces;
+    const struct p2pt_batch_desc *d = from->descs;
+    if (to->descs != NULL && to->descs != d)
+        memcpy(to->descs, d, n * sizeof(*d));
+    if (to->groups.g == NULL)
+        return;
+    for (size_t k = 0, r = 0; k < n; k++) {
+        while (r + 1 < p->n_runs && p->runs[r + 1].from <= k)
+            r++;
+        const struct p2pt_run_facts *f = &p->runs[r].f;
+        p2pt__coalesce_add(&to->groups, d[k].dst, d[k].src, d[k].bytes, f->dlo, f->dhi, f->slo,
+                           f->shi);
+    }
+    p2pt__coalesce_end(&to->groups);
+}
+
+void p2pt__batch_pass_end(struct p2pt_batch_pass *p)
+{
+    if (p->layers != p->layers_here)
+        free(p->layers);
+    if (p->runs != p->runs_here)
+        free(p->runs);
+    p->layers = p->layers_here;
+    p->runs = p->runs_here;
+}
+
+p2pt_status p2pt__batch_args(const struct p2pt_handle *h, struct p2pt_batch *b)
+{
+    struct p2pt_batch_pass p;
+    memset(&p, 0, sizeof(p));
+    p.b = b;
+    p.layers = p.layers_here;
+    p.runs = p.runs_here;
+    (void)h;
+    p2pt_status st = p2pt__batch_pass(&p, NULL, NULL);
+    p2pt__batch_pass_end(&p);
     return st;
 }

@@ -1,49 +1,141 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The one pass over a host batch's descriptors (batch_scan.c): each piece's
- * arguments, with validation on its facts for the chosen engine, and the
- * non-empty pieces written out in the kernel's layout, all in the same
- * loop. An engine that fills a buffer (the TMA batch's staging ring or
- * kernel parameters) makes this its only pass; the pipeline runs it without
- * output for every other engine and for dry runs, so a refusal is the same
- * piece and the same words whoever runs it.
+ * The one pass over a host batch's pieces (batch_scan.c), which the
+ * pipeline (operation.c) makes for every engine, in real runs and dry runs
+ * alike: each piece read once (a descriptor, or a block made as it is
+ * read), its arguments checked, its facts looked up and, with validation
+ * on, checked against the engine it goes to, the sums a policy routes by
+ * added up, and the piece put where the engine's sink says (batch.h): its
+ * descriptors, the copy engine's groups, or, for blocks an engine keeps as
+ * blocks, the mapping's rows once. A refusal is the same piece and the same
+ * words whatever the engine and whether the run is dry.
+ *
+ * In order: p2pt__batch_pass_begin (before the route: for blocks, the facts
+ * of their layers), p2pt__batch_pass (the pieces, into one sink), and where
+ * the route waited for the pass, p2pt__batch_pass_reach and
+ * p2pt__batch_pass_fill (the chosen engine's sink from the descriptors the
+ * pass left, read from there: the caller's pieces are not read again);
+ * p2pt__batch_pass_end in any case.
  */
 #ifndef P2PT_BATCH_SCAN_H
 #define P2PT_BATCH_SCAN_H
 
+#include "alloc_memo.h"
 #include "batch.h"
 
 struct p2pt_handle;
 struct p2pt_transport;
-struct p2pt_coalesce;
+
+/* The facts of a piece, or of a run of pieces that share them (a layer of
+ * blocks): the link it crosses (P2PT_LINK_*, -1 none) and the bounds of the
+ * windows or allocations its sides lie in (dhi 0: a range the driver does
+ * not report). */
+struct p2pt_run_facts {
+    int dir;
+    uint64_t dlo, dhi, slo, shi;
+};
+
+/* A layer of blocks: its facts, once looked up (`done`), hold for every
+ * block of it when `known` (its spans each inside one window or one mapped
+ * allocation). */
+struct p2pt_layer_facts {
+    struct p2pt_run_facts f;
+    bool done, known;
+};
+
+/* Where the facts of the written pieces change: from the piece `from` (its
+ * place among the non-empty pieces) on, `f`. The copy engine's groups are
+ * made from them when it takes descriptors the pass left for a route that
+ * waited. */
+struct p2pt_pass_run {
+    size_t from;
+    struct p2pt_run_facts f;
+};
+
+#define P2PT_PASS_LAYERS 64 /* layers whose facts the pass holds without allocating */
+#define P2PT_PASS_RUNS 8    /* changes of facts likewise */
+
+/* One pass in progress, on the caller's stack. */
+struct p2pt_batch_pass {
+    struct p2pt_batch *b;
+    const struct p2pt_window_set *ws; /* the windows of b->device; NULL: none */
+    const char *fallback;             /* the engine a remedy names */
+    bool refuse;                      /* validation is on */
+    bool staged; /* pieces are checked as for an engine that stages what the
+                    device cannot map (P2PT_CAP_STAGED) */
+    struct p2pt_alloc_memo memo;
+    int dst_hint, src_hint; /* destinations and sources sit in different windows */
+    int memo_hint[2];       /* ... and different allocations */
+    struct p2pt_layer_facts *layers, layers_here[P2PT_PASS_LAYERS];
+    struct p2pt_pass_run *runs, runs_here[P2PT_PASS_RUNS];
+    size_t n_runs, runs_room;
+    /* Where the pieces go in p2pt__batch_pass (from its sink). */
+    struct p2pt_batch_desc *out;
+    struct p2pt_coalesce *groups;
+    bool empties;
+};
 
 /*
- * Pass over b->descs[0 .. b->count). Always: each piece's arguments (NULL
- * with bytes, wrap-around, overlap, more than size_t). When `t` is not NULL
- * and validation is on: each piece's sides against what `t` can reach
- * (inside the windows registered for b->device by a range check, elsewhere
- * located through a memo of the allocations the batch touches, one pointer
- * query each; the stream's context is current). With b->link set, each
- * piece's host-link direction is counted (b->h2d, b->d2h) whatever
- * validation says. When `out` is not
- * NULL (room for b->count): the non-empty pieces in order, and *tiles their
- * P2PT_BATCH_TILES. Sets b->pieces, b->bytes and b->scanned; on a refusal
- * b->refused, and the error names the piece.
+ * Begin the pass over `b` for handle `h` (the stream's context current):
+ * the allocation memo, seeded with the first piece's sides where the policy
+ * had them resolved (b->first), and the windows of b->device. For blocks
+ * with validation on, the facts of every layer, looked up here and checked
+ * with their pieces: b->mapped when every layer is known, and where the
+ * first layer that is not has a side of another device's memory not mapped
+ * here, b->ce_only_at (its first piece) and b->unmapped. Refuses no piece
+ * (the pass checks them); a failed lookup names the piece and fails the
+ * pass (b->refused). Call p2pt__batch_pass_end whatever it returns.
  */
-P2PT_INTERNAL p2pt_status p2pt__batch_scan(const struct p2pt_handle *h, struct p2pt_batch *b,
+P2PT_INTERNAL p2pt_status p2pt__batch_pass_begin(const struct p2pt_handle *h, struct p2pt_batch *b,
+                                                 struct p2pt_batch_pass *p);
+
+/*
+ * The pass: every piece of b->descs[0 .. b->count) (or of b->blocks) read
+ * once, in order. Always: its arguments (NULL with bytes, wrap-around,
+ * overlap, more than size_t), named on refusal by p2pt__piece_fail. Its
+ * facts (inside the windows by a range check, elsewhere through the memo,
+ * one driver query per allocation) when validation is on, the router gave
+ * `t` link caps (b->link), or the sink holds groups or descriptors for a
+ * route that waits (b->route_later, s->as_descs); with validation on they
+ * are checked against `t`: memory only the copy engine moves passes for an
+ * engine that stages it, and under a route that waits, the first such
+ * piece of another device's memory (P2PT_REACH_UNMAPPED) passes too and the
+ * rest are checked as for the copy engine (b->ce_only, b->unmapped: the
+ * route sends the batch there). Each non-empty piece goes to what sink `s`
+ * holds (with as_descs, its descriptors alone, and where the facts change,
+ * into the pass's runs). Sets the sums (b->pieces, bytes, h2d, d2h, peer,
+ * skewed, tiles), b->passed and b->passes; on a refusal b->refused.
+ */
+P2PT_INTERNAL p2pt_status p2pt__batch_pass(struct p2pt_batch_pass *p,
                                            const struct p2pt_transport *t,
-                                           struct p2pt_batch_desc *out, uint64_t *tiles);
+                                           struct p2pt_batch_sink *s);
 
 /*
- * The same pass for the copy engine: every piece located (through the
- * windows or the batch's allocation memo, also with validation off: a group
- * must not span two allocations), checked when validation is on, and added
- * to `groups` (p2pt__coalesce_init'ed, room for b->count), which is closed
- * at the end.
+ * After a route that waited for the pass: the piece only the copy engine
+ * moves that the pass let through (b->ce_only), refused now, as the pass
+ * would have, when validation is on and the chosen engine `t` does not
+ * stage such memory.
  */
-P2PT_INTERNAL p2pt_status p2pt__batch_scan_groups(const struct p2pt_handle *h,
-                                                  struct p2pt_batch *b,
-                                                  const struct p2pt_transport *t,
-                                                  struct p2pt_coalesce *groups);
+P2PT_INTERNAL p2pt_status p2pt__batch_pass_reach(struct p2pt_batch_pass *p,
+                                                 const struct p2pt_transport *t);
+
+/*
+ * The chosen engine's sink `to` from the descriptors the pass left in sink
+ * `from` (as_descs; `to` may be `from`): its descriptors copied where they
+ * are elsewhere, its groups made from them and the pass's runs, as the pass
+ * would have made them. Reads only `from`.
+ */
+P2PT_INTERNAL void p2pt__batch_pass_fill(const struct p2pt_batch_pass *p,
+                                         const struct p2pt_batch_sink *from,
+                                         struct p2pt_batch_sink *to);
+
+P2PT_INTERNAL void p2pt__batch_pass_end(struct p2pt_batch_pass *p);
+
+/*
+ * The pass over the pieces' arguments alone, for a batch whose operation
+ * failed before its pass (no driver, a bad stream): a refused piece is the
+ * error to report. Counts as a pass.
+ */
+P2PT_INTERNAL p2pt_status p2pt__batch_args(const struct p2pt_handle *h, struct p2pt_batch *b);
 
 #endif /* P2PT_BATCH_SCAN_H */

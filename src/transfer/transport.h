@@ -4,6 +4,15 @@
  * do, whether it can run one request and why not, its private state and its
  * steps. Adding one is its own file, its kernel, and one registry line
  * (engines/registry.c).
+ *
+ * A host batch reaches an engine after the pipeline's one pass over its
+ * pieces (transfer/batch_scan.c), which reads each piece once, checks it and
+ * sums what routing needs. The engine takes no part in that pass but to say
+ * where its pieces go (batch_sink) and, once every piece has passed, to
+ * enqueue what it was given (batch_submit). The pieces a batch holds are
+ * descriptors (b->descs) or blocks (b->blocks, descs NULL) made as the pass
+ * reads them: an engine reads neither, only its sink and the pass's sums
+ * (struct p2pt_batch, batch.h).
  */
 #ifndef P2PT_TRANSPORT_H
 #define P2PT_TRANSPORT_H
@@ -18,7 +27,7 @@ struct p2pt_kernel;
 
 /* What a transport can do that the pipeline and the policies ask about
  * (p2pt_transport.caps); what every engine does (local and peer copies,
- * capture after prepare) and what its hooks say (copy_batch, can_copy's
+ * capture after prepare) and what its hooks say (batch_sink, can_copy's
  * alignment test) needs no bit. */
 #define P2PT_CAP_STAGED (1u << 2)  /* memory the stream's device cannot map
                                       (pageable host, unmapped peer memory),
@@ -28,10 +37,6 @@ struct p2pt_kernel;
                                        the chosen engine's can_copy says no */
 #define P2PT_CAP_SIGNAL (1u << 9) /* signal and wait (kernels: epochs advance in
                                      device memory) */
-#define P2PT_CAP_BATCH_SCAN (1u << 8) /* copy_batch makes the pass over the
-                                         descriptors itself (p2pt__batch_scan,
-                                         writing its buffer), before it enqueues
-                                         anything */
 
 struct p2pt_transport {
     const char *name;
@@ -58,18 +63,38 @@ struct p2pt_transport {
     p2pt_status (*prepare)(struct p2pt_handle *h, int device);
     /* Enqueue `r`, resolved, routed and validated. */
     p2pt_status (*copy)(struct p2pt_handle *h, const struct p2pt_request *r);
-    /* Enqueue a host batch, every piece checked (b->scanned), or with
-     * P2PT_CAP_BATCH_SCAN checked by this step's own pass before anything is
-     * enqueued. NULL: the entry point loops over copy, one resolved request
-     * per piece. */
-    p2pt_status (*copy_batch)(struct p2pt_handle *h, struct p2pt_batch *b);
-    /* A host batch's dry run (p2pt_explain_batch), for an engine with
-     * P2PT_CAP_BATCH_SCAN: the one pass over the descriptors copy_batch
-     * would make (the same checks and refusals), nothing enqueued, and what
-     * the engine would do in words appended to why[0, len). NULL: the
-     * pipeline's pass, and no words. */
-    p2pt_status (*explain_batch)(const struct p2pt_handle *h, struct p2pt_batch *b, char *why,
-                                 size_t len);
+    /*
+     * Host batches, in the order the pipeline calls them (NULL batch_sink:
+     * the pipeline keeps the pieces itself, empty ones included, and sends
+     * each through `copy` as a request of its own):
+     *
+     * batch_sink: where the pass puts the pieces of `b` (batch.h, struct
+     * p2pt_batch_sink; s->dry and s->as_descs are set, the rest zero). The
+     * batch's count, kind (descriptors or blocks), stream, context, link
+     * caps and, for blocks, `mapped` are known; no piece has been read.
+     * With as_descs the sink must hold descriptors and nothing else, in
+     * memory the host reads (another engine may take them). Nothing is
+     * enqueued here.
+     *
+     * batch_submit: every piece has passed (b->passed, b->pieces > 0), and
+     * the sink holds them as the engine asked (with as_descs, groups filled
+     * from the descriptors by the pipeline): enqueue them. Not called in a
+     * dry run.
+     *
+     * batch_describe: a dry run's words on what submit would do, appended
+     * to why[0, len) (NULL: none).
+     *
+     * batch_release: give back what batch_sink took, whether the sink was
+     * submitted, described, or dropped (a refused piece, nothing to do, or a
+     * route that chose another engine). NULL: nothing to give back.
+     */
+    p2pt_status (*batch_sink)(struct p2pt_handle *h, const struct p2pt_batch *b,
+                              struct p2pt_batch_sink *s);
+    p2pt_status (*batch_submit)(struct p2pt_handle *h, const struct p2pt_batch *b,
+                                struct p2pt_batch_sink *s);
+    void (*batch_describe)(const struct p2pt_handle *h, const struct p2pt_batch *b,
+                           const struct p2pt_batch_sink *s, char *why, size_t len);
+    void (*batch_release)(struct p2pt_handle *h, struct p2pt_batch_sink *s);
     /* Enqueue a device-descriptor batch (and its signals, b->n_signals).
      * NULL: not supported (status 6). */
     p2pt_status (*copy_batch_device)(struct p2pt_handle *h, const struct p2pt_device_batch *b);

@@ -22,38 +22,40 @@
  * copy engine moves passes for an engine that stages (P2PT_CAP_STAGED); no
  * engine moves pool or VMM memory without an access grant. */
 static p2pt_status refuse_side(const struct p2pt_request *r, const struct p2pt_side *s,
-                               const char *name, const void *p, const struct p2pt_transport *t,
-                               const char *fallback)
+                               const char *name, const void *p, bool staged, const char *fallback)
 {
-    if (s->reach == P2PT_REACH_MAPPED ||
-        (p2pt__reach_ce_only(s->reach) && (t->caps & P2PT_CAP_STAGED) != 0))
+    if (s->reach == P2PT_REACH_MAPPED || (p2pt__reach_ce_only(s->reach) && staged))
         return P2PT_SUCCESS;
     return p2pt__unreachable(name, p, s, r->device,
                              p2pt__reach_ce_only(s->reach) ? fallback : NULL);
 }
 
-p2pt_status p2pt__refuse(const struct p2pt_request *r, const struct p2pt_transport *t,
-                         const char *fallback)
+p2pt_status p2pt__refuse(const struct p2pt_request *r, bool staged, const char *fallback)
 {
-    p2pt_status st = refuse_side(r, &r->dst_side, "dst", r->dst, t, fallback);
+    p2pt_status st = refuse_side(r, &r->dst_side, "dst", r->dst, staged, fallback);
     if (st == P2PT_SUCCESS)
-        st = refuse_side(r, &r->src_side, "src", r->src, t, fallback);
+        st = refuse_side(r, &r->src_side, "src", r->src, staged, fallback);
     return st;
 }
 
-p2pt_status p2pt__piece_facts(const struct p2pt_batch *b, size_t i,
-                             const struct p2pt_transport *t, bool refuse, const char *fallback,
-                             struct p2pt_alloc_memo *memo, int hints[2], struct p2pt_side *dst,
-                             struct p2pt_side *src)
+p2pt_status p2pt__piece_sides(const struct p2pt_batch *b, size_t i, struct p2pt_alloc_memo *memo,
+                              int hints[2], struct p2pt_side *dst, struct p2pt_side *src)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    const p2pt_copy_desc d = p2pt__batch_piece(b, i);
+    if ((st = p2pt__memo_side(memo, (uint64_t)(uintptr_t)d.dst, &hints[0], dst)) != P2PT_SUCCESS ||
+        (st = p2pt__memo_side(memo, (uint64_t)(uintptr_t)d.src, &hints[1], src)) != P2PT_SUCCESS)
+        return p2pt__piece_fail(st, b, i);
+    return P2PT_SUCCESS;
+}
+
+p2pt_status p2pt__piece_check(const struct p2pt_batch *b, size_t i, bool staged,
+                              const char *fallback, const struct p2pt_side *dst,
+                              const struct p2pt_side *src)
 {
     p2pt_status st = P2PT_SUCCESS;
     const p2pt_copy_desc piece = p2pt__batch_piece(b, i), *d = &piece;
     const uint64_t a_dst = (uint64_t)(uintptr_t)d->dst, a_src = (uint64_t)(uintptr_t)d->src;
-    if ((st = p2pt__memo_side(memo, a_dst, &hints[0], dst)) != P2PT_SUCCESS ||
-        (st = p2pt__memo_side(memo, a_src, &hints[1], src)) != P2PT_SUCCESS)
-        return p2pt__piece_fail(st, b, i);
-    if (!refuse)
-        return P2PT_SUCCESS;
     const struct p2pt_side *sides[2] = {dst, src};
     const uint64_t at[2] = {a_dst, a_src};
     for (int k = 0; k < 2; k++)
@@ -66,16 +68,13 @@ p2pt_status p2pt__piece_facts(const struct p2pt_batch *b, size_t i,
                            (unsigned long long)d->bytes, (void *)(uintptr_t)sides[k]->start,
                            (unsigned long long)sides[k]->size),
                 b, i);
-    if (b->reroute_unmapped && (t->caps & P2PT_CAP_STAGED) == 0 &&
-        (dst->reach == P2PT_REACH_UNMAPPED || src->reach == P2PT_REACH_UNMAPPED))
-        return P2PT__ROUTE_AGAIN; /* the policy sends it to the copy engine */
     struct p2pt_request r;
     r.dst = d->dst;
     r.src = d->src;
     r.device = b->device;
     r.dst_side = *dst;
     r.src_side = *src;
-    if ((st = p2pt__refuse(&r, t, fallback)) != P2PT_SUCCESS)
+    if ((st = p2pt__refuse(&r, staged, fallback)) != P2PT_SUCCESS)
         return p2pt__piece_fail(st, b, i);
     return P2PT_SUCCESS;
 }
@@ -111,7 +110,7 @@ p2pt_status p2pt__validate_copy(const struct p2pt_handle *h, const struct p2pt_r
 {
     if (!h->cfg.validate)
         return P2PT_SUCCESS;
-    return p2pt__refuse(r, t, h->cfg.fallback);
+    return p2pt__refuse(r, (t->caps & P2PT_CAP_STAGED) != 0, h->cfg.fallback);
 }
 
 /* The buffers of device batch `b` where the driver says they are: its

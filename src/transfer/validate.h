@@ -19,17 +19,21 @@ P2PT_INTERNAL p2pt_status p2pt__validate_copy(const struct p2pt_handle *h,
                                               const struct p2pt_transport *t);
 /* Piece i of a host batch, outside the registered windows: both sides
  * located through the batch's memo (*dst, *src; hints[] the memo slots the
- * two sides were last found in) and, when `refuse`, checked
- * against engine `t` (see p2pt__refuse, `fallback` as there) and refused when a side
- * runs past the end of its allocation; the stream's context is current. A
- * host batch's pieces are validated in the pass over its descriptors
- * (batch_scan.c), pieces inside windows by a range check. */
+ * two sides were last found in); the stream's context is current. A failed
+ * lookup names the piece. */
 struct p2pt_alloc_memo;
-P2PT_INTERNAL p2pt_status p2pt__piece_facts(const struct p2pt_batch *b, size_t i,
-                                            const struct p2pt_transport *t, bool refuse,
-                                            const char *fallback, struct p2pt_alloc_memo *memo,
-                                            int hints[2],
+P2PT_INTERNAL p2pt_status p2pt__piece_sides(const struct p2pt_batch *b, size_t i,
+                                            struct p2pt_alloc_memo *memo, int hints[2],
                                             struct p2pt_side *dst, struct p2pt_side *src);
+/* Piece i of a host batch with sides `dst` and `src`, refused when a side
+ * runs past the end of its allocation or is memory the engine cannot
+ * reach: memory only the copy engine moves passes when `staged` (see
+ * p2pt__refuse, `fallback` as there). The message names the piece. A host
+ * batch's pieces are validated in the pass over them (batch_scan.c), those
+ * inside windows by a range check. */
+P2PT_INTERNAL p2pt_status p2pt__piece_check(const struct p2pt_batch *b, size_t i, bool staged,
+                                            const char *fallback, const struct p2pt_side *dst,
+                                            const struct p2pt_side *src);
 /* A device batch's three buffers: memory of its device, inside one
  * allocation each (remembered per thread, so a replayed batch is checked
  * once). */
@@ -45,13 +49,13 @@ struct p2pt_signal;
 P2PT_INTERNAL p2pt_status p2pt__validate_signal(const struct p2pt_handle *h,
                                                 const struct p2pt_signal *s);
 /*
- * Refuse a request whose facts engine `t` cannot cope with, naming it. With
- * P2PT_CAP_STAGED the engine lets the driver stage memory the stream's
- * device cannot map (the copy engine does; a kernel would fault). A remedy
- * names engine `fallback` (the configuration's: the registry's engine that
- * runs any request).
+ * Refuse a request whose facts an engine cannot cope with, naming it. An
+ * engine that stages (`staged`: P2PT_CAP_STAGED) lets the driver stage
+ * memory the stream's device cannot map (the copy engine does; a kernel
+ * would fault). A remedy names engine `fallback` (the configuration's: the
+ * registry's engine that runs any request).
  */
-P2PT_INTERNAL p2pt_status p2pt__refuse(const struct p2pt_request *r,
-                                       const struct p2pt_transport *t, const char *fallback);
+P2PT_INTERNAL p2pt_status p2pt__refuse(const struct p2pt_request *r, bool staged,
+                                       const char *fallback);
 
 #endif /* P2PT_VALIDATE_H */
