@@ -395,8 +395,19 @@ Test(batch_passes, auto_routes_on_the_sums_of_the_one_pass_where_one_piece_misle
         gt_poison(&dst);
         cr_expect_eq(mixed_passes(h, big_first, N, dry, &engine), 1);
         cr_expect_str_eq(engine, "ce", "a 4K piece first, mean about 268 bytes (dry %d)", dry);
-        if (!dry) /* the copy engine grouped what the ring's slot held: every byte */
+        if (!dry) { /* the copy engine grouped what the ring's slot held: every byte */
             expect_pieces(&dst, &src, big_first, N, "ce from the descriptors the pass left");
+            /* ... into the operations its own pass makes of the same pieces */
+            p2pt_handle *ce = gt_handle("ce");
+            p2pt_properties a = gt_props(ce);
+            GT_OK(p2pt_copy_batch_async(ce, big_first, N, NULL));
+            const uint64_t own = gt_props(ce).ce_operations - a.ce_operations;
+            p2pt_finalize(ce);
+            cr_expect_eq(gt_props(h).ce_operations, own,
+                         "groups made from the tma sink's descriptors: %llu operations, the "
+                         "copy engine's own pass: %llu",
+                         (unsigned long long)gt_props(h).ce_operations, (unsigned long long)own);
+        }
         cr_expect_eq(mixed_passes(h, equal, N, dry, &engine), 1);
         cr_expect_str_eq(engine, "tma", "equal 4K pieces (dry %d)", dry);
     }

@@ -14,8 +14,9 @@
  * than one launch's worth of parameters); the same scattered from device
  * to pinned host memory; and blocks, 32 layers x 256 blocks of 64 bytes
  * from device to pinned host memory. Each line: the best and the median of
- * RUNS calls (default 301), divided by the pieces. Build and run from the
- * repository root, after a build in build/:
+ * RUNS calls (default 301), divided by the pieces; TRANSPORT (ce, tma or
+ * auto) and SHAPE (part of a shape's name) keep only those. Build and run
+ * from the repository root, after a build in build/:
  *
  *   cc -O2 -Iinclude bench/experiments/batch_call.c -o /tmp/batch_call \
  *      -Lbuild -lp2pt -ldl -Wl,-rpath,$PWD/build
@@ -175,7 +176,10 @@ int main(void)
     };
     const char *transports[] = {"ce", "tma", "auto"};
     const int runs = getenv("RUNS") ? atoi(getenv("RUNS")) : 301;
+    const char *only = getenv("TRANSPORT"), *shape = getenv("SHAPE");
     for (size_t k = 0; k < sizeof(transports) / sizeof(transports[0]); k++) {
+        if (only != NULL && strcmp(only, transports[k]) != 0)
+            continue;
         p2pt_init_args a = {sizeof(a), NULL, transports[k], NULL};
         p2pt_handle *h;
         if (p2pt_init(&a, &h) != P2PT_SUCCESS || p2pt_prepare(h, 0) != P2PT_SUCCESS) {
@@ -184,7 +188,8 @@ int main(void)
         }
         for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
             for (int dry = 1; dry >= 0; dry--)
-                if (run(h, &shapes[i], dry, runs, transports[k]) != 0)
+                if ((shape == NULL || strstr(shapes[i].name, shape) != NULL) &&
+                    run(h, &shapes[i], dry, runs, transports[k]) != 0)
                     return 1;
         p2pt_finalize(h);
     }

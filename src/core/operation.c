@@ -252,7 +252,8 @@ static p2pt_status each_piece(struct p2pt_handle *h, const struct p2pt_batch *b,
 /* The route a batch waited for, made on the pass's sums. The pieces are
  * descriptors in the sink of the engine named before the pass; another
  * engine chosen now takes them from there into a sink of its own (copied,
- * or grouped), and the first is dropped. */
+ * or grouped), and the first is dropped. (If taking them fails, the chosen
+ * engine's sink is still the one released.) */
 static p2pt_status route_on_sums(struct p2pt_handle *h, struct p2pt_batch *b,
                                  struct p2pt_batch_pass *pass, struct op_state *s)
 {
@@ -262,11 +263,11 @@ static p2pt_status route_on_sums(struct p2pt_handle *h, struct p2pt_batch *b,
     P2PT_TRY(p2pt__route_link(h, s->t, b->device, b->link));
     P2PT_TRY(p2pt__batch_pass_reach(pass, s->t));
     if (s->t == b->sink.engine) {
-        p2pt__batch_pass_fill(pass, &b->sink, &b->sink);
+        st = p2pt__batch_pass_fill(pass, &b->sink, &b->sink);
         goto out;
     }
     P2PT_TRY(sink_open(h, b, s->t, s->dry, true, &chosen));
-    p2pt__batch_pass_fill(pass, &b->sink, &chosen);
+    st = p2pt__batch_pass_fill(pass, &b->sink, &chosen);
     sink_release(h, &b->sink);
     b->sink = chosen;
 out:

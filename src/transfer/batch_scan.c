@@ -21,10 +21,14 @@
  * reach.
  *
  * A route that waits for the pass (b->route_later) has the pieces left as
- * descriptors, and the pass notes where their facts change (its runs): the
- * engine the route then chooses takes the descriptors as they are, copied,
- * or grouped from them (p2pt__batch_pass_fill) without the caller's pieces
- * being read again.
+ * descriptors: the engine the route then chooses takes them as they are,
+ * copied, or grouped from them (p2pt__batch_pass_fill, their allocations
+ * found again in the memo the pass filled), without the caller's pieces
+ * being read again. (Noting in the loop where each piece's allocations
+ * change would slow every such pass, bench/results/batches.md; the lookups
+ * cost only the batches the copy engine then takes.) The sums a loop adds
+ * up stay in registers, which is why its struct has no array and each
+ * combination of what the pass writes has a function of its own.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -35,9 +39,15 @@
 #include "transport.h"
 #include "validate.h"
 
+/* What one pass adds up, and where it writes (the sink's, kept here beside
+ * the counters the loop touches for every piece). Fields only, no array: a
+ * loop's copy of it then lives in registers. */
 struct scan_out {
-    size_t pieces, dir[P2PT_LINKS], skewed;
+    size_t pieces, h2d, d2h, peer, skewed;
     uint64_t bytes, tiles;
+    struct p2pt_batch_desc *out;
+    struct p2pt_coalesce *groups;
+    bool empties;
 };
 
 /* Which link a piece between two windows crosses: the host link's way when
@@ -51,8 +61,9 @@ static inline int window_link(const struct p2pt_window_set *ws, int d, int s)
 }
 
 /* Both [d, +dn) and [s, +sn) inside registered windows: their facts. */
-static inline bool window_facts(struct p2pt_batch_pass *p, uintptr_t d, uint64_t dn,
-                                uintptr_t s, uint64_t sn, struct p2pt_run_facts *f)
+static inline __attribute__((always_inline)) bool
+window_facts(struct p2pt_batch_pass *p, uintptr_t d, uint64_t dn, uintptr_t s, uint64_t sn,
+             struct p2pt_run_facts *f)
 {
     const struct p2pt_window_set *ws = p->ws;
     if (ws == NULL || !p2pt__window_holds(ws, d, dn, &p->dst_hint) ||
@@ -78,8 +89,9 @@ static inline void side_facts(const struct p2pt_side *d, const struct p2pt_side 
 /* Both [d, +dn) and [s, +sn) inside remembered allocations that the
  * device maps: their facts (the memo's entries were checked when the
  * driver was asked). */
-static inline bool memo_facts(struct p2pt_batch_pass *p, uintptr_t d, uint64_t dn, uintptr_t s,
-                              uint64_t sn, struct p2pt_run_facts *f)
+static inline __attribute__((always_inline)) bool
+memo_facts(struct p2pt_batch_pass *p, uintptr_t d, uint64_t dn, uintptr_t s, uint64_t sn,
+           struct p2pt_run_facts *f)
 {
     const struct p2pt_side *dm, *sm;
     if ((dm = p2pt__memo_find(&p->memo, d, &p->memo_hint[0])) == NULL ||
@@ -133,29 +145,15 @@ piece_facts(struct p2pt_batch_pass *p, size_t i, uintptr_t d, uintptr_t s, uint6
     return P2PT_SUCCESS;
 }
 
-static inline bool same_facts(const struct p2pt_run_facts *a, const struct p2pt_run_facts *b)
+/* `n` pieces across link `dir` (P2PT_LINK_*, -1: none). */
+static inline void count_links(struct scan_out *o, int dir, size_t n)
 {
-    return a->dlo == b->dlo && a->dhi == b->dhi && a->slo == b->slo && a->shi == b->shi;
-}
-
-/* From the `from`-th non-empty piece on, the facts are `f`. */
-static __attribute__((noinline)) p2pt_status add_run(struct p2pt_batch_pass *p, size_t from,
-                                                     const struct p2pt_run_facts *f)
-{
-    if (p->n_runs == p->runs_room) {
-        const size_t room = 2 * p->runs_room;
-        struct p2pt_pass_run *r = malloc(room * sizeof(*r));
-        if (r == NULL)
-            return p2pt__fail(P2PT_SYSTEM_ERROR, "%s: out of host memory for a batch of %zu",
-                              p->b->fn, p->b->count);
-        memcpy(r, p->runs, p->n_runs * sizeof(*r));
-        if (p->runs != p->runs_here)
-            free(p->runs);
-        p->runs = r;
-        p->runs_room = room;
-    }
-    p->runs[p->n_runs++] = (struct p2pt_pass_run){from, *f};
-    return P2PT_SUCCESS;
+    if (dir == P2PT_LINK_D2H)
+        o->d2h += n;
+    else if (dir == P2PT_LINK_H2D)
+        o->h2d += n;
+    else if (dir == P2PT_LINK_PEER)
+        o->peer += n;
 }
 
 /* Piece i: its arguments, its facts (those of its run when `run` is not
@@ -163,7 +161,7 @@ static __attribute__((noinline)) p2pt_status add_run(struct p2pt_batch_pass *p, 
 static inline __attribute__((always_inline)) p2pt_status
 take(struct p2pt_batch_pass *p, size_t i, uintptr_t d, uintptr_t s, uint64_t n,
      const struct p2pt_run_facts *run, const bool facts, const bool write, const bool group,
-     const bool runs, struct scan_out *o)
+     struct scan_out *o)
 {
     struct p2pt_run_facts f = {-1, 0, 0, 0, 0};
     if (!p2pt__args_ok(d, s, n))
@@ -175,34 +173,30 @@ take(struct p2pt_batch_pass *p, size_t i, uintptr_t d, uintptr_t s, uint64_t n,
                 return st;
             run = &f;
         }
-        if (run->dir >= 0)
-            o->dir[run->dir]++;
-        if (runs && (p->n_runs == 0 || !same_facts(&p->runs[p->n_runs - 1].f, run))) {
-            p2pt_status st = add_run(p, o->pieces, run);
-            if (st != P2PT_SUCCESS)
-                return st;
-        }
+        count_links(o, run->dir, 1);
     }
     if (write) {
-        struct p2pt_batch_desc *e = &p->out[p->empties ? i : o->pieces];
+        struct p2pt_batch_desc *e = &o->out[o->pieces];
         e->dst = d;
         e->src = s;
         e->bytes = n;
     }
     o->tiles += P2PT_BATCH_TILES((uint64_t)d, n);
     if (group)
-        p2pt__coalesce_add(p->groups, d, s, n, run->dlo, run->dhi, run->slo, run->shi);
+        p2pt__coalesce_add(o->groups, d, s, n, run->dlo, run->dhi, run->slo, run->shi);
     o->skewed += ((d ^ s) & 15) != 0;
     o->pieces++;
     o->bytes += n;
     return P2PT_SUCCESS;
 }
 
-/* An empty piece i, where the sink keeps those too. */
-static inline void take_empty(struct p2pt_batch_pass *p, size_t i)
+/* An empty piece, where the sink keeps those too: written in its place,
+ * and the pieces after it one further on (so that piece i lands in entry
+ * i with no work for a piece that has bytes). */
+static inline void take_empty(struct scan_out *o)
 {
-    if (p->empties)
-        p->out[i] = (struct p2pt_batch_desc){0, 0, 0};
+    if (o->empties)
+        (o->out++)[o->pieces] = (struct p2pt_batch_desc){0, 0, 0};
 }
 
 /* Layer l's facts, for all its blocks where they hold for the whole layer:
@@ -239,7 +233,7 @@ static p2pt_status layer_lookup(struct p2pt_batch_pass *p, size_t l, struct p2pt
  * which the arguments check still confirms piece by piece.) */
 static inline __attribute__((always_inline)) p2pt_status
 scan_blocks(struct p2pt_batch_pass *p, const bool facts, const bool write, const bool group,
-            const bool runs, struct scan_out *o)
+            struct scan_out *o)
 {
     const struct p2pt_blocks *k = p->b->blocks;
     const size_t rows = k->rows, layers = p->b->count / rows;
@@ -249,7 +243,7 @@ scan_blocks(struct p2pt_batch_pass *p, const bool facts, const bool write, const
         const uint64_t bb = L->block_bytes;
         if (bb == 0) {
             for (size_t r = 0; r < rows; r++)
-                take_empty(p, l * rows + r);
+                take_empty(o);
             continue;
         }
         struct p2pt_layer_facts *lf = facts ? &p->layers[l] : NULL;
@@ -267,8 +261,8 @@ scan_blocks(struct p2pt_batch_pass *p, const bool facts, const bool write, const
              * facts and its alignment: the layer at once. The plan put each
              * piece inside its layer, and layers apart, so each piece's
              * arguments hold (no NULL, no wrap, no overlap). */
-            if (facts && lf->f.dir >= 0)
-                o->dir[lf->f.dir] += rows;
+            if (facts)
+                count_links(o, lf->f.dir, rows);
             o->tiles += rows * P2PT_BATCH_TILES((uint64_t)dl, bb);
             o->skewed += ((dl ^ sl) & 15) != 0 ? rows : 0;
             o->pieces += rows;
@@ -279,7 +273,7 @@ scan_blocks(struct p2pt_batch_pass *p, const bool facts, const bool write, const
             const uintptr_t d = dl + (uint64_t)map[2 * r + 1] * bb;
             const uintptr_t s = sl + (uint64_t)map[2 * r] * bb;
             p2pt_status st = take(p, l * rows + r, d, s, bb, known ? &lf->f : NULL, facts, write,
-                                  group, runs, o);
+                                  group, o);
             if (st != P2PT_SUCCESS)
                 return st;
         }
@@ -344,7 +338,7 @@ static p2pt_status scan_blocks_by_block(struct p2pt_batch_pass *p, struct scan_o
             const struct p2pt_layer_facts *lf = &p->layers[l];
             p2pt_status st = take(p, l * rows + r, (uintptr_t)L->dst + doff,
                                   (uintptr_t)L->src + soff, bb, lf->known ? &lf->f : NULL, true,
-                                  false, true, false, o);
+                                  false, true, o);
             if (st != P2PT_SUCCESS)
                 return st;
         }
@@ -354,30 +348,49 @@ static p2pt_status scan_blocks_by_block(struct p2pt_batch_pass *p, struct scan_o
 
 static inline __attribute__((always_inline)) p2pt_status
 scan_loop(struct p2pt_batch_pass *p, const bool facts, const bool write, const bool group,
-          const bool runs, struct scan_out *o)
+          struct scan_out *o)
 {
     const struct p2pt_batch *b = p->b;
     if (b->blocks != NULL && group && facts && !write &&
         blocks_by_block(b->blocks, b->count / b->blocks->rows))
         return scan_blocks_by_block(p, o);
     if (b->blocks != NULL)
-        return scan_blocks(p, facts, write, group, runs, o);
+        return scan_blocks(p, facts, write, group, o);
     const p2pt_copy_desc *descs = b->descs;
     const size_t count = b->count;
     for (size_t i = 0; i < count; i++) {
         const uint64_t n = descs[i].bytes;
         if (n == 0) {
             if (write)
-                take_empty(p, i);
+                take_empty(o);
             continue;
         }
         p2pt_status st = take(p, i, (uintptr_t)descs[i].dst, (uintptr_t)descs[i].src, n, NULL,
-                              facts, write, group, runs, o);
+                              facts, write, group, o);
         if (st != P2PT_SUCCESS)
             return st;
     }
     return P2PT_SUCCESS;
 }
+
+/* Each combination the pass makes, a function of its own: its loop is
+ * compiled on its own, with only what it needs live, and its sums in a
+ * local that no call can see (so they stay in registers). */
+#define P2PT_PASS_LOOP(name, facts, write, group)                              \
+    static __attribute__((noinline)) p2pt_status name(struct p2pt_batch_pass *p,  \
+                                                      struct scan_out *out)    \
+    {                                                                          \
+        struct scan_out o = *out;                                              \
+        p2pt_status st = scan_loop(p, facts, write, group, &o);                \
+        *out = o;                                                              \
+        return st;                                                             \
+    }
+P2PT_PASS_LOOP(pass_args, false, false, false)
+P2PT_PASS_LOOP(pass_args_write, false, true, false)
+P2PT_PASS_LOOP(pass_facts, true, false, false)
+P2PT_PASS_LOOP(pass_facts_write, true, true, false)
+P2PT_PASS_LOOP(pass_groups, true, false, true)
+#undef P2PT_PASS_LOOP
 
 p2pt_status p2pt__batch_pass_begin(const struct p2pt_handle *h, struct p2pt_batch *b,
                                    struct p2pt_batch_pass *p)
@@ -390,12 +403,6 @@ p2pt_status p2pt__batch_pass_begin(const struct p2pt_handle *h, struct p2pt_batc
     p->dst_hint = p->src_hint = -1;
     p->memo_hint[0] = p->memo_hint[1] = -1;
     p->layers = p->layers_here;
-    p->runs = p->runs_here;
-    p->n_runs = 0;
-    p->runs_room = P2PT_PASS_RUNS;
-    p->out = NULL;
-    p->groups = NULL;
-    p->empties = false;
     p2pt__memo_init(&p->memo, b->device);
     /* The first piece's sides, found while routing (auto): their
      * allocations cost no second query. */
@@ -450,37 +457,30 @@ p2pt_status p2pt__batch_pass(struct p2pt_batch_pass *p, const struct p2pt_transp
     const bool as_descs = s != NULL && s->as_descs;
     const bool group = s != NULL && s->groups.g != NULL && !as_descs;
     const bool write = s != NULL && s->descs != NULL;
-    const bool runs = as_descs;
-    const bool facts = t != NULL && (p->refuse || classify || group || runs);
-    struct scan_out o = {0, {0, 0, 0}, 0, 0, 0};
+    const bool facts = t != NULL && (p->refuse || classify || group || as_descs);
+    struct scan_out o = {0, 0, 0, 0, 0, 0, 0, write ? s->descs : NULL,
+                         group ? &s->groups : NULL, write && s->empties};
     p2pt_status st;
 
     p->staged = t != NULL && (t->caps & P2PT_CAP_STAGED) != 0;
     p->refuse = p->refuse && t != NULL;
-    p->out = write ? s->descs : NULL;
-    p->empties = write && s->empties;
-    p->groups = group ? &s->groups : NULL;
     if (group)
-        st = scan_loop(p, true, false, true, false, &o);
-    else if (runs)
-        st = scan_loop(p, true, true, false, true, &o);
+        st = pass_groups(p, &o);
     else if (facts)
-        st = write ? scan_loop(p, true, true, false, false, &o)
-                   : scan_loop(p, true, false, false, false, &o);
+        st = write ? pass_facts_write(p, &o) : pass_facts(p, &o);
     else
-        st = write ? scan_loop(p, false, true, false, false, &o)
-                   : scan_loop(p, false, false, false, false, &o);
+        st = write ? pass_args_write(p, &o) : pass_args(p, &o);
     if (group)
-        p2pt__coalesce_end(p->groups);
+        p2pt__coalesce_end(o.groups);
     if (st == P2PT_SUCCESS && s != NULL && s->rows != NULL && !as_descs && b->blocks != NULL)
         memcpy(s->rows, b->blocks->mapping, b->blocks->rows * 2 * sizeof(int64_t));
     b->passed = true;
     b->passes++;
     b->refused = st != P2PT_SUCCESS;
     b->pieces = o.pieces;
-    b->h2d = o.dir[P2PT_LINK_H2D];
-    b->d2h = o.dir[P2PT_LINK_D2H];
-    b->peer = o.dir[P2PT_LINK_PEER];
+    b->h2d = o.h2d;
+    b->d2h = o.d2h;
+    b->peer = o.peer;
     b->skewed = o.skewed;
     b->bytes = o.bytes;
     b->tiles = o.tiles;
@@ -500,33 +500,46 @@ p2pt_status p2pt__batch_pass_reach(struct p2pt_batch_pass *p, const struct p2pt_
     return st;
 }
 
-void p2pt__batch_pass_fill(const struct p2pt_batch_pass *p, const struct p2pt_batch_sink *from,
-                           struct p2pt_batch_sink *to)
+p2pt_status p2pt__batch_pass_fill(struct p2pt_batch_pass *p, const struct p2pt_batch_sink *from,
+                                  struct p2pt_batch_sink *to)
 {
     const size_t n = p->b->pieces;
     const struct p2pt_batch_desc *d = from->descs;
     if (to->descs != NULL && to->descs != d)
         memcpy(to->descs, d, n * sizeof(*d));
     if (to->groups.g == NULL)
-        return;
-    for (size_t k = 0, r = 0; k < n; k++) {
-        while (r + 1 < p->n_runs && p->runs[r + 1].from <= k)
-            r++;
-        const struct p2pt_run_facts *f = &p->runs[r].f;
-        p2pt__coalesce_add(&to->groups, d[k].dst, d[k].src, d[k].bytes, f->dlo, f->dhi, f->slo,
-                           f->shi);
+        return P2PT_SUCCESS;
+    /* The bounds of each piece's allocations, as the pass found them: the
+     * same windows and the memo it filled (a query only for an allocation
+     * it has let go since), no check (every piece has passed). */
+    const bool refuse = p->refuse;
+    p2pt_status st = P2PT_SUCCESS;
+    p->refuse = false;
+    for (size_t k = 0; k < n && st == P2PT_SUCCESS; k++) {
+        const uint64_t dst = d[k].dst, src = d[k].src, bytes = d[k].bytes;
+        struct p2pt_run_facts f;
+        if (!window_facts(p, dst, bytes, src, bytes, &f) &&
+            !memo_facts(p, dst, bytes, src, bytes, &f)) {
+            struct p2pt_side ds, ss;
+            if ((st = p2pt__memo_side(&p->memo, dst, &p->memo_hint[0], &ds)) != P2PT_SUCCESS ||
+                (st = p2pt__memo_side(&p->memo, src, &p->memo_hint[1], &ss)) != P2PT_SUCCESS)
+                break;
+            side_facts(&ds, &ss, p->b->device, &f);
+            if (ds.size == 0 || ss.size == 0)
+                f.dhi = 0;
+        }
+        p2pt__coalesce_add(&to->groups, dst, src, bytes, f.dlo, f.dhi, f.slo, f.shi);
     }
     p2pt__coalesce_end(&to->groups);
+    p->refuse = refuse;
+    return st;
 }
 
 void p2pt__batch_pass_end(struct p2pt_batch_pass *p)
 {
     if (p->layers != p->layers_here)
         free(p->layers);
-    if (p->runs != p->runs_here)
-        free(p->runs);
     p->layers = p->layers_here;
-    p->runs = p->runs_here;
 }
 
 p2pt_status p2pt__batch_args(const struct p2pt_handle *h, struct p2pt_batch *b)
@@ -535,7 +548,6 @@ p2pt_status p2pt__batch_args(const struct p2pt_handle *h, struct p2pt_batch *b)
     memset(&p, 0, sizeof(p));
     p.b = b;
     p.layers = p.layers_here;
-    p.runs = p.runs_here;
     (void)h;
     p2pt_status st = p2pt__batch_pass(&p, NULL, NULL);
     p2pt__batch_pass_end(&p);

@@ -43,17 +43,7 @@ struct p2pt_layer_facts {
     bool done, known;
 };
 
-/* Where the facts of the written pieces change: from the piece `from` (its
- * place among the non-empty pieces) on, `f`. The copy engine's groups are
- * made from them when it takes descriptors the pass left for a route that
- * waited. */
-struct p2pt_pass_run {
-    size_t from;
-    struct p2pt_run_facts f;
-};
-
 #define P2PT_PASS_LAYERS 64 /* layers whose facts the pass holds without allocating */
-#define P2PT_PASS_RUNS 8    /* changes of facts likewise */
 
 /* One pass in progress, on the caller's stack. */
 struct p2pt_batch_pass {
@@ -67,12 +57,6 @@ struct p2pt_batch_pass {
     int dst_hint, src_hint; /* destinations and sources sit in different windows */
     int memo_hint[2];       /* ... and different allocations */
     struct p2pt_layer_facts *layers, layers_here[P2PT_PASS_LAYERS];
-    struct p2pt_pass_run *runs, runs_here[P2PT_PASS_RUNS];
-    size_t n_runs, runs_room;
-    /* Where the pieces go in p2pt__batch_pass (from its sink). */
-    struct p2pt_batch_desc *out;
-    struct p2pt_coalesce *groups;
-    bool empties;
 };
 
 /*
@@ -102,9 +86,9 @@ P2PT_INTERNAL p2pt_status p2pt__batch_pass_begin(const struct p2pt_handle *h, st
  * piece of another device's memory (P2PT_REACH_UNMAPPED) passes too and the
  * rest are checked as for the copy engine (b->ce_only, b->unmapped: the
  * route sends the batch there). Each non-empty piece goes to what sink `s`
- * holds (with as_descs, its descriptors alone, and where the facts change,
- * into the pass's runs). Sets the sums (b->pieces, bytes, h2d, d2h, peer,
- * skewed, tiles), b->passed and b->passes; on a refusal b->refused.
+ * holds (with as_descs, its descriptors alone). Sets the sums (b->pieces,
+ * bytes, h2d, d2h, peer, skewed, tiles), b->passed and b->passes; on a
+ * refusal b->refused.
  */
 P2PT_INTERNAL p2pt_status p2pt__batch_pass(struct p2pt_batch_pass *p,
                                            const struct p2pt_transport *t,
@@ -122,12 +106,14 @@ P2PT_INTERNAL p2pt_status p2pt__batch_pass_reach(struct p2pt_batch_pass *p,
 /*
  * The chosen engine's sink `to` from the descriptors the pass left in sink
  * `from` (as_descs; `to` may be `from`): its descriptors copied where they
- * are elsewhere, its groups made from them and the pass's runs, as the pass
- * would have made them. Reads only `from`.
+ * are elsewhere, its groups made from them as the pass would have made
+ * them, each piece's allocations found again in the pass's windows and
+ * memo (the driver asked only about one the memo has let go). Reads
+ * `from`, not the caller's pieces.
  */
-P2PT_INTERNAL void p2pt__batch_pass_fill(const struct p2pt_batch_pass *p,
-                                         const struct p2pt_batch_sink *from,
-                                         struct p2pt_batch_sink *to);
+P2PT_INTERNAL p2pt_status p2pt__batch_pass_fill(struct p2pt_batch_pass *p,
+                                                const struct p2pt_batch_sink *from,
+                                                struct p2pt_batch_sink *to);
 
 P2PT_INTERNAL void p2pt__batch_pass_end(struct p2pt_batch_pass *p);
 
