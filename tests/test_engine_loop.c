@@ -61,7 +61,7 @@ static p2pt_status loop_batch_sink(struct p2pt_handle *h, const struct p2pt_batc
                                    struct p2pt_batch_sink *s)
 {
     (void)h;
-    s->descs = malloc(b->count * sizeof(*s->descs) + 1);
+    s->descs = malloc(b->count * sizeof(*s->descs));
     if (s->descs == NULL)
         return p2pt__fail(P2PT_SYSTEM_ERROR, "loop: out of host memory");
     s->own = s->descs;

@@ -72,9 +72,11 @@ struct p2pt_transport {
      * p2pt_batch_sink; s->dry and s->as_descs are set, the rest zero). The
      * batch's count, kind (descriptors or blocks), stream, context, link
      * caps and, for blocks, `mapped` are known; no piece has been read.
-     * With as_descs the sink must hold descriptors and nothing else, in
-     * memory the host reads (another engine may take them). Nothing is
-     * enqueued here.
+     * With as_descs the sink must hold descriptors, in memory the host
+     * reads: the pass writes those alone (another engine may take them),
+     * and whatever else the sink holds (groups) the pipeline fills from
+     * them before submit. On failure it holds nothing. Nothing is enqueued
+     * here.
      *
      * batch_submit: every piece has passed (b->passed, b->pieces > 0), and
      * the sink holds them as the engine asked (with as_descs, groups filled
