@@ -148,12 +148,9 @@ piece_facts(struct p2pt_batch_pass *p, size_t i, uintptr_t d, uintptr_t s, uint6
 /* `n` pieces across link `dir` (P2PT_LINK_*, -1: none). */
 static inline void count_links(struct scan_out *o, int dir, size_t n)
 {
-    if (dir == P2PT_LINK_D2H)
-        o->d2h += n;
-    else if (dir == P2PT_LINK_H2D)
-        o->h2d += n;
-    else if (dir == P2PT_LINK_PEER)
-        o->peer += n;
+    o->h2d += dir == P2PT_LINK_H2D ? n : 0;
+    o->d2h += dir == P2PT_LINK_D2H ? n : 0;
+    o->peer += dir == P2PT_LINK_PEER ? n : 0;
 }
 
 /* Piece i: its arguments, its facts (those of its run when `run` is not
