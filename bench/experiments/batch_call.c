@@ -9,11 +9,12 @@
  * runs, per piece: the dry runs (explain) are the library's pass alone.
  *
  * Shapes: 64-byte pieces scattered over device memory (no two adjacent, so
- * the copy engine groups nothing) at 256, 1024 (the kernel parameters),
- * 16384 (the staging ring) and 16384 on a capturing stream (no ring: more
- * than one launch's worth of parameters); the same scattered from device
- * to pinned host memory; and blocks, 32 layers x 256 blocks of 64 bytes
- * from device to pinned host memory. Each line: the best and the median of
+ * the copy engine groups nothing) at 256, 1024 and 16384 (the TMA staging
+ * ring, which takes more than 128 outside capture) and 16384 on a
+ * capturing stream (no ring: more than one launch's worth of kernel
+ * parameters); the same scattered from device to pinned host memory; and
+ * blocks, 32 layers x 256 blocks of 64 bytes from device to pinned host
+ * memory. Each line: the best and the median of
  * RUNS calls (default 301), divided by the pieces; TRANSPORT (ce, tma or
  * auto) and SHAPE (part of a shape's name) keep only those. Build and run
  * from the repository root, after a build in build/:
