@@ -65,6 +65,8 @@ int main(void)
     FIELD(p2pt_properties, max_grid);
     FIELD(p2pt_properties, kernel_launches);
     FIELD(p2pt_properties, ce_operations);
+    FIELD(p2pt_properties, signals);
+    FIELD(p2pt_properties, waits);
     FIELD(p2pt_properties, share_exports);
     FIELD(p2pt_properties, share_imports_open);
     FIELD(p2pt_properties, share_imports_closed);
