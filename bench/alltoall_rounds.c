@@ -117,9 +117,7 @@ static enum a2a_res enqueue_one(struct a2a *A, int way, p2pt_handle *h, int g)
     switch (way) {
     case A2A_CE_PACKED:
         /* Destinations from the next GPU on, as the batches are laid out
-         * (alltoall_buffers.c). Issued from GPU 0 up on every GPU, every
-         * GPU's first copy goes to the same GPU, and four H100s' copy
-         * engines moved about half as much (bench/results/peer.md). */
+         * (alltoall_buffers.c). */
         CU(tcu.cuEventRecord(G->go, G->main));
         for (int i = 1; i < A->n; i++) {
             const int d = (g + i) % A->n;
