@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * A handle's sharing state: made on its first export or import (a handle
- * that shares nothing carries a NULL pointer and its operations one load),
- * ended at p2pt_finalize, which closes every import as a close would
- * (waiting for the work queued on it) before it ends the exports.
+ * A handle's sharing state, made on its first export or import (a handle
+ * that shares nothing carries a NULL pointer and its operations one load).
+ * share_handle.c ends it.
  */
 #include <stdlib.h>
 
@@ -34,30 +33,4 @@ p2pt_status p2pt__share_get(struct p2pt_handle *h, struct p2pt_share **out)
         return p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory for a handle's sharing state");
     *out = sh;
     return P2PT_SUCCESS;
-}
-
-void p2pt__share_free(struct p2pt_handle *h)
-{
-    struct p2pt_share *sh = atomic_load(&h->share);
-    if (sh == NULL)
-        return;
-    p2pt__share_imports_end(h, sh);
-    p2pt__share_exports_end(sh);
-    p2pt__share_marks_drop(sh, -1);
-    pthread_mutex_destroy(&sh->lock);
-    pthread_mutex_destroy(&sh->map_lock);
-    pthread_mutex_destroy(&sh->marks_lock);
-    free(sh);
-    atomic_store(&h->share, NULL);
-}
-
-void p2pt__share_report(const struct p2pt_handle *h, p2pt_properties *p)
-{
-    struct p2pt_share *sh = atomic_load(&((struct p2pt_handle *)h)->share);
-    if (sh == NULL)
-        return;
-    p->share_exports = atomic_load(&sh->exports_live);
-    p->share_imports_open = atomic_load(&sh->imports_open);
-    p->share_imports_closed = atomic_load(&sh->imports_closed);
-    p->share_mappings = atomic_load(&sh->mappings);
 }

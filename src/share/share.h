@@ -6,8 +6,9 @@
  * and core, beside windows: it uses cuda/, util/ and transfer's windows and
  * handle; nothing below it includes this header.
  *
- *   share.c         a handle's sharing state (made on first use, ended at
- *                   finalize: imports closed, exports ended) and its counters
+ *   share.c         a handle's sharing state, made on first use
+ *   share_handle.c  its end at finalize (imports closed, exports ended) and
+ *                   its counters in the handle's properties
  *   share_blob.c    the blob: its layout and checksum, the checks of one blob
  *                   and of a set; this host's name and boot id (CUDA-free)
  *   share_fd.c      the descriptor server and its client: an abstract Unix
@@ -170,6 +171,9 @@ struct p2pt_share {
 
 /* The handle's sharing state, made on first use. */
 P2PT_INTERNAL p2pt_status p2pt__share_get(struct p2pt_handle *h, struct p2pt_share **out);
+
+/* ----------------------------------------------------------- share_handle.c */
+
 /* At finalize: close every import (waiting as a close does), end every
  * export, stop the server, free the state. */
 P2PT_INTERNAL void p2pt__share_free(struct p2pt_handle *h);
