@@ -88,10 +88,11 @@ void bench_run_alltoall(void);
 bool bench_mode_on(void (*run)(void));
 bool bench_mode_alone(void (*run)(void));
 void bench_mode_off(void (*run)(void));
-/* Called once the GPUs are counted, before anything is printed: the
- * alltoall mode's GPUs (--gpus), or why it cannot run (one line: exit 1
- * when it runs alone, skipped beside other modes). */
-void bench_alltoall_choose(int count);
+/* Called once the GPUs are counted, before anything is printed, when the
+ * alltoall mode is selected (`alone`: no other mode is): its GPUs
+ * (--gpus), or why it cannot run (one line: exit 1 when it runs alone,
+ * false beside other modes, which then go on without it). */
+bool bench_alltoall_choose(int count, bool alone);
 /* The hidden --cold-child entry point of bench_run_cold's children. */
 int bench_cold_child(int argc, char **argv);
 
@@ -211,8 +212,10 @@ struct bench_tma_cfg {
     int stages, max_ctas;
 };
 
-/* Opens --csv and --json; they are closed at exit. */
-void bench_open_outputs(void);
+/* Opens --csv and --json; they are closed at exit. With the alltoall mode
+ * its rows go to a CSV of their own: --csv itself when it runs alone, else
+ * one named beside it. */
+void bench_open_outputs(bool alltoall, bool alone);
 /* One measurement (`cfg` NULL or ignored for ce: its TMA columns are 0). */
 void bench_emit(const char *mode, const char *path, int transport,
                 const struct bench_tma_cfg *cfg, size_t bytes, double time_us, double gbps,

@@ -407,7 +407,9 @@ int main(int argc, char **argv)
                           count == 1 ? " is" : "s are", count - 1);
     if (!bench_gpu_info(&bench_gpus[0], bench_opt.device))
         bench_fatal("GPU %d", bench_opt.device);
-    bench_alltoall_choose(count);
+    if (bench_mode_on(bench_run_alltoall) &&
+        !bench_alltoall_choose(count, bench_mode_alone(bench_run_alltoall)))
+        bench_mode_off(bench_run_alltoall);
     choose_paths(count);
 
     /* Handles need no context; the header shows the TMA handle's settings. */
@@ -415,7 +417,8 @@ int main(int argc, char **argv)
         if (!bench_handle_open(bench_transport_names[t], NULL, &bench_handles[t],
                                t == T_TMA ? &bench_default_cfg : NULL))
             bench_fatal("p2pt_init(\"%s\")", bench_transport_names[t]);
-    bench_open_outputs();
+    const bool a2a = bench_mode_on(bench_run_alltoall);
+    bench_open_outputs(a2a, a2a && bench_mode_alone(bench_run_alltoall));
     print_header(argc, argv, count);
 
     run_modes(BENCH_MODE_FRESH_PROCESS, true);

@@ -70,25 +70,25 @@ static _Noreturn void a2a_fatal(const char *what)
 
 /* ================================================================ GPUs */
 
-/* The mode's GPUs: --gpus, or every visible one (at most A2A_MAX_GPUS). */
-void bench_alltoall_choose(int count)
+/* The mode's GPUs: --gpus, or every visible one (at most A2A_MAX_GPUS).
+ * False: fewer than 2 GPUs, and the mode runs beside others, which go on
+ * without it (alone, it stops the program). */
+bool bench_alltoall_choose(int count, bool alone)
 {
-    if (!bench_mode_on(bench_run_alltoall))
-        return;
     if (count < 2) {
-        if (bench_mode_alone(bench_run_alltoall)) {
+        if (alone) {
             fprintf(stderr, "p2pt-bench: --mode alltoall: needs 2 GPUs, found %d\n", count);
             exit(1);
         }
         fprintf(stderr, "p2pt-bench: skipping alltoall: needs 2 GPUs, found %d\n", count);
-        bench_mode_off(bench_run_alltoall);
-        return;
+        return false;
     }
     if (bench_opt.gpus > count)
         bench_usage_error("--gpus %d: only %d GPUs are visible (2..%d)", bench_opt.gpus, count,
                           count);
     if (bench_opt.gpus == 0)
         bench_opt.gpus = count < A2A_MAX_GPUS ? count : A2A_MAX_GPUS;
+    return true;
 }
 
 /* ================================================================ rows */

@@ -183,10 +183,8 @@ static void alltoall_beside(const char *csv, char *out, size_t len)
         snprintf(out, len, "%s-alltoall.csv", csv);
 }
 
-void bench_open_outputs(void)
+void bench_open_outputs(bool alltoall, bool alone)
 {
-    bool alltoall = bench_mode_on(bench_run_alltoall);
-    bool alone = alltoall && bench_mode_alone(bench_run_alltoall);
     if (bench_opt.csv && !alone) {
         csv_file = open_output("--csv", bench_opt.csv);
         fputs("mode,path,transport,bytes,chunk,stages,max_ctas,time_us,gbps,kind,vs_contig,"

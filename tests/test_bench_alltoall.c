@@ -5,7 +5,8 @@
  * any machine: the copy-engine ways run, ce_packed's bytes pass its host
  * check, --csv holds exactly the mode's columns and a row per way and row
  * size, and beside another mode those rows go to FILE-alltoall.csv while
- * FILE keeps the common columns. The fake's launches do nothing, so the
+ * FILE keeps the common columns; with one GPU (P2PT_FAKE_DEVICES=1) the
+ * mode alone exits 1 naming why, and beside another it is skipped. The fake's launches do nothing, so the
  * kernel ways and the compare kernel are left to GPU machines (-c 0 where
  * p2pt's ce row would need the compare kernel; --nccl names no library, so
  * no real NCCL meets fake memory).
@@ -136,6 +137,32 @@ Test(bench_alltoall, beside_another_mode_its_rows_go_to_a_file_of_their_own)
     cr_expect_eq(strncmp(own, "gpus,rows,row_bytes,frac,way,", 29), 0, "%s", own);
     cr_expect(strstr(own, "2,64,1024,0.5,ce,default,0,") != NULL, "%s", own);
     cr_expect(strstr(out, beside) != NULL, "the run names %s: %s", beside, out);
+    remove(csv);
+    remove(beside);
+#endif
+}
+
+Test(bench_alltoall, one_gpu_stops_it_alone_and_leaves_the_other_modes_beside_it)
+{
+    require_fake_bench();
+#if defined(P2PT_BENCH_PATH) && defined(P2PT_FAKE_CUDA_PATH)
+    static char out[64 * 1024];
+    char csv[512], beside[512], args[1024];
+    temp_name(csv, sizeof(csv), "-one.csv");
+    temp_name(beside, sizeof(beside), "-one-alltoall.csv");
+    setenv("P2PT_FAKE_DEVICES", "1", 1); /* the fake driver counts one GPU */
+    int st = run("--mode alltoall " SMALL, out, sizeof(out));
+    cr_expect_eq(st, 1, "alone on one GPU: exit %d: %s", st, out);
+    cr_expect(strstr(out, "--mode alltoall: needs 2 GPUs, found 1") != NULL, "%s", out);
+    snprintf(args, sizeof(args),
+             "--mode table,alltoall -b 4K -e 4K -n 1 --transport ce -c 0 " SMALL " --csv '%s'",
+             csv);
+    st = run(args, out, sizeof(out));
+    unsetenv("P2PT_FAKE_DEVICES");
+    cr_expect_eq(st, 0, "beside the table on one GPU: exit %d: %s", st, out);
+    cr_expect(strstr(out, "skipping alltoall: needs 2 GPUs, found 1") != NULL, "%s", out);
+    cr_expect(strstr(slurp(csv), "table,local,ce,4096,") != NULL, "the table ran");
+    cr_expect(access(beside, F_OK) != 0, "no %s without the mode", beside);
     remove(csv);
     remove(beside);
 #endif
