@@ -6,8 +6,9 @@
  * check, --csv holds exactly the mode's columns and a row per way and row
  * size, and beside another mode those rows go to FILE-alltoall.csv while
  * FILE keeps the common columns; with one GPU (P2PT_FAKE_DEVICES=1) the
- * mode alone exits 1 naming why, and beside another it is skipped. The fake's launches do nothing, so the
- * kernel ways and the compare kernel are left to GPU machines (-c 0 where
+ * mode alone exits 1 naming why, and beside another it is skipped. The
+ * fake's launches do nothing, so the kernel ways and the compare kernel
+ * are left to GPU machines (-c 0 where
  * p2pt's ce row would need the compare kernel; --nccl names no library, so
  * no real NCCL meets fake memory).
  */
