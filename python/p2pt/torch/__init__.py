@@ -48,7 +48,7 @@ from ._handles import handle, prepare, register_window
 from ._host import _held, _warned  # noqa: F401
 from ._ops import batch_status, check_status, row_descriptors
 from ._swap_layout import _layout, _layouts  # noqa: F401
-from ._swap_blocks import _swap  # noqa: F401
+from ._swap_blocks import _outside_graph, _swap  # noqa: F401
 
 __all__ = ["handle", "prepare", "copy_", "copy_batch_", "copy_rows_", "copy_batch_device_",
            "swap_blocks", "row_descriptors", "register_window", "batch_status", "check_status",
@@ -134,7 +134,11 @@ def swap_blocks(src, dst, block_mapping, *, stream=None, handle=None, sm_budget=
     hid = _hid(handle, sm_budget)
     srcs, dsts = _layers(src, "src"), _layers(dst, "dst")
     with _stream(stream):
-        st = torch.ops.p2pt.swap_blocks.default(srcs, dsts, block_mapping, hid)
+        # ._base: dynamo 2.11 traces it, not storage_offset() (_outside_graph)
+        if _compiling() and any([d._base is not None for d in dsts]):
+            st = _outside_graph(srcs, dsts, block_mapping, hid)
+        else:
+            st = torch.ops.p2pt.swap_blocks.default(srcs, dsts, block_mapping, hid)
         if check:
             if _compiling():
                 raise RuntimeError("p2pt.torch.swap_blocks: check=True reads the status on the "

@@ -10,7 +10,7 @@ import torch
 
 from .._lib import Error, Status
 from ._handles import _cur, _device, _get, _ready
-from ._host import _held, _host_only, _warned
+from ._host import _held, _host_only
 from ._ops import _no_pieces
 from ._swap_layout import _layout, _mapping_check
 
@@ -105,26 +105,22 @@ def _(src, dst, block_mapping, hid):
     _mapping_check(block_mapping)  # meta tensors land here, not in the body
     if any(t.device.type not in ("cpu", "cuda") for t in (*src, *dst)):
         raise ValueError("p2pt.torch.swap_blocks: a layer is on neither the CPU nor a GPU")
-    from torch._guards import TracingContext
-    if TracingContext.try_get() is not None and any(d.storage_offset() != 0 for d in dst):
-        _leave_graph()
     return torch.empty(8, dtype=torch.int32, device=block_mapping.device)
 
 
-def _leave_graph():
-    """Keep a swap whose dst layers start inside their storage (views such
-    as pool.unbind(0)) out of a compiled graph: inductor copies such a
-    mutated view back through a copy of its storage read from the view's
-    first byte, past the storage's end (a crash, or bytes written outside).
-    torch.compile answers this exception of the fake kernel with a graph
-    break and runs the swap eagerly (fullgraph=True: an error naming the
-    operation). The check lives here, on fake tensors, because dynamo
-    cannot trace storage_offset() in the Python wrapper (PyTorch 2.11)."""
-    if "compile" not in _warned:
-        _warned.add("compile")
-        warnings.warn("p2pt.torch.swap_blocks: dst layers that are views starting inside their "
-                      "storage run outside the compiled graph (inductor mishandles such mutated "
-                      "views); pass tensors of their own to keep the swap in the graph",
-                      stacklevel=2)
-    from torch._subclasses.fake_tensor import UnsupportedOperatorException
-    raise UnsupportedOperatorException(torch.ops.p2pt.swap_blocks.default)
+def _outside_graph(src, dst, block_mapping, hid):
+    """The swap of dst layers that are views (such as pool.unbind(0)) out of
+    a compiled graph, which breaks at this function and runs it eagerly
+    (fullgraph=True: an error): inductor copies a mutated view that starts
+    inside its storage back through a copy of the storage read from the
+    view's first byte, past the storage's end (a crash, or bytes written
+    outside). Views at offset 0 leave too: the wrapper cannot ask for the
+    offset without a graph break of its own."""
+    warnings.warn("p2pt.torch.swap_blocks: dst layers that are views run outside the compiled "
+                  "graph (inductor mishandles mutated views inside a storage); pass tensors of "
+                  "their own to keep the swap in the graph",
+                  stacklevel=3)
+    return torch.ops.p2pt.swap_blocks(src, dst, block_mapping, hid)
+
+
+_outside_graph = torch.compiler.disable(_outside_graph)
