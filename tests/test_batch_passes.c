@@ -282,6 +282,7 @@ static unsigned passes(const char *transport, bool dry, const struct shape *sh)
                      a.kernel_launches + a.ce_operations + a.batches,
                      "a dry run enqueues and counts nothing");
     p2pt_finalize(h);
+    tcu.cuStreamDestroy(s);
     free(d);
     free(map);
     gt_free(&dst);

@@ -88,6 +88,7 @@ Test(imported_fake, auto_sends_copies_of_memory_opened_in_another_context_to_ce)
         cr_assert_eq(b.tma_bytes, a.tma_bytes);
     }
     p2pt_finalize(h);
+    tcu.cuStreamDestroy(s);
 }
 
 Test(imported_fake, tma_refuses_it_naming_the_context_and_the_remedy)
@@ -111,6 +112,7 @@ Test(imported_fake, tma_refuses_it_naming_the_context_and_the_remedy)
     for (size_t i = 0; i < sizeof(got); i++)
         cr_assert_eq(got[i], GT_POISON, "byte %zu written", i);
     p2pt_finalize(h);
+    tcu.cuStreamDestroy(s);
 }
 
 Test(imported_fake, a_host_batch_with_such_a_piece_goes_to_ce_under_auto_and_is_refused_by_tma)
@@ -146,6 +148,7 @@ Test(imported_fake, a_host_batch_with_such_a_piece_goes_to_ce_under_auto_and_is_
     expect_refused(p2pt_copy_batch_async(t, d, 4, s), piece);
     cr_assert_eq(gt_props(t).tma_launches, 0, "nothing enqueued");
     p2pt_finalize(t);
+    tcu.cuStreamDestroy(s);
 }
 
 Test(imported_fake, a_window_over_it_is_refused_with_the_same_cause)
@@ -172,6 +175,7 @@ Test(imported_fake, opened_in_the_stream_devices_context_it_is_that_devices_to_r
     GT_OK(p2pt_copy_async(h, (void *)in0, (void *)local, n, s));
     cr_assert_eq(gt_props(h).tma_bytes, n);
     p2pt_finalize(h);
+    tcu.cuStreamDestroy(s);
 }
 
 /* ------------------------------------------------- two processes, two GPUs */
