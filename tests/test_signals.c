@@ -106,6 +106,7 @@ Test(signals_fake, arguments_budget_explain_and_counters)
     expect_status(p2pt_signal_async(h, (void *)peer, s), P2PT_NOT_SUPPORTED, "SM_BUDGET=0");
     expect_status(p2pt_wait_async(h, (void *)sem, 1, s), P2PT_NOT_SUPPORTED, "SM_BUDGET=0");
     p2pt_finalize(h);
+    tcu.cuStreamDestroy(s);
 }
 
 /* ------------------------------------------------------------ two GPUs */
