@@ -259,7 +259,8 @@ static inline void gt_free(struct gt_buf *b)
 /* Peer access both ways with the driver directly, as a framework would (so
  * that the tests do not depend on p2pt_peer_enable, tested on its own in
  * test_topology.c); "already enabled" counts as success. Skips the test
- * when the GPUs cannot reach each other. */
+ * when the GPUs cannot reach each other. Leaves GPU 0's context current,
+ * as gt_enable_peers_all does. */
 static inline void gt_enable_peers(void)
 {
     CUdevice d[2];
@@ -281,10 +282,12 @@ static inline void gt_enable_peers(void)
         cr_assert_eq(r, CUDA_SUCCESS, "cuCtxEnablePeerAccess GPU %d -> GPU %d: %s", i, 1 - i,
                      p2pt__cuda_error_name(r));
     }
+    gt_use_device(0);
 }
 
-/* Peer access between every pair of the first `n` GPUs (at most 8),
- * skipping the test when a pair cannot reach each other. */
+/* Peer access between every pair of the visible GPUs (the first 8),
+ * skipping the test when a pair cannot reach each other; GPU 0's context
+ * current after. */
 static inline void gt_enable_peers_all(void)
 {
     int n = 0;

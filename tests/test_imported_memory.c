@@ -416,7 +416,7 @@ Test(imported_gpu, ipc_handles_opened_in_either_context_and_pool_imports_move_wh
     for (int k = 0; k < 3; k++)
         expect_refused(p2pt_copy_async(all[k], (void *)pooled, (void *)im.src, 4096, im.s),
                        pool_words);
-    gt_enable_peers();
+    gt_enable_peers(); /* GPU 0's context current: the second open is GPU 0's */
     GT_CHECK(tcu.cuIpcOpenMemHandle(&in0, m.legacy, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
 
     /* Opened in GPU 1's context: the copy engine's, auto's through it. */
@@ -439,11 +439,13 @@ Test(imported_gpu, ipc_handles_opened_in_either_context_and_pool_imports_move_wh
     gt_read(&scratch, pulled, scratch.ptr, 65537);
     cr_assert_eq(memcmp(pulled, owner + 15 * SLOT + 3, 65537), 0, "the pull read other bytes");
 
-    /* Opened again in GPU 0's context. The driver either maps it anew
-     * for GPU 0 (at another address: seen on H100, driver 580), which makes
-     * it every engine's, device batches too; or hands back GPU 1's mapping
-     * (the same address: seen on an H200 machine), which stays out of GPU
-     * 0's kernels' reach: refused as before. tma copies co-aligned (dst
+    /* Opened again in GPU 0's context. The driver maps it anew for GPU 0
+     * (at another address: bench/experiments/ipc_probe.c on H100, driver
+     * 580), which makes it every engine's, device batches too. Where it
+     * hands back GPU 1's mapping (the same address, as a second open in the
+     * same context does: what an H200 run saw while this test, by mistake,
+     * still had GPU 1's context current here), that stays out of GPU 0's
+     * kernels' reach: refused as before. tma copies co-aligned (dst
      * and src equal modulo 16): a copy that is not goes to the copy engine,
      * as every tma copy does. */
     if (in0 != in1) {
