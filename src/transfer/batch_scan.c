@@ -127,6 +127,15 @@ static p2pt_status check_sides(struct p2pt_batch_pass *p, size_t i, const struct
 
 /* The facts of piece i, [d, +n) from [s, +n): windows, the memo inline
  * (the common case), else the driver, and the checks. */
+/* The facts of a piece whose two sides were located afresh. */
+static inline void located_facts(const struct p2pt_side *ds, const struct p2pt_side *ss,
+                                 int device, struct p2pt_run_facts *f)
+{
+    side_facts(ds, ss, device, f);
+    if (ds->size == 0 || ss->size == 0)
+        f->dhi = 0; /* memory whose range the driver does not report */
+}
+
 static inline __attribute__((always_inline)) p2pt_status
 piece_facts(struct p2pt_batch_pass *p, size_t i, uintptr_t d, uintptr_t s, uint64_t n,
             struct p2pt_run_facts *f)
@@ -139,9 +148,7 @@ piece_facts(struct p2pt_batch_pass *p, size_t i, uintptr_t d, uintptr_t s, uint6
         st = check_sides(p, i, &ds, &ss);
     if (st != P2PT_SUCCESS)
         return st;
-    side_facts(&ds, &ss, p->b->device, f);
-    if (ds.size == 0 || ss.size == 0)
-        f->dhi = 0; /* memory whose range the driver does not report */
+    located_facts(&ds, &ss, p->b->device, f);
     return P2PT_SUCCESS;
 }
 
@@ -509,9 +516,7 @@ p2pt_status p2pt__batch_pass_fill(struct p2pt_batch_pass *p, const struct p2pt_b
     /* The bounds of each piece's allocations, as the pass found them: the
      * same windows and the memo it filled (a query only for an allocation
      * it has let go since), no check (every piece has passed). */
-    const bool refuse = p->refuse;
     p2pt_status st = P2PT_SUCCESS;
-    p->refuse = false;
     for (size_t k = 0; k < n && st == P2PT_SUCCESS; k++) {
         const uint64_t dst = d[k].dst, src = d[k].src, bytes = d[k].bytes;
         struct p2pt_run_facts f;
@@ -521,14 +526,11 @@ p2pt_status p2pt__batch_pass_fill(struct p2pt_batch_pass *p, const struct p2pt_b
             if ((st = p2pt__memo_side(&p->memo, dst, &p->memo_hint[0], &ds)) != P2PT_SUCCESS ||
                 (st = p2pt__memo_side(&p->memo, src, &p->memo_hint[1], &ss)) != P2PT_SUCCESS)
                 break;
-            side_facts(&ds, &ss, p->b->device, &f);
-            if (ds.size == 0 || ss.size == 0)
-                f.dhi = 0;
+            located_facts(&ds, &ss, p->b->device, &f);
         }
         p2pt__coalesce_add(&to->groups, dst, src, bytes, f.dlo, f.dhi, f.slo, f.shi);
     }
     p2pt__coalesce_end(&to->groups);
-    p->refuse = refuse;
     return st;
 }
 
