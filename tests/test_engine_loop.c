@@ -9,7 +9,8 @@
  * blocks: the engine sees descriptors either way) are routed to it,
  * explained and counted in its per-engine slot; a copy it cannot run
  * (device memory) goes to the fallback engine, counted as its fallback; and
- * a device batch is refused with status 6 naming it.
+ * a device batch is refused with status 6 naming it. The same engine
+ * without a batch step gets each piece of a batch through its copy.
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -96,27 +97,46 @@ static const struct p2pt_transport loop_engine = {
     .batch_release = loop_batch_release,
 };
 
+/* The same engine without a batch step: the pipeline sends each piece of
+ * a batch through its `copy`. */
+static const struct p2pt_transport each_engine = {
+    .name = "each",
+    .caps = P2PT_CAP_STAGED,
+    .can_copy = loop_can_copy,
+    .prepare = loop_prepare,
+    .copy = loop_copy,
+};
+
 /* ------------------------------------------------------------- the tests */
 
 #ifdef P2PT_FAKE_CUDA_PATH
-static p2pt_handle *loop_handle(void)
+static p2pt_handle *engine_handle(const struct p2pt_transport *t)
 {
     gt_use_fake_driver();
-    cr_assert_eq(p2pt__engine_register(&loop_engine), P2PT_SUCCESS, "%s",
-                 p2pt__last_error_text());
-    p2pt_init_args a = {sizeof(a), NULL, "loop"};
+    cr_assert_eq(p2pt__engine_register(t), P2PT_SUCCESS, "%s", p2pt__last_error_text());
+    p2pt_init_args a = {sizeof(a), NULL, t->name};
     p2pt_handle *h = NULL;
     cr_assert_eq(p2pt_init(&a, &h), P2PT_SUCCESS, "%s", p2pt_last_error(NULL));
     return h;
 }
 
-static int loop_index(const p2pt_properties *p)
+static p2pt_handle *loop_handle(void)
+{
+    return engine_handle(&loop_engine);
+}
+
+static int engine_index(const p2pt_properties *p, const char *name)
 {
     for (int e = 0; e < P2PT_PROPERTIES_ENGINES; e++)
-        if (p->engine_name[e] != NULL && strcmp(p->engine_name[e], "loop") == 0)
+        if (p->engine_name[e] != NULL && strcmp(p->engine_name[e], name) == 0)
             return e;
-    cr_assert_fail("no engine named loop in p2pt_properties");
+    cr_assert_fail("no engine named %s in p2pt_properties", name);
     return -1;
+}
+
+static int loop_index(const p2pt_properties *p)
+{
+    return engine_index(p, "loop");
 }
 #endif
 
@@ -241,6 +261,45 @@ Test(engine_loop, a_device_batch_is_refused_naming_it)
         4, (void *)(uintptr_t)ws.ptr, NULL);
     cr_expect_eq(st, P2PT_NOT_SUPPORTED);
     cr_expect(strstr(p2pt_last_error(NULL), "loop") != NULL, "%s", p2pt_last_error(NULL));
+    p2pt_finalize(h);
+#endif
+}
+
+Test(engine_loop, without_a_batch_step_each_piece_is_a_copy_of_its_own)
+{
+    require_fake_driver();
+#ifdef P2PT_FAKE_CUDA_PATH
+    p2pt_handle *h = engine_handle(&each_engine);
+    char src[200], dst[200 + 2 * GT_GUARD];
+    for (size_t i = 0; i < sizeof(src); i++)
+        src[i] = (char)(i * 5 + 3);
+    memset(dst, GT_POISON, sizeof(dst));
+    char *out = dst + GT_GUARD;
+    /* An empty piece among them, and pieces out of order. */
+    p2pt_copy_desc d[4] = {{out + 120, src + 120, 80},
+                           {out + 7, src + 7, 0},
+                           {out, src, 70},
+                           {out + 70, src + 70, 50}};
+    p2pt_choice c = {sizeof(c)};
+    cr_assert_eq(p2pt_explain_batch(h, d, 4, NULL, &c), P2PT_SUCCESS, "%s",
+                 p2pt_last_error(NULL));
+    cr_expect_str_eq(c.transport, "each", "%s", c.reason);
+    cr_expect_str_eq(c.path, "batch");
+    p2pt_properties p = gt_props(h);
+    const int e = engine_index(&p, "each");
+    cr_expect_eq(p.engine_bytes[e], 0, "a dry run copies nothing");
+    cr_assert_eq(p2pt_copy_batch_async(h, d, 4, NULL), P2PT_SUCCESS, "%s",
+                 p2pt_last_error(NULL));
+    cr_expect_eq(memcmp(out, src, sizeof(src)), 0);
+    for (size_t i = 0; i < GT_GUARD; i++) {
+        cr_assert_eq((unsigned char)dst[i], GT_POISON, "guard byte %zu before", i);
+        cr_assert_eq((unsigned char)out[sizeof(src) + i], GT_POISON, "guard byte %zu after", i);
+    }
+    p = gt_props(h);
+    cr_expect_eq(p.engine_bytes[e], sizeof(src), "every piece through the engine's copy");
+    cr_expect_eq(p.engine_batches[e], 1);
+    cr_expect_eq(p.batch_pieces, 3);
+    cr_expect_eq(p.ce_bytes + p.tma_bytes + p.ce_batches + p.tma_batches, 0);
     p2pt_finalize(h);
 #endif
 }

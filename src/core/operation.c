@@ -186,10 +186,10 @@ out:
     return st;
 }
 
-/* Where engine `t` wants a batch's pieces (its batch_sink); for an engine
- * without a batch step, descriptors the pipeline keeps, empty pieces
- * included unless they are only held for a route that waits, so that each
- * piece is sent through `copy` under its own index. */
+/* Where engine `t` wants a batch's pieces (its batch_sink). An engine
+ * without a batch step gets its pieces from the caller's batch, one copy
+ * each (each_piece): the pipeline keeps descriptors only for a route that
+ * waits, where another engine may take them. */
 static p2pt_status sink_open(struct p2pt_handle *h, struct p2pt_batch *b,
                              const struct p2pt_transport *t, bool dry, bool as_descs,
                              struct p2pt_batch_sink *s)
@@ -204,6 +204,8 @@ static p2pt_status sink_open(struct p2pt_handle *h, struct p2pt_batch *b,
             s->engine = NULL; /* it holds nothing */
         return st;
     }
+    if (!as_descs)
+        return P2PT_SUCCESS;
     s->descs = b->count <= SIZE_MAX / sizeof(*s->descs) ? malloc(b->count * sizeof(*s->descs))
                                                         : NULL;
     if (s->descs == NULL) {
@@ -211,7 +213,6 @@ static p2pt_status sink_open(struct p2pt_handle *h, struct p2pt_batch *b,
         return p2pt__fail(P2PT_SYSTEM_ERROR, "%s: out of host memory for a batch of %zu",
                           b->fn, b->count);
     }
-    s->empties = !as_descs;
     s->own = s->descs;
     return P2PT_SUCCESS;
 }
@@ -228,19 +229,17 @@ static void sink_release(struct p2pt_handle *h, struct p2pt_batch_sink *s)
     s->engine = NULL;
 }
 
-/* A batch for an engine without a batch step: every piece the pass kept
+/* A batch for an engine without a batch step: every piece of the caller's
  * through the pipeline as a copy of its own (routed and validated one by
- * one). */
+ * one), under its own index. */
 static p2pt_status each_piece(struct p2pt_handle *h, const struct p2pt_batch *b,
-                              const struct p2pt_batch_sink *s, p2pt_choice *dry)
+                              p2pt_choice *dry)
 {
-    const size_t n = s->empties ? b->count : b->pieces;
-    for (size_t i = 0; i < n; i++) {
-        const struct p2pt_batch_desc *d = &s->descs[i];
+    for (size_t i = 0; i < b->count; i++) {
+        const p2pt_copy_desc d = p2pt__batch_piece(b, i);
         struct p2pt_op piece;
         p2pt_choice c;
-        p2pt__op_copy(&piece, "p2pt_copy_async", (void *)(uintptr_t)d->dst,
-                      (const void *)(uintptr_t)d->src, (size_t)d->bytes, b->stream);
+        p2pt__op_copy(&piece, "p2pt_copy_async", d.dst, d.src, d.bytes, b->stream);
         memset(&c, 0, sizeof(c));
         p2pt_status st = p2pt__op_run(h, &piece, dry ? &c : NULL);
         if (st != P2PT_SUCCESS)
@@ -317,7 +316,7 @@ static p2pt_status batch_describe(struct p2pt_handle *h, struct p2pt_op *op,
     c->path = "batch";
     c->device = b->device;
     if (t->batch_sink == NULL) {
-        st = each_piece(h, b, &b->sink, c);
+        st = each_piece(h, b, c);
     } else if (t->batch_describe != NULL) {
         size_t used = strlen(c->reason);
         t->batch_describe(h, b, &b->sink, c->reason + used, sizeof(c->reason) - used);
@@ -329,7 +328,7 @@ static p2pt_status batch_describe(struct p2pt_handle *h, struct p2pt_op *op,
 static p2pt_status batch_dispatch(struct p2pt_handle *h, struct p2pt_op *op, struct op_state *s)
 {
     struct p2pt_batch *b = &op->batch;
-    p2pt_status st = s->t->batch_sink == NULL ? each_piece(h, b, &b->sink, NULL)
+    p2pt_status st = s->t->batch_sink == NULL ? each_piece(h, b, NULL)
                                               : s->t->batch_submit(h, b, &b->sink);
     sink_release(h, &b->sink);
     if (st != P2PT_SUCCESS) {

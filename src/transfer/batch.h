@@ -34,7 +34,6 @@ struct p2pt_batch_sink {
                                       p2pt__coalesce_init'ed; groups.g NULL: none */
     int64_t *rows;  /* blocks kept as blocks: the mapping's rows copied here
                        (2 * rows values), and nothing written a piece */
-    bool empties;   /* descs also holds the empty pieces: entry i is piece i */
     void *own;      /* the engine's own, for its submit and release */
     /* Set by the pipeline: the engine whose sink it is (NULL: none open). */
     const struct p2pt_transport *engine;

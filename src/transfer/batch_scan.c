@@ -47,7 +47,6 @@ struct scan_out {
     uint64_t bytes, tiles;
     struct p2pt_batch_desc *out;
     struct p2pt_coalesce *groups;
-    bool empties;
 };
 
 /* Which link a piece between two windows crosses: the host link's way when
@@ -194,15 +193,6 @@ take(struct p2pt_batch_pass *p, size_t i, uintptr_t d, uintptr_t s, uint64_t n,
     return P2PT_SUCCESS;
 }
 
-/* An empty piece, where the sink keeps those too: written in its place,
- * and the pieces after it one further on (so that piece i lands in entry
- * i with no work for a piece that has bytes). */
-static inline void take_empty(struct scan_out *o)
-{
-    if (o->empties)
-        (o->out++)[o->pieces] = (struct p2pt_batch_desc){0, 0, 0};
-}
-
 /* Layer l's facts, for all its blocks where they hold for the whole layer:
  * its dst and src spans inside a window each, or inside a remembered
  * allocation each (asked of the driver through the layer's first piece,
@@ -245,11 +235,8 @@ scan_blocks(struct p2pt_batch_pass *p, const bool facts, const bool write, const
     for (size_t l = 0; l < layers; l++) {
         const p2pt_block_layer *L = p2pt__block_layer_at(k, l);
         const uint64_t bb = L->block_bytes;
-        if (bb == 0) {
-            for (size_t r = 0; r < rows; r++)
-                take_empty(o);
+        if (bb == 0)
             continue;
-        }
         struct p2pt_layer_facts *lf = facts ? &p->layers[l] : NULL;
         if (facts && !lf->done) {
             struct p2pt_side ds, ss;
@@ -364,11 +351,8 @@ scan_loop(struct p2pt_batch_pass *p, const bool facts, const bool write, const b
     const size_t count = b->count;
     for (size_t i = 0; i < count; i++) {
         const uint64_t n = descs[i].bytes;
-        if (n == 0) {
-            if (write)
-                take_empty(o);
+        if (n == 0)
             continue;
-        }
         p2pt_status st = take(p, i, (uintptr_t)descs[i].dst, (uintptr_t)descs[i].src, n, NULL,
                               facts, write, group, o);
         if (st != P2PT_SUCCESS)
@@ -463,7 +447,7 @@ p2pt_status p2pt__batch_pass(struct p2pt_batch_pass *p, const struct p2pt_transp
     const bool write = s != NULL && s->descs != NULL;
     const bool facts = t != NULL && (p->refuse || classify || group || as_descs);
     struct scan_out o = {0, 0, 0, 0, 0, 0, 0, write ? s->descs : NULL,
-                         group ? &s->groups : NULL, write && s->empties};
+                         group ? &s->groups : NULL};
     p2pt_status st;
 
     p->staged = t != NULL && (t->caps & P2PT_CAP_STAGED) != 0;

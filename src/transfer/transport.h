@@ -65,8 +65,8 @@ struct p2pt_transport {
     p2pt_status (*copy)(struct p2pt_handle *h, const struct p2pt_request *r);
     /*
      * Host batches, in the order the pipeline calls them (NULL batch_sink:
-     * the pipeline keeps the pieces itself, empty ones included, and sends
-     * each through `copy` as a request of its own):
+     * after the pass, each of the caller's pieces, empty ones included, goes
+     * through `copy` as a request of its own):
      *
      * batch_sink: where the pass puts the pieces of `b` (batch.h, struct
      * p2pt_batch_sink; s->dry and s->as_descs are set, the rest zero). The
