@@ -663,7 +663,7 @@ static __device__ void write_status(const struct p2pt_batch_dev_params &p, u32 s
  */
 static __device__ void signal_share(const struct p2pt_batch_dev_params &p)
 {
-    const unsigned long long unit = 1ull << 32, c = blockIdx.x, G = gridDim.x;
+    const unsigned long long unit = P2PT_SIGNAL_UNIT, c = blockIdx.x, G = gridDim.x;
     const unsigned long long share = (c + 1) * unit / G - c * unit / G;
     __syncthreads();
     if (threadIdx.x != 0)

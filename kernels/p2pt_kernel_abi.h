@@ -176,6 +176,10 @@ struct p2pt_batch_window {
  * fixed when it was captured. `timeouts` counts waits that gave up
  * (P2P_TRANSPORT_WAIT_TIMEOUT_MS).
  */
+/* The semaphore's value counts signals in units of 2^32: a device batch's
+ * CTAs each add their share of one unit as they finish (batch_copy.cu), so
+ * the unit is complete exactly when every CTA is, whatever the grid. */
+#define P2PT_SIGNAL_UNIT (1ull << 32)
 struct p2pt_semaphore {
     unsigned long long value;
     unsigned long long expected;
@@ -192,8 +196,10 @@ struct p2pt_wait_params {
     unsigned long long timeout_ns; /* 0: wait for ever */
 };
 /* A device batch may end with a signal to each of these semaphores
- * (p2pt_copy_batch_device_signal_async): the last CTA to finish adds 1 to
- * each, after every CTA's writes are visible at system scope. */
+ * (p2pt_copy_batch_device_signal_async): each CTA, once its writes are
+ * visible at system scope, adds its share of one signal (shares that sum
+ * to one P2PT_SIGNAL_UNIT), so a waiter sees the whole
+ * signal only after every CTA's writes. */
 #define P2PT_BATCH_MAX_SIGNALS 64
 
 /* Device descriptors: the count and the descriptors in GPU memory, read

@@ -22,11 +22,6 @@
  */
 #include "p2pt_kernel_abi.h"
 
-/* The semaphore's value counts signals in units of 2^32: a device batch's
- * CTAs each add their share of one unit as they finish (batch_copy.cu), so
- * the unit is complete exactly when every CTA is, whatever the grid. */
-#define P2PT_SIGNAL_UNIT (1ull << 32)
-
 extern "C" __global__ void p2pt_signal(const __grid_constant__ struct p2pt_signal_params p)
 {
     if (threadIdx.x != 0 || blockIdx.x != 0)

@@ -42,13 +42,13 @@ P2PT_INTERNAL p2pt_status p2pt__route(struct p2pt_handle *h, const struct p2pt_r
 P2PT_INTERNAL p2pt_status p2pt__route_batch(struct p2pt_handle *h, struct p2pt_batch *b,
                                             const struct p2pt_transport **t, char *why,
                                             size_t len);
-/* The same for a device batch: status 6 when the policy has no engine (the
- * message names entry point `fn`). */
 /* The engine for a signal or a wait (the first with P2PT_CAP_SIGNAL,
  * whatever the policy), or status 6 under a budget of no kernel. */
 P2PT_INTERNAL p2pt_status p2pt__route_signal(struct p2pt_handle *h, const char *fn,
                                              const struct p2pt_transport **t, char *why,
                                              size_t len);
+/* The engine for a device batch: status 6 when the policy has no engine
+ * (the message names entry point `fn`). */
 P2PT_INTERNAL p2pt_status p2pt__route_device_batch(struct p2pt_handle *h, const char *fn,
                                                    const struct p2pt_transport **t, char *why,
                                                    size_t len);
