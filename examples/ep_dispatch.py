@@ -81,6 +81,12 @@ class Step:
             getattr(self, name).copy_(getattr(other, name))
 
 
+def by_destination(dest):
+    """The token of each row sent: rows by destination, each in token
+    order (the layout of p2pt's receive buffers)."""
+    return torch.cat([dest[:, d].nonzero().flatten() for d in range(dest.shape[1])])
+
+
 def weighted_sum(back, w, T, H):
     """The combine's sum: every returned row times the token's weight on
     the rank it came from (slots not sent have weight 0 and are masked)."""
@@ -97,9 +103,7 @@ class P2pt:
         self.T, self.H = a.tokens, a.hidden
 
     def dispatch(self, s):
-        recv, counts = self.a2a.dispatch(s.x.view(torch.uint8), s.dest)
-        self.counts = counts
-        return recv, counts
+        return self.a2a.dispatch(s.x.view(torch.uint8), s.dest)
 
     def expert(self, recv):
         self.a2a.y.copy_(recv)  # the identity expert: what arrived goes back
@@ -122,8 +126,7 @@ class Nccl:
         dist.all_to_all_single(got, counts)
         self.send_split = counts.tolist()
         self.recv_split = got.tolist()
-        # Rows by destination, each in token order: the same layout as p2pt's.
-        self.order = torch.cat([s.dest[:, d].nonzero().flatten() for d in range(self.G)])
+        self.order = by_destination(s.dest)
 
     def dispatch(self, s):
         self.plan(s)
@@ -173,7 +176,6 @@ class TorchSymm:
 
     def __init__(self, a, G, rank, device):
         from torch.distributed import _symmetric_memory as symm
-        self.G, self.H = G, a.hidden
         group = dist.group.WORLD.group_name
         symm.enable_symm_mem_for_group(group)
         self.group = group
@@ -186,14 +188,11 @@ class TorchSymm:
         symm.rendezvous(self.splits, group)
 
     def dispatch(self, s):
-        order = torch.cat([s.dest[:, d].nonzero().flatten() for d in range(self.G)])
+        order = by_destination(s.dest)
         self.inp[:order.numel()] = s.x[order]
         self.splits[0] = s.dest.sum(0)
         torch.ops.symm_mem.all_to_all_vdev(self.inp, self.out, self.splits, self.group)
         return self.out, self.splits[1]
-
-    def combine(self, s):
-        return None
 
 
 def timed(fn, a, device):
@@ -224,6 +223,15 @@ def mean(v, device):
     return x.item() / dist.get_world_size()
 
 
+def reference(nccl, s):
+    """nccl's dispatch, identity expert and combine of step s: the rows
+    that arrived, the rows from each source, the combined rows."""
+    recv, counts = nccl.dispatch(s)
+    recv = recv[:int(counts.sum())].clone()
+    nccl.expert(recv)
+    return recv, counts, nccl.combine(s)
+
+
 def check(a, b, what, rank):
     if not torch.equal(a, b):
         bad = (a != b).nonzero()
@@ -250,15 +258,11 @@ def main():
             print(f"# torch_symm skipped: {type(e).__name__}: {e}".splitlines()[0], flush=True)
 
     # Byte-exact against nccl: what arrived, and the combined rows.
-    ref_recv, ref_counts = ways["nccl"].dispatch(s)
-    n = int(ref_counts.sum())
-    ref_recv = ref_recv[:n].clone()
-    ways["nccl"].expert(ref_recv)
-    ref_out = ways["nccl"].combine(s)
+    ref_recv, ref_counts, ref_out = reference(ways["nccl"], s)
     p = ways["p2pt"]
     recv, counts = p.dispatch(s)
     check(counts, ref_counts, "p2pt's counts", rank)
-    check(recv[:n], ref_recv, "p2pt's dispatch", rank)
+    check(recv[:len(ref_recv)], ref_recv, "p2pt's dispatch", rank)
     p.expert(recv)
     check(p.combine(s), ref_out, "p2pt's combine", rank)
 
@@ -278,13 +282,9 @@ def main():
         torch.cuda.synchronize()
         dist.barrier()
         g.replay()
-        want_recv, want_counts = ways["nccl"].dispatch(fresh)
-        m = int(want_counts.sum())
-        want_recv = want_recv[:m].clone()
-        ways["nccl"].expert(want_recv)
-        want_out = ways["nccl"].combine(fresh)
+        want_recv, want_counts, want_out = reference(ways["nccl"], fresh)
         check(g_counts, want_counts, f"replay {r}'s counts", rank)
-        check(g_recv[:m], want_recv, f"replay {r}'s dispatch", rank)
+        check(g_recv[:len(want_recv)], want_recv, f"replay {r}'s dispatch", rank)
         check(g_out, want_out, f"replay {r}'s combine", rank)
     if rank == 0:
         print(f"# {G} ranks, {T} tokens of {H} bf16, top-{a.topk} of {a.experts} experts: "
@@ -327,18 +327,18 @@ def main():
             continue
         us_d = timed(lambda: w.dispatch(s), a, device)
         recv, _ = w.dispatch(s)
-        if hasattr(w, "expert"):
-            w.expert(recv)
+        w.expert(recv)
         us_c = timed(lambda: w.combine(s), a, device)
         rows.append((name, "dispatch", us_d))
         rows.append((name, "combine", us_c))
     table = []
     base = {}
+    sent_mean = mean(sent, device)
     for name, phase, us in rows:
         us = largest(us, device)
         if name == "nccl":
             base[phase] = us
-        table.append([G, T, H * 2, a.topk, phase, name, us, mean(sent, device) / us / 1e3])
+        table.append([G, T, H * 2, a.topk, phase, name, us, sent_mean / us / 1e3])
     for r in table:
         r.append(base.get(r[4], 0) / r[6] if base.get(r[4]) else "")
     if a.overlap:
@@ -388,7 +388,7 @@ def overlap(a, ways, s, device):
         torch.cuda.synchronize(device)
         return e0.elapsed_time(e1)
 
-    for name in ("p2pt", "nccl_packed"):
+    for name in ("p2pt_eager", "nccl_packed"):
         w = ways[name]
         alone = statistics.median(gemm_time(None) for _ in range(5))
         beside = statistics.median(

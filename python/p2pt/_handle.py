@@ -293,10 +293,8 @@ class Handle:
 
     def explain_blocks_at(self, layers, n_layers, mapping, pairs, stream=None):
         """What copy_blocks_at would do, and why (p2pt_explain_blocks)."""
-        c = S.Choice(size=ctypes.sizeof(S.Choice))
-        check(self._lib.p2pt_explain_blocks(self._h, layers, n_layers, mapping, pairs,
-                                            stream or None, ctypes.byref(c)))
-        return self._choice(c)
+        return self._explain(self._lib.p2pt_explain_blocks, layers, n_layers, mapping, pairs,
+                             stream or None)
 
     def copy_blocks_device_at(self, layers, n_layers, mapping, pairs, workspace, stream=None):
         """p2pt_copy_blocks_device_async: `n_layers` BlockLayer records at
@@ -324,22 +322,20 @@ class Handle:
     def window_unregister(self, device, base):
         check(self._lib.p2pt_window_unregister(self._h, device, base))
 
-    def _choice(self, c):
+    def _explain(self, fn, *args):
+        """fn (a p2pt_explain_* call) on this handle, `args`, and the Choice
+        it fills in."""
+        c = S.Choice(size=ctypes.sizeof(S.Choice))
+        check(fn(self._h, *args, ctypes.byref(c)))
         return Choice(_text(c.transport), _text(c.path), c.device, _text(c.reason))
 
     def explain_copy(self, dst, src, nbytes, stream=None):
         """Which engine the copy would go to, and why; enqueues nothing."""
-        c = S.Choice(size=ctypes.sizeof(S.Choice))
-        check(self._lib.p2pt_explain_copy(self._h, dst, src, nbytes, stream or None,
-                                          ctypes.byref(c)))
-        return self._choice(c)
+        return self._explain(self._lib.p2pt_explain_copy, dst, src, nbytes, stream or None)
 
     def explain_batch(self, descs, stream=None):
         arr = descs_array(descs)
-        c = S.Choice(size=ctypes.sizeof(S.Choice))
-        check(self._lib.p2pt_explain_batch(self._h, arr, len(arr), stream or None,
-                                           ctypes.byref(c)))
-        return self._choice(c)
+        return self._explain(self._lib.p2pt_explain_batch, arr, len(arr), stream or None)
 
     def signal(self, sem, stream=None):
         """Signal the semaphore at GPU address `sem` once everything before it
@@ -360,24 +356,17 @@ class Handle:
             self._h, descs, count, max_count, workspace, arr, len(signals), stream or None))
 
     def explain_signal(self, sem, stream=None):
-        c = S.Choice(size=ctypes.sizeof(S.Choice))
-        check(self._lib.p2pt_explain_signal(self._h, sem, stream or None, ctypes.byref(c)))
-        return self._choice(c)
+        return self._explain(self._lib.p2pt_explain_signal, sem, stream or None)
 
     def explain_wait(self, sem, count=1, stream=None):
-        c = S.Choice(size=ctypes.sizeof(S.Choice))
-        check(self._lib.p2pt_explain_wait(self._h, sem, count, stream or None,
-                                          ctypes.byref(c)))
-        return self._choice(c)
+        return self._explain(self._lib.p2pt_explain_wait, sem, count, stream or None)
 
     def explain_batch_device(self, descs, count, max_count, workspace, stream=None):
         """Which engine a device batch would go to and the grid it would take,
         and why; enqueues nothing (the same GPU addresses as
         copy_batch_device)."""
-        c = S.Choice(size=ctypes.sizeof(S.Choice))
-        check(self._lib.p2pt_explain_batch_device(self._h, descs, count, max_count, workspace,
-                                                  stream or None, ctypes.byref(c)))
-        return self._choice(c)
+        return self._explain(self._lib.p2pt_explain_batch_device, descs, count, max_count,
+                             workspace, stream or None)
 
     def peer_enable(self, dev_a, dev_b):
         check(self._lib.p2pt_peer_enable(self._h, dev_a, dev_b))

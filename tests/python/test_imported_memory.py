@@ -5,17 +5,14 @@ context, where GPU 0's kernels cannot reach it. A copy into it from GPU 0
 goes to the copy engine under auto and lands; a device batch (row copy)
 and a tma copy are refused with the cause and the remedy, nothing
 written; the exporting process checks its bytes. Skips below two GPUs."""
-import os
-
 import pytest
+from conftest import torch_gpus_missing
 
-try:
-    import torch
-    import torch.multiprocessing as mp
-except ImportError as e:
-    pytest.skip(f"no PyTorch: {e}", allow_module_level=True)
-if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
-    pytest.skip("needs 2 CUDA devices: PyTorch sees fewer", allow_module_level=True)
+why = torch_gpus_missing(2)
+if why:
+    pytest.skip(why, allow_module_level=True)
+import torch  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
 
 N = (1 << 20) + 13
 POISON = 0xA5

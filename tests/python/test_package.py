@@ -4,25 +4,16 @@ reports the header's version with no driver, and turns failures into
 p2pt.Error with the status, its name and p2pt's text."""
 import os
 import re
-import subprocess
-import sys
 
 import p2pt
 import pytest
+from conftest import run_python
 
 
 def header_version(root):
     text = open(os.path.join(root, "include", "p2pt.h")).read()
     return ".".join(re.search(rf"^#define P2PT_VERSION_{p} +(\d+)", text, re.M).group(1)
                     for p in ("MAJOR", "MINOR", "PATCH"))
-
-
-def run_python(code, **env):
-    """`code` in a fresh interpreter (the driver is loaded once per process)."""
-    full = dict(os.environ, **env)
-    full["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True,
-                          text=True, timeout=60)
 
 
 def test_version_is_the_headers_and_the_librarys(root):

@@ -7,11 +7,10 @@ ctypes signatures; pageable memory is refused with status 6; a blob of the
 wrong size is refused before the library is called. Each case runs in a
 fresh interpreter: the driver is loaded once per process."""
 import os
-import subprocess
-import sys
 
 import p2pt
 import pytest
+from conftest import run_python
 from p2pt import _structs as S
 
 
@@ -63,10 +62,7 @@ h.close()
 
 def test_export_import_close_unexport_through_the_package(root):
     fake = fake_driver(root)
-    env = dict(os.environ, P2P_CUDA_LIBRARY=fake, P2P_TRANSPORT_CACHE_DIR="off")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    r = subprocess.run([sys.executable, "-c", SCRIPT, fake], env=env, capture_output=True,
-                       text=True, timeout=60)
+    r = run_python(SCRIPT, fake, P2P_CUDA_LIBRARY=fake, P2P_TRANSPORT_CACHE_DIR="off")
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.split("\n")[:5] == [f"blobs 1 {S.SHARE_BLOB_BYTES}", "ptr True", "props 1 1",
                                         "closed 1", "pageable 6 True"], r.stdout + r.stderr

@@ -17,7 +17,6 @@ batch of pulls), into a slot per (token, rank)."""
 import torch
 import torch.distributed as dist
 
-from .. import _handle
 from ..torch import _handles
 from ._share import share
 from ._signals import semaphores, wait
@@ -98,7 +97,6 @@ class AlltoallV:
         self.ws = torch.zeros(self.h.workspace_bytes(self.max_rows * G), **u8)
         self.back = torch.empty(self.max_rows, G, self.rb, **u8)
         self._off = torch.zeros(G, **i64)
-        self._pos = None
         for t in (self.recv, self.y, self.matrix, self.mine, self.sems, self.descs, self.back):
             _handles._windows(self.h, self.device, [t.untyped_storage()])
         dist.barrier(group)  # every semaphore zeroed before any peer signals it
@@ -106,6 +104,19 @@ class AlltoallV:
     def _batch(self, descs, n, max_count, out, k):
         torch.ops.p2pt_dist.batch_signal(descs, n, max_count, self.ws, out, self.sems,
                                          self._signals[k], self.hid)
+
+    def _send(self, dst, src, d, out, k):
+        """Row pieces: [T, G] dst and src addresses, d * row_bytes bytes
+        each (none where d is 0); one device batch into `out`, then wait
+        for the G - 1 peers' signals on semaphore k."""
+        T, G = d.shape
+        descs = self.descs[:T * G].view(T, G, 3)
+        descs[:, :, 0] = dst
+        descs[:, :, 1] = src
+        descs[:, :, 2] = d * self.rb
+        self.n.fill_(T * G)
+        self._batch(self.descs, self.n, self.max_rows * G, out, k)
+        wait(self.sems[k], G - 1)
 
     def _place(self, dest):
         """The tokens, dest as int64, and pos[t, d]: the place of row t
@@ -133,16 +144,9 @@ class AlltoallV:
         wait(self.sems[_COUNTS], G - 1)
         M = self.matrix
         self._off = (M.cumsum(0) - M)[self.rank]
-        self._pos = pos
         dst = self.recv_base + (self._off + pos) * rb
         src = x.data_ptr() + torch.arange(T, device=x.device, dtype=torch.int64) * rb
-        descs = self.descs[:T * G].view(T, G, 3)
-        descs[:, :, 0] = dst
-        descs[:, :, 1] = src[:, None]
-        descs[:, :, 2] = d * rb
-        self.n.fill_(T * G)
-        self._batch(self.descs, self.n, self.max_rows * G, self.recv, _ROWS)
-        wait(self.sems[_ROWS], G - 1)
+        self._send(dst, src[:, None], d, self.recv, _ROWS)
         return self.recv, M[:, self.rank]
 
     def combine(self, dest):
@@ -157,11 +161,5 @@ class AlltoallV:
         dst = self.back.data_ptr() + (torch.arange(T, device=d.device, dtype=torch.int64)[:, None]
                                       * G + torch.arange(G, device=d.device)) * rb
         src = self.y_base + (self._off + pos) * rb
-        descs = self.descs[:T * G].view(T, G, 3)
-        descs[:, :, 0] = dst
-        descs[:, :, 1] = src
-        descs[:, :, 2] = d * rb
-        self.n.fill_(T * G)
-        self._batch(self.descs, self.n, self.max_rows * G, self.back, _READ)
-        wait(self.sems[_READ], G - 1)  # the peers have read my y: it may change again
+        self._send(dst, src, d, self.back, _READ)  # the peers have read my y: it may change
         return self.back[:T]

@@ -8,7 +8,6 @@ buffers are already mapped here."""
 import torch
 import torch.distributed as dist
 
-from .. import _handle
 from ..torch import _handles
 
 

@@ -43,7 +43,7 @@ except ImportError:
 # module that reads it).
 from .. import _handle  # noqa: F401  (tests patch p2pt.torch._handle.Handle)
 from .._lib import Error
-from ._handles import _cur, _device, _get, _hid, _ready, _stream  # noqa: F401
+from ._handles import _cur, _get, _hid, _stream  # noqa: F401
 from ._handles import handle, prepare, register_window
 from ._host import _held, _warned  # noqa: F401
 from ._ops import batch_status, check_status, row_descriptors
@@ -149,7 +149,7 @@ def swap_blocks(src, dst, block_mapping, *, stream=None, handle=None, sm_budget=
 
 
 _Tensor, _compiling = torch.Tensor, torch.compiler.is_compiling
-_PLAIN = {_Tensor}
+_PLAIN = {_Tensor}  # plain tensors: one set test, half the time of isinstance on each
 
 
 def _layers(x, role):

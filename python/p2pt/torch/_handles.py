@@ -122,13 +122,11 @@ def register_window(tensor, *, handle=None, device=None):
     released by release(), when the storage is freed, or when the handle
     closes."""
     s = tensor.untyped_storage()
-    return _get(_hid(handle)).window(_device() if device is None else device, s.data_ptr(),
-                                     s.nbytes(), s)
+    return _windows(_get(_hid(handle)), _device() if device is None else device, [s])[0]
 
 
 def _windows(h, device, storages):
     """A window of each storage, owned by the storage object (which lives as
     long as the memory, whatever views of it come and go), so that views
     made afresh at every call find the registration of the first."""
-    for s in storages:
-        h.window(device, s.data_ptr(), s.nbytes(), s)
+    return tuple(h.window(device, s.data_ptr(), s.nbytes(), s) for s in storages)

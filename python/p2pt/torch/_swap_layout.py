@@ -11,6 +11,7 @@ import weakref
 import torch
 
 from .. import _handle
+from ._handles import _windows
 from ._host import _pageable, _pinned_storages, _side
 
 
@@ -117,8 +118,7 @@ class _Layout:
         got = self.windowed
         if got is None or got[0]() is not h or got[1] != device or \
                 not all(map(_registered, got[2])):
-            self.windowed = (weakref.ref(h), device, tuple(
-                h.window(device, st.data_ptr(), st.nbytes(), st) for st in self.storages))
+            self.windowed = (weakref.ref(h), device, _windows(h, device, self.storages))
 
     def serves(self, src, dst):
         """Whether this layout, found by the ids of `src` and `dst` (the same
