@@ -2,8 +2,7 @@
 """Shared fixtures of the pytest suite: the p2pt package under test (the
 installed one, else python/ of this source tree), whether it is installed,
 and the source root; and what test modules import from here: code run in a
-fresh interpreter (run_python), and why a module that needs PyTorch and
-GPUs skips (torch_gpus_missing)."""
+fresh interpreter (run_python)."""
 import os
 import subprocess
 import sys
@@ -26,19 +25,6 @@ def run_python(code, *args, **env):
     full["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     return subprocess.run([sys.executable, "-c", code, *args], env=full, capture_output=True,
                           text=True, timeout=60)
-
-
-def torch_gpus_missing(n):
-    """Why a test module that needs PyTorch and `n` CUDA devices cannot run
-    here (its skip reason), or None. The module skips itself, so that the
-    skip is reported at its own line."""
-    try:
-        import torch
-    except ImportError as e:
-        return f"no PyTorch: {e}"
-    if not torch.cuda.is_available() or torch.cuda.device_count() < n:
-        return f"needs {n} CUDA devices: PyTorch sees fewer"
-    return None
 
 
 @pytest.fixture

@@ -9,14 +9,15 @@ import os
 import tempfile
 
 import pytest
-from conftest import torch_gpus_missing
 
-why = torch_gpus_missing(2)
-if why:
-    pytest.skip(why, allow_module_level=True)
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
+try:
+    import torch
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+except ImportError as e:
+    pytest.skip(f"no PyTorch: {e}", allow_module_level=True)
+if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
+    pytest.skip("needs 2 CUDA devices: PyTorch sees fewer", allow_module_level=True)
 
 for var, val in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
                  ("NVSHMEM_DISABLE_NVLS", "1")):

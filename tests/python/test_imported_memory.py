@@ -6,13 +6,14 @@ goes to the copy engine under auto and lands; a device batch (row copy)
 and a tma copy are refused with the cause and the remedy, nothing
 written; the exporting process checks its bytes. Skips below two GPUs."""
 import pytest
-from conftest import torch_gpus_missing
 
-why = torch_gpus_missing(2)
-if why:
-    pytest.skip(why, allow_module_level=True)
-import torch  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
+try:
+    import torch
+    import torch.multiprocessing as mp
+except ImportError as e:
+    pytest.skip(f"no PyTorch: {e}", allow_module_level=True)
+if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
+    pytest.skip("needs 2 CUDA devices: PyTorch sees fewer", allow_module_level=True)
 
 N = (1 << 20) + 13
 POISON = 0xA5
