@@ -37,34 +37,18 @@ static const char diff_source[] =
 
 bool a2a_check_load(struct a2a *A)
 {
-    void *cubin = NULL;
-    size_t size = 0;
-    int arch = 0;
+    struct bench_cubin kept = {0};
     for (int g = 0; g < A->n; g++) {
         struct a2a_gpu *G = &A->gpu[g];
-        int want = G->g.cc_major * 10 + G->g.cc_minor;
-        if (cubin == NULL || want != arch) {
-            free(cubin);
-            cubin = NULL;
-            arch = want;
-            p2pt_status st = p2pt__jit_compile(diff_source, NULL, arch,
-                                               getenv("P2P_NVRTC_LIBRARY"), &cubin, &size);
-            if (st != P2PT_SUCCESS) {
-                bench_set_err("the compare kernel: %s: %s", p2pt_status_string(st),
-                              p2pt__last_error_text());
-                return false;
-            }
-        }
-        if (!bench_use(&G->g))
+        if (!bench_jit_load(diff_source, "a2a_first_diff", "the compare kernel", &G->g, &kept,
+                            &G->diff_mod, &G->diff_fn))
             goto fail;
-        CU(tcu.cuModuleLoadData(&G->diff_mod, cubin));
-        CU(tcu.cuModuleGetFunction(&G->diff_fn, G->diff_mod, "a2a_first_diff"));
         CU(tcu.cuMemAlloc(&G->diff_first, sizeof(uint64_t)));
     }
-    free(cubin);
+    bench_cubin_free(&kept);
     return true;
 fail:
-    free(cubin);
+    bench_cubin_free(&kept);
     return false;
 }
 

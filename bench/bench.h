@@ -11,7 +11,7 @@
  *   timing.c       CUDA-event timing of batches and of single copies
  *   check.c        byte checks of destinations
  *   ref_kernel.c   the plain warp-per-piece reference kernel (batch,
- *                  overlap and alltoall modes)
+ *                  overlap and alltoall modes); NVRTC kernels' loads
  *   batch_layout.h batch shapes and layouts (shared with bench/experiments/)
  *   mode_*.c       one measuring mode each (table, sweep, latency, cold)
  *   calibrate_host.c  the calibrate mode's pinned host memory lists
@@ -366,15 +366,33 @@ void bench_check_free(void);
 
 /* =========================================================== ref kernel */
 
-/* The batch mode's reference kernel, loaded in --device's context. */
+/* A cubin kept from one GPU's load for the next GPU of the same
+ * architecture, so that a kernel loaded on every GPU of a run is compiled
+ * once, not once per GPU: zeroed before the first load, bench_cubin_free
+ * after the last. */
+struct bench_cubin {
+    const char *source; /* what it was compiled from */
+    int arch;
+    void *data;
+};
+void bench_cubin_free(struct bench_cubin *c);
+
+/* `source` compiled with NVRTC for g's architecture (unless `kept`, NULL
+ * or as above, holds that cubin) and its function `entry` loaded in g's
+ * context; false with bench_err, which `what` starts, saying why. */
+bool bench_jit_load(const char *source, const char *entry, const char *what,
+                    const struct bench_gpu *g, struct bench_cubin *kept, CUmodule *mod,
+                    CUfunction *fn);
+
+/* The reference kernel, loaded in one GPU's context. */
 struct bench_ref {
     CUmodule mod;
     CUfunction fn;
     int sms;
 };
 
-/* NVRTC compile and module load; false with bench_err saying why. */
-bool bench_ref_load(struct bench_ref *r, const struct bench_gpu *g);
+/* bench_jit_load of the reference kernel on `g` (`kept`: as there). */
+bool bench_ref_load(struct bench_ref *r, const struct bench_gpu *g, struct bench_cubin *kept);
 #define BENCH_REF_THREADS 256 /* threads of one of its CTAs: 8 warps */
 
 /* One launch copying the `*count` pieces (count in GPU memory, at most

@@ -518,10 +518,12 @@ static void nccl_open(void)
 
 static void plain_open(void)
 {
+    struct bench_cubin kept = {0};
     A.plain_ctas = bench_opt.ref_ctas_given ? bench_opt.ref_ctas : DEFAULT_REF_CTAS;
     plain_up = A.plain_ctas > 0;
     for (int g = 0; g < A.n && plain_up; g++)
-        plain_up = bench_ref_load(&A.plain[g], &A.gpu[g].g);
+        plain_up = bench_ref_load(&A.plain[g], &A.gpu[g].g, &kept);
+    bench_cubin_free(&kept);
     if (A.plain_ctas > 0 && !plain_up)
         snprintf(plain_why, sizeof(plain_why), "%s", bench_err);
 }

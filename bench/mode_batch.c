@@ -707,7 +707,7 @@ void bench_run_batch(void)
     struct pools P;
     if (!pools_open(&P))
         bench_fatal("batch: buffers");
-    ref_loaded = bench_ref_load(&ref, &bench_gpus[0]);
+    ref_loaded = bench_ref_load(&ref, &bench_gpus[0], NULL);
     if (!ref_loaded)
         snprintf(ref_why, sizeof(ref_why), "%s", bench_err);
     windows_why[0] = '\0';
