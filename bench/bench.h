@@ -363,6 +363,12 @@ bool bench_time_single(p2pt_handle *h, struct bench_dir *d, size_t bytes, int sa
 const char *bench_check_all(p2pt_handle *h, struct bench_setup *su, size_t bytes,
                             int transport, const char *what);
 void bench_check_free(void);
+/* A device batch's status record at `workspace` (in the current context)
+ * must say that all `posted` pieces were copied and none skipped: `*ok`
+ * false, the record reported after the row, when it does not; `whose`
+ * names the record there ("the", "GPU 1's"). False when the read failed. */
+bool bench_check_batch_status(CUdeviceptr workspace, size_t posted, const char *label,
+                              const char *whose, bool *ok);
 
 /* =========================================================== ref kernel */
 

@@ -3,8 +3,9 @@
  * Whether a copy wrote what it should and nothing else: the copy as timed,
  * into a poisoned destination, compared byte for byte with a copy-engine
  * reference of the same source, with guard bytes on each side that must stay
- * poisoned. A difference is counted and reported after its table row, never
- * fatal, so the rest of the run still reports.
+ * poisoned; and a device batch's status record. A difference is counted
+ * and reported after its table row, never fatal, so the rest of the run
+ * still reports.
  */
 #include <stdio.h>
 #include <string.h>
@@ -131,4 +132,22 @@ const char *bench_check_all(p2pt_handle *h, struct bench_setup *su, size_t bytes
         }
     }
     return "ok";
+}
+
+bool bench_check_batch_status(CUdeviceptr workspace, size_t posted, const char *label,
+                              const char *whose, bool *ok)
+{
+    p2pt_batch_status bs;
+    *ok = true;
+    CU(tcu.cuMemcpyDtoH(&bs, workspace, sizeof(bs)));
+    if (bs.count != posted || bs.copied != posted || bs.skipped != 0) {
+        bench_row_check_failed("%s: %s batch status reads count %u, copied %u, skipped %u "
+                               "(first bad %u, reasons 0x%x); %zu pieces were posted",
+                               label, whose, bs.count, bs.copied, bs.skipped, bs.first_bad,
+                               bs.reasons, posted);
+        *ok = false;
+    }
+    return true;
+fail:
+    return false;
 }

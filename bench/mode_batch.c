@@ -344,15 +344,11 @@ static const char *check_row(int row, const char *label, p2pt_handle *h,
         !pool_read(&d->src, P->src_host, 0, L->total, src))
         goto fail;
     if (row_is_device_batch(row)) {
-        p2pt_batch_status bs;
-        CU(tcu.cuMemcpyDtoH(&bs, L->workspace, sizeof(bs)));
-        if (bs.count != L->count || bs.copied != L->count || bs.skipped != 0) {
-            bench_row_check_failed("%s: the batch status reads count %u, copied %u, skipped "
-                                   "%u (first bad %u, reasons 0x%x); %zu pieces were posted",
-                                   label, bs.count, bs.copied, bs.skipped,
-                                   bs.first_bad, bs.reasons, L->count);
+        bool ok = true;
+        if (!bench_check_batch_status(L->workspace, L->count, label, "the", &ok))
+            goto fail;
+        if (!ok)
             goto out;
-        }
     }
     size_t pieces = contig ? 1 : L->count;
     for (size_t i = 0; i < pieces; i++) {
