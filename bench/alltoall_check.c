@@ -74,7 +74,7 @@ bool a2a_poison(struct a2a *A, bool ref)
         struct a2a_gpu *G = &A->gpu[g];
         if (!bench_use(&G->g))
             goto fail;
-        CU(tcu.cuMemsetD8(ref ? G->ref : G->recv, A2A_POISON, A->recv_bytes));
+        CU(tcu.cuMemsetD8(ref ? G->ref : G->recv, BENCH_POISON, A->recv_bytes));
         CU(tcu.cuMemsetD8(G->workspace, 0xFF, sizeof(p2pt_batch_status)));
         /* The memsets are on the legacy stream, which the streams of the
          * rounds do not wait for: the context does. */
@@ -143,7 +143,7 @@ static bool verify_region(struct a2a *A, int s, int d, unsigned char *buf, size_
     }
     CU(tcu.cuMemcpyDtoH(buf, A->gpu[d].ref + base + A->k * rb, A2A_GUARD));
     for (size_t i = 0; i < A2A_GUARD; i++)
-        if (buf[i] != A2A_POISON) {
+        if (buf[i] != BENCH_POISON) {
             describe_offset(A, d, base + A->k * rb + i, where, sizeof(where));
             bench_row_check_failed("%s: GPU %d's %s was written (0x%02x)", label, d, where,
                                    buf[i]);

@@ -279,6 +279,8 @@ extern bool bench_have_peer;
 
 /* Allocated past every pool: room for the check's guard bytes. */
 #define SLACK 4096
+/* What checked destinations and their guards hold before the copy. */
+#define BENCH_POISON 0xA5
 
 /* A pool that copies rotate through, with SLACK bytes allocated past it. */
 struct bench_arena {

@@ -13,7 +13,6 @@
 #include "bench.h"
 
 #define GUARD 256 /* poisoned bytes checked on each side of a checked copy */
-#define POISON 0xA5
 #define CHECK_CHUNK (64 * MiB) /* host staging for the comparison */
 
 /* The guards lie in the slack allocated past every pool. */
@@ -66,7 +65,7 @@ static int check_dir(p2pt_handle *h, struct bench_dir *d, size_t bytes, char *wh
     CUdeviceptr src = d->src.base + GUARD, dst = d->dst.base + GUARD;
     if (!stage_alloc() || !bench_use(d->dst.g))
         goto fail;
-    CU(tcu.cuMemsetD8(d->dst.base, POISON, bytes + 2 * GUARD));
+    CU(tcu.cuMemsetD8(d->dst.base, BENCH_POISON, bytes + 2 * GUARD));
     CU(tcu.cuCtxSynchronize());
     if (!bench_use(d->g))
         goto fail;
@@ -79,7 +78,7 @@ static int check_dir(p2pt_handle *h, struct bench_dir *d, size_t bytes, char *wh
     CU(tcu.cuMemcpyDtoH(stage_a, d->dst.base, GUARD));
     CU(tcu.cuMemcpyDtoH(stage_a + GUARD, dst + bytes, GUARD));
     for (size_t i = 0; i < 2 * GUARD; i++)
-        if (stage_a[i] != POISON) {
+        if (stage_a[i] != BENCH_POISON) {
             snprintf(why, why_len, "guard byte %s the copy overwritten (offset %s%zu)",
                      i < GUARD ? "before" : "after", i < GUARD ? "-" : "+",
                      i < GUARD ? GUARD - i : i - GUARD);
