@@ -83,11 +83,6 @@ void bench_run_batch(void);
 void bench_run_calibrate(void);
 void bench_run_overlap(void);
 void bench_run_alltoall(void);
-/* Whether the mode whose entry is `run` was asked for; whether it is the
- * only one; unselect it (a mode that cannot run here, under --mode all). */
-bool bench_mode_on(void (*run)(void));
-bool bench_mode_alone(void (*run)(void));
-void bench_mode_off(void (*run)(void));
 /* Called once the GPUs are counted, before anything is printed, when the
  * alltoall mode is selected (`alone`: no other mode is): its GPUs
  * (--gpus), or why it cannot run (one line: exit 1 when it runs alone,
