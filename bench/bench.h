@@ -151,6 +151,13 @@ struct bench_opts {
 
 extern struct bench_opts bench_opt;
 
+/* The alltoall mode's k, the rows each GPU sends each peer: --frac of
+ * --rows, rounded to the nearest. */
+static inline size_t bench_alltoall_k(double frac, size_t rows)
+{
+    return (size_t)(frac * (double)rows + 0.5);
+}
+
 /* Exits 0 after --help, 2 on a bad flag. */
 void bench_parse_args(int argc, char **argv);
 

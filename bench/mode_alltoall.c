@@ -409,7 +409,7 @@ static void run_shape(size_t row_bytes)
     A.row_bytes = row_bytes;
     A.rows = bench_opt.rows;
     A.frac = bench_opt.frac;
-    A.k = (size_t)(A.frac * (double)A.rows + 0.5);
+    A.k = bench_alltoall_k(A.frac, A.rows);
     A.count = (size_t)(A.n - 1) * A.k;
     A.region = A.k * A.row_bytes + A2A_GUARD;
     A.recv_bytes = (size_t)(A.n - 1) * A.region;
