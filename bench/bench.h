@@ -20,6 +20,8 @@
  *                  alltoall mode's rounds, buffers and check (alltoall.h:
  *                  what they share with mode_alltoall.c); nccl.c (nccl.h)
  *                  NCCL through dlopen
+ *   dlopen.c       the first of a list of libraries that loads (cuBLAS,
+ *                  NCCL)
  *
  * A new mode is one file defining bench_run_NAME, its prototype below and
  * one entry in bench_modes (main.c); --mode and --help follow the table.
@@ -160,6 +162,14 @@ static inline size_t bench_alltoall_k(double frac, size_t rows)
 
 /* Exits 0 after --help, 2 on a bad flag. */
 void bench_parse_args(int argc, char **argv);
+
+/* ============================================================== dlopen */
+
+/* The first of `names[0 .. n)` that dlopen loads (RTLD_NOW | RTLD_LOCAL),
+ * its name copied to `path`; each that does not load is appended to
+ * `tried` (", " between). NULL when none loads. */
+void *bench_dlopen_first(const char *const *names, size_t n, char *path, size_t path_len,
+                         char *tried, size_t tried_len);
 
 /* =============================================================== output */
 
