@@ -23,7 +23,6 @@
 
 #define A2A_MAX_GPUS 32   /* P2PT_TOPOLOGY_MAX_DEVICES */
 #define A2A_GUARD 4096    /* bytes after each source's region of a receive buffer */
-#define A2A_POISON 0xA5   /* what receive buffers hold before a checked round */
 
 /* The ways a round can be run, in the order of a shape's table. */
 enum a2a_way {

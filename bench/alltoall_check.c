@@ -37,34 +37,18 @@ static const char diff_source[] =
 
 bool a2a_check_load(struct a2a *A)
 {
-    void *cubin = NULL;
-    size_t size = 0;
-    int arch = 0;
+    struct bench_cubin kept = {0};
     for (int g = 0; g < A->n; g++) {
         struct a2a_gpu *G = &A->gpu[g];
-        int want = G->g.cc_major * 10 + G->g.cc_minor;
-        if (cubin == NULL || want != arch) {
-            free(cubin);
-            cubin = NULL;
-            arch = want;
-            p2pt_status st = p2pt__jit_compile(diff_source, NULL, arch,
-                                               getenv("P2P_NVRTC_LIBRARY"), &cubin, &size);
-            if (st != P2PT_SUCCESS) {
-                bench_set_err("the compare kernel: %s: %s", p2pt_status_string(st),
-                              p2pt__last_error_text());
-                return false;
-            }
-        }
-        if (!bench_use(&G->g))
+        if (!bench_jit_load(diff_source, "a2a_first_diff", "the compare kernel", &G->g, &kept,
+                            &G->diff_mod, &G->diff_fn))
             goto fail;
-        CU(tcu.cuModuleLoadData(&G->diff_mod, cubin));
-        CU(tcu.cuModuleGetFunction(&G->diff_fn, G->diff_mod, "a2a_first_diff"));
         CU(tcu.cuMemAlloc(&G->diff_first, sizeof(uint64_t)));
     }
-    free(cubin);
+    bench_cubin_free(&kept);
     return true;
 fail:
-    free(cubin);
+    bench_cubin_free(&kept);
     return false;
 }
 
@@ -90,7 +74,7 @@ bool a2a_poison(struct a2a *A, bool ref)
         struct a2a_gpu *G = &A->gpu[g];
         if (!bench_use(&G->g))
             goto fail;
-        CU(tcu.cuMemsetD8(ref ? G->ref : G->recv, A2A_POISON, A->recv_bytes));
+        CU(tcu.cuMemsetD8(ref ? G->ref : G->recv, BENCH_POISON, A->recv_bytes));
         CU(tcu.cuMemsetD8(G->workspace, 0xFF, sizeof(p2pt_batch_status)));
         /* The memsets are on the legacy stream, which the streams of the
          * rounds do not wait for: the context does. */
@@ -159,7 +143,7 @@ static bool verify_region(struct a2a *A, int s, int d, unsigned char *buf, size_
     }
     CU(tcu.cuMemcpyDtoH(buf, A->gpu[d].ref + base + A->k * rb, A2A_GUARD));
     for (size_t i = 0; i < A2A_GUARD; i++)
-        if (buf[i] != A2A_POISON) {
+        if (buf[i] != BENCH_POISON) {
             describe_offset(A, d, base + A->k * rb + i, where, sizeof(where));
             bench_row_check_failed("%s: GPU %d's %s was written (0x%02x)", label, d, where,
                                    buf[i]);
@@ -272,22 +256,12 @@ fail:
 bool a2a_check_batch_status(struct a2a *A, const char *label, bool *ok)
 {
     *ok = true;
-    for (int g = 0; g < A->n; g++) {
-        p2pt_batch_status bs;
-        if (!bench_use(&A->gpu[g].g))
-            goto fail;
-        CU(tcu.cuMemcpyDtoH(&bs, A->gpu[g].workspace, sizeof(bs)));
-        if (bs.count != A->count || bs.copied != A->count || bs.skipped != 0) {
-            bench_row_check_failed("%s: GPU %d's batch status reads count %u, copied %u, "
-                                   "skipped %u (first bad %u, reasons 0x%x); %zu pieces were "
-                                   "posted",
-                                   label, g, bs.count, bs.copied, bs.skipped, bs.first_bad,
-                                   bs.reasons, A->count);
-            *ok = false;
-            return true;
-        }
+    for (int g = 0; g < A->n && *ok; g++) {
+        char whose[32];
+        snprintf(whose, sizeof(whose), "GPU %d's", g);
+        if (!bench_use(&A->gpu[g].g) ||
+            !bench_check_batch_status(A->gpu[g].workspace, A->count, label, whose, ok))
+            return false;
     }
     return true;
-fail:
-    return false;
 }

@@ -84,23 +84,20 @@ void a2a_gpus_close(struct a2a *A)
     A->starts = A->ends = NULL;
 }
 
+/* Through main.c's ce handle, open for the whole run. */
 bool a2a_peers_enable(struct a2a *A, uint32_t *batch_max)
 {
-    p2pt_handle *h = NULL;
+    p2pt_handle *h = bench_handles[T_CE];
     p2pt_properties pr;
     memset(&pr, 0, sizeof(pr));
     pr.size = sizeof(pr);
-    if (!bench_handle_open("ce", NULL, &h, NULL))
-        return false;
     P2(p2pt_get_properties(h, &pr));
     *batch_max = pr.device_batch_max;
     for (int a = 0; a < A->n; a++)
         for (int b = a + 1; b < A->n; b++)
             P2(p2pt_peer_enable(h, a, b));
-    p2pt_finalize(h);
     return true;
 fail:
-    p2pt_finalize(h);
     return false;
 }
 

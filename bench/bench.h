@@ -11,7 +11,7 @@
  *   timing.c       CUDA-event timing of batches and of single copies
  *   check.c        byte checks of destinations
  *   ref_kernel.c   the plain warp-per-piece reference kernel (batch,
- *                  overlap and alltoall modes)
+ *                  overlap and alltoall modes); NVRTC kernels' loads
  *   batch_layout.h batch shapes and layouts (shared with bench/experiments/)
  *   mode_*.c       one measuring mode each (table, sweep, latency, cold)
  *   calibrate_host.c  the calibrate mode's pinned host memory lists
@@ -20,6 +20,8 @@
  *                  alltoall mode's rounds, buffers and check (alltoall.h:
  *                  what they share with mode_alltoall.c); nccl.c (nccl.h)
  *                  NCCL through dlopen
+ *   dlopen.c       the first of a list of libraries that loads (cuBLAS,
+ *                  NCCL)
  *
  * A new mode is one file defining bench_run_NAME, its prototype below and
  * one entry in bench_modes (main.c); --mode and --help follow the table.
@@ -83,11 +85,6 @@ void bench_run_batch(void);
 void bench_run_calibrate(void);
 void bench_run_overlap(void);
 void bench_run_alltoall(void);
-/* Whether the mode whose entry is `run` was asked for; whether it is the
- * only one; unselect it (a mode that cannot run here, under --mode all). */
-bool bench_mode_on(void (*run)(void));
-bool bench_mode_alone(void (*run)(void));
-void bench_mode_off(void (*run)(void));
 /* Called once the GPUs are counted, before anything is printed, when the
  * alltoall mode is selected (`alone`: no other mode is): its GPUs
  * (--gpus), or why it cannot run (one line: exit 1 when it runs alone,
@@ -156,8 +153,23 @@ struct bench_opts {
 
 extern struct bench_opts bench_opt;
 
+/* The alltoall mode's k, the rows each GPU sends each peer: --frac of
+ * --rows, rounded to the nearest. */
+static inline size_t bench_alltoall_k(double frac, size_t rows)
+{
+    return (size_t)(frac * (double)rows + 0.5);
+}
+
 /* Exits 0 after --help, 2 on a bad flag. */
 void bench_parse_args(int argc, char **argv);
+
+/* ============================================================== dlopen */
+
+/* The first of `names[0 .. n)` that dlopen loads (RTLD_NOW | RTLD_LOCAL),
+ * its name copied to `path`; each that does not load is appended to
+ * `tried` (", " between). NULL when none loads. */
+void *bench_dlopen_first(const char *const *names, size_t n, char *path, size_t path_len,
+                         char *tried, size_t tried_len);
 
 /* =============================================================== output */
 
@@ -279,6 +291,8 @@ extern bool bench_have_peer;
 
 /* Allocated past every pool: room for the check's guard bytes. */
 #define SLACK 4096
+/* What checked destinations and their guards hold before the copy. */
+#define BENCH_POISON 0xA5
 
 /* A pool that copies rotate through, with SLACK bytes allocated past it. */
 struct bench_arena {
@@ -363,18 +377,42 @@ bool bench_time_single(p2pt_handle *h, struct bench_dir *d, size_t bytes, int sa
 const char *bench_check_all(p2pt_handle *h, struct bench_setup *su, size_t bytes,
                             int transport, const char *what);
 void bench_check_free(void);
+/* A device batch's status record at `workspace` (in the current context)
+ * must say that all `posted` pieces were copied and none skipped: `*ok`
+ * false, the record reported after the row, when it does not; `whose`
+ * names the record there ("the", "GPU 1's"). False when the read failed. */
+bool bench_check_batch_status(CUdeviceptr workspace, size_t posted, const char *label,
+                              const char *whose, bool *ok);
 
 /* =========================================================== ref kernel */
 
-/* The batch mode's reference kernel, loaded in --device's context. */
+/* A cubin kept from one GPU's load for the next GPU of the same
+ * architecture, so that a kernel loaded on every GPU of a run is compiled
+ * once, not once per GPU: zeroed before the first load, bench_cubin_free
+ * after the last. */
+struct bench_cubin {
+    const char *source; /* what it was compiled from */
+    int arch;
+    void *data;
+};
+void bench_cubin_free(struct bench_cubin *c);
+
+/* `source` compiled with NVRTC for g's architecture (unless `kept`, NULL
+ * or as above, holds that cubin) and its function `entry` loaded in g's
+ * context; false with bench_err, which `what` starts, saying why. */
+bool bench_jit_load(const char *source, const char *entry, const char *what,
+                    const struct bench_gpu *g, struct bench_cubin *kept, CUmodule *mod,
+                    CUfunction *fn);
+
+/* The reference kernel, loaded in one GPU's context. */
 struct bench_ref {
     CUmodule mod;
     CUfunction fn;
     int sms;
 };
 
-/* NVRTC compile and module load; false with bench_err saying why. */
-bool bench_ref_load(struct bench_ref *r, const struct bench_gpu *g);
+/* bench_jit_load of the reference kernel on `g` (`kept`: as there). */
+bool bench_ref_load(struct bench_ref *r, const struct bench_gpu *g, struct bench_cubin *kept);
 #define BENCH_REF_THREADS 256 /* threads of one of its CTAs: 8 warps */
 
 /* One launch copying the `*count` pieces (count in GPU memory, at most

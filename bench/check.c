@@ -3,8 +3,9 @@
  * Whether a copy wrote what it should and nothing else: the copy as timed,
  * into a poisoned destination, compared byte for byte with a copy-engine
  * reference of the same source, with guard bytes on each side that must stay
- * poisoned. A difference is counted and reported after its table row, never
- * fatal, so the rest of the run still reports.
+ * poisoned; and a device batch's status record. A difference is counted
+ * and reported after its table row, never fatal, so the rest of the run
+ * still reports.
  */
 #include <stdio.h>
 #include <string.h>
@@ -12,7 +13,6 @@
 #include "bench.h"
 
 #define GUARD 256 /* poisoned bytes checked on each side of a checked copy */
-#define POISON 0xA5
 #define CHECK_CHUNK (64 * MiB) /* host staging for the comparison */
 
 /* The guards lie in the slack allocated past every pool. */
@@ -65,7 +65,7 @@ static int check_dir(p2pt_handle *h, struct bench_dir *d, size_t bytes, char *wh
     CUdeviceptr src = d->src.base + GUARD, dst = d->dst.base + GUARD;
     if (!stage_alloc() || !bench_use(d->dst.g))
         goto fail;
-    CU(tcu.cuMemsetD8(d->dst.base, POISON, bytes + 2 * GUARD));
+    CU(tcu.cuMemsetD8(d->dst.base, BENCH_POISON, bytes + 2 * GUARD));
     CU(tcu.cuCtxSynchronize());
     if (!bench_use(d->g))
         goto fail;
@@ -78,7 +78,7 @@ static int check_dir(p2pt_handle *h, struct bench_dir *d, size_t bytes, char *wh
     CU(tcu.cuMemcpyDtoH(stage_a, d->dst.base, GUARD));
     CU(tcu.cuMemcpyDtoH(stage_a + GUARD, dst + bytes, GUARD));
     for (size_t i = 0; i < 2 * GUARD; i++)
-        if (stage_a[i] != POISON) {
+        if (stage_a[i] != BENCH_POISON) {
             snprintf(why, why_len, "guard byte %s the copy overwritten (offset %s%zu)",
                      i < GUARD ? "before" : "after", i < GUARD ? "-" : "+",
                      i < GUARD ? GUARD - i : i - GUARD);
@@ -131,4 +131,22 @@ const char *bench_check_all(p2pt_handle *h, struct bench_setup *su, size_t bytes
         }
     }
     return "ok";
+}
+
+bool bench_check_batch_status(CUdeviceptr workspace, size_t posted, const char *label,
+                              const char *whose, bool *ok)
+{
+    p2pt_batch_status bs;
+    *ok = true;
+    CU(tcu.cuMemcpyDtoH(&bs, workspace, sizeof(bs)));
+    if (bs.count != posted || bs.copied != posted || bs.skipped != 0) {
+        bench_row_check_failed("%s: %s batch status reads count %u, copied %u, skipped %u "
+                               "(first bad %u, reasons 0x%x); %zu pieces were posted",
+                               label, whose, bs.count, bs.copied, bs.skipped, bs.first_bad,
+                               bs.reasons, posted);
+        *ok = false;
+    }
+    return true;
+fail:
+    return false;
 }

@@ -45,14 +45,11 @@ bool bench_gemm_load(struct bench_gemm *g, const char *path)
         snprintf(cand[n++], sizeof(cand[0]), "/usr/local/cuda/lib64/libcublas.so.13");
         snprintf(cand[n++], sizeof(cand[0]), "/usr/local/cuda/lib64/libcublas.so.12");
     }
-    for (int i = 0; i < n && g->lib == NULL; i++) {
-        g->lib = dlopen(cand[i], RTLD_NOW | RTLD_LOCAL);
-        if (g->lib != NULL)
-            snprintf(g->path, sizeof(g->path), "%.255s", cand[i]);
-        else
-            snprintf(tried + strlen(tried), sizeof(tried) - strlen(tried), "%s%.255s",
-                     tried[0] ? ", " : "", cand[i]);
-    }
+    const char *names[8];
+    for (int i = 0; i < n; i++)
+        names[i] = cand[i];
+    g->lib = bench_dlopen_first(names, (size_t)n, g->path, sizeof(g->path), tried,
+                                sizeof(tried));
     if (g->lib == NULL) {
         bench_set_err("cuBLAS could not be loaded (tried %s; --cublas PATH names another)",
                       tried);

@@ -129,13 +129,15 @@ static int mode_index(void (*run)(void))
     return -1;
 }
 
-bool bench_mode_on(void (*run)(void))
+/* Whether the mode whose entry is `run` was asked for; whether it is the
+ * only one; unselect it (a mode that cannot run here, under --mode all). */
+static bool mode_on(void (*run)(void))
 {
     int m = mode_index(run);
     return m >= 0 && bench_opt.mode[m];
 }
 
-bool bench_mode_alone(void (*run)(void))
+static bool mode_alone(void (*run)(void))
 {
     int m = mode_index(run);
     for (int i = 0; i < bench_n_modes; i++)
@@ -144,7 +146,7 @@ bool bench_mode_alone(void (*run)(void))
     return m >= 0;
 }
 
-void bench_mode_off(void (*run)(void))
+static void mode_off(void (*run)(void))
 {
     int m = mode_index(run);
     if (m >= 0)
@@ -407,9 +409,9 @@ int main(int argc, char **argv)
                           count == 1 ? " is" : "s are", count - 1);
     if (!bench_gpu_info(&bench_gpus[0], bench_opt.device))
         bench_fatal("GPU %d", bench_opt.device);
-    if (bench_mode_on(bench_run_alltoall) &&
-        !bench_alltoall_choose(count, bench_mode_alone(bench_run_alltoall)))
-        bench_mode_off(bench_run_alltoall);
+    if (mode_on(bench_run_alltoall) &&
+        !bench_alltoall_choose(count, mode_alone(bench_run_alltoall)))
+        mode_off(bench_run_alltoall);
     choose_paths(count);
 
     /* Handles need no context; the header shows the TMA handle's settings. */
@@ -417,8 +419,8 @@ int main(int argc, char **argv)
         if (!bench_handle_open(bench_transport_names[t], NULL, &bench_handles[t],
                                t == T_TMA ? &bench_default_cfg : NULL))
             bench_fatal("p2pt_init(\"%s\")", bench_transport_names[t]);
-    const bool a2a = bench_mode_on(bench_run_alltoall);
-    bench_open_outputs(a2a, a2a && bench_mode_alone(bench_run_alltoall));
+    const bool a2a = mode_on(bench_run_alltoall);
+    bench_open_outputs(a2a, a2a && mode_alone(bench_run_alltoall));
     print_header(argc, argv, count);
 
     run_modes(BENCH_MODE_FRESH_PROCESS, true);

@@ -409,7 +409,7 @@ static void run_shape(size_t row_bytes)
     A.row_bytes = row_bytes;
     A.rows = bench_opt.rows;
     A.frac = bench_opt.frac;
-    A.k = (size_t)(A.frac * (double)A.rows + 0.5);
+    A.k = bench_alltoall_k(A.frac, A.rows);
     A.count = (size_t)(A.n - 1) * A.k;
     A.region = A.k * A.row_bytes + A2A_GUARD;
     A.recv_bytes = (size_t)(A.n - 1) * A.region;
@@ -518,10 +518,12 @@ static void nccl_open(void)
 
 static void plain_open(void)
 {
+    struct bench_cubin kept = {0};
     A.plain_ctas = bench_opt.ref_ctas_given ? bench_opt.ref_ctas : DEFAULT_REF_CTAS;
     plain_up = A.plain_ctas > 0;
     for (int g = 0; g < A.n && plain_up; g++)
-        plain_up = bench_ref_load(&A.plain[g], &A.gpu[g].g);
+        plain_up = bench_ref_load(&A.plain[g], &A.gpu[g].g, &kept);
+    bench_cubin_free(&kept);
     if (A.plain_ctas > 0 && !plain_up)
         snprintf(plain_why, sizeof(plain_why), "%s", bench_err);
 }

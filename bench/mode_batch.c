@@ -41,8 +41,6 @@
 
 #include "bench.h"
 
-#define POISON 0xA5
-
 /* Descriptors for `sets` layouts, rotated over by successive operations. */
 struct layout {
     const struct batch_shape *sh;
@@ -297,8 +295,8 @@ fail:
 static size_t first_unpoisoned(const unsigned char *p, size_t from, size_t to)
 {
     static unsigned char ref_line[4096];
-    if (ref_line[0] != POISON)
-        memset(ref_line, POISON, sizeof(ref_line));
+    if (ref_line[0] != BENCH_POISON)
+        memset(ref_line, BENCH_POISON, sizeof(ref_line));
     size_t k = from;
     while (k < to) {
         size_t n = to - k < sizeof(ref_line) ? to - k : sizeof(ref_line);
@@ -307,7 +305,7 @@ static size_t first_unpoisoned(const unsigned char *p, size_t from, size_t to)
         k += n;
     }
     for (; k < to; k++)
-        if (p[k] != POISON)
+        if (p[k] != BENCH_POISON)
             return k;
     return to;
 }
@@ -331,9 +329,9 @@ static const char *check_row(int row, const char *label, p2pt_handle *h,
     }
     /* The stream does not wait for the memsets: the context does. */
     if (P->dst_host)
-        memset((void *)(uintptr_t)d->dst.base, POISON, L->span);
+        memset((void *)(uintptr_t)d->dst.base, BENCH_POISON, L->span);
     else
-        CU(tcu.cuMemsetD8(d->dst.base, POISON, L->span));
+        CU(tcu.cuMemsetD8(d->dst.base, BENCH_POISON, L->span));
     if (row_is_device_batch(row))
         CU(tcu.cuMemsetD8(L->workspace, 0xFF, sizeof(p2pt_batch_status)));
     CU(tcu.cuCtxSynchronize());
@@ -344,15 +342,11 @@ static const char *check_row(int row, const char *label, p2pt_handle *h,
         !pool_read(&d->src, P->src_host, 0, L->total, src))
         goto fail;
     if (row_is_device_batch(row)) {
-        p2pt_batch_status bs;
-        CU(tcu.cuMemcpyDtoH(&bs, L->workspace, sizeof(bs)));
-        if (bs.count != L->count || bs.copied != L->count || bs.skipped != 0) {
-            bench_row_check_failed("%s: the batch status reads count %u, copied %u, skipped "
-                                   "%u (first bad %u, reasons 0x%x); %zu pieces were posted",
-                                   label, bs.count, bs.copied, bs.skipped,
-                                   bs.first_bad, bs.reasons, L->count);
+        bool ok = true;
+        if (!bench_check_batch_status(L->workspace, L->count, label, "the", &ok))
+            goto fail;
+        if (!ok)
             goto out;
-        }
     }
     size_t pieces = contig ? 1 : L->count;
     for (size_t i = 0; i < pieces; i++) {
@@ -374,7 +368,7 @@ static const char *check_row(int row, const char *label, p2pt_handle *h,
                                    (size_t)(d->src.base + soff) % 16, k);
             goto out;
         }
-        memset(dst + doff, POISON, bytes);
+        memset(dst + doff, BENCH_POISON, bytes);
     }
     size_t k = first_unpoisoned(dst, 0, L->span);
     if (k < L->span) {
@@ -707,7 +701,7 @@ void bench_run_batch(void)
     struct pools P;
     if (!pools_open(&P))
         bench_fatal("batch: buffers");
-    ref_loaded = bench_ref_load(&ref, &bench_gpus[0]);
+    ref_loaded = bench_ref_load(&ref, &bench_gpus[0], NULL);
     if (!ref_loaded)
         snprintf(ref_why, sizeof(ref_why), "%s", bench_err);
     windows_why[0] = '\0';

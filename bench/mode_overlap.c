@@ -295,7 +295,7 @@ void bench_run_overlap(void)
     CU(tcu.cuStreamCreate(&pl.s, CU_STREAM_NON_BLOCKING));
     CU(tcu.cuMemAlloc(&ref_descs, most * sizeof(*d)));
     CU(tcu.cuMemAlloc(&ref_count, sizeof(uint32_t)));
-    ref_ok = bench_opt.ref_ctas > 0 && bench_ref_load(&ref, gpu);
+    ref_ok = bench_opt.ref_ctas > 0 && bench_ref_load(&ref, gpu, NULL);
     if (bench_opt.ref_ctas > 0 && !ref_ok)
         fprintf(stderr, "p2pt-bench: overlap: no plain-kernel rows: %s\n", bench_err);
     for (int i = 0; i < 2; i++) {

@@ -58,18 +58,6 @@ static const char *const site_patterns[] = {
     "$HOME/.pyenv/versions/*/lib/python3*/site-packages",
 };
 
-/* Tries one library; appends it to `tried` when it does not load. */
-static bool try_open(struct bench_nccl *n, const char *name, char *tried, size_t len)
-{
-    n->lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (n->lib != NULL) {
-        snprintf(n->path, sizeof(n->path), "%s", name);
-        return true;
-    }
-    snprintf(tried + strlen(tried), len - strlen(tried), "%s%s", tried[0] ? ", " : "", name);
-    return false;
-}
-
 /* The site folders' copies: every match of every pattern, and the
  * patterns that matched nothing named in `tried` as they are. */
 static bool try_sites(struct bench_nccl *n, char *tried, size_t len)
@@ -96,12 +84,11 @@ static bool try_sites(struct bench_nccl *n, char *tried, size_t len)
             globfree(&g);
             continue;
         }
-        for (size_t k = 0; k < g.gl_pathc; k++)
-            if (try_open(n, g.gl_pathv[k], tried, len)) {
-                globfree(&g);
-                return true;
-            }
+        n->lib = bench_dlopen_first((const char *const *)g.gl_pathv, g.gl_pathc, n->path,
+                                    sizeof(n->path), tried, len);
         globfree(&g);
+        if (n->lib != NULL)
+            return true;
     }
     return false;
 }
@@ -111,7 +98,8 @@ bool bench_nccl_load(struct bench_nccl *n, const char *path)
     memset(n, 0, sizeof(*n));
     char tried[1536] = "";
     if (path != NULL) {
-        if (!try_open(n, path, tried, sizeof(tried))) {
+        n->lib = bench_dlopen_first(&path, 1, n->path, sizeof(n->path), tried, sizeof(tried));
+        if (n->lib == NULL) {
             const char *why = dlerror();
             bench_set_err("NCCL could not be loaded from --nccl %s: %s", path,
                           why ? why : "dlopen failed");
@@ -120,16 +108,16 @@ bool bench_nccl_load(struct bench_nccl *n, const char *path)
     } else {
         const char *home = getenv("CUDA_HOME");
         char cand[512];
-        bool ok = try_open(n, "libnccl.so.2", tried, sizeof(tried));
-        if (!ok && home != NULL && home[0] != '\0') {
+        const char *names[3];
+        size_t k = 0;
+        names[k++] = "libnccl.so.2";
+        if (home != NULL && home[0] != '\0') {
             snprintf(cand, sizeof(cand), "%s/lib64/libnccl.so.2", home);
-            ok = try_open(n, cand, tried, sizeof(tried));
+            names[k++] = cand;
         }
-        if (!ok)
-            ok = try_open(n, "/usr/local/cuda/lib64/libnccl.so.2", tried, sizeof(tried));
-        if (!ok)
-            ok = try_sites(n, tried, sizeof(tried));
-        if (!ok) {
+        names[k++] = "/usr/local/cuda/lib64/libnccl.so.2";
+        n->lib = bench_dlopen_first(names, k, n->path, sizeof(n->path), tried, sizeof(tried));
+        if (n->lib == NULL && !try_sites(n, tried, sizeof(tried))) {
             bench_set_err("NCCL could not be loaded (tried %s; --nccl PATH names another)",
                           tried);
             return false;

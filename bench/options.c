@@ -621,7 +621,7 @@ void bench_parse_args(int argc, char **argv)
         bench_usage_error("--dir applies to --memory host only (add --memory host)");
     if (o->csv && o->json && strcmp(o->csv, o->json) == 0)
         bench_usage_error("--csv and --json both name \"%s\"", o->csv);
-    if ((size_t)(o->frac * (double)o->rows + 0.5) == 0)
+    if (bench_alltoall_k(o->frac, o->rows) == 0)
         bench_usage_error("--frac %g of --rows %zu is no row: each GPU must send each peer at "
                           "least one (raise --frac or --rows)",
                           o->frac, o->rows);

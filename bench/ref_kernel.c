@@ -6,7 +6,8 @@
  * 16-byte aligned, else words or bytes. It reads the same descriptors and
  * count in GPU memory as p2pt_copy_batch_device_async, so its row measures
  * the same pieces. Compiled with NVRTC through the library's own compile
- * path, for the GPU it runs on.
+ * path, for the GPU it runs on; so is the alltoall check's compare kernel,
+ * through the same loader (bench_jit_load).
  */
 #include <stdlib.h>
 
@@ -38,30 +39,51 @@ static const char ref_source[] =
 
 #define REF_WARPS_PER_SM 64 /* 2048 threads: a full SM on Hopper */
 
-bool bench_ref_load(struct bench_ref *r, const struct bench_gpu *g)
+bool bench_jit_load(const char *source, const char *entry, const char *what,
+                    const struct bench_gpu *g, struct bench_cubin *kept, CUmodule *mod,
+                    CUfunction *fn)
 {
-    void *cubin = NULL;
-    size_t size = 0;
-    r->mod = NULL;
-    r->sms = g->sms;
-    p2pt_status st = p2pt__jit_compile(ref_source, NULL, g->cc_major * 10 + g->cc_minor,
-                                       getenv("P2P_NVRTC_LIBRARY"), &cubin, &size);
-    if (st != P2PT_SUCCESS) {
-        bench_set_err("ref_kernel: %s: %s", p2pt_status_string(st), p2pt__last_error_text());
-        return false;
+    struct bench_cubin own = {0};
+    struct bench_cubin *c = kept ? kept : &own;
+    const int arch = g->cc_major * 10 + g->cc_minor;
+    *mod = NULL;
+    if (c->data == NULL || c->source != source || c->arch != arch) {
+        size_t size = 0;
+        bench_cubin_free(c);
+        p2pt_status st = p2pt__jit_compile(source, NULL, arch, getenv("P2P_NVRTC_LIBRARY"),
+                                           &c->data, &size);
+        if (st != P2PT_SUCCESS) {
+            bench_set_err("%s: %s: %s", what, p2pt_status_string(st), p2pt__last_error_text());
+            return false;
+        }
+        c->source = source;
+        c->arch = arch;
     }
     if (!bench_use(g))
         goto fail;
-    CU(tcu.cuModuleLoadData(&r->mod, cubin));
-    CU(tcu.cuModuleGetFunction(&r->fn, r->mod, "ref_copy"));
-    free(cubin);
+    CU(tcu.cuModuleLoadData(mod, c->data));
+    CU(tcu.cuModuleGetFunction(fn, *mod, entry));
+    bench_cubin_free(&own);
     return true;
 fail:
-    free(cubin);
-    if (r->mod)
-        CU_RELEASE(tcu.cuModuleUnload(r->mod));
-    r->mod = NULL;
+    bench_cubin_free(&own);
+    if (*mod)
+        CU_RELEASE(tcu.cuModuleUnload(*mod));
+    *mod = NULL;
     return false;
+}
+
+void bench_cubin_free(struct bench_cubin *c)
+{
+    free(c->data);
+    c->data = NULL;
+    c->source = NULL;
+}
+
+bool bench_ref_load(struct bench_ref *r, const struct bench_gpu *g, struct bench_cubin *kept)
+{
+    r->sms = g->sms;
+    return bench_jit_load(ref_source, "ref_copy", "ref_kernel", g, kept, &r->mod, &r->fn);
 }
 
 /* A warp per piece up to a full GPU (or `most` CTAs, when not 0); beyond,
