@@ -128,7 +128,6 @@ P2PT_INTERNAL p2pt_status p2pt__share_fetch(uint32_t pid, uint64_t name, const u
 P2PT_INTERNAL void p2pt__share_socket_name(uint32_t pid, uint64_t name, char *out, size_t len);
 /* How long each socket step may wait (default 5000 ms); tests shorten it. */
 P2PT_INTERNAL void p2pt__share_set_timeout_ms(int ms);
-P2PT_INTERNAL int p2pt__share_timeout_ms(void);
 
 /* ------------------------------------------------------------------ share.c */
 
