@@ -77,12 +77,7 @@ static p2pt_status add_piece(struct making *m, uint64_t offset, uint64_t size, i
 
 static p2pt_status needs(const void *entry, const char *name)
 {
-    if (entry != NULL)
-        return P2PT_SUCCESS;
-    return p2pt__fail(P2PT_NOT_SUPPORTED,
-                      "p2pt_share_export: the CUDA driver has no %s (cuGetProcAddress_v2 did "
-                      "not give it), which sharing this memory needs",
-                      name);
+    return p2pt__share_needs(entry, "p2pt_share_export", name, "which sharing this memory needs");
 }
 
 /* The segment holding the range, [*start, *start + *size), which the range
