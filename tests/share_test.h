@@ -17,42 +17,18 @@
 
 #include "gpu_test.h"
 
-static inline void *st_fake_sym(const char *name)
-{
-#ifdef P2PT_FAKE_CUDA_PATH
-    void *lib = dlopen(P2PT_FAKE_CUDA_PATH, RTLD_NOW | RTLD_NOLOAD);
-    cr_assert_not_null(lib, "the fake driver is loaded");
-    void *fn = dlsym(lib, name);
-    dlclose(lib);
-    cr_assert_not_null(fn, "the fake driver has no %s", name);
-    return fn;
-#else
-    (void)name;
-    cr_skip_test("no fake driver: tests/fault/ is not built here");
-    return NULL;
-#endif
-}
-
-/* Calls of fake driver entry `entry` so far. */
-static inline unsigned long st_calls(const char *entry)
-{
-    unsigned long (*f)(const char *) = (unsigned long (*)(const char *))st_fake_sym(
-        "p2pt_fake_calls");
-    return f(entry);
-}
-
 /* While on, every event of the fake driver is "not done": synchronizing one
  * (or a context) waits until it is turned off. */
 static inline void st_hold(int on)
 {
-    void (*f)(int) = (void (*)(int))st_fake_sym("p2pt_fake_hold_events");
+    void (*f)(int) = (void (*)(int))gt_fake_sym("p2pt_fake_hold_events");
     f(on);
 }
 
 /* Calls waiting behind the hold now. */
 static inline unsigned long st_held(void)
 {
-    unsigned long (*f)(void) = (unsigned long (*)(void))st_fake_sym("p2pt_fake_held_waiters");
+    unsigned long (*f)(void) = (unsigned long (*)(void))gt_fake_sym("p2pt_fake_held_waiters");
     return f();
 }
 

@@ -21,7 +21,6 @@
  *     record of each; the grids across the host link; a captured swap of a
  *     GPU mapping replays with new rows.
  */
-#include <dlfcn.h>
 #include <stddef.h>
 
 #include "batch_test.h"
@@ -363,26 +362,6 @@ static void pieces_of(const p2pt_block_layer *ls, const int64_t *map, size_t pai
                 (const char *)ls[l].src + map[2 * r] * ls[l].block_bytes, ls[l].block_bytes};
 }
 
-/* Calls of a fake driver entry so far (0 on a real driver). */
-static unsigned long fake_calls(const char *name)
-{
-#ifdef P2PT_FAKE_CUDA_PATH
-    if (!gt_on_fake_driver())
-        return 0;
-    void *lib = dlopen(P2PT_FAKE_CUDA_PATH, RTLD_NOW | RTLD_NOLOAD);
-    cr_assert_not_null(lib, "the fake driver is loaded");
-    unsigned long (*calls)(const char *) =
-        (unsigned long (*)(const char *))dlsym(lib, "p2pt_fake_calls");
-    cr_assert_not_null(calls);
-    unsigned long n = calls(name);
-    dlclose(lib);
-    return n;
-#else
-    (void)name;
-    return 0;
-#endif
-}
-
 /* Three mappings swapped on one layout, each way (`offload`: GPU to pinned
  * host; else back), the mapping in host memory or (`on_gpu`) in GPU memory:
  * every byte where the mapping says and nothing else, and each record. */
@@ -493,16 +472,18 @@ static uint32_t gpu_mapping_grid(const char *options, bool host_dst, bool host_s
     GT_CHECK(tcu.cuMemAlloc(&m, sizeof(map)));
     GT_CHECK(tcu.cuMemAlloc(&ws, p2pt_blocks_workspace_bytes(LAYERS, 4)));
     GT_CHECK(tcu.cuMemcpyHtoD(m, map, sizeof(map)));
+    /* Pointer queries are counted over the fake driver only. */
+    const bool fake = gt_on_fake_driver();
     unsigned long asked[2];
     for (int k = 0; k < 2; k++) {
-        const unsigned long before = fake_calls("cuPointerGetAttributes");
+        const unsigned long before = fake ? gt_fake_calls("cuPointerGetAttributes") : 0;
         GT_OK(p2pt_block_layout_swap(h, lay, (const int64_t *)(uintptr_t)m, 4,
                                      P2PT_BLOCK_MAPPING_ON_GPU, (void *)(uintptr_t)ws, NULL));
-        asked[k] = fake_calls("cuPointerGetAttributes") - before;
+        asked[k] = fake ? gt_fake_calls("cuPointerGetAttributes") - before : 0;
     }
     /* The first swap alone asks where the layers live: at least once per
      * pool (the layers of a pool share its allocation). */
-    if (gt_on_fake_driver())
+    if (fake)
         cr_assert_geq(asked[0], asked[1] + 2, "pointer queries: %lu in the first swap, %lu in "
                       "the second", asked[0], asked[1]);
     GT_CHECK(tcu.cuCtxSynchronize());

@@ -271,7 +271,7 @@ static void expect_refused(struct real *r, const p2pt_share_blob *b, size_t n, p
 {
     unsigned long before[P2PT_ARRAY_LEN(mapping_entries)];
     for (size_t i = 0; i < P2PT_ARRAY_LEN(mapping_entries); i++)
-        before[i] = st_calls(mapping_entries[i]);
+        before[i] = gt_fake_calls(mapping_entries[i]);
     int windows = st_windows(r->h, 0);
     void *ptr = (void *)1;
     p2pt_share_import_t *imp = (p2pt_share_import_t *)1;
@@ -281,7 +281,7 @@ static void expect_refused(struct real *r, const p2pt_share_blob *b, size_t n, p
     cr_expect_null(ptr);
     cr_expect_null(imp);
     for (size_t i = 0; i < P2PT_ARRAY_LEN(mapping_entries); i++)
-        cr_expect_eq(st_calls(mapping_entries[i]), before[i], "%s was called",
+        cr_expect_eq(gt_fake_calls(mapping_entries[i]), before[i], "%s was called",
                      mapping_entries[i]);
     cr_expect_eq(st_windows(r->h, 0), windows, "a window was registered");
     p2pt_properties p = st_props(r->h);
