@@ -17,6 +17,7 @@
  * range again, unexport and finalize do what p2pt.h says.
  */
 #include <pthread.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "p2pt_plugin.h"
@@ -232,11 +233,11 @@ static void round_trip(char kind, size_t pieces)
     cr_expect(holds(at, n, theirs), "the import reads what the exporter wrote");
     fill(at, RANGE, ours);
     cr_expect(exporter_sees_ours(&p), "the exporter reads what the import wrote");
-    p2pt_properties pr = st_props(h);
+    p2pt_properties pr = gt_props(h);
     cr_expect_eq(pr.share_imports_open, 1);
     cr_expect_eq(pr.share_mappings, 1);
     GT_OK(p2pt_share_close(h, imp));
-    pr = st_props(h);
+    pr = gt_props(h);
     cr_expect_eq(pr.share_imports_open, 0);
     cr_expect_eq(pr.share_imports_closed, 1);
     cr_expect_eq(pr.share_mappings, 0);
@@ -303,7 +304,7 @@ Test(share, a_legacy_handle_another_context_opened_is_status_5_naming_the_remedy
               "%s", p2pt_last_error(NULL));
     cr_expect_null(imp);
     cr_expect_eq(st_windows(h, 0), 0);
-    cr_expect_eq(st_props(h).share_mappings, 0);
+    cr_expect_eq(gt_props(h).share_mappings, 0);
     unsetenv("P2PT_FAKE_IPC_ALREADY_MAPPED");
     end_exporter(&p);
     p2pt_finalize(h);
@@ -327,7 +328,7 @@ Test(share, importing_twice_shares_one_mapping_and_each_import_needs_its_close)
     cr_expect_eq(i1, i2);
     cr_expect_eq(gt_fake_calls("cuMemAddressReserve"), reserves + 1, "one mapping");
     cr_expect_neq((uintptr_t)p1, (uintptr_t)v.va, "VMM memory is mapped anew, also here");
-    p2pt_properties pr = st_props(h);
+    p2pt_properties pr = gt_props(h);
     cr_expect_eq(pr.share_imports_open, 2);
     cr_expect_eq(pr.share_mappings, 1);
     cr_expect_eq(pr.share_exports, 1);
@@ -338,7 +339,7 @@ Test(share, importing_twice_shares_one_mapping_and_each_import_needs_its_close)
     GT_OK(p2pt_share_close(h, i2));
     cr_expect_eq(gt_fake_calls("cuMemUnmap"), unmaps + 2, "the last close unmaps both allocations");
     cr_expect_eq(st_windows(h, 0), 0);
-    pr = st_props(h);
+    pr = gt_props(h);
     cr_expect_eq(pr.share_imports_open, 0);
     cr_expect_eq(pr.share_imports_closed, 2);
     cr_expect_eq(pr.share_mappings, 0);
@@ -522,7 +523,7 @@ Test(share, memory_that_cannot_be_exported_is_status_6_with_the_reason)
         cr_expect_eq(p2pt_share_export(h, cases[i].p, 4096, NULL, &n),
                      P2PT_NOT_SUPPORTED, "case %d counted", i);
     }
-    cr_expect_eq(st_props(h).share_exports, 1, "only the shareable range is exported");
+    cr_expect_eq(gt_props(h).share_exports, 1, "only the shareable range is exported");
     GT_OK(p2pt_share_close(h, imp));
     p2pt_finalize(h);
     st_vmm_free(&plain);
@@ -540,14 +541,14 @@ Test(share, export_counts_first_and_a_short_array_is_status_4_naming_the_count)
     GT_OK(p2pt_share_export(h, (void *)(uintptr_t)(v.va + 100), v.size - 200, NULL, &n));
     cr_expect_eq(n, 3);
     cr_expect_eq(gt_fake_calls("cuMemExportToShareableHandle"), exports, "counting exports nothing");
-    cr_expect_eq(st_props(h).share_exports, 0);
+    cr_expect_eq(gt_props(h).share_exports, 0);
     p2pt_share_blob b[3];
     n = 2;
     cr_assert_eq(p2pt_share_export(h, (void *)(uintptr_t)(v.va + 100), v.size - 200, b, &n),
                  P2PT_INVALID_ARGUMENT);
     cr_expect_eq(n, 3, "the count needed comes back");
     cr_expect(strstr(p2pt_last_error(NULL), "needs 3 blobs") != NULL, "%s", p2pt_last_error(NULL));
-    cr_expect_eq(st_props(h).share_exports, 0);
+    cr_expect_eq(gt_props(h).share_exports, 0);
     cr_assert_eq(p2pt_share_export(h, (void *)(uintptr_t)v.va, 100, b, NULL),
                  P2PT_INVALID_ARGUMENT);
     cr_assert_eq(p2pt_share_export(h, NULL, 100, b, &n), P2PT_INVALID_ARGUMENT);
@@ -579,7 +580,7 @@ Test(share, the_same_range_exported_again_gives_the_same_blobs)
     st_export(h, (void *)(uintptr_t)v.va, v.size, a, 2);
     st_export(h, (void *)(uintptr_t)v.va, v.size, b, 2);
     cr_expect_eq(memcmp(a, b, sizeof(a)), 0);
-    cr_expect_eq(st_props(h).share_exports, 1);
+    cr_expect_eq(gt_props(h).share_exports, 1);
     size_t n = 2;
     cr_assert_eq(p2pt_share_export(h, (void *)(uintptr_t)v.va, v.piece, b, &n),
                  P2PT_INVALID_USAGE);
@@ -603,7 +604,7 @@ Test(share, unexport_ends_the_export_and_the_last_one_stops_the_server)
               p2pt_last_error(NULL));
     GT_OK(p2pt_share_import(h, 0, b, 1, &p, &imp));
     GT_OK(p2pt_share_unexport(h, (void *)(uintptr_t)(v.va + v.piece)));
-    cr_expect_eq(st_props(h).share_exports, 0);
+    cr_expect_eq(gt_props(h).share_exports, 0);
     /* The import made before stays valid. */
     fill((CUdeviceptr)(uintptr_t)p, 4096, ours);
     cr_expect(holds(v.va + v.piece, 4096, ours));
