@@ -1,15 +1,46 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Helpers for the batch tests: random batches laid out in one source pool
+ * Helpers for the batch tests: a refusal's status and text checked, a
+ * handle made without a driver, random batches laid out in one source pool
  * and one destination pool, with poisoned gaps between the destinations,
- * and the check that the whole destination pool holds exactly the pieces
- * and poison everywhere else (every gap is a guard). Static inline so each
+ * random block mappings, and the check that the whole destination pool
+ * holds exactly the pieces and poison everywhere else (every gap is a
+ * guard). Static inline so each
  * test file stays self-contained.
  */
 #ifndef P2PT_BATCH_TEST_H
 #define P2PT_BATCH_TEST_H
 
 #include "gpu_test.h"
+
+/* `st` is `want` and the last error holds every one of `parts` (NULL-ended). */
+static inline void bt_expect_refusal(p2pt_status st, p2pt_status want, const char *what,
+                                     const char *const *parts)
+{
+    const char *msg = p2pt_last_error(NULL);
+    cr_assert_eq(st, want, "%s (%s): status %d, expected %d: %s", what, parts[0], (int)st,
+                 (int)want, msg);
+    for (size_t i = 0; parts[i] != NULL; i++)
+        cr_assert(strstr(msg, parts[i]) != NULL, "%s: \"%s\" lacks \"%s\"", what, msg, parts[i]);
+}
+
+#define BT_REFUSED(call, want, ...)                                                            \
+    do {                                                                                       \
+        const char *const parts_[] = {__VA_ARGS__, NULL};                                      \
+        bt_expect_refusal((call), (want), #call, parts_);                                      \
+    } while (0)
+
+/* A handle made without a driver (`options` as p2pt_init_args carries them,
+ * or NULL): for the refusals that come before one. */
+static inline p2pt_handle *bt_cpu_handle(const char *transport, const char *options)
+{
+    struct p2pt_config cfg;
+    cr_assert_eq(p2pt__config_read(&cfg, options, transport), P2PT_SUCCESS, "%s",
+                 p2pt_last_error(NULL));
+    p2pt_handle *h = NULL;
+    cr_assert_eq(p2pt__handle_new(&cfg, NULL, &h), P2PT_SUCCESS);
+    return h;
+}
 
 struct bt_rng {
     uint64_t x;
@@ -60,6 +91,31 @@ static inline bool bt_layout(p2pt_copy_desc *d, size_t n, const struct gt_buf *d
         at += bytes;
     }
     return true;
+}
+
+/* `pairs` mapping rows: distinct random ids of [0, n_src) and of [0, n_dst).
+ * `stream` picks the generator's stream: each file passes its own, so its
+ * seeds give the mappings they always gave. */
+static inline void bt_random_map(int64_t *map, size_t pairs, size_t n_src, size_t n_dst,
+                                 uint64_t seed, uint64_t stream)
+{
+    struct bt_rng r = {seed * 0x9E3779B97F4A7C15ull + stream};
+    for (int col = 0; col < 2; col++) {
+        const size_t n = col == 0 ? n_src : n_dst;
+        int64_t *perm = malloc(n * sizeof(*perm));
+        cr_assert_not_null(perm);
+        for (size_t i = 0; i < n; i++)
+            perm[i] = (int64_t)i;
+        for (size_t i = n - 1; i > 0; i--) {
+            const size_t j = bt_next(&r) % (i + 1);
+            const int64_t t = perm[i];
+            perm[i] = perm[j];
+            perm[j] = t;
+        }
+        for (size_t i = 0; i < pairs; i++)
+            map[2 * i + col] = perm[i];
+        free(perm);
+    }
 }
 
 /* Bytes of destination pool `bt_layout` needs at most. */

@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Small GPU helpers for the integration tests (graphs, contexts, threads,
- * pools): a device check that skips with the reason, buffers with random
- * contents, and a byte-exact check of a destination against its source.
+ * pools): a device check that skips with the reason, the fake driver and
+ * its call counters, buffers with random contents, and a byte-exact check
+ * of a destination against its source.
  * Static inline so each test file stays self-contained.
  */
 #ifndef P2PT_GPU_TEST_H
 #define P2PT_GPU_TEST_H
 
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +101,32 @@ static inline bool gt_on_fake_driver(void)
 #else
     return false;
 #endif
+}
+
+/* The fake driver's own entry `name` (its counters, its hold on events);
+ * the fake driver must be loaded. */
+static inline void *gt_fake_sym(const char *name)
+{
+#ifdef P2PT_FAKE_CUDA_PATH
+    void *lib = dlopen(P2PT_FAKE_CUDA_PATH, RTLD_NOW | RTLD_NOLOAD);
+    cr_assert_not_null(lib, "the fake driver is loaded");
+    void *fn = dlsym(lib, name);
+    dlclose(lib);
+    cr_assert_not_null(fn, "the fake driver has no %s", name);
+    return fn;
+#else
+    (void)name;
+    cr_skip_test("no fake driver: tests/fault/ is not built here");
+    return NULL;
+#endif
+}
+
+/* Calls of fake driver entry `entry` so far. */
+static inline unsigned long gt_fake_calls(const char *entry)
+{
+    unsigned long (*f)(const char *) =
+        (unsigned long (*)(const char *))gt_fake_sym("p2pt_fake_calls");
+    return f(entry);
 }
 
 /* Device 0 of the real driver, current; skips without one. */

@@ -1,58 +1,32 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Helpers of the tests of memory shared between processes (test_share_*.c,
- * over the fake driver): its call counters and its hold on events (work
- * "still running"), a handle's windows, shareable memory made through the
- * tests' driver table (a VMM range of allocations side by side, pool
- * memory), and a child process that exports and then waits to be told to
- * end. Static inline so each test file stays self-contained.
+ * Helpers of the tests of memory shared between processes (test_share_*.c
+ * over the fake driver, test_ranks.c): the fake driver's hold on events
+ * (work "still running"), a handle's windows, shareable memory made through
+ * the tests' driver table (a VMM range of allocations side by side, pool
+ * memory), an export that must succeed, the check of the last error's
+ * text, and whole reads and writes of a pipe or socket (how a forked child
+ * reports). Static inline so each test file stays self-contained.
  */
 #ifndef P2PT_SHARE_TEST_H
 #define P2PT_SHARE_TEST_H
 
-#include <dlfcn.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "gpu_test.h"
-
-static inline void *st_fake_sym(const char *name)
-{
-#ifdef P2PT_FAKE_CUDA_PATH
-    void *lib = dlopen(P2PT_FAKE_CUDA_PATH, RTLD_NOW | RTLD_NOLOAD);
-    cr_assert_not_null(lib, "the fake driver is loaded");
-    void *fn = dlsym(lib, name);
-    dlclose(lib);
-    cr_assert_not_null(fn, "the fake driver has no %s", name);
-    return fn;
-#else
-    (void)name;
-    cr_skip_test("no fake driver: tests/fault/ is not built here");
-    return NULL;
-#endif
-}
-
-/* Calls of fake driver entry `entry` so far. */
-static inline unsigned long st_calls(const char *entry)
-{
-    unsigned long (*f)(const char *) = (unsigned long (*)(const char *))st_fake_sym(
-        "p2pt_fake_calls");
-    return f(entry);
-}
 
 /* While on, every event of the fake driver is "not done": synchronizing one
  * (or a context) waits until it is turned off. */
 static inline void st_hold(int on)
 {
-    void (*f)(int) = (void (*)(int))st_fake_sym("p2pt_fake_hold_events");
+    void (*f)(int) = (void (*)(int))gt_fake_sym("p2pt_fake_hold_events");
     f(on);
 }
 
 /* Calls waiting behind the hold now. */
 static inline unsigned long st_held(void)
 {
-    unsigned long (*f)(void) = (unsigned long (*)(void))st_fake_sym("p2pt_fake_held_waiters");
+    unsigned long (*f)(void) = (unsigned long (*)(void))gt_fake_sym("p2pt_fake_held_waiters");
     return f();
 }
 
@@ -160,7 +134,12 @@ static inline size_t st_export(p2pt_handle *h, const void *base, size_t bytes,
     return n;
 }
 
-static inline p2pt_properties st_props(const p2pt_handle *h) { return gt_props(h); }
+/* The last error's text holds `needle`. */
+static inline void st_expect_text(const char *needle)
+{
+    cr_expect(strstr(p2pt__last_error_text(), needle) != NULL, "\"%s\" not in: %s", needle,
+              p2pt__last_error_text());
+}
 
 /* Write all of `len` bytes, or read them: false on a short count. */
 static inline bool st_write(int fd, const void *p, size_t len)

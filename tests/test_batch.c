@@ -237,20 +237,11 @@ Test(batch, a_bad_piece_refuses_the_whole_batch_naming_it)
 
 /* ------------------------------------------------- no GPU needed for these */
 
-static p2pt_handle *cpu_handle(const char *transport)
-{
-    struct p2pt_config cfg;
-    cr_assert_eq(p2pt__config_read(&cfg, NULL, transport), P2PT_SUCCESS);
-    p2pt_handle *h = NULL;
-    cr_assert_eq(p2pt__handle_new(&cfg, NULL, &h), P2PT_SUCCESS);
-    return h;
-}
-
 /* Without a driver the stream cannot even be resolved: the pieces'
  * arguments still decide, as if they had been checked first. */
 Test(batch_args, bad_pieces_are_status_4_naming_the_piece_whatever_else_fails)
 {
-    p2pt_handle *h = cpu_handle("tma");
+    p2pt_handle *h = bt_cpu_handle("tma", NULL);
     char buf[256];
     p2pt_copy_desc d[3] = {{buf, buf + 128, 16}, {buf + 32, NULL, 8}, {buf, buf + 64, 4}};
     cr_assert_eq(p2pt_copy_batch_async(h, d, 0, NULL), P2PT_SUCCESS, "count 0 is a no-op");
@@ -269,7 +260,7 @@ Test(batch_args, bad_pieces_are_status_4_naming_the_piece_whatever_else_fails)
 
 Test(batch_args, device_batches_need_a_kernel_transport_and_sane_arguments)
 {
-    p2pt_handle *ce = cpu_handle("ce"), *tma = cpu_handle("tma");
+    p2pt_handle *ce = bt_cpu_handle("ce", NULL), *tma = bt_cpu_handle("tma", NULL);
     uint64_t fake[16];
     cr_assert_eq(p2pt_copy_batch_device_async(ce, (void *)fake, (void *)fake, 4, fake, NULL),
                  P2PT_NOT_SUPPORTED);

@@ -21,7 +21,6 @@
  *     record of each; the grids across the host link; a captured swap of a
  *     GPU mapping replays with new rows.
  */
-#include <dlfcn.h>
 #include <stddef.h>
 
 #include "batch_test.h"
@@ -30,23 +29,6 @@
 #define CREATE "p2pt_block_layout_create"
 #define CHECK "p2pt_block_layout_check"
 #define SWAP "p2pt_block_layout_swap"
-
-/* `st` is `want` and the last error holds every one of `parts` (NULL-ended). */
-static void expect_refusal(p2pt_status st, p2pt_status want, const char *what,
-                           const char *const *parts)
-{
-    const char *msg = p2pt_last_error(NULL);
-    cr_assert_eq(st, want, "%s (%s): status %d, expected %d: %s", what, parts[0], (int)st,
-                 (int)want, msg);
-    for (size_t i = 0; parts[i] != NULL; i++)
-        cr_assert(strstr(msg, parts[i]) != NULL, "%s: \"%s\" lacks \"%s\"", what, msg, parts[i]);
-}
-
-#define REFUSED(call, want, ...)                                                               \
-    do {                                                                                       \
-        const char *const parts_[] = {__VA_ARGS__, NULL};                                      \
-        expect_refusal((call), (want), #call, parts_);                                         \
-    } while (0)
 
 static p2pt_block_layer layer(uintptr_t dst, uintptr_t src, uint64_t bb, uint64_t dst_blocks,
                               uint64_t src_blocks)
@@ -61,17 +43,6 @@ static p2pt_block_layout *made(const p2pt_block_layer *ls, size_t n)
     GT_OK(p2pt_block_layout_create(ls, n, &lay));
     cr_assert_not_null(lay);
     return lay;
-}
-
-/* A handle without a driver: the swap's refusals that come before one. */
-static p2pt_handle *cpu_handle(const char *transport)
-{
-    struct p2pt_config cfg;
-    cr_assert_eq(p2pt__config_read(&cfg, NULL, transport), P2PT_SUCCESS, "%s",
-                 p2pt_last_error(NULL));
-    p2pt_handle *h = NULL;
-    cr_assert_eq(p2pt__handle_new(&cfg, NULL, &h), P2PT_SUCCESS);
-    return h;
 }
 
 static void expect_done(const p2pt_batch_status *r, uint32_t pieces, const char *what)
@@ -94,24 +65,26 @@ Test(block_layout, bad_layers_are_refused_naming_the_layer_and_nothing_is_made)
         ls[l] = layer(0x100000 + 0x10000 * l, 0x900000 + 0x10000 * l, 64, 16, 8);
     p2pt_block_layout *lay = (p2pt_block_layout *)(uintptr_t)1;
 
-    REFUSED(p2pt_block_layout_create(ls, 3, NULL), P2PT_INVALID_ARGUMENT, CREATE ": out is NULL");
-    REFUSED(p2pt_block_layout_create(NULL, 3, &lay), P2PT_INVALID_ARGUMENT,
-            CREATE ": layers (nil), n_layers 3", "at least one p2pt_block_layer");
+    BT_REFUSED(p2pt_block_layout_create(ls, 3, NULL), P2PT_INVALID_ARGUMENT,
+               CREATE ": out is NULL");
+    BT_REFUSED(p2pt_block_layout_create(NULL, 3, &lay), P2PT_INVALID_ARGUMENT,
+               CREATE ": layers (nil), n_layers 3", "at least one p2pt_block_layer");
     cr_assert_null(lay, "a refusal leaves *out NULL");
-    REFUSED(p2pt_block_layout_create(ls, 0, &lay), P2PT_INVALID_ARGUMENT, "n_layers 0");
+    BT_REFUSED(p2pt_block_layout_create(ls, 0, &lay), P2PT_INVALID_ARGUMENT, "n_layers 0");
     ls[0].size = 8;
-    REFUSED(p2pt_block_layout_create(ls, 3, &lay), P2PT_INVALID_ARGUMENT,
-            CREATE ": layers[0].size is 8", "sizeof(p2pt_block_layer)");
+    BT_REFUSED(p2pt_block_layout_create(ls, 3, &lay), P2PT_INVALID_ARGUMENT,
+               CREATE ": layers[0].size is 8", "sizeof(p2pt_block_layer)");
     ls[0].size = sizeof(ls[0]);
     ls[2].size = sizeof(ls[0]) + 8;
-    REFUSED(p2pt_block_layout_create(ls, 3, &lay), P2PT_INVALID_ARGUMENT, CREATE ": layer 2: size");
+    BT_REFUSED(p2pt_block_layout_create(ls, 3, &lay), P2PT_INVALID_ARGUMENT,
+               CREATE ": layer 2: size");
     ls[2].size = sizeof(ls[0]);
     ls[1].src = (const void *)(uintptr_t)(UINTPTR_MAX - 100);
-    REFUSED(p2pt_block_layout_create(ls, 3, &lay), P2PT_INVALID_ARGUMENT,
-            CREATE ": layer 1: 8 src blocks of 64 bytes", "past the end of the address space");
+    BT_REFUSED(p2pt_block_layout_create(ls, 3, &lay), P2PT_INVALID_ARGUMENT,
+               CREATE ": layer 1: 8 src blocks of 64 bytes", "past the end of the address space");
     ls[1].src = NULL;
-    REFUSED(p2pt_block_layout_create(ls, 3, &lay), P2PT_INVALID_ARGUMENT,
-            CREATE ": layer 1: src is NULL with 8 blocks");
+    BT_REFUSED(p2pt_block_layout_create(ls, 3, &lay), P2PT_INVALID_ARGUMENT,
+               CREATE ": layer 1: src is NULL with 8 blocks");
     cr_assert_null(lay);
     /* The same words as the call that takes layers afresh. */
     const int64_t map[2] = {0, 0};
@@ -145,8 +118,8 @@ Test(block_layout, a_layout_keeps_its_own_copy_of_longer_records)
     GT_OK(p2pt_block_layout_check(lay, good, 2, &rec));
     expect_done(&rec, 4, "2 layers x 2 rows");
     const int64_t bad[2] = {8, 0};
-    REFUSED(p2pt_block_layout_check(lay, bad, 1, NULL), P2PT_INVALID_ARGUMENT,
-            CHECK ": block_mapping[0, 0] = 8: src block ids must be in [0, 8)");
+    BT_REFUSED(p2pt_block_layout_check(lay, bad, 1, NULL), P2PT_INVALID_ARGUMENT,
+               CHECK ": block_mapping[0, 0] = 8: src block ids must be in [0, 8)");
     GT_OK(p2pt_block_layout_destroy(lay));
 }
 
@@ -157,22 +130,22 @@ Test(block_layout, a_mapping_is_refused_by_its_cell_and_the_range_of_ids)
     p2pt_block_layout *lay = made(ls, 2);
     const int64_t src_high[4] = {1, 1, 3, 0}, src_neg[4] = {1, 1, -1, 0},
                   dst_high[4] = {1, 1, 0, 6}, dst_neg[4] = {1, 1, 0, -3};
-    REFUSED(p2pt_block_layout_check(lay, src_high, 2, NULL), P2PT_INVALID_ARGUMENT,
-            CHECK ": block_mapping[1, 0] = 3: src block ids must be in [0, 3) (src[1] has 3 "
-                  "blocks)");
-    REFUSED(p2pt_block_layout_check(lay, src_neg, 2, NULL), P2PT_INVALID_ARGUMENT,
-            "block_mapping[1, 0] = -1: src block ids must be in [0, 3)");
-    REFUSED(p2pt_block_layout_check(lay, dst_high, 2, NULL), P2PT_INVALID_ARGUMENT,
-            "block_mapping[1, 1] = 6: dst block ids must be in [0, 6) (dst[0] has 6 blocks)");
-    REFUSED(p2pt_block_layout_check(lay, dst_neg, 2, NULL), P2PT_INVALID_ARGUMENT,
-            "block_mapping[1, 1] = -3: dst block ids");
+    BT_REFUSED(p2pt_block_layout_check(lay, src_high, 2, NULL), P2PT_INVALID_ARGUMENT,
+               CHECK ": block_mapping[1, 0] = 3: src block ids must be in [0, 3) (src[1] has 3 "
+                     "blocks)");
+    BT_REFUSED(p2pt_block_layout_check(lay, src_neg, 2, NULL), P2PT_INVALID_ARGUMENT,
+               "block_mapping[1, 0] = -1: src block ids must be in [0, 3)");
+    BT_REFUSED(p2pt_block_layout_check(lay, dst_high, 2, NULL), P2PT_INVALID_ARGUMENT,
+               "block_mapping[1, 1] = 6: dst block ids must be in [0, 6) (dst[0] has 6 blocks)");
+    BT_REFUSED(p2pt_block_layout_check(lay, dst_neg, 2, NULL), P2PT_INVALID_ARGUMENT,
+               "block_mapping[1, 1] = -3: dst block ids");
     const int64_t twice[6] = {0, 1, 2, 4, 1, 1};
-    REFUSED(p2pt_block_layout_check(lay, twice, 3, NULL), P2PT_INVALID_ARGUMENT,
-            "rows 0 and 2 both write dst block 1", "each destination block may appear once");
-    REFUSED(p2pt_block_layout_check(lay, NULL, 2, NULL), P2PT_INVALID_ARGUMENT,
-            "mapping (nil) with 2 pairs");
-    REFUSED(p2pt_block_layout_check(NULL, twice, 1, NULL), P2PT_INVALID_ARGUMENT,
-            CHECK ": layout is NULL");
+    BT_REFUSED(p2pt_block_layout_check(lay, twice, 3, NULL), P2PT_INVALID_ARGUMENT,
+               "rows 0 and 2 both write dst block 1", "each destination block may appear once");
+    BT_REFUSED(p2pt_block_layout_check(lay, NULL, 2, NULL), P2PT_INVALID_ARGUMENT,
+               "mapping (nil) with 2 pairs");
+    BT_REFUSED(p2pt_block_layout_check(NULL, twice, 1, NULL), P2PT_INVALID_ARGUMENT,
+               CHECK ": layout is NULL");
     /* The layout serves mapping after mapping, a refusal in between. */
     p2pt_batch_status rec;
     memset(&rec, 0x5A, sizeof(rec));
@@ -193,8 +166,8 @@ Test(block_layout, layers_that_share_bytes_are_checked_by_address)
     p2pt_block_layer same = layer(0x100000, 0x100000, 64, 8, 8);
     p2pt_block_layout *lay = made(&same, 1);
     const int64_t chain[4] = {1, 2, 2, 3}, apart[4] = {1, 2, 3, 4};
-    REFUSED(p2pt_block_layout_check(lay, chain, 2, NULL), P2PT_INVALID_ARGUMENT,
-            "both a source and a destination");
+    BT_REFUSED(p2pt_block_layout_check(lay, chain, 2, NULL), P2PT_INVALID_ARGUMENT,
+               "both a source and a destination");
     GT_OK(p2pt_block_layout_check(lay, apart, 2, NULL));
     GT_OK(p2pt_block_layout_destroy(lay));
     /* Two layers of a [blocks, layers, ...] array: padded blocks interleave. */
@@ -202,8 +175,8 @@ Test(block_layout, layers_that_share_bytes_are_checked_by_address)
                                layer(0x100020, 0x900020, 64, 4, 4)};
     lay = made(two, 2);
     const int64_t one[2] = {0, 1};
-    REFUSED(p2pt_block_layout_check(lay, one, 1, NULL), P2PT_INVALID_ARGUMENT,
-            "pieces write the same bytes");
+    BT_REFUSED(p2pt_block_layout_check(lay, one, 1, NULL), P2PT_INVALID_ARGUMENT,
+               "pieces write the same bytes");
     GT_OK(p2pt_block_layout_destroy(lay));
 }
 
@@ -211,17 +184,17 @@ Test(block_layout, destroy_takes_null_and_refuses_what_is_not_a_layout)
 {
     GT_OK(p2pt_block_layout_destroy(NULL));
     _Alignas(16) static unsigned char not_a_layout[256];
-    REFUSED(p2pt_block_layout_destroy((p2pt_block_layout *)(void *)not_a_layout),
-            P2PT_INVALID_ARGUMENT, "p2pt_block_layout_destroy: ", "is not a block layout");
+    BT_REFUSED(p2pt_block_layout_destroy((p2pt_block_layout *)(void *)not_a_layout),
+               P2PT_INVALID_ARGUMENT, "p2pt_block_layout_destroy: ", "is not a block layout");
     const int64_t map[2] = {0, 0};
-    REFUSED(p2pt_block_layout_check((const p2pt_block_layout *)(const void *)not_a_layout, map,
-                                    1, NULL),
-            P2PT_INVALID_ARGUMENT, CHECK ": ", "is not a block layout");
+    BT_REFUSED(p2pt_block_layout_check((const p2pt_block_layout *)(const void *)not_a_layout, map,
+                                       1, NULL),
+               P2PT_INVALID_ARGUMENT, CHECK ": ", "is not a block layout");
 }
 
 Test(block_layout, every_bad_swap_argument_is_refused_before_the_driver)
 {
-    p2pt_handle *h = cpu_handle("tma");
+    p2pt_handle *h = bt_cpu_handle("tma", NULL);
     _Alignas(16) static unsigned char fake_gpu[4096];
     p2pt_block_layer ls[2] = {layer((uintptr_t)(fake_gpu + 2048), (uintptr_t)(fake_gpu + 3072),
                                     16, 4, 4),
@@ -233,28 +206,28 @@ Test(block_layout, every_bad_swap_argument_is_refused_before_the_driver)
     const unsigned gpu = P2PT_BLOCK_MAPPING_ON_GPU;
     const uint64_t rejected = atomic_load(&h->stats.rejected);
 
-    REFUSED(p2pt_block_layout_swap(NULL, lay, map, 1, 0, NULL, NULL), P2PT_INVALID_ARGUMENT,
-            SWAP ": handle is NULL");
-    REFUSED(p2pt_block_layout_swap((p2pt_handle *)(void *)fake_gpu, lay, map, 1, 0, NULL, NULL),
-            P2PT_INVALID_USAGE, "not a live p2pt handle");
-    REFUSED(p2pt_block_layout_swap(h, NULL, map, 1, 0, NULL, NULL), P2PT_INVALID_ARGUMENT,
-            SWAP ": layout is NULL");
-    REFUSED(p2pt_block_layout_swap(h, lay, map, 1, 4, NULL, NULL), P2PT_INVALID_ARGUMENT,
-            SWAP ": flags 0x4", "P2PT_BLOCK_MAPPING_ON_GPU");
+    BT_REFUSED(p2pt_block_layout_swap(NULL, lay, map, 1, 0, NULL, NULL), P2PT_INVALID_ARGUMENT,
+               SWAP ": handle is NULL");
+    BT_REFUSED(p2pt_block_layout_swap((p2pt_handle *)(void *)fake_gpu, lay, map, 1, 0, NULL, NULL),
+               P2PT_INVALID_USAGE, "not a live p2pt handle");
+    BT_REFUSED(p2pt_block_layout_swap(h, NULL, map, 1, 0, NULL, NULL), P2PT_INVALID_ARGUMENT,
+               SWAP ": layout is NULL");
+    BT_REFUSED(p2pt_block_layout_swap(h, lay, map, 1, 4, NULL, NULL), P2PT_INVALID_ARGUMENT,
+               SWAP ": flags 0x4", "P2PT_BLOCK_MAPPING_ON_GPU");
     /* A host mapping: the check's refusals, word for word. */
     const int64_t bad[2] = {0, 4};
-    REFUSED(p2pt_block_layout_swap(h, lay, bad, 1, 0, NULL, NULL), P2PT_INVALID_ARGUMENT,
-            SWAP ": block_mapping[0, 1] = 4: dst block ids must be in [0, 4) (dst[0] has 4 "
-                 "blocks)");
+    BT_REFUSED(p2pt_block_layout_swap(h, lay, bad, 1, 0, NULL, NULL), P2PT_INVALID_ARGUMENT,
+               SWAP ": block_mapping[0, 1] = 4: dst block ids must be in [0, 4) (dst[0] has 4 "
+                    "blocks)");
     /* A GPU mapping: p2pt_copy_blocks_device_async's refusals, named for this call. */
-    REFUSED(p2pt_block_layout_swap(h, lay, map, (size_t)UINT32_MAX + 1, gpu, ws, NULL),
-            P2PT_INVALID_ARGUMENT, SWAP ": 4294967296 rows", "at most 4294967295");
-    REFUSED(p2pt_block_layout_swap(h, lay, NULL, 2, gpu, ws, NULL), P2PT_INVALID_ARGUMENT,
-            SWAP ": mapping (nil)", "8-byte aligned");
-    REFUSED(p2pt_block_layout_swap(h, lay, map, 2, gpu, (char *)ws + 8, NULL),
-            P2PT_INVALID_ARGUMENT, SWAP ": workspace", "p2pt_blocks_workspace_bytes(2, 2)");
-    REFUSED(p2pt_block_layout_swap(h, lay, map, (1u << 23) + 1, gpu, ws, NULL),
-            P2PT_INVALID_ARGUMENT, "2 layers x 8388609 pairs", "device_batch_max");
+    BT_REFUSED(p2pt_block_layout_swap(h, lay, map, (size_t)UINT32_MAX + 1, gpu, ws, NULL),
+               P2PT_INVALID_ARGUMENT, SWAP ": 4294967296 rows", "at most 4294967295");
+    BT_REFUSED(p2pt_block_layout_swap(h, lay, NULL, 2, gpu, ws, NULL), P2PT_INVALID_ARGUMENT,
+               SWAP ": mapping (nil)", "8-byte aligned");
+    BT_REFUSED(p2pt_block_layout_swap(h, lay, map, 2, gpu, (char *)ws + 8, NULL),
+               P2PT_INVALID_ARGUMENT, SWAP ": workspace", "p2pt_blocks_workspace_bytes(2, 2)");
+    BT_REFUSED(p2pt_block_layout_swap(h, lay, map, (1u << 23) + 1, gpu, ws, NULL),
+               P2PT_INVALID_ARGUMENT, "2 layers x 8388609 pairs", "device_batch_max");
     cr_assert_eq(atomic_load(&h->stats.rejected) - rejected, 3,
                  "the GPU mapping's refused arguments count as the pipeline counts them");
     /* Rows 0: nothing to do, nothing touched, no driver needed. */
@@ -264,12 +237,12 @@ Test(block_layout, every_bad_swap_argument_is_refused_before_the_driver)
     expect_done(&rec, 0, "no row");
     GT_OK(p2pt_block_layout_swap(h, lay, NULL, 0, gpu, NULL, NULL));
     /* A transport that reads no GPU descriptors, before any driver call. */
-    p2pt_handle *ce = cpu_handle("ce");
-    REFUSED(p2pt_block_layout_swap(ce, lay, map, 2, gpu, ws, NULL), P2PT_NOT_SUPPORTED,
-            SWAP ": the ce transport cannot read");
+    p2pt_handle *ce = bt_cpu_handle("ce", NULL);
+    BT_REFUSED(p2pt_block_layout_swap(ce, lay, map, 2, gpu, ws, NULL), P2PT_NOT_SUPPORTED,
+               SWAP ": the ce transport cannot read");
     /* Past the checks, this handle has no driver to go on with. */
-    REFUSED(p2pt_block_layout_swap(h, lay, map, 2, gpu, ws, NULL), P2PT_NO_DRIVER,
-            "no CUDA driver");
+    BT_REFUSED(p2pt_block_layout_swap(h, lay, map, 2, gpu, ws, NULL), P2PT_NO_DRIVER,
+               "no CUDA driver");
     GT_OK(p2pt_block_layout_destroy(lay));
     p2pt_finalize(ce);
     p2pt_finalize(h);
@@ -332,27 +305,6 @@ static void layers_between(const struct pools *c, const struct gt_buf *dst,
                       (uintptr_t)(src->ptr + OFF + l * ns * c->bb), c->bb, nd, ns);
 }
 
-/* `pairs` rows of distinct random ids below n_src and n_dst. */
-static void random_rows(int64_t *map, size_t pairs, size_t n_src, size_t n_dst, uint64_t seed)
-{
-    struct bt_rng r = {seed * 0x9E3779B97F4A7C15ull + 3};
-    for (int col = 0; col < 2; col++) {
-        const size_t n = col == 0 ? n_src : n_dst;
-        int64_t perm[64];
-        cr_assert_leq(n, 64);
-        for (size_t i = 0; i < n; i++)
-            perm[i] = (int64_t)i;
-        for (size_t i = n - 1; i > 0; i--) {
-            const size_t j = bt_next(&r) % (i + 1);
-            const int64_t t = perm[i];
-            perm[i] = perm[j];
-            perm[j] = t;
-        }
-        for (size_t i = 0; i < pairs; i++)
-            map[2 * i + col] = perm[i];
-    }
-}
-
 static void pieces_of(const p2pt_block_layer *ls, const int64_t *map, size_t pairs,
                       p2pt_copy_desc *d)
 {
@@ -361,26 +313,6 @@ static void pieces_of(const p2pt_block_layer *ls, const int64_t *map, size_t pai
             d[l * pairs + r] = (p2pt_copy_desc){
                 (char *)ls[l].dst + map[2 * r + 1] * ls[l].block_bytes,
                 (const char *)ls[l].src + map[2 * r] * ls[l].block_bytes, ls[l].block_bytes};
-}
-
-/* Calls of a fake driver entry so far (0 on a real driver). */
-static unsigned long fake_calls(const char *name)
-{
-#ifdef P2PT_FAKE_CUDA_PATH
-    if (!gt_on_fake_driver())
-        return 0;
-    void *lib = dlopen(P2PT_FAKE_CUDA_PATH, RTLD_NOW | RTLD_NOLOAD);
-    cr_assert_not_null(lib, "the fake driver is loaded");
-    unsigned long (*calls)(const char *) =
-        (unsigned long (*)(const char *))dlsym(lib, "p2pt_fake_calls");
-    cr_assert_not_null(calls);
-    unsigned long n = calls(name);
-    dlclose(lib);
-    return n;
-#else
-    (void)name;
-    return 0;
-#endif
 }
 
 /* Three mappings swapped on one layout, each way (`offload`: GPU to pinned
@@ -413,7 +345,7 @@ static void swaps_land(bool offload, bool on_gpu)
     for (uint64_t round = 0; round < 3; round++) {
         int64_t map[2 * PAIRS];
         p2pt_copy_desc want[LAYERS * PAIRS];
-        random_rows(map, PAIRS, blocks_of(&c, src), blocks_of(&c, dst), 40 + round);
+        bt_random_map(map, PAIRS, blocks_of(&c, src), blocks_of(&c, dst), 40 + round, 3);
         pieces_of(ls, map, PAIRS, want);
         gt_fill(src, 50 + round);
         gt_poison(dst);
@@ -455,8 +387,8 @@ static void swaps_land(bool offload, bool on_gpu)
         gt_poison(dst);
         p2pt_batch_status rec;
         memset(&rec, 0x5A, sizeof(rec));
-        REFUSED(p2pt_block_layout_swap(h, lay, twice, 2, 0, &rec, s), P2PT_INVALID_ARGUMENT,
-                SWAP ": mapping rows 0 and 1 both write dst block 1");
+        BT_REFUSED(p2pt_block_layout_swap(h, lay, twice, 2, 0, &rec, s), P2PT_INVALID_ARGUMENT,
+                   SWAP ": mapping rows 0 and 1 both write dst block 1");
         GT_CHECK(tcu.cuStreamSynchronize(s));
         bt_expect(dst, src, NULL, NULL, 0, NULL, "a refused mapping");
         cr_assert_eq(rec.count, 0x5A5A5A5Au, "a refused swap writes no record");
@@ -488,21 +420,23 @@ static uint32_t gpu_mapping_grid(const char *options, bool host_dst, bool host_s
         GT_OK(p2pt_window_register(h, 0, (void *)(uintptr_t)pools[i]->base,
                                    pools[i]->n + 2 * GT_GUARD));
     int64_t map[8];
-    random_rows(map, 4, blocks_of(&c, src), blocks_of(&c, dst), 7);
+    bt_random_map(map, 4, blocks_of(&c, src), blocks_of(&c, dst), 7, 3);
     CUdeviceptr m, ws;
     GT_CHECK(tcu.cuMemAlloc(&m, sizeof(map)));
     GT_CHECK(tcu.cuMemAlloc(&ws, p2pt_blocks_workspace_bytes(LAYERS, 4)));
     GT_CHECK(tcu.cuMemcpyHtoD(m, map, sizeof(map)));
+    /* Pointer queries are counted over the fake driver only. */
+    const bool fake = gt_on_fake_driver();
     unsigned long asked[2];
     for (int k = 0; k < 2; k++) {
-        const unsigned long before = fake_calls("cuPointerGetAttributes");
+        const unsigned long before = fake ? gt_fake_calls("cuPointerGetAttributes") : 0;
         GT_OK(p2pt_block_layout_swap(h, lay, (const int64_t *)(uintptr_t)m, 4,
                                      P2PT_BLOCK_MAPPING_ON_GPU, (void *)(uintptr_t)ws, NULL));
-        asked[k] = fake_calls("cuPointerGetAttributes") - before;
+        asked[k] = fake ? gt_fake_calls("cuPointerGetAttributes") - before : 0;
     }
     /* The first swap alone asks where the layers live: at least once per
      * pool (the layers of a pool share its allocation). */
-    if (gt_on_fake_driver())
+    if (fake)
         cr_assert_geq(asked[0], asked[1] + 2, "pointer queries: %lu in the first swap, %lu in "
                       "the second", asked[0], asked[1]);
     GT_CHECK(tcu.cuCtxSynchronize());
@@ -610,7 +544,7 @@ Test(block_layout_gpu, a_captured_swap_of_a_gpu_mapping_replays_with_new_rows)
     for (uint64_t replay = 0; replay < 4; replay++) {
         int64_t rows[2 * PAIRS];
         p2pt_copy_desc want[LAYERS * PAIRS];
-        random_rows(rows, PAIRS, GPU_BLOCKS, HOST_BLOCKS, 60 + replay);
+        bt_random_map(rows, PAIRS, GPU_BLOCKS, HOST_BLOCKS, 60 + replay, 3);
         pieces_of(ls, rows, PAIRS, want);
         GT_CHECK(tcu.cuMemcpyHtoD(staged, rows, sizeof(rows)));
         gt_fill(&c.gpu, 70 + replay);

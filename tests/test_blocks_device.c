@@ -27,38 +27,11 @@
 
 #define FN "p2pt_copy_blocks_device_async"
 
-static p2pt_handle *cpu_handle(const char *transport, const char *options)
-{
-    struct p2pt_config cfg;
-    cr_assert_eq(p2pt__config_read(&cfg, options, transport), P2PT_SUCCESS, "%s",
-                 p2pt_last_error(NULL));
-    p2pt_handle *h = NULL;
-    cr_assert_eq(p2pt__handle_new(&cfg, NULL, &h), P2PT_SUCCESS);
-    return h;
-}
-
-/* `st` is `want` and the last error holds every one of `parts` (NULL-ended). */
-static void expect_refusal(p2pt_status st, p2pt_status want, const char *what,
-                           const char *const *parts)
-{
-    const char *msg = p2pt_last_error(NULL);
-    cr_assert_eq(st, want, "%s (%s): status %d, expected %d: %s", what, parts[0], (int)st,
-                 (int)want, msg);
-    for (size_t i = 0; parts[i] != NULL; i++)
-        cr_assert(strstr(msg, parts[i]) != NULL, "%s: \"%s\" lacks \"%s\"", what, msg, parts[i]);
-}
-
-#define REFUSED(call, want, ...)                                                               \
-    do {                                                                                       \
-        const char *const parts_[] = {__VA_ARGS__, NULL};                                      \
-        expect_refusal((call), (want), #call, parts_);                                         \
-    } while (0)
-
 /* ------------------------------------------------------------ arguments */
 
 Test(blocks_device_args, every_bad_argument_is_named_with_what_was_expected)
 {
-    p2pt_handle *h = cpu_handle("tma", NULL);
+    p2pt_handle *h = bt_cpu_handle("tma", NULL);
     _Alignas(16) static unsigned char fake_gpu[4096];
     const int64_t *map = (const int64_t *)(void *)fake_gpu;
     void *ws = fake_gpu + 1024;
@@ -66,54 +39,54 @@ Test(blocks_device_args, every_bad_argument_is_named_with_what_was_expected)
     for (int l = 0; l < 3; l++)
         ls[l] = (p2pt_block_layer){sizeof(ls[l]), fake_gpu + 2048, fake_gpu + 3072, 16, 4, 4};
 
-    REFUSED(p2pt_copy_blocks_device_async(NULL, ls, 3, map, 2, ws, NULL),
-            P2PT_INVALID_ARGUMENT, FN);
-    REFUSED(p2pt_copy_blocks_device_async(h, NULL, 3, map, 2, ws, NULL), P2PT_INVALID_ARGUMENT,
-            FN ": layers is NULL", "3 p2pt_block_layer");
-    REFUSED(p2pt_copy_blocks_device_async(h, ls, 0, map, 2, ws, NULL), P2PT_INVALID_ARGUMENT,
-            "n_layers 0, pairs 2", "at least one layer");
-    REFUSED(p2pt_copy_blocks_device_async(h, ls, 3, map, 0, ws, NULL), P2PT_INVALID_ARGUMENT,
-            "n_layers 3, pairs 0", "one mapping row");
+    BT_REFUSED(p2pt_copy_blocks_device_async(NULL, ls, 3, map, 2, ws, NULL),
+               P2PT_INVALID_ARGUMENT, FN);
+    BT_REFUSED(p2pt_copy_blocks_device_async(h, NULL, 3, map, 2, ws, NULL), P2PT_INVALID_ARGUMENT,
+               FN ": layers is NULL", "3 p2pt_block_layer");
+    BT_REFUSED(p2pt_copy_blocks_device_async(h, ls, 0, map, 2, ws, NULL), P2PT_INVALID_ARGUMENT,
+               "n_layers 0, pairs 2", "at least one layer");
+    BT_REFUSED(p2pt_copy_blocks_device_async(h, ls, 3, map, 0, ws, NULL), P2PT_INVALID_ARGUMENT,
+               "n_layers 3, pairs 0", "one mapping row");
     /* Too many pieces: refused before a layer record is read. */
-    REFUSED(p2pt_copy_blocks_device_async(h, ls, 2, map, (1u << 23) + 1, ws, NULL),
-            P2PT_INVALID_ARGUMENT, "2 layers x 8388609 pairs", "device_batch_max: 16777216");
-    REFUSED(p2pt_copy_blocks_device_async(h, ls, (size_t)1 << 40, map, 1u << 30, ws, NULL),
-            P2PT_INVALID_ARGUMENT, "1099511627776 layers x 1073741824 pairs");
-    REFUSED(p2pt_copy_blocks_device_async(h, ls, 3, NULL, 2, ws, NULL), P2PT_INVALID_ARGUMENT,
-            "mapping (nil)", "2 (src, dst) int64 rows, 8-byte aligned");
-    REFUSED(p2pt_copy_blocks_device_async(h, ls, 3, (const int64_t *)(void *)(fake_gpu + 4), 2,
-                                          ws, NULL),
-            P2PT_INVALID_ARGUMENT, "8-byte aligned");
+    BT_REFUSED(p2pt_copy_blocks_device_async(h, ls, 2, map, (1u << 23) + 1, ws, NULL),
+               P2PT_INVALID_ARGUMENT, "2 layers x 8388609 pairs", "device_batch_max: 16777216");
+    BT_REFUSED(p2pt_copy_blocks_device_async(h, ls, (size_t)1 << 40, map, 1u << 30, ws, NULL),
+               P2PT_INVALID_ARGUMENT, "1099511627776 layers x 1073741824 pairs");
+    BT_REFUSED(p2pt_copy_blocks_device_async(h, ls, 3, NULL, 2, ws, NULL), P2PT_INVALID_ARGUMENT,
+               "mapping (nil)", "2 (src, dst) int64 rows, 8-byte aligned");
+    BT_REFUSED(p2pt_copy_blocks_device_async(h, ls, 3, (const int64_t *)(void *)(fake_gpu + 4), 2,
+                                             ws, NULL),
+               P2PT_INVALID_ARGUMENT, "8-byte aligned");
     char want_ws[96];
     snprintf(want_ws, sizeof(want_ws), "p2pt_blocks_workspace_bytes(3, 2) = %zu bytes",
              p2pt_blocks_workspace_bytes(3, 2));
-    REFUSED(p2pt_copy_blocks_device_async(h, ls, 3, map, 2, NULL, NULL), P2PT_INVALID_ARGUMENT,
-            "workspace (nil)", want_ws, "16-byte aligned");
-    REFUSED(p2pt_copy_blocks_device_async(h, ls, 3, map, 2, (char *)ws + 8, NULL),
-            P2PT_INVALID_ARGUMENT, "16-byte aligned");
+    BT_REFUSED(p2pt_copy_blocks_device_async(h, ls, 3, map, 2, NULL, NULL), P2PT_INVALID_ARGUMENT,
+               "workspace (nil)", want_ws, "16-byte aligned");
+    BT_REFUSED(p2pt_copy_blocks_device_async(h, ls, 3, map, 2, (char *)ws + 8, NULL),
+               P2PT_INVALID_ARGUMENT, "16-byte aligned");
 
     /* The layer records: p2pt_copy_blocks_async's checks and messages. */
     ls[0].size = 8;
-    REFUSED(p2pt_copy_blocks_device_async(h, ls, 3, map, 2, ws, NULL), P2PT_INVALID_ARGUMENT,
-            FN ": layers[0].size is 8", "sizeof(p2pt_block_layer)");
+    BT_REFUSED(p2pt_copy_blocks_device_async(h, ls, 3, map, 2, ws, NULL), P2PT_INVALID_ARGUMENT,
+               FN ": layers[0].size is 8", "sizeof(p2pt_block_layer)");
     ls[0].size = sizeof(ls[0]);
     ls[2].size = sizeof(ls[0]) + 8;
-    REFUSED(p2pt_copy_blocks_device_async(h, ls, 3, map, 2, ws, NULL), P2PT_INVALID_ARGUMENT,
-            "layer 2: size");
+    BT_REFUSED(p2pt_copy_blocks_device_async(h, ls, 3, map, 2, ws, NULL), P2PT_INVALID_ARGUMENT,
+               "layer 2: size");
     ls[2].size = sizeof(ls[0]);
     ls[1].block_bytes = 0;
-    REFUSED(p2pt_copy_blocks_device_async(h, ls, 3, map, 2, ws, NULL), P2PT_INVALID_ARGUMENT,
-            FN ": layer 1: block_bytes 0: expected 1 to 4294967295");
+    BT_REFUSED(p2pt_copy_blocks_device_async(h, ls, 3, map, 2, ws, NULL), P2PT_INVALID_ARGUMENT,
+               FN ": layer 1: block_bytes 0: expected 1 to 4294967295");
     ls[1].block_bytes = (uint64_t)1 << 32;
-    REFUSED(p2pt_copy_blocks_device_async(h, ls, 3, map, 2, ws, NULL), P2PT_INVALID_ARGUMENT,
-            "layer 1: block_bytes 4294967296");
+    BT_REFUSED(p2pt_copy_blocks_device_async(h, ls, 3, map, 2, ws, NULL), P2PT_INVALID_ARGUMENT,
+               "layer 1: block_bytes 4294967296");
     ls[1].block_bytes = 16;
     ls[2].dst = (void *)(uintptr_t)(UINTPTR_MAX - 40);
-    REFUSED(p2pt_copy_blocks_device_async(h, ls, 3, map, 2, ws, NULL), P2PT_INVALID_ARGUMENT,
-            "layer 2: 4 dst blocks of 16 bytes", "past the end of the address space");
+    BT_REFUSED(p2pt_copy_blocks_device_async(h, ls, 3, map, 2, ws, NULL), P2PT_INVALID_ARGUMENT,
+               "layer 2: 4 dst blocks of 16 bytes", "past the end of the address space");
     ls[2].dst = NULL;
-    REFUSED(p2pt_copy_blocks_device_async(h, ls, 3, map, 2, ws, NULL), P2PT_INVALID_ARGUMENT,
-            "layer 2: dst is NULL with 4 blocks");
+    BT_REFUSED(p2pt_copy_blocks_device_async(h, ls, 3, map, 2, ws, NULL), P2PT_INVALID_ARGUMENT,
+               "layer 2: dst is NULL with 4 blocks");
     /* The same layer check, word for word, as the host mapping's call. */
     int64_t host_map[4] = {0, 1, 2, 3};
     cr_assert_eq(p2pt_copy_blocks_async(h, ls, 3, host_map, 2, NULL), P2PT_INVALID_ARGUMENT);
@@ -129,14 +102,15 @@ Test(blocks_device_args, every_bad_argument_is_named_with_what_was_expected)
 
 Test(blocks_device_args, ce_and_a_budget_of_one_cta_are_status_6)
 {
-    p2pt_handle *ce = cpu_handle("ce", NULL), *one = cpu_handle("tma", "P2P_TRANSPORT_SM_BUDGET=1");
+    p2pt_handle *ce = bt_cpu_handle("ce", NULL),
+                *one = bt_cpu_handle("tma", "P2P_TRANSPORT_SM_BUDGET=1");
     _Alignas(16) static unsigned char fake_gpu[1024];
     p2pt_block_layer l = {sizeof(l), fake_gpu + 512, fake_gpu + 768, 16, 4, 4};
     const int64_t *map = (const int64_t *)(void *)fake_gpu;
-    REFUSED(p2pt_copy_blocks_device_async(ce, &l, 1, map, 1, fake_gpu + 256, NULL),
-            P2PT_NOT_SUPPORTED, FN ": the ce transport cannot read", "P2P_TRANSPORT=tma");
-    REFUSED(p2pt_copy_blocks_device_async(one, &l, 1, map, 1, fake_gpu + 256, NULL),
-            P2PT_NOT_SUPPORTED, FN ": P2P_TRANSPORT_SM_BUDGET=1", "at least 2 CTAs");
+    BT_REFUSED(p2pt_copy_blocks_device_async(ce, &l, 1, map, 1, fake_gpu + 256, NULL),
+               P2PT_NOT_SUPPORTED, FN ": the ce transport cannot read", "P2P_TRANSPORT=tma");
+    BT_REFUSED(p2pt_copy_blocks_device_async(one, &l, 1, map, 1, fake_gpu + 256, NULL),
+               P2PT_NOT_SUPPORTED, FN ": P2P_TRANSPORT_SM_BUDGET=1", "at least 2 CTAs");
     p2pt_finalize(ce);
     p2pt_finalize(one);
 }
@@ -197,28 +171,6 @@ static void windows(p2pt_handle *h, const struct side *a, const struct side *b)
 {
     GT_OK(p2pt_window_register(h, 0, (void *)(uintptr_t)a->pool.base, a->pool.n + 2 * GT_GUARD));
     GT_OK(p2pt_window_register(h, 0, (void *)(uintptr_t)b->pool.base, b->pool.n + 2 * GT_GUARD));
-}
-
-/* `pairs` rows: distinct random ids of [0, n_src) and of [0, n_dst). */
-static void random_map(int64_t *map, size_t pairs, size_t n_src, size_t n_dst, uint64_t seed)
-{
-    struct bt_rng r = {seed * 0x9E3779B97F4A7C15ull + 5};
-    for (int col = 0; col < 2; col++) {
-        const size_t n = col == 0 ? n_src : n_dst;
-        int64_t *perm = malloc(n * sizeof(*perm));
-        cr_assert_not_null(perm);
-        for (size_t i = 0; i < n; i++)
-            perm[i] = (int64_t)i;
-        for (size_t i = n - 1; i > 0; i--) {
-            const size_t j = bt_next(&r) % (i + 1);
-            const int64_t t = perm[i];
-            perm[i] = perm[j];
-            perm[j] = t;
-        }
-        for (size_t i = 0; i < pairs; i++)
-            map[2 * i + col] = perm[i];
-        free(perm);
-    }
 }
 
 /* The pieces the mapping means, written out independently; a row with an
@@ -302,15 +254,15 @@ Test(blocks_device_fake, one_expand_launch_per_64_layers_then_one_batch)
                 cr_assert_leq(after.max_grid, 2, "budget 2: a grid of %u CTAs", after.max_grid);
         }
         /* Where the mapping and the workspace live, checked by the driver. */
-        REFUSED(p2pt_copy_blocks_device_async(h, ls, 3, (const int64_t *)(uintptr_t)a.map,
-                                              (uint32_t)pairs + 1, (void *)(uintptr_t)a.ws,
-                                              NULL),
-                P2PT_INVALID_ARGUMENT, FN ": mapping", "runs past the end of its allocation");
-        REFUSED(p2pt_copy_blocks_device_async(h, ls, 3, (const int64_t *)(uintptr_t)a.map,
-                                              (uint32_t)pairs,
-                                              (void *)(uintptr_t)(a.ws + (a.ws_bytes & ~(size_t)15) - 400),
-                                              NULL),
-                P2PT_INVALID_ARGUMENT, FN ": workspace", "runs past the end of its allocation");
+        BT_REFUSED(p2pt_copy_blocks_device_async(h, ls, 3, (const int64_t *)(uintptr_t)a.map,
+                                                 (uint32_t)pairs + 1, (void *)(uintptr_t)a.ws,
+                                                 NULL),
+                   P2PT_INVALID_ARGUMENT, FN ": mapping", "runs past the end of its allocation");
+        BT_REFUSED(p2pt_copy_blocks_device_async(h, ls, 3, (const int64_t *)(uintptr_t)a.map,
+                                                 (uint32_t)pairs,
+                                                 (void *)(uintptr_t)(a.ws + (a.ws_bytes & ~(size_t)15) - 400),
+                                                 NULL),
+                   P2PT_INVALID_ARGUMENT, FN ": workspace", "runs past the end of its allocation");
         gpu_args_free(&a);
         gt_free(&dst.pool);
         gt_free(&src.pool);
@@ -370,7 +322,7 @@ static void one_call(p2pt_handle *h, CUstream s, uint64_t bb, size_t n_layers, b
     if (map_in != NULL)
         memcpy(map, map_in, 2 * pairs * sizeof(*map));
     else
-        random_map(map, pairs, SRC_BLOCKS, DST_BLOCKS, seed);
+        bt_random_map(map, pairs, SRC_BLOCKS, DST_BLOCKS, seed, 5);
     expected(ls, n_layers, map, pairs, want, ok);
     struct gpu_args a = gpu_args_new(n_layers, pairs);
     GT_CHECK(tcu.cuMemcpyHtoD(a.map, map, a.map_bytes));
@@ -468,7 +420,7 @@ Test(blocks_device_gpu, a_layer_outside_every_window_is_skipped_and_untouched)
     layers_of(&dst, &src, layers, bb, ls);
     ls[1].dst = (void *)(uintptr_t)outside.ptr;
     int64_t map[12];
-    random_map(map, pairs, 8, 8, 9);
+    bt_random_map(map, pairs, 8, 8, 9, 5);
     p2pt_copy_desc want[18];
     bool ok[18];
     expected(ls, layers, map, pairs, want, ok);
@@ -517,7 +469,7 @@ Test(blocks_device_gpu, a_captured_graph_reads_new_mapping_rows_at_every_replay)
     CUdeviceptr staged;
     GT_CHECK(tcu.cuMemAlloc(&staged, a.map_bytes));
     int64_t map[2 * PAIRS];
-    random_map(map, PAIRS, SRC_BLOCKS, DST_BLOCKS, 100);
+    bt_random_map(map, PAIRS, SRC_BLOCKS, DST_BLOCKS, 100, 5);
     GT_CHECK(tcu.cuMemcpyHtoD(staged, map, a.map_bytes));
 
     GT_CHECK(tcu.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
@@ -532,7 +484,7 @@ Test(blocks_device_gpu, a_captured_graph_reads_new_mapping_rows_at_every_replay)
     static p2pt_copy_desc want[LAYERS * PAIRS];
     static bool ok[LAYERS * PAIRS];
     for (int replay = 0; replay < 5; replay++) {
-        random_map(map, PAIRS, SRC_BLOCKS, DST_BLOCKS, 200 + (uint64_t)replay);
+        bt_random_map(map, PAIRS, SRC_BLOCKS, DST_BLOCKS, 200 + (uint64_t)replay, 5);
         if (replay == 3)
             map[2 * 5 + 1] = DST_BLOCKS; /* one bad row: piece 5 of each layer */
         GT_CHECK(tcu.cuMemcpyHtoD(staged, map, a.map_bytes));

@@ -19,29 +19,9 @@
  *   - a tma batch whose pieces all cross the host link launches no more
  *     CTAs than the table's `link` lines (counter).
  */
-#include <dlfcn.h>
-
 #include "batch_test.h"
 
 /* ------------------------------------------------------------ set-up */
-
-/* Calls of a fake driver entry so far. */
-static unsigned long fake_calls(const char *name)
-{
-#ifdef P2PT_FAKE_CUDA_PATH
-    void *lib = dlopen(P2PT_FAKE_CUDA_PATH, RTLD_NOW | RTLD_NOLOAD);
-    cr_assert_not_null(lib, "the fake driver is loaded");
-    unsigned long (*calls)(const char *) =
-        (unsigned long (*)(const char *))dlsym(lib, "p2pt_fake_calls");
-    cr_assert_not_null(calls);
-    unsigned long n = calls(name);
-    dlclose(lib);
-    return n;
-#else
-    (void)name;
-    return 0;
-#endif
-}
 
 static p2pt_handle *handle_opts(const char *transport, const char *options)
 {
@@ -107,11 +87,11 @@ static void memo_counts(void)
     const char *engines[] = {"ce", "tma", "auto"};
     for (int e = 0; e < 3; e++) {
         p2pt_handle *h = gt_handle(engines[e]);
-        unsigned long before = fake_calls("cuPointerGetAttributes") +
-                               fake_calls("cuPointerGetAttribute");
+        unsigned long before = gt_fake_calls("cuPointerGetAttributes") +
+                               gt_fake_calls("cuPointerGetAttribute");
         GT_OK(p2pt_copy_batch_async(h, d, blocks * layers, s));
-        unsigned long queries = fake_calls("cuPointerGetAttributes") +
-                                fake_calls("cuPointerGetAttribute") - before;
+        unsigned long queries = gt_fake_calls("cuPointerGetAttributes") +
+                                gt_fake_calls("cuPointerGetAttribute") - before;
         /* Two allocations, one query each: auto's first piece, located to
          * route the batch, is not asked about again. */
         cr_expect_eq(queries, 2, "%s: %lu pointer queries for %zu pinned-host pieces",
@@ -126,9 +106,9 @@ static void memo_counts(void)
                                        blocks, blocks};
         for (size_t b = 0; b < blocks; b++)
             map[2 * b] = (int64_t)b, map[2 * b + 1] = (int64_t)slot[b];
-        before = fake_calls("cuPointerGetAttributes") + fake_calls("cuPointerGetAttribute");
+        before = gt_fake_calls("cuPointerGetAttributes") + gt_fake_calls("cuPointerGetAttribute");
         GT_OK(p2pt_copy_blocks_async(h, ls, layers, map, blocks, s));
-        queries = fake_calls("cuPointerGetAttributes") + fake_calls("cuPointerGetAttribute") -
+        queries = gt_fake_calls("cuPointerGetAttributes") + gt_fake_calls("cuPointerGetAttribute") -
                   before;
         cr_expect_eq(queries, 2, "%s: %lu pointer queries for %zu blocks", engines[e], queries,
                      blocks * layers);
@@ -154,11 +134,11 @@ Test(offload_fake, the_pass_asks_the_driver_once_per_allocation)
 static void launches_of(p2pt_handle *h, const p2pt_copy_desc *d, size_t n, CUstream s,
                         unsigned long *ex, unsigned long *plain)
 {
-    const unsigned long e0 = fake_calls("cuLaunchKernelEx"), p0 = fake_calls("cuLaunchKernel");
+    const unsigned long e0 = gt_fake_calls("cuLaunchKernelEx"), p0 = gt_fake_calls("cuLaunchKernel");
     GT_OK(p2pt_copy_batch_async(h, d, n, s));
     GT_CHECK(tcu.cuStreamSynchronize(s));
-    *ex = fake_calls("cuLaunchKernelEx") - e0;
-    *plain = fake_calls("cuLaunchKernel") - p0;
+    *ex = gt_fake_calls("cuLaunchKernelEx") - e0;
+    *plain = gt_fake_calls("cuLaunchKernel") - p0;
 }
 
 static void pdl_where_it_belongs(void)

@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gpu_test.h"
+#include "share_test.h"
 
 #define MAX_RANKS 8
 /* The most a rank may take to send its next message: NVRTC compiles and
@@ -64,19 +64,6 @@ static void tail_of(const char *path, char *out, size_t len)
     size_t keep = n > len - 1 ? len - 1 : n;
     memcpy(out, all + n - keep, keep);
     out[keep] = '\0';
-}
-
-static bool read_all(int fd, void *p, size_t n)
-{
-    char *c = p;
-    while (n > 0) {
-        ssize_t r = read(fd, c, n);
-        if (r <= 0)
-            return false;
-        c += r;
-        n -= (size_t)r;
-    }
-    return true;
 }
 
 /* Kill what still runs, reap everything, remove the stderr files. */
@@ -195,7 +182,7 @@ static bool ranks_ok(const char *scenario, int n, const char *transport, int rou
                     continue;
                 struct rank_proc *q = &r[who[i]];
                 char head[5];
-                if (!read_all(q->sock, head, 5)) {
+                if (!st_read(q->sock, head, 5)) {
                     int st = wait_exit(q->pid, 5);
                     q->pid = st >= 0 ? 0 : q->pid;
                     failing = who[i];
@@ -208,7 +195,7 @@ static bool ranks_ok(const char *scenario, int n, const char *transport, int rou
                 free(q->data);
                 q->data = malloc(q->len + 1);
                 cr_assert_not_null(q->data);
-                if (q->len > 0 && !read_all(q->sock, q->data, q->len)) {
+                if (q->len > 0 && !st_read(q->sock, q->data, q->len)) {
                     failing = who[i];
                     RANK_FAIL("rank %d's message was cut short", who[i]);
                 }

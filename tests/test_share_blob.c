@@ -49,12 +49,6 @@ static void write_all(p2pt_share_blob *b, int n)
     }
 }
 
-static void expect_text(const char *needle)
-{
-    cr_expect(strstr(p2pt__last_error_text(), needle) != NULL, "\"%s\" not in: %s", needle,
-              p2pt__last_error_text());
-}
-
 Test(share_blob, a_blob_written_reads_back_every_field)
 {
     p2pt_share_blob b;
@@ -92,7 +86,7 @@ Test(share_blob, the_checksum_covers_every_byte_after_the_version)
         b.bytes[i] ^= 0x10;
         cr_assert_eq(p2pt__share_blob_read(&b, 2, &got), P2PT_INVALID_ARGUMENT,
                      "byte %d changed, yet the blob reads", i);
-        expect_text("blob 2 is corrupted");
+        st_expect_text("blob 2 is corrupted");
     }
 }
 
@@ -103,8 +97,8 @@ Test(share_blob, not_a_blob_is_status_4_naming_the_magic)
     p2pt__share_blob_write(&d, &b);
     b.bytes[0] = 'X';
     cr_assert_eq(p2pt__share_blob_read(&b, 0, &got), P2PT_INVALID_ARGUMENT);
-    expect_text("blob 0 is not a p2pt share blob");
-    expect_text("\"P2SB\"");
+    st_expect_text("blob 0 is not a p2pt share blob");
+    st_expect_text("\"P2SB\"");
 }
 
 Test(share_blob, a_newer_version_is_status_6_naming_both_versions)
@@ -115,14 +109,14 @@ Test(share_blob, a_newer_version_is_status_6_naming_both_versions)
     b.bytes[4] = 2;
     p2pt__share_blob_seal(&b);
     cr_assert_eq(p2pt__share_blob_read(&b, 0, &got), P2PT_NOT_SUPPORTED);
-    expect_text("version 2, newer than the version 1");
+    st_expect_text("version 2, newer than the version 1");
     /* Even a damaged newer blob says "newer": the version is read first. */
     b.bytes[100] ^= 1;
     cr_assert_eq(p2pt__share_blob_read(&b, 0, &got), P2PT_NOT_SUPPORTED);
     b.bytes[4] = 0;
     p2pt__share_blob_seal(&b);
     cr_assert_eq(p2pt__share_blob_read(&b, 0, &got), P2PT_INVALID_ARGUMENT);
-    expect_text("version 0");
+    st_expect_text("version 0");
 }
 
 Test(share_blob, fields_that_contradict_each_other_are_status_4)
@@ -133,12 +127,12 @@ Test(share_blob, fields_that_contradict_each_other_are_status_4)
     d.kind = 9;
     p2pt__share_blob_write(&d, &b);
     cr_assert_eq(p2pt__share_blob_read(&b, 0, &got), P2PT_INVALID_ARGUMENT);
-    expect_text("kind 9");
+    st_expect_text("kind 9");
     d = sample(0);
     d.index = 3; /* of 3 */
     p2pt__share_blob_write(&d, &b);
     cr_assert_eq(p2pt__share_blob_read(&b, 0, &got), P2PT_INVALID_ARGUMENT);
-    expect_text("blob 3 of 3");
+    st_expect_text("blob 3 of 3");
     d = sample(0);
     d.kind = P2PT_SHARE_LEGACY; /* a legacy export has one blob */
     p2pt__share_blob_write(&d, &b);
@@ -147,12 +141,12 @@ Test(share_blob, fields_that_contradict_each_other_are_status_4)
     d.offset = d.span - 10; /* the range runs past the allocation */
     p2pt__share_blob_write(&d, &b);
     cr_assert_eq(p2pt__share_blob_read(&b, 0, &got), P2PT_INVALID_ARGUMENT);
-    expect_text("runs past its allocation");
+    st_expect_text("runs past its allocation");
     d = sample(2);
     d.piece_size = 2u << 21; /* the last piece runs past the span */
     p2pt__share_blob_write(&d, &b);
     cr_assert_eq(p2pt__share_blob_read(&b, 0, &got), P2PT_INVALID_ARGUMENT);
-    expect_text("does not lie in the export");
+    st_expect_text("does not lie in the export");
 }
 
 Test(share_blob, a_whole_export_checks_and_comes_back_in_index_order)
@@ -175,7 +169,7 @@ Test(share_blob, a_truncated_set_is_status_4_naming_the_missing_index)
     struct p2pt_share_desc out[3];
     write_all(b, 3);
     cr_assert_eq(p2pt__share_blobs_check(b, 2, out), P2PT_INVALID_ARGUMENT);
-    expect_text("the export has 3 blobs and 2 were given: index 2 is missing");
+    st_expect_text("the export has 3 blobs and 2 were given: index 2 is missing");
 }
 
 Test(share_blob, a_repeated_index_is_status_4_naming_both_blobs)
@@ -185,7 +179,7 @@ Test(share_blob, a_repeated_index_is_status_4_naming_both_blobs)
     write_all(b, 3);
     b[2] = b[0];
     cr_assert_eq(p2pt__share_blobs_check(b, 3, out), P2PT_INVALID_ARGUMENT);
-    expect_text("blob 2 repeats index 0 of the export (blob 0 has it too)");
+    st_expect_text("blob 2 repeats index 0 of the export (blob 0 has it too)");
 }
 
 Test(share_blob, blobs_of_two_exports_are_status_4)
@@ -196,14 +190,14 @@ Test(share_blob, blobs_of_two_exports_are_status_4)
     d.token[0] ^= 1;
     p2pt__share_blob_write(&d, &b[1]);
     cr_assert_eq(p2pt__share_blobs_check(b, 3, out), P2PT_INVALID_ARGUMENT);
-    expect_text("blobs of two exports: blob 1 belongs to export");
+    st_expect_text("blobs of two exports: blob 1 belongs to export");
     /* The same token but another range: altered, not one export. */
     write_all(b, 3);
     d = sample(1);
     d.bytes -= 1;
     p2pt__share_blob_write(&d, &b[1]);
     cr_assert_eq(p2pt__share_blobs_check(b, 3, out), P2PT_INVALID_ARGUMENT);
-    expect_text("blob 1 disagrees with blob 0 on the range");
+    st_expect_text("blob 1 disagrees with blob 0 on the range");
 }
 
 Test(share_blob, pieces_that_do_not_tile_the_range_are_status_4)
@@ -215,7 +209,7 @@ Test(share_blob, pieces_that_do_not_tile_the_range_are_status_4)
     d.piece_size -= 4096;
     p2pt__share_blob_write(&d, &b[1]);
     cr_assert_eq(p2pt__share_blobs_check(b, 3, out), P2PT_INVALID_ARGUMENT);
-    expect_text("do not tile the range they claim");
+    st_expect_text("do not tile the range they claim");
 }
 
 Test(share_blob, another_host_and_another_boot_are_status_4)
@@ -229,14 +223,14 @@ Test(share_blob, another_host_and_another_boot_are_status_4)
         p2pt__share_blob_write(&d, &b[i]);
     }
     cr_assert_eq(p2pt__share_blobs_check(b, 3, out), P2PT_INVALID_ARGUMENT);
-    expect_text("made on host \"elsewhere\"");
+    st_expect_text("made on host \"elsewhere\"");
     for (int i = 0; i < 3; i++) {
         struct p2pt_share_desc d = sample((uint16_t)i);
         d.boot_id[15] ^= 1;
         p2pt__share_blob_write(&d, &b[i]);
     }
     cr_assert_eq(p2pt__share_blobs_check(b, 3, out), P2PT_INVALID_ARGUMENT);
-    expect_text("made in another boot of this host");
+    st_expect_text("made in another boot of this host");
 }
 
 /* ---------------------------------------------- through a real import */
@@ -271,20 +265,20 @@ static void expect_refused(struct real *r, const p2pt_share_blob *b, size_t n, p
 {
     unsigned long before[P2PT_ARRAY_LEN(mapping_entries)];
     for (size_t i = 0; i < P2PT_ARRAY_LEN(mapping_entries); i++)
-        before[i] = st_calls(mapping_entries[i]);
+        before[i] = gt_fake_calls(mapping_entries[i]);
     int windows = st_windows(r->h, 0);
     void *ptr = (void *)1;
     p2pt_share_import_t *imp = (p2pt_share_import_t *)1;
     p2pt_status st = p2pt_share_import(r->h, 0, b, n, &ptr, &imp);
     cr_assert_eq(st, status, "import -> %d: %s", (int)st, p2pt_last_error(NULL));
-    expect_text(needle);
+    st_expect_text(needle);
     cr_expect_null(ptr);
     cr_expect_null(imp);
     for (size_t i = 0; i < P2PT_ARRAY_LEN(mapping_entries); i++)
-        cr_expect_eq(st_calls(mapping_entries[i]), before[i], "%s was called",
+        cr_expect_eq(gt_fake_calls(mapping_entries[i]), before[i], "%s was called",
                      mapping_entries[i]);
     cr_expect_eq(st_windows(r->h, 0), windows, "a window was registered");
-    p2pt_properties p = st_props(r->h);
+    p2pt_properties p = gt_props(r->h);
     cr_expect_eq(p.share_imports_open, 0);
     cr_expect_eq(p.share_mappings, 0);
 }

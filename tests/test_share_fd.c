@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "share_test.h"
@@ -101,12 +102,6 @@ static void end_server(struct child *c)
               WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
 
-static void expect_text(const char *needle)
-{
-    cr_expect(strstr(p2pt__last_error_text(), needle) != NULL, "\"%s\" not in: %s", needle,
-              p2pt__last_error_text());
-}
-
 Test(share_fd, descriptors_cross_to_another_process_on_one_connection)
 {
     /* The default path, and the only one: no pidfd_getfd, which needs
@@ -156,11 +151,11 @@ Test(share_fd, a_wrong_token_is_status_5_and_a_missing_piece_status_4)
     memcpy(wrong, c.at.token, sizeof(wrong));
     wrong[7] ^= 1;
     cr_assert_eq(p2pt__share_fetch(c.at.pid, c.at.name, wrong, 1, fds), P2PT_INVALID_USAGE);
-    expect_text("has no such export");
+    st_expect_text("has no such export");
     cr_expect_eq(fds[0], -1);
     cr_assert_eq(p2pt__share_fetch(c.at.pid, c.at.name, c.at.token, PIECES + 1, fds),
                  P2PT_INVALID_ARGUMENT);
-    expect_text("serves 3 pieces of the export, not piece 3");
+    st_expect_text("serves 3 pieces of the export, not piece 3");
     for (int i = 0; i < PIECES + 1; i++)
         cr_expect_eq(fds[i], -1, "a failed fetch leaves no descriptor open");
     end_server(&c);
@@ -200,8 +195,8 @@ Test(share_fd, a_server_that_is_gone_is_status_2)
     close(c.done);
     int fd = -1;
     cr_assert_eq(p2pt__share_fetch(c.at.pid, c.at.name, c.at.token, 1, &fd), P2PT_SYSTEM_ERROR);
-    expect_text("no descriptor server answers");
-    expect_text("the exporter has exited");
+    st_expect_text("no descriptor server answers");
+    st_expect_text("the exporter has exited");
     cr_expect_eq(fd, -1);
 }
 
@@ -233,7 +228,7 @@ Test(share_fd, a_server_that_never_answers_times_out_with_status_2)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     cr_assert_eq(p2pt__share_fetch((uint32_t)getpid(), name, token, 1, &fd), P2PT_SYSTEM_ERROR);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    expect_text("timed out after 300 ms waiting for the descriptor of piece 0");
+    st_expect_text("timed out after 300 ms waiting for the descriptor of piece 0");
     double s_taken = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
     cr_expect(s_taken < 5.0, "the fetch took %.1f s with a 300 ms timeout", s_taken);
     close(s);
@@ -276,7 +271,7 @@ Test(share_fd, a_name_served_by_another_process_is_refused_with_status_2)
     uint8_t token[P2PT_SHARE_TOKEN_BYTES] = {2};
     int fd = -1;
     cr_assert_eq(p2pt__share_fetch(me, name, token, 1, &fd), P2PT_SYSTEM_ERROR);
-    expect_text("not by the exporter the blobs name");
+    st_expect_text("not by the exporter the blobs name");
     cr_expect_eq(fd, -1);
     close(down[1]);
     close(up[0]);

@@ -17,6 +17,7 @@
  * range again, unexport and finalize do what p2pt.h says.
  */
 #include <pthread.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "p2pt_plugin.h"
@@ -61,8 +62,8 @@ struct exported {
 /* The exporter process: memory of `kind` ('L' cuMemAlloc, 'V' three VMM
  * allocations, 'P' a shareable pool) on `device`, RANGE bytes of it filled
  * with theirs() and exported; then, for each byte from the parent: 'c'
- * answers whether the range holds ours(), 'x' writes theirs() again and
- * exits at once (its handle finalized). No Criterion assertions: a forked
+ * answers whether the range holds ours(), 'x' exits at once (its handle
+ * finalized). No Criterion assertions: a forked
  * child answers through the pipe. */
 static int exporter(char kind, int device, int out, int in)
 {
@@ -232,11 +233,11 @@ static void round_trip(char kind, size_t pieces)
     cr_expect(holds(at, n, theirs), "the import reads what the exporter wrote");
     fill(at, RANGE, ours);
     cr_expect(exporter_sees_ours(&p), "the exporter reads what the import wrote");
-    p2pt_properties pr = st_props(h);
+    p2pt_properties pr = gt_props(h);
     cr_expect_eq(pr.share_imports_open, 1);
     cr_expect_eq(pr.share_mappings, 1);
     GT_OK(p2pt_share_close(h, imp));
-    pr = st_props(h);
+    pr = gt_props(h);
     cr_expect_eq(pr.share_imports_open, 0);
     cr_expect_eq(pr.share_imports_closed, 1);
     cr_expect_eq(pr.share_mappings, 0);
@@ -249,44 +250,51 @@ Test(share, legacy_memory_of_another_process_is_imported_at_its_offset)
 {
     unsigned long opens = 0;
     gt_use_fake_driver();
-    opens = st_calls("cuIpcOpenMemHandle");
+    opens = gt_fake_calls("cuIpcOpenMemHandle");
     round_trip('L', 1);
-    cr_expect_eq(st_calls("cuIpcOpenMemHandle"), opens + 1);
-    cr_expect_eq(st_calls("cuIpcCloseMemHandle") > 0, 1);
+    cr_expect_eq(gt_fake_calls("cuIpcOpenMemHandle"), opens + 1);
+    cr_expect_eq(gt_fake_calls("cuIpcCloseMemHandle") > 0, 1);
 }
 
 Test(share, vmm_memory_of_another_process_crosses_allocation_by_allocation)
 {
     gt_use_fake_driver();
-    unsigned long maps = st_calls("cuMemMap");
+    unsigned long maps = gt_fake_calls("cuMemMap");
     round_trip('V', 3);
-    cr_expect_eq(st_calls("cuMemMap"), maps + 3, "one mapping per allocation");
+    cr_expect_eq(gt_fake_calls("cuMemMap"), maps + 3, "one mapping per allocation");
 }
 
 Test(share, pool_memory_of_another_process_is_imported)
 {
     gt_use_fake_driver();
-    unsigned long pools = st_calls("cuMemPoolImportFromShareableHandle");
+    unsigned long pools = gt_fake_calls("cuMemPoolImportFromShareableHandle");
     round_trip('P', 1);
-    cr_expect_eq(st_calls("cuMemPoolImportFromShareableHandle"), pools + 1);
+    cr_expect_eq(gt_fake_calls("cuMemPoolImportFromShareableHandle"), pools + 1);
 }
 
 Test(share, a_vmm_import_keeps_the_memory_after_the_exporter_exits)
 {
-    p2pt_handle *h = fake_handle();
+    p2pt_handle *h = fake_handle(), *h2 = gt_handle("ce");
     struct peer p = start_exporter('V', 1);
-    p2pt_share_import_t *imp = NULL;
+    p2pt_share_import_t *imp = NULL, *imp2 = NULL;
     CUdeviceptr at = (CUdeviceptr)(uintptr_t)import_theirs(h, &p, &imp);
+    /* A second handle maps the same memory apart: a write through one
+     * mapping read through the other shows one memory still shared, where
+     * a read through the pointer written would show only that pointer. */
+    CUdeviceptr at2 = (CUdeviceptr)(uintptr_t)import_theirs(h2, &p, &imp2);
+    cr_assert_neq(at2, at, "each handle's import is a mapping of its own");
     cr_assert_eq(write(p.to, "x", 1), 1);
     int status = 0;
     cr_assert_eq(waitpid(p.pid, &status, 0), p.pid);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     cr_expect(holds(at, RANGE, theirs), "the bytes are still there after the exporter exited");
     fill(at, RANGE, ours);
-    cr_expect(holds(at, RANGE, ours));
+    cr_expect(holds(at2, RANGE, ours), "a write through one import is read through the other");
     GT_OK(p2pt_share_close(h, imp));
+    GT_OK(p2pt_share_close(h2, imp2));
     close(p.to);
     close(p.from);
+    p2pt_finalize(h2);
     p2pt_finalize(h);
 }
 
@@ -303,7 +311,7 @@ Test(share, a_legacy_handle_another_context_opened_is_status_5_naming_the_remedy
               "%s", p2pt_last_error(NULL));
     cr_expect_null(imp);
     cr_expect_eq(st_windows(h, 0), 0);
-    cr_expect_eq(st_props(h).share_mappings, 0);
+    cr_expect_eq(gt_props(h).share_mappings, 0);
     unsetenv("P2PT_FAKE_IPC_ALREADY_MAPPED");
     end_exporter(&p);
     p2pt_finalize(h);
@@ -320,25 +328,25 @@ Test(share, importing_twice_shares_one_mapping_and_each_import_needs_its_close)
     cr_assert_eq(n, 2);
     void *p1 = NULL, *p2 = NULL;
     p2pt_share_import_t *i1 = NULL, *i2 = NULL;
-    unsigned long reserves = st_calls("cuMemAddressReserve");
+    unsigned long reserves = gt_fake_calls("cuMemAddressReserve");
     GT_OK(p2pt_share_import(h, 0, b, n, &p1, &i1));
     GT_OK(p2pt_share_import(h, 0, b, n, &p2, &i2));
     cr_expect_eq(p1, p2);
     cr_expect_eq(i1, i2);
-    cr_expect_eq(st_calls("cuMemAddressReserve"), reserves + 1, "one mapping");
+    cr_expect_eq(gt_fake_calls("cuMemAddressReserve"), reserves + 1, "one mapping");
     cr_expect_neq((uintptr_t)p1, (uintptr_t)v.va, "VMM memory is mapped anew, also here");
-    p2pt_properties pr = st_props(h);
+    p2pt_properties pr = gt_props(h);
     cr_expect_eq(pr.share_imports_open, 2);
     cr_expect_eq(pr.share_mappings, 1);
     cr_expect_eq(pr.share_exports, 1);
-    unsigned long unmaps = st_calls("cuMemUnmap");
+    unsigned long unmaps = gt_fake_calls("cuMemUnmap");
     GT_OK(p2pt_share_close(h, i1));
-    cr_expect_eq(st_calls("cuMemUnmap"), unmaps, "the first close unmaps nothing");
+    cr_expect_eq(gt_fake_calls("cuMemUnmap"), unmaps, "the first close unmaps nothing");
     cr_expect_eq(st_windows(h, 0), 1);
     GT_OK(p2pt_share_close(h, i2));
-    cr_expect_eq(st_calls("cuMemUnmap"), unmaps + 2, "the last close unmaps both allocations");
+    cr_expect_eq(gt_fake_calls("cuMemUnmap"), unmaps + 2, "the last close unmaps both allocations");
     cr_expect_eq(st_windows(h, 0), 0);
-    pr = st_props(h);
+    pr = gt_props(h);
     cr_expect_eq(pr.share_imports_open, 0);
     cr_expect_eq(pr.share_imports_closed, 2);
     cr_expect_eq(pr.share_mappings, 0);
@@ -388,7 +396,7 @@ Test(share, a_close_waits_for_the_work_queued_on_the_window)
     GT_OK(p2pt_copy_async(h, p, (void *)(uintptr_t)src.ptr, 4096, s));
     p2pt_copy_desc d = {(char *)p + 4096, (void *)(uintptr_t)src.ptr, 100};
     GT_OK(p2pt_copy_batch_async(h, &d, 1, s));
-    unsigned long unmaps = st_calls("cuMemUnmap");
+    unsigned long unmaps = gt_fake_calls("cuMemUnmap");
     struct closer c = {h, imp, P2PT_INTERNAL_ERROR, 0};
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, close_in_thread, &c), 0);
@@ -397,12 +405,12 @@ Test(share, a_close_waits_for_the_work_queued_on_the_window)
     cr_expect_eq(st_held(), 1, "the close waits on the stream's event");
     usleep(100000);
     cr_expect_eq(atomic_load(&c.done), 0, "the close returned while the work was running");
-    cr_expect_eq(st_calls("cuMemUnmap"), unmaps, "the close unmapped under running work");
+    cr_expect_eq(gt_fake_calls("cuMemUnmap"), unmaps, "the close unmapped under running work");
     cr_expect_eq(st_windows(h, 0), 0, "the window is gone first: no new work reaches it");
     st_hold(0);
     pthread_join(t, NULL);
     cr_expect_eq(c.st, P2PT_SUCCESS, "%d", (int)c.st);
-    cr_expect_eq(st_calls("cuMemUnmap"), unmaps + 1);
+    cr_expect_eq(gt_fake_calls("cuMemUnmap"), unmaps + 1);
     tcu.cuStreamDestroy(s);
     gt_free(&src);
     p2pt_finalize(h);
@@ -427,12 +435,12 @@ Test(share, a_close_waits_for_the_streams_that_took_work_since_its_import)
     GT_OK(p2pt_copy_async(h, pb, (void *)(uintptr_t)src.ptr, 64, s2));
     GT_OK(p2pt_copy_async(h, pb, (void *)(uintptr_t)src.ptr, 64, s3));
     GT_OK(p2pt_copy_async(h, pb, (void *)(uintptr_t)src.ptr, 64, s3));
-    unsigned long syncs = st_calls("cuEventSynchronize");
+    unsigned long syncs = gt_fake_calls("cuEventSynchronize");
     GT_OK(p2pt_share_close(h, ib));
-    cr_expect_eq(st_calls("cuEventSynchronize"), syncs + 2, "b's close waits for s2 and s3");
-    syncs = st_calls("cuEventSynchronize");
+    cr_expect_eq(gt_fake_calls("cuEventSynchronize"), syncs + 2, "b's close waits for s2 and s3");
+    syncs = gt_fake_calls("cuEventSynchronize");
     GT_OK(p2pt_share_close(h, ia));
-    cr_expect_eq(st_calls("cuEventSynchronize"), syncs + 3, "a's close waits for all three");
+    cr_expect_eq(gt_fake_calls("cuEventSynchronize"), syncs + 3, "a's close waits for all three");
     tcu.cuStreamDestroy(s1);
     tcu.cuStreamDestroy(s2);
     tcu.cuStreamDestroy(s3);
@@ -447,23 +455,23 @@ Test(share, no_event_is_recorded_without_an_open_import_nor_for_captured_work)
     struct st_vmm v = st_vmm_make(0, 1, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     struct gt_buf src = gt_alloc(4096), dst = gt_alloc(4096);
     CUstream s = new_stream();
-    unsigned long records = st_calls("cuEventRecord");
+    unsigned long records = gt_fake_calls("cuEventRecord");
     GT_OK(p2pt_copy_async(h, (void *)(uintptr_t)dst.ptr, (void *)(uintptr_t)src.ptr, 64, s));
     p2pt_share_blob b[1];
     st_export(h, (void *)(uintptr_t)v.va, v.size, b, 1);
     GT_OK(p2pt_copy_async(h, (void *)(uintptr_t)dst.ptr, (void *)(uintptr_t)src.ptr, 64, s));
-    cr_expect_eq(st_calls("cuEventRecord"), records, "an export alone marks nothing");
+    cr_expect_eq(gt_fake_calls("cuEventRecord"), records, "an export alone marks nothing");
     void *p = NULL;
     p2pt_share_import_t *imp = NULL;
     GT_OK(p2pt_share_import(h, 0, b, 1, &p, &imp));
     GT_OK(p2pt_copy_async(h, p, (void *)(uintptr_t)src.ptr, 64, s));
-    cr_expect_eq(st_calls("cuEventRecord"), records + 1, "one event per operation");
+    cr_expect_eq(gt_fake_calls("cuEventRecord"), records + 1, "one event per operation");
     /* Device 1's streams are not marked: the import is device 0's. */
     gt_use_device(1);
     CUstream s1 = new_stream();
     struct gt_buf src1 = gt_alloc(4096), dst1 = gt_alloc(4096);
     GT_OK(p2pt_copy_async(h, (void *)(uintptr_t)dst1.ptr, (void *)(uintptr_t)src1.ptr, 64, s1));
-    cr_expect_eq(st_calls("cuEventRecord"), records + 1);
+    cr_expect_eq(gt_fake_calls("cuEventRecord"), records + 1);
     tcu.cuStreamDestroy(s1);
     gt_free(&src1);
     gt_free(&dst1);
@@ -473,10 +481,10 @@ Test(share, no_event_is_recorded_without_an_open_import_nor_for_captured_work)
     CUgraph g;
     GT_CHECK(tcu.cuStreamEndCapture(s, &g));
     tcu.cuGraphDestroy(g);
-    cr_expect_eq(st_calls("cuEventRecord"), records + 1, "captured work is not marked");
+    cr_expect_eq(gt_fake_calls("cuEventRecord"), records + 1, "captured work is not marked");
     GT_OK(p2pt_share_close(h, imp));
     GT_OK(p2pt_copy_async(h, (void *)(uintptr_t)dst.ptr, (void *)(uintptr_t)src.ptr, 64, s));
-    cr_expect_eq(st_calls("cuEventRecord"), records + 1, "nothing after the last close");
+    cr_expect_eq(gt_fake_calls("cuEventRecord"), records + 1, "nothing after the last close");
     p2pt_finalize(h);
     tcu.cuStreamDestroy(s);
     gt_free(&src);
@@ -522,7 +530,7 @@ Test(share, memory_that_cannot_be_exported_is_status_6_with_the_reason)
         cr_expect_eq(p2pt_share_export(h, cases[i].p, 4096, NULL, &n),
                      P2PT_NOT_SUPPORTED, "case %d counted", i);
     }
-    cr_expect_eq(st_props(h).share_exports, 1, "only the shareable range is exported");
+    cr_expect_eq(gt_props(h).share_exports, 1, "only the shareable range is exported");
     GT_OK(p2pt_share_close(h, imp));
     p2pt_finalize(h);
     st_vmm_free(&plain);
@@ -536,18 +544,18 @@ Test(share, export_counts_first_and_a_short_array_is_status_4_naming_the_count)
     p2pt_handle *h = fake_handle();
     struct st_vmm v = st_vmm_make(0, 3, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     size_t n = 0;
-    unsigned long exports = st_calls("cuMemExportToShareableHandle");
+    unsigned long exports = gt_fake_calls("cuMemExportToShareableHandle");
     GT_OK(p2pt_share_export(h, (void *)(uintptr_t)(v.va + 100), v.size - 200, NULL, &n));
     cr_expect_eq(n, 3);
-    cr_expect_eq(st_calls("cuMemExportToShareableHandle"), exports, "counting exports nothing");
-    cr_expect_eq(st_props(h).share_exports, 0);
+    cr_expect_eq(gt_fake_calls("cuMemExportToShareableHandle"), exports, "counting exports nothing");
+    cr_expect_eq(gt_props(h).share_exports, 0);
     p2pt_share_blob b[3];
     n = 2;
     cr_assert_eq(p2pt_share_export(h, (void *)(uintptr_t)(v.va + 100), v.size - 200, b, &n),
                  P2PT_INVALID_ARGUMENT);
     cr_expect_eq(n, 3, "the count needed comes back");
     cr_expect(strstr(p2pt_last_error(NULL), "needs 3 blobs") != NULL, "%s", p2pt_last_error(NULL));
-    cr_expect_eq(st_props(h).share_exports, 0);
+    cr_expect_eq(gt_props(h).share_exports, 0);
     cr_assert_eq(p2pt_share_export(h, (void *)(uintptr_t)v.va, 100, b, NULL),
                  P2PT_INVALID_ARGUMENT);
     cr_assert_eq(p2pt_share_export(h, NULL, 100, b, &n), P2PT_INVALID_ARGUMENT);
@@ -579,7 +587,7 @@ Test(share, the_same_range_exported_again_gives_the_same_blobs)
     st_export(h, (void *)(uintptr_t)v.va, v.size, a, 2);
     st_export(h, (void *)(uintptr_t)v.va, v.size, b, 2);
     cr_expect_eq(memcmp(a, b, sizeof(a)), 0);
-    cr_expect_eq(st_props(h).share_exports, 1);
+    cr_expect_eq(gt_props(h).share_exports, 1);
     size_t n = 2;
     cr_assert_eq(p2pt_share_export(h, (void *)(uintptr_t)v.va, v.piece, b, &n),
                  P2PT_INVALID_USAGE);
@@ -603,7 +611,7 @@ Test(share, unexport_ends_the_export_and_the_last_one_stops_the_server)
               p2pt_last_error(NULL));
     GT_OK(p2pt_share_import(h, 0, b, 1, &p, &imp));
     GT_OK(p2pt_share_unexport(h, (void *)(uintptr_t)(v.va + v.piece)));
-    cr_expect_eq(st_props(h).share_exports, 0);
+    cr_expect_eq(gt_props(h).share_exports, 0);
     /* The import made before stays valid. */
     fill((CUdeviceptr)(uintptr_t)p, 4096, ours);
     cr_expect(holds(v.va + v.piece, 4096, ours));
@@ -628,10 +636,10 @@ Test(share, finalize_closes_every_import_and_ends_every_export)
     p2pt_share_import_t *imp = NULL;
     GT_OK(p2pt_share_import(h, 0, b, 2, &p, &imp));
     GT_OK(p2pt_share_import(h, 0, b, 2, &p, &imp));
-    unsigned long unmaps = st_calls("cuMemUnmap"), frees = st_calls("cuMemAddressFree");
+    unsigned long unmaps = gt_fake_calls("cuMemUnmap"), frees = gt_fake_calls("cuMemAddressFree");
     GT_OK(p2pt_finalize(h));
-    cr_expect_eq(st_calls("cuMemUnmap"), unmaps + 2);
-    cr_expect_eq(st_calls("cuMemAddressFree"), frees + 1);
+    cr_expect_eq(gt_fake_calls("cuMemUnmap"), unmaps + 2);
+    cr_expect_eq(gt_fake_calls("cuMemAddressFree"), frees + 1);
     cr_assert_eq(p2pt_share_close(h, imp), P2PT_INVALID_USAGE, "a finalized handle");
     p2pt_handle *h2 = gt_handle("ce");
     cr_assert_eq(p2pt_share_import(h2, 0, b, 2, &p, &imp), P2PT_SYSTEM_ERROR,
@@ -650,14 +658,14 @@ Test(share, this_process_own_legacy_and_pool_memory_is_used_where_it_is)
     st_export(h, (void *)(uintptr_t)(pool.p + 32), 1000, pb, 1);
     void *lp = NULL, *pp = NULL;
     p2pt_share_import_t *li = NULL, *pi = NULL;
-    unsigned long opens = st_calls("cuIpcOpenMemHandle"),
-                  pools = st_calls("cuMemPoolImportFromShareableHandle");
+    unsigned long opens = gt_fake_calls("cuIpcOpenMemHandle"),
+                  pools = gt_fake_calls("cuMemPoolImportFromShareableHandle");
     GT_OK(p2pt_share_import(h, 0, lb, 1, &lp, &li));
     GT_OK(p2pt_share_import(h, 0, pb, 1, &pp, &pi));
     cr_expect_eq(lp, (void *)(uintptr_t)(m.ptr + 16));
     cr_expect_eq(pp, (void *)(uintptr_t)(pool.p + 32));
-    cr_expect_eq(st_calls("cuIpcOpenMemHandle"), opens);
-    cr_expect_eq(st_calls("cuMemPoolImportFromShareableHandle"), pools);
+    cr_expect_eq(gt_fake_calls("cuIpcOpenMemHandle"), opens);
+    cr_expect_eq(gt_fake_calls("cuMemPoolImportFromShareableHandle"), pools);
     cr_expect_eq(st_windows(h, 0), 2);
     GT_OK(p2pt_share_close(h, li));
     GT_OK(p2pt_share_close(h, pi));

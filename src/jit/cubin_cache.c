@@ -32,26 +32,16 @@
 #define CUBIN_MIN_BYTES 64                  /* an ELF64 header */
 #define CUBIN_MAX_BYTES (64u * 1024u * 1024u) /* far above any p2pt kernel */
 
-/* FNV-1a, 64-bit: not cryptographic, and need not be (the directory's
- * ownership is the trust boundary; the hash only keeps versions apart). */
-static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 void p2pt__cubin_cache_name(char *out, size_t len, const char *kernel, const char *source,
                             const char *options, int arch)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    h = fnv1a(h, source, strlen(source) + 1);
-    h = fnv1a(h, options, strlen(options) + 1);
-    h = fnv1a(h, P2PT_VERSION_STRING, sizeof(P2PT_VERSION_STRING));
-    h = fnv1a(h, &arch, sizeof(arch));
+    /* FNV-1a need not be cryptographic: the directory's ownership is the
+     * trust boundary; the hash only keeps versions apart. */
+    uint64_t h = P2PT_FNV1A_START;
+    h = p2pt__fnv1a(h, source, strlen(source) + 1);
+    h = p2pt__fnv1a(h, options, strlen(options) + 1);
+    h = p2pt__fnv1a(h, P2PT_VERSION_STRING, sizeof(P2PT_VERSION_STRING));
+    h = p2pt__fnv1a(h, &arch, sizeof(arch));
     snprintf(out, len, "%s-sm_%d-%016llx.cubin", kernel, arch, (unsigned long long)h);
 }
 

@@ -2,7 +2,8 @@
 /*
  * A handle's sharing state, made on its first export or import (a handle
  * that shares nothing carries a NULL pointer and its operations one load).
- * share_handle.c ends it.
+ * share_handle.c ends it. Also the one wording of an entry point the driver
+ * lacks, for exports, imports and closes alike.
  */
 #include <stdlib.h>
 
@@ -33,4 +34,14 @@ p2pt_status p2pt__share_get(struct p2pt_handle *h, struct p2pt_share **out)
         return p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory for a handle's sharing state");
     *out = sh;
     return P2PT_SUCCESS;
+}
+
+p2pt_status p2pt__share_needs(const void *entry, const char *call, const char *name,
+                              const char *why)
+{
+    if (entry != NULL)
+        return P2PT_SUCCESS;
+    return p2pt__fail(P2PT_NOT_SUPPORTED,
+                      "%s: the CUDA driver has no %s (cuGetProcAddress_v2 did not give it), %s",
+                      call, name, why);
 }

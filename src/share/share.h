@@ -6,7 +6,8 @@
  * and core, beside windows: it uses cuda/, util/ and transfer's windows and
  * handle; nothing below it includes this header.
  *
- *   share.c         a handle's sharing state, made on first use
+ *   share.c         a handle's sharing state, made on first use; the refusal
+ *                   when the driver lacks an entry point sharing needs
  *   share_handle.c  its end at finalize (imports closed, exports ended) and
  *                   its counters in the handle's properties
  *   share_blob.c    the blob: its layout and checksum, the checks of one blob
@@ -128,7 +129,6 @@ P2PT_INTERNAL p2pt_status p2pt__share_fetch(uint32_t pid, uint64_t name, const u
 P2PT_INTERNAL void p2pt__share_socket_name(uint32_t pid, uint64_t name, char *out, size_t len);
 /* How long each socket step may wait (default 5000 ms); tests shorten it. */
 P2PT_INTERNAL void p2pt__share_set_timeout_ms(int ms);
-P2PT_INTERNAL int p2pt__share_timeout_ms(void);
 
 /* ------------------------------------------------------------------ share.c */
 
@@ -171,6 +171,10 @@ struct p2pt_share {
 
 /* The handle's sharing state, made on first use. */
 P2PT_INTERNAL p2pt_status p2pt__share_get(struct p2pt_handle *h, struct p2pt_share **out);
+/* Status 6 when the driver did not give entry point `name` (`entry` NULL):
+ * "<call>: the CUDA driver has no <name> (...), <why>". */
+P2PT_INTERNAL p2pt_status p2pt__share_needs(const void *entry, const char *call,
+                                            const char *name, const char *why);
 
 /* ----------------------------------------------------------- share_handle.c */
 

@@ -366,12 +366,9 @@ static void read_here(void)
     if (gethostname(name, sizeof(name)) != 0)
         name[0] = '\0';
     name[HOST_NAME_MAX] = '\0';
-    /* FNV-1a over the whole name; the blob keeps its start for messages. */
-    uint64_t hsh = 0xcbf29ce484222325ull;
-    for (const char *c = name; *c != '\0'; c++)
-        hsh = (hsh ^ (unsigned char)*c) * 0x100000001b3ull;
-    here.host_hash = hsh;
+    /* Hashed whole; the blob keeps its start for messages. */
     snprintf(here.host, sizeof(here.host), "%s", name);
+    here.host_hash = p2pt__fnv1a(P2PT_FNV1A_START, name, strlen(name));
 }
 
 const struct p2pt_share_host *p2pt__share_host(void)

@@ -77,12 +77,7 @@ static p2pt_status add_piece(struct making *m, uint64_t offset, uint64_t size, i
 
 static p2pt_status needs(const void *entry, const char *name)
 {
-    if (entry != NULL)
-        return P2PT_SUCCESS;
-    return p2pt__fail(P2PT_NOT_SUPPORTED,
-                      "p2pt_share_export: the CUDA driver has no %s (cuGetProcAddress_v2 did "
-                      "not give it), which sharing this memory needs",
-                      name);
+    return p2pt__share_needs(entry, "p2pt_share_export", name, "which sharing this memory needs");
 }
 
 /* The segment holding the range, [*start, *start + *size), which the range
@@ -320,22 +315,48 @@ static struct p2pt_share_export *find(struct p2pt_share *sh, uintptr_t base)
     return NULL;
 }
 
+/* Whether `blobs` has room for the `n` blobs of the export of [base,
+ * +bytes): *n_blobs becomes `n` when counting (blobs NULL) or refused, and
+ * is left alone when there is room. */
+static p2pt_status room(uintptr_t base, size_t bytes, size_t n, const p2pt_share_blob *blobs,
+                        size_t *n_blobs)
+{
+    size_t cap = *n_blobs;
+    if (blobs != NULL && cap >= n)
+        return P2PT_SUCCESS;
+    *n_blobs = n;
+    if (blobs == NULL)
+        return P2PT_SUCCESS;
+    return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                      "p2pt_share_export: the export of [%p, +%zu) needs %zu blobs and "
+                      "*n_blobs gives room for %zu: pass %zu (a call with blobs NULL "
+                      "counts them)",
+                      (void *)base, bytes, n, cap, n);
+}
+
 /* Copy an export's blobs out, or say how many there are. */
 static p2pt_status hand_out(const struct p2pt_share_export *e, p2pt_share_blob *blobs,
                             size_t *n_blobs)
 {
-    size_t cap = *n_blobs;
-    *n_blobs = e->n;
-    if (blobs == NULL)
-        return P2PT_SUCCESS;
-    if (cap < e->n)
-        return p2pt__fail(P2PT_INVALID_ARGUMENT,
-                          "p2pt_share_export: the export of [%p, +%zu) needs %zu blobs and "
-                          "*n_blobs gives room for %zu: pass %zu (a call with blobs NULL "
-                          "counts them)",
-                          (void *)e->base, e->bytes, e->n, cap, e->n);
+    p2pt_status st = room(e->base, e->bytes, e->n, blobs, n_blobs);
+    if (st != P2PT_SUCCESS || blobs == NULL)
+        return st;
     memcpy(blobs, e->blobs, e->n * sizeof(*blobs));
+    *n_blobs = e->n;
     return P2PT_SUCCESS;
+}
+
+/* A base exported already: the same range hands its blobs out again, a
+ * different one is refused. */
+static p2pt_status again(const struct p2pt_share_export *old, size_t bytes,
+                         p2pt_share_blob *blobs, size_t *n_blobs)
+{
+    if (old->bytes != bytes)
+        return p2pt__fail(P2PT_INVALID_USAGE,
+                          "p2pt_share_export: %p is already exported with %zu bytes, not %zu: "
+                          "unexport it first",
+                          (void *)old->base, old->bytes, bytes);
+    return hand_out(old, blobs, n_blobs);
 }
 
 /* Where the memory at `base` lives, and refusals that need no context. */
@@ -413,13 +434,8 @@ p2pt_status p2pt__share_export(struct p2pt_handle *h, const void *base, size_t b
     P2PT_TRY(p2pt__share_get(h, &sh));
     pthread_mutex_lock(&sh->lock);
     struct p2pt_share_export *old = find(sh, b);
-    if (old != NULL && old->bytes != bytes)
-        st = p2pt__fail(P2PT_INVALID_USAGE,
-                        "p2pt_share_export: %p is already exported with %zu bytes, not %zu: "
-                        "unexport it first",
-                        base, old->bytes, bytes);
-    else if (old != NULL)
-        st = hand_out(old, blobs, n_blobs);
+    if (old != NULL)
+        st = again(old, bytes, blobs, n_blobs);
     pthread_mutex_unlock(&sh->lock);
     if (old != NULL)
         return st;
@@ -432,17 +448,9 @@ p2pt_status p2pt__share_export(struct p2pt_handle *h, const void *base, size_t b
     P2PT_TRY(p2pt__ctx_enter_primary(device, &ctx, &pushed));
     bool counting = blobs == NULL;
     P2PT_TRY(make(&m, b, bytes, counting, device, legacy_ok, pool_handle));
-    if (counting || *n_blobs < m.n) {
-        size_t cap = *n_blobs;
-        *n_blobs = m.n;
-        if (!counting)
-            st = p2pt__fail(P2PT_INVALID_ARGUMENT,
-                            "p2pt_share_export: the export of [%p, +%zu) needs %zu blobs and "
-                            "*n_blobs gives room for %zu: pass %zu (a call with blobs NULL "
-                            "counts them)",
-                            base, bytes, m.n, cap, m.n);
+    st = room(b, bytes, m.n, blobs, n_blobs);
+    if (st != P2PT_SUCCESS || counting)
         goto out;
-    }
 
     e = calloc(1, sizeof(*e));
     if (e == NULL || (e->blobs = calloc(m.n, sizeof(*e->blobs))) == NULL) {
@@ -467,11 +475,7 @@ p2pt_status p2pt__share_export(struct p2pt_handle *h, const void *base, size_t b
     locked = true;
     if ((old = find(sh, b)) != NULL) {
         /* Another thread exported the same base meanwhile: its export stands. */
-        st = old->bytes == bytes ? hand_out(old, blobs, n_blobs)
-                                 : p2pt__fail(P2PT_INVALID_USAGE,
-                                              "p2pt_share_export: %p is already exported with "
-                                              "%zu bytes, not %zu: unexport it first",
-                                              base, old->bytes, bytes);
+        st = again(old, bytes, blobs, n_blobs);
         goto out;
     }
     if (m.d.kind != P2PT_SHARE_LEGACY) {

@@ -50,8 +50,6 @@ static _Atomic int timeout_ms = 5000;
 
 void p2pt__share_set_timeout_ms(int ms) { atomic_store(&timeout_ms, ms > 0 ? ms : 5000); }
 
-int p2pt__share_timeout_ms(void) { return atomic_load(&timeout_ms); }
-
 void p2pt__share_socket_name(uint32_t pid, uint64_t name, char *out, size_t len)
 {
     snprintf(out, len, "p2pt-share-%u-%016llx", pid, (unsigned long long)name);
@@ -70,7 +68,7 @@ static struct sockaddr_un address(uint32_t pid, uint64_t name, socklen_t *len)
 
 static void set_timeouts(int fd)
 {
-    int ms = p2pt__share_timeout_ms();
+    int ms = atomic_load(&timeout_ms);
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
@@ -159,7 +157,7 @@ static void serve(struct p2pt_share_server *s, int c)
     set_timeouts(c);
     for (;;) {
         struct pollfd p[2] = {{c, POLLIN, 0}, {s->wake[0], POLLIN, 0}};
-        int r = poll(p, 2, p2pt__share_timeout_ms());
+        int r = poll(p, 2, atomic_load(&timeout_ms));
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0 || p[1].revents != 0 || (p[0].revents & POLLIN) == 0)
@@ -349,7 +347,7 @@ p2pt_status p2pt__share_fetch(uint32_t pid, uint64_t name, const uint8_t *token,
 {
     p2pt_status st = P2PT_SUCCESS;
     char sock[96];
-    int ms = p2pt__share_timeout_ms();
+    int ms = atomic_load(&timeout_ms);
     p2pt__share_socket_name(pid, name, sock, sizeof(sock));
     for (size_t i = 0; i < n; i++)
         fds[i] = -1;

@@ -45,12 +45,8 @@ struct p2pt_share_import {
 
 static p2pt_status needs(const void *entry, const char *name)
 {
-    if (entry != NULL)
-        return P2PT_SUCCESS;
-    return p2pt__fail(P2PT_NOT_SUPPORTED,
-                      "p2pt_share_import: the CUDA driver has no %s (cuGetProcAddress_v2 did "
-                      "not give it), which importing this memory needs",
-                      name);
+    return p2pt__share_needs(entry, "p2pt_share_import", name,
+                             "which importing this memory needs");
 }
 
 /* The GPU UUIDs /proc/driver/nvidia lists, one per line, into `out`; false

@@ -73,11 +73,11 @@ static p2pt_status wait_one(CUcontext ctx, CUevent event)
 {
     p2pt_status st = P2PT_SUCCESS;
     bool pushed = false;
-    if (event == NULL && p2pt__cu.cuCtxSynchronize == NULL)
-        return p2pt__fail(P2PT_NOT_SUPPORTED,
-                          "p2pt_share_close: the CUDA driver has no cuCtxSynchronize "
-                          "(cuGetProcAddress_v2 did not give it), needed to wait for a stream "
-                          "whose event could not be recorded");
+    if (event == NULL)
+        P2PT_TRY(p2pt__share_needs(p2pt__cu.cuCtxSynchronize, "p2pt_share_close",
+                                   "cuCtxSynchronize",
+                                   "needed to wait for a stream whose event could not be "
+                                   "recorded"));
     P2PT_CU(p2pt__cu.cuCtxPushCurrent(ctx));
     pushed = true;
     if (event != NULL)

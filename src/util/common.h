@@ -2,7 +2,7 @@
 /*
  * What every module of p2pt shares and nothing of CUDA: visibility and
  * printf attributes, the per-thread last error (status.c), the load-once
- * helper, the logger (log.c). Modules that need no CUDA (config, chunk
+ * helper, the logger (log.c), a 64-bit FNV-1a hash. Modules that need no CUDA (config, chunk
  * planning, the cubin cache) include this and nothing that pulls cuda.h.
  * Names: `p2pt__` for internal functions and data, `static` for file-local.
  */
@@ -23,6 +23,19 @@
 /* A macro's value as a string literal. */
 #define P2PT_STR_(x) #x
 #define P2PT_XSTR(x) P2PT_STR_(x)
+
+/* FNV-1a, 64-bit, over `len` bytes, continuing from `h` (P2PT_FNV1A_START
+ * to begin): not cryptographic, for names and versions kept apart. */
+#define P2PT_FNV1A_START 0xcbf29ce484222325ull
+static inline uint64_t p2pt__fnv1a(uint64_t h, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
 
 /* ------------------------------------------------------------------ status.c */
 
