@@ -45,7 +45,7 @@ for synced in (False, True):
     timed("C call", c_call, 21, synced)
     timed("C call, hold pinned", lambda: (c_call(), pt._held(h).hold(lay.pinned, (0, cur))),
           21, synced)
-    timed("body (_swap)", lambda: pt._swap(gl, pl, m, 0), 21, synced)
+    timed("body (_swap)", lambda: pt._swap_blocks._swap(gl, pl, m, 0), 21, synced)
     timed("op through dispatch", lambda: torch.ops.p2pt.swap_blocks.default(gl, pl, m, 0), 21,
           synced)
     timed("swap_blocks", lambda: pt.swap_blocks(gl, pl, m), 21, synced)

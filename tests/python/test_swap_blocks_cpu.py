@@ -246,6 +246,41 @@ def test_an_eager_swap_bumps_the_version_of_every_dst():
     assert all(d._version > v for d, v in zip(dst, before))
 
 
+def test_plain_eager_swaps_skip_the_dispatcher_and_the_rest_take_it(monkeypatch):
+    """Plain tensors in eager mode call the op's body straight (the
+    dispatcher's boxing of every layer costs more than the body); a dst
+    that autograd follows, or a __torch_function__ mode, goes through
+    torch.ops, whose registered body is the module's original one. The
+    bytes land either way."""
+    body, took = pt._swap_blocks._swap, []
+
+    def counted(*args):
+        took.append(args[3])
+        return body(*args)
+    monkeypatch.setattr(pt._swap_blocks, "_swap", counted)
+    src = [torch.randn(4, 8), torch.randn(4, 8)]
+    dst = [poisoned(4, 8), poisoned(4, 8)]
+    pt.swap_blocks(src, dst, M)
+    assert len(took) == 1
+    dst[1].requires_grad_()
+    pt.swap_blocks(src, dst, torch.tensor([[2, 3]]))
+    assert len(took) == 1
+    with torch.no_grad():
+        pt.swap_blocks(src, dst, torch.tensor([[3, 0]]))
+    assert len(took) == 2
+    dst[1].requires_grad_(False)
+
+    class Seen(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+    with Seen():
+        pt.swap_blocks(src, dst, torch.tensor([[0, 2]]))
+    assert len(took) == 2
+    for s, d in zip(src, dst):
+        for a, b in ((0, 1), (2, 3), (3, 0), (0, 2)):
+            assert torch.equal(d.detach()[b], s[a])
+
+
 def test_the_same_layers_again_are_checked_again_and_follow_their_storage():
     src, dst = [torch.randn(4, 8)], [poisoned(4, 8)]
     pt.swap_blocks(src, dst, torch.tensor([[0, 1]]))

@@ -56,20 +56,14 @@ def row_descriptors(dst, dst_index, src, src_index=None):
     if di.device != si.device:
         raise ValueError(f"p2pt.torch: dst_index is on {di.device}, src_index on {si.device}: "
                          f"they must be on one device")
-    # Each line below is one kernel on the GPU, and under a CUDA graph the
-    # kernels of a build this small cost more than their arithmetic, so the
-    # columns are written in place (out=) and the base addresses enter as
-    # 0-d CPU tensors (kernel arguments: no host-to-device copy, which a
-    # graph being captured would refuse).
+    # One kernel a line: columns written in place (out=), base addresses as 0-d
+    # CPU tensors (kernel arguments: no host-to-device copy, which capture refuses).
     descs = torch.empty(n, 3, dtype=torch.int64, device=ref.device)
     torch.add(torch.tensor(dst.data_ptr()), di, alpha=rb, out=descs[:, 0])
     torch.add(torch.tensor(src.data_ptr()), si, alpha=rb, out=descs[:, 1])
     descs[:, 2] = rb
-    # An index outside the tensor (negative ones included: no wrapping) gets
-    # NULL addresses, which no window holds, so the batch skips it even
-    # where a window covers the memory around a view. i // rows is 0
-    # exactly for 0 <= i < rows (floor division): one kernel per side
-    # instead of two comparisons and an and.
+    # An index outside the tensor (negative too: no wrapping) gets NULL addresses,
+    # which no window holds; i // rows is 0 exactly for 0 <= i < rows.
     if dst.shape[0] == 0 or src.shape[0] == 0:
         descs[:, :2] = 0
     else:

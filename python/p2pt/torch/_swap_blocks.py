@@ -59,14 +59,12 @@ def _swap(src, dst, block_mapping, hid):
         _refused(e)
     if lay.pinned:
         _held(h).hold(lay.pinned, (device, stream))
-    # A GPU mapping's record is the workspace's first 32 bytes: the
-    # workspace itself, shrunk in place to them (a tensor of its own).
+    # a GPU mapping's record: the workspace's first 32 bytes, shrunk in place to them
     return record.resize_(8) if m.is_cuda else record
 
 
 def _refused(e):
-    """Raise a refused argument as a ValueError in the C library's words,
-    any other failure as it is."""
+    """A refused argument as a ValueError in the C library's words, else `e`."""
     if e.status == Status.INVALID_ARGUMENT:
         raise ValueError(f"p2pt.torch.swap_blocks: {e.text}") from e
     raise e
@@ -110,13 +108,10 @@ def _(src, dst, block_mapping, hid):
 
 
 def _outside_graph(src, dst, block_mapping, hid):
-    """The swap of dst layers that are views (such as pool.unbind(0)) out of
-    a compiled graph, which breaks at this function and runs it eagerly
-    (fullgraph=True: an error): inductor copies a mutated view that starts
-    inside its storage back through a copy of the storage read from the
-    view's first byte, past the storage's end (a crash, or bytes written
-    outside). Views at offset 0 leave too: the wrapper cannot ask for the
-    offset without a graph break of its own."""
+    """The swap of dst layers that are views (pool.unbind(0)) out of a compiled
+    graph (fullgraph=True: an error): inductor copies a mutated view inside its
+    storage back from the view's first byte, past the storage's end. Views at
+    offset 0 leave too: asking for the offset is a graph break of its own."""
     warnings.warn("p2pt.torch.swap_blocks: dst layers that are views run outside the compiled "
                   "graph (inductor mishandles mutated views inside a storage); pass tensors of "
                   "their own to keep the swap in the graph",
