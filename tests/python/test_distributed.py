@@ -4,7 +4,9 @@
 tensor shared and written by a put into a peer, ordered by signal and
 wait; an AlltoallV of rows whose counts only the GPU knows, byte for byte
 against the rows gathered on every rank; the same captured in a CUDA
-graph and replayed with new routing. Skips below two GPUs."""
+graph and replayed with new routing; a tensor of PyTorch's symmetric memory
+shared as PyTorch mapped it (skipped where PyTorch cannot make one).
+Skips below two GPUs."""
 import os
 import tempfile
 
@@ -105,3 +107,55 @@ def _worker(rank, world, path):
 def test_shared_tensors_signals_and_an_alltoallv_across_processes():
     with tempfile.TemporaryDirectory() as d:
         mp.spawn(_worker, args=(WORLD, os.path.join(d, "rendezvous")), nprocs=WORLD, join=True)
+
+
+def _symmetric_worker(rank, world, path, out):
+    """A tensor of PyTorch's symmetric memory, shared by p2pt.distributed
+    as PyTorch mapped it: each rank puts a pattern of its own into the next
+    rank's tensor and signals; the receiver finds every byte. Writes
+    `out`.rank with "ok", or "unavailable: <why>" where PyTorch cannot make
+    such a tensor here."""
+    import p2pt.distributed as pd
+    import p2pt.torch as pt
+    _init(rank, world, path)
+    dev = torch.device("cuda", rank)
+    try:
+        from torch.distributed import _symmetric_memory as symm_mem
+        buf = symm_mem.empty(8192 + 7, dtype=torch.uint8, device=dev)
+        symm_mem.rendezvous(buf, dist.group.WORLD.group_name)
+    except Exception as e:  # no symmetric memory in this PyTorch or on this machine
+        with open(f"{out}.{rank}", "w") as f:
+            f.write(f"unavailable: {type(e).__name__}: {e}".splitlines()[0])
+        dist.destroy_process_group()
+        return
+    buf.fill_(0xA5)
+    sems = pd.semaphores(1)
+    peers, peer_sems = pd.share(buf), pd.share(sems)
+    nxt, prv = (rank + 1) % world, (rank - 1) % world
+    g = torch.Generator(device=dev).manual_seed(40 + rank)
+    data = torch.randint(0, 256, (8192,), dtype=torch.uint8, device=dev, generator=g)
+    torch.cuda.synchronize()
+    dist.barrier()
+    pt.copy_(peers[nxt][3:8195], data)  # odd offset, guard bytes either side
+    pd.signal(peer_sems[nxt][0])
+    pd.wait(sems[0], 1)
+    want = torch.randint(0, 256, (8192,), dtype=torch.uint8, device=dev,
+                         generator=torch.Generator(device=dev).manual_seed(40 + prv))
+    got = buf.clone()
+    assert torch.equal(got[3:8195], want), "a byte of the put differs"
+    assert bool((got[:3] == 0xA5).all()) and bool((got[8195:] == 0xA5).all()), "a guard changed"
+    dist.barrier()
+    with open(f"{out}.{rank}", "w") as f:
+        f.write("ok")
+    dist.destroy_process_group()
+
+
+def test_a_symmetric_memory_tensor_is_shared_as_pytorch_mapped_it():
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "result")
+        mp.spawn(_symmetric_worker, args=(WORLD, os.path.join(d, "rendezvous"), out),
+                 nprocs=WORLD, join=True)
+        said = [open(f"{out}.{r}").read() for r in range(WORLD)]
+    if all(s.startswith("unavailable") for s in said):
+        pytest.skip(f"PyTorch's symmetric memory: {said[0]}")
+    assert said == ["ok"] * WORLD, said

@@ -1,0 +1,140 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Where the time of p2pt's EP dispatch goes, one process per GPU:
+
+    torchrun --nproc-per-node 4 bench/experiments/ep_phases.py [--tokens 4096]
+
+Each phase of p2pt.distributed.AlltoallV.dispatch, captured alone in a
+CUDA graph and replayed from a barrier (median of --iters, largest over
+ranks): the counts (summed from the routing, then exchanged), the
+exchange alone (the batch of G pieces of G counts that signals every
+peer, and the wait for the G - 1 peers), the counts and the descriptors
+built on the GPU, the row batch alone (its
+descriptors already built) and its wait, the whole dispatch, the combine
+without the weighted sum; the GPU time of the counts and of the exchange
+alone, from 100 replays back to back; then the kernels of eager dispatches and combines on rank 0,
+from torch.profiler. Same routing
+as examples/ep_dispatch.py."""
+import os
+import statistics
+import sys
+
+for var, val in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
+                 ("NVSHMEM_DISABLE_NVLS", "1")):
+    os.environ.setdefault(var, val)
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+import ep_dispatch as ep  # noqa: E402  (its argument parser and routing)
+import p2pt.distributed as pd  # noqa: E402
+import p2pt.torch as pt  # noqa: E402
+from p2pt.distributed import _alltoallv as av  # noqa: E402
+from p2pt.distributed._signals import wait  # noqa: E402
+
+
+def phases(a2a, x, dest):
+    """Callables, each a prefix of dispatch's work (or the row batch alone)."""
+    G = a2a.G
+
+    def counts():
+        T, d, pos = a2a._place(dest)
+        a2a.mine.copy_(d.sum(0))
+        a2a._batch(a2a.count_descs, a2a.count_n, G, a2a.matrix, av._COUNTS)
+        wait(a2a.sems[av._COUNTS], G - 1)
+        return T, d, pos
+
+    def exchange():
+        a2a._batch(a2a.count_descs, a2a.count_n, G, a2a.matrix, av._COUNTS)
+        wait(a2a.sems[av._COUNTS], G - 1)
+
+    def descs():
+        T, d, pos = counts()
+        M = a2a.matrix
+        off = (M.cumsum(0) - M)[a2a.rank]
+        dst = a2a.recv_base + (off + pos) * a2a.rb
+        src = x.data_ptr() + torch.arange(T, device=x.device, dtype=torch.int64) * a2a.rb
+        v = a2a.descs[:T * G].view(T, G, 3)
+        v[:, :, 0] = dst
+        v[:, :, 1] = src[:, None]
+        v[:, :, 2] = d * a2a.rb
+        a2a.n.fill_(T * G)
+
+    def rows():
+        a2a._batch(a2a.descs, a2a.n, a2a.max_rows * G, a2a.recv, av._ROWS)
+        wait(a2a.sems[av._ROWS], G - 1)
+
+    def whole():
+        a2a.dispatch(x, dest)
+
+    def back():
+        a2a.combine(dest)
+
+    return [("counts", counts), ("exchange alone", exchange), ("counts+descs", descs), ("rows batch+wait", rows),
+            ("dispatch", whole), ("combine, no sum", back)]
+
+
+def back_to_back(g, n, device):
+    """GPU microseconds a replay of `g`, over `n` replays back to back
+    from a barrier (each waits for the peers' signals of the same replay)."""
+    torch.cuda.synchronize(device)
+    dist.barrier()
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    for _ in range(n):
+        g.replay()
+    e1.record()
+    e1.synchronize()
+    return e0.elapsed_time(e1) * 1000 / n
+
+
+def main():
+    a = ep.parse()
+    dist.init_process_group("nccl")
+    rank, G = dist.get_rank(), dist.get_world_size()
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
+    torch.cuda.set_device(device)
+    s = ep.Step(a, rank, G, device, seed=1000 + rank)
+    a2a = pd.AlltoallV(a.tokens, a.hidden * 2)
+    x = s.x.view(torch.uint8)
+    a2a.dispatch(x, s.dest)  # descriptors for the row batch alone
+    pt.prepare()
+    out = []
+    for name, fn in phases(a2a, x, s.dest):
+        torch.cuda.synchronize()
+        dist.barrier()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            fn()
+        us = ep.timed(g.replay, a, device)
+        out.append((name, ep.largest(us, device), us))
+        if name in ("counts", "exchange alone"):
+            us = statistics.median(back_to_back(g, 100, device) for _ in range(5))
+            out.append((f"{name}, 100 back to back", ep.largest(us, device), us))
+    if rank == 0:
+        print(f"# {G} ranks, {a.tokens} tokens of {a.hidden} bf16, top-{a.topk}: each phase "
+              f"alone in a graph, median of {a.iters} replays from a barrier")
+        for name, big, mine in out:
+            print(f"{name:>18}: {big:9.1f} us (largest over ranks), rank 0 {mine:9.1f}")
+    torch.cuda.synchronize()
+    dist.barrier()
+    if rank == 0:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(5):
+                a2a.dispatch(x, s.dest)
+                a2a.combine(s.dest)
+            torch.cuda.synchronize()
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=25,
+                                        max_name_column_width=60))
+    else:
+        for _ in range(5):
+            a2a.dispatch(x, s.dest)
+            a2a.combine(s.dest)
+        torch.cuda.synchronize()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
