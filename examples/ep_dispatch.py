@@ -15,11 +15,14 @@ Ways, each checked byte for byte against `nccl`:
                CUDA graph and replayed with new routing
   nccl         as a framework does it with NCCL: the counts to the host,
                the rows gathered, all_to_all_single with host split sizes
-  nccl_packed  NCCL's best case: rows already packed, sizes known
-  torch_symm   PyTorch's symmetric memory (all_to_all_vdev), where it runs
+  nccl_packed  NCCL's best case: rows already packed, sizes known, the
+               bare exchange (no gather, no weighted sum)
+  torch_symm   PyTorch's symmetric memory (all_to_all_vdev on its NVSHMEM
+               backend), dispatch only, where it runs
 
 A step is timed with CUDA events from a barrier, the count exchange
-included; `us` is the largest over the ranks of the median step.
+included; `us` is the largest over the ranks of the median step. A
+combine step of p2pt and nccl includes the weighted sum (weighted_sum).
 --csv writes gpus,tokens,hidden_bytes,topk,phase,way,us,gbps_per_rank,vs_nccl
 (gbps_per_rank: the bytes a rank sends to other ranks a step, the mean
 over ranks, over `us`). --overlap also times a bf16 GEMM on every rank
