@@ -32,6 +32,7 @@
 #include <time.h>
 
 #include "p2pt.h"
+#include "driver_entries.h"
 
 typedef int CUresult;
 typedef void *CUcontext;
@@ -109,35 +110,26 @@ static int run(p2pt_handle *h, const struct shape *s, int dry, int runs, const c
 
 int main(void)
 {
-    const char *lib = getenv("P2P_CUDA_LIBRARY");
-    void *d = dlopen(lib ? lib : "libcuda.so.1", RTLD_NOW);
-    if (d == NULL) {
-        fprintf(stderr, "batch_call: %s\n", dlerror());
+    const char *const names[] = {"cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuMemAlloc",
+                                 "cuMemHostAlloc", "cuStreamCreate", "cuStreamBeginCapture",
+                                 "cuStreamSynchronize"};
+    enum { N_NAMES = sizeof(names) / sizeof(names[0]) };
+    void *f[N_NAMES] = {0};
+    if (driver_entries("batch_call", names, f, N_NAMES) == NULL)
         return 1;
-    }
-    CUresult (*gpa)(const char *, void **, int, unsigned long long, void *) =
-        (CUresult(*)(const char *, void **, int, unsigned long long, void *))dlsym(
-            d, "cuGetProcAddress_v2");
-    CUresult (*init)(unsigned) = (CUresult(*)(unsigned))dlsym(d, "cuInit");
-    const char *names[] = {"cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuMemAlloc",
-                           "cuMemHostAlloc", "cuStreamCreate", "cuStreamBeginCapture",
-                           "cuStreamSynchronize"};
-    void **slots[] = {(void **)&cu.retain,        (void **)&cu.set_current,
-                      (void **)&cu.mem_alloc,     (void **)&cu.host_alloc,
-                      (void **)&cu.stream_create, (void **)&cu.begin_capture,
-                      (void **)&cu.sync};
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-        if (init == NULL || gpa == NULL || gpa(names[i], slots[i], 12000, 0, NULL) != 0 ||
-            *slots[i] == NULL) {
-            fprintf(stderr, "batch_call: no %s in the driver\n", names[i]);
-            return 1;
-        }
+    cu.retain = (CUresult(*)(CUcontext *, int))f[0];
+    cu.set_current = (CUresult(*)(CUcontext))f[1];
+    cu.mem_alloc = (CUresult(*)(CUdeviceptr *, size_t))f[2];
+    cu.host_alloc = (CUresult(*)(void **, size_t, unsigned))f[3];
+    cu.stream_create = (CUresult(*)(CUstream *, unsigned))f[4];
+    cu.begin_capture = (CUresult(*)(CUstream, int))f[5];
+    cu.sync = (CUresult(*)(CUstream))f[6];
     CUcontext c;
     CUdeviceptr src, dst;
     void *host;
     CUstream plain, capturing;
     const size_t span = (size_t)MAX_N * STRIDE;
-    if (init(0) || cu.retain(&c, 0) || cu.set_current(c) || cu.mem_alloc(&src, span) ||
+    if (cu.retain(&c, 0) || cu.set_current(c) || cu.mem_alloc(&src, span) ||
         cu.mem_alloc(&dst, span) || cu.host_alloc(&host, span, 0) ||
         cu.stream_create(&plain, 1) || cu.stream_create(&capturing, 1) ||
         cu.begin_capture(capturing, 0)) {

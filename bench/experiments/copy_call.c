@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "p2pt.h"
+#include "driver_entries.h"
 
 typedef int CUresult;
 typedef void *CUcontext;
@@ -125,25 +126,12 @@ fail:
 
 int main(void)
 {
-    const char *lib = getenv("P2P_CUDA_LIBRARY");
-    void *d = dlopen(lib ? lib : "libcuda.so.1", RTLD_NOW);
-    if (d == NULL) {
-        fprintf(stderr, "copy_call: %s\n", dlerror());
-        return 1;
-    }
-    CUresult (*gpa)(const char *, void **, int, unsigned long long, void *) =
-        (CUresult(*)(const char *, void **, int, unsigned long long, void *))dlsym(
-            d, "cuGetProcAddress_v2");
-    CUresult (*init)(unsigned) = (CUresult(*)(unsigned))dlsym(d, "cuInit");
     void *f[4] = {0};
-    const char *names[4] = {"cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuMemAlloc",
-                            "cuStreamCreate"};
-    for (int i = 0; i < 4; i++)
-        if (init == NULL || gpa == NULL || gpa(names[i], &f[i], 12000, 0, NULL) != 0 ||
-            f[i] == NULL) {
-            fprintf(stderr, "copy_call: no %s in the driver\n", names[i]);
-            return 1;
-        }
+    const char *const names[4] = {"cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuMemAlloc",
+                                  "cuStreamCreate"};
+    void *d = driver_entries("copy_call", names, f, 4);
+    if (d == NULL)
+        return 1;
     CUresult (*retain)(CUcontext *, int) = (CUresult(*)(CUcontext *, int))f[0];
     CUresult (*set_current)(CUcontext) = (CUresult(*)(CUcontext))f[1];
     CUresult (*mem_alloc)(CUdeviceptr *, size_t) = (CUresult(*)(CUdeviceptr *, size_t))f[2];
@@ -154,7 +142,7 @@ int main(void)
                              {"4096x7K", 4096, 7 << 10, NULL, 0, 0}};
     CUcontext c;
     CUstream stream;
-    if (init(0) || retain(&c, 0) || set_current(c) || stream_create(&stream, 1)) {
+    if (retain(&c, 0) || set_current(c) || stream_create(&stream, 1)) {
         fprintf(stderr, "copy_call: the driver refused the set-up\n");
         return 1;
     }
