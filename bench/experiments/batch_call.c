@@ -32,7 +32,7 @@
 #include <time.h>
 
 #include "p2pt.h"
-#include "driver_entries.h"
+#include "host_call.h"
 
 typedef int CUresult;
 typedef void *CUcontext;
@@ -40,19 +40,6 @@ typedef void *CUstream;
 typedef unsigned long long CUdeviceptr;
 
 enum { MAX_N = 16384, PIECE = 64, STRIDE = 192, LAYERS = 32, ROWS = 256 };
-
-static double now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e9 + t.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static struct {
     CUresult (*retain)(CUcontext *, int);

@@ -20,7 +20,7 @@
 #include <time.h>
 
 #include "p2pt.h"
-#include "driver_entries.h"
+#include "host_call.h"
 
 typedef int CUresult;
 typedef void *CUcontext;

@@ -29,25 +29,12 @@
 #include <time.h>
 
 #include "p2pt.h"
-#include "driver_entries.h"
+#include "host_call.h"
 
 typedef int CUresult;
 typedef void *CUcontext;
 typedef void *CUstream;
 typedef unsigned long long CUdeviceptr;
-
-static double now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e9 + t.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* Every entry a copy could call (src/cuda/cuda_loader.c's table, less
  * set-up and sharing), for the fake's counters. */
