@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+
+#include "run_test.h"
 #include <unistd.h>
 
 #if defined(P2PT_BENCH_PATH) && defined(P2PT_FAKE_CUDA_PATH)
@@ -32,12 +34,7 @@ static int run(const char *args, char *out, size_t len)
 {
     char cmd[2048];
     snprintf(cmd, sizeof(cmd), "%s '%s' %s 2>&1", FAKE_ENV, P2PT_BENCH_PATH, args);
-    FILE *f = popen(cmd, "r");
-    cr_assert_not_null(f);
-    size_t n = fread(out, 1, len - 1, f);
-    out[n] = '\0';
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return run_cmd(cmd, out, len);
 }
 
 static char *slurp(const char *path)

@@ -14,17 +14,14 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "run_test.h"
+
 #ifdef P2PT_BENCH_PATH
 static int bench_args(const char *env, const char *args, char *out, size_t len)
 {
     char cmd[1024];
     snprintf(cmd, sizeof(cmd), "%s '%s' %s 2>&1", env, P2PT_BENCH_PATH, args);
-    FILE *f = popen(cmd, "r");
-    cr_assert_not_null(f);
-    size_t n = fread(out, 1, len - 1, f);
-    out[n] = '\0';
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return run_cmd(cmd, out, len);
 }
 
 static int bench(const char *env, char *out, size_t len)

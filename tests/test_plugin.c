@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 
 #include "p2pt_plugin.h"
+#include "run_test.h"
 
 static const p2pt_plugin_v1_t *load(void **so)
 {
@@ -118,13 +119,9 @@ static int run_consumer(const char *env, char *out, size_t len)
 {
     char cmd[2048];
     snprintf(cmd, sizeof(cmd), "%s '%s' '%s' 2>&1", env, P2PT_CONSUMER_PATH, P2PT_SO_PATH);
-    FILE *f = popen(cmd, "r");
-    cr_assert_not_null(f);
-    size_t n = fread(out, 1, len - 1, f);
-    out[n] = '\0';
-    int status = pclose(f);
-    cr_assert(WIFEXITED(status), "consumer did not exit normally: %s", out);
-    return WEXITSTATUS(status);
+    int code = run_cmd(cmd, out, len);
+    cr_assert(code >= 0, "consumer did not exit normally: %s", out);
+    return code;
 }
 
 Test(plugin, the_example_consumer_runs_or_explains)

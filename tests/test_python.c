@@ -13,17 +13,8 @@
 #include <string.h>
 
 #include "gpu_test.h"
+#include "run_test.h"
 
-/* Run `cmd` through the shell; its output (up to `len`) and exit status. */
-static int run(const char *cmd, char *out, size_t len)
-{
-    FILE *f = popen(cmd, "r");
-    cr_assert_not_null(f, "popen %s", cmd);
-    size_t n = fread(out, 1, len - 1, f);
-    out[n] = '\0';
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 static void require_python(void)
 {
@@ -31,7 +22,7 @@ static void require_python(void)
     if (P2PT_SANITIZED)
         cr_skip_test("needs a build without AddressSanitizer: python3 cannot load this "
                      "libp2pt.so without preloading the ASan runtime");
-    if (run("python3 -c 'import ctypes' 2>&1", out, sizeof(out)) != 0)
+    if (run_cmd("python3 -c 'import ctypes' 2>&1", out, sizeof(out)) != 0)
         cr_skip_test("no python3: none on the PATH");
 }
 
@@ -48,7 +39,7 @@ Test(python, the_module_raises_p2pt_errors_with_status_and_text)
              "except p2pt.Error as e:\n    print('status', e.status, e.text)\n"
              "print('workspace', p2pt.workspace_bytes(10))\" 2>&1",
              P2PT_SO_PATH, P2PT_SOURCE_DIR);
-    cr_assert_eq(run(cmd, out, sizeof(out)), 0, "%s", out);
+    cr_assert_eq(run_cmd(cmd, out, sizeof(out)), 0, "%s", out);
     cr_assert(strstr(out, "status 7 ") != NULL && strstr(out, "/nonexistent/libcuda.so.1") != NULL,
               "no driver: %s", out);
     cr_assert(strstr(out, "status 4 ") != NULL && strstr(out, "bogus") != NULL, "bad transport: %s",
@@ -61,14 +52,14 @@ static void moe(const char *extra)
     gt_require_gpus(1);
     require_python();
     char out[8192], cmd[2048];
-    if (run("python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>&1",
+    if (run_cmd("python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>&1",
             out, sizeof(out)) != 0)
         cr_skip_test("no PyTorch with CUDA: python3 cannot import one");
     snprintf(cmd, sizeof(cmd),
              "P2PT_LIBRARY='%s' P2P_TRANSPORT_CACHE_DIR=off python3 '%s/examples/moe_dispatch.py' "
              "--tokens 1024 --replays 6 %s 2>&1",
              P2PT_SO_PATH, P2PT_SOURCE_DIR, extra);
-    int st = run(cmd, out, sizeof(out));
+    int st = run_cmd(cmd, out, sizeof(out));
     cr_assert_eq(st, 0, "moe_dispatch.py exited %d:\n%s", st, out);
     cr_assert(strstr(out, "byte-exact") != NULL, "%s", out);
     cr_log_info("%s", out);

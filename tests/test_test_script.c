@@ -10,18 +10,16 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "run_test.h"
+
 /* Run scripts/test.sh with `args`, stdout and stderr into out; its status. */
 static int run_script(const char *args, char *out, size_t len)
 {
     char cmd[1400];
     snprintf(cmd, sizeof(cmd), "'%s/scripts/test.sh' %s 2>&1", P2PT_SOURCE_DIR, args);
-    FILE *f = popen(cmd, "r");
-    cr_assert_not_null(f);
-    size_t n = fread(out, 1, len - 1, f);
-    out[n] = '\0';
-    int status = pclose(f);
-    cr_assert(WIFEXITED(status), "test.sh %s did not exit normally: %s", args, out);
-    return WEXITSTATUS(status);
+    int code = run_cmd(cmd, out, len);
+    cr_assert(code >= 0, "test.sh %s did not exit normally: %s", args, out);
+    return code;
 }
 
 Test(test_script, an_unknown_argument_exits_2_with_the_usage)
