@@ -466,20 +466,13 @@ static __device__ __forceinline__ u32 first_block(u32 c, u32 G, u32 blocks)
     return blocks <= G ? c % blocks : c * (blocks / G);
 }
 
-/* Blocks [first, first + m) shared by the G CTAs: CTA c serves block
- * first + c % m, as one of the CTAs splitting its tiles. */
-template <int FROM>
-static __device__ __forceinline__ void share_blocks(const pieces &P, u32 n, u32 first, u32 m,
-                                                    u32 c, u32 G,
-                                                    const struct p2pt_batch_dev_params *p,
-                                                    block_smem &S, u32 pre_block,
-                                                    const desc_t &pre)
-{
-    const u32 k = c % m;
-    copy_block<FROM>(P, n, first + k, c / m, (G - 1 - k) / m + 1, p, S, pre_block, pre);
-}
-
-/* The copy CTAs (`G` of them, this one `c`) over `n` descriptors. */
+/* The copy CTAs (`G` of them, this one `c`) over `n` descriptors: CTA c's
+ * R whole blocks, then its turn at the last blocks % G, shared. With no
+ * more blocks than CTAs, R is 0 (or 1 when they are as many) and the
+ * shared turn is the whole batch. One call of copy_block, so that each
+ * instantiation inlines it once: the ring kernel instantiates copy_all
+ * twice, and with a call site per case it spilled registers
+ * (tests/test_jit.c checks every entry). */
 template <int FROM>
 static __device__ void copy_all(const pieces &P, u32 n, u32 c, u32 G,
                                 const struct p2pt_batch_dev_params *p, u32 pre_block,
@@ -492,15 +485,17 @@ static __device__ void copy_all(const pieces &P, u32 n, u32 c, u32 G,
             pdl_wait();
         return;
     }
-    if (blocks <= G) {
-        share_blocks<FROM>(P, n, 0, blocks, c, G, p, S, pre_block, pre);
-        return;
+    const u32 R = blocks / G, rest = blocks - R * G, turns = R + (rest != 0);
+    for (u32 r = 0; r < turns; r++) {
+        u32 b = c * R + r, split = 0, splits = 1;
+        if (r == R) { /* block R * G + k, split among the CTAs c with c % rest == k */
+            const u32 k = c % rest;
+            b = R * G + k;
+            split = c / rest;
+            splits = (G - 1 - k) / rest + 1;
+        }
+        copy_block<FROM>(P, n, b, split, splits, p, S, pre_block, pre);
     }
-    const u32 R = blocks / G, rest = blocks - R * G;
-    for (u32 r = 0; r < R; r++)
-        copy_block<FROM>(P, n, c * R + r, 0, 1, p, S, pre_block, pre);
-    if (rest != 0)
-        share_blocks<FROM>(P, n, R * G, rest, c, G, p, S, pre_block, pre);
 }
 
 /* Host descriptors: this thread's descriptor of the CTA's first block. */

@@ -5,7 +5,8 @@
  * file of kernels/; it compiles to an sm_90 cubin (ELF)
  * and to PTX holding cp.async.bulk loads and stores and mbarrier waits; a
  * broken source gives status 8 with the NVRTC log; a missing NVRTC gives
- * status 8 naming what was tried. Everything is freed (ASan/valgrind runs).
+ * status 8 naming what was tried; no kernel entry spills registers on
+ * sm_90. Everything is freed (ASan/valgrind runs).
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -94,6 +95,73 @@ Test(jit, every_kernel_of_every_transport_compiles_for_sm90_with_its_entry_point
                       kn->entries[e]);
         free(ptx);
     }
+}
+
+/* NVRTC's log for kernel `kn` compiled for sm_90 as the library compiles it
+ * (jit.c's options), with ptxas reporting each entry's resources. */
+static char *ptxas_report(const struct p2pt_kernel *kn)
+{
+    static const char *const names[] = {"p2pt_kernel_abi.h", "tma_ptx.cuh"};
+    const char *const texts[] = {p2pt__p2pt_kernel_abi_source, p2pt__tma_ptx_source};
+    const char *opts[12] = {"--gpu-architecture=sm_90", "--std=c++17", "--ptxas-options=-v"};
+    int n = 3;
+    for (int i = 0; kn->defines[i] != NULL && n < 11; i++)
+        opts[n++] = kn->defines[i];
+    opts[n++] = "-minimal";
+    nvrtcProgram prog = NULL;
+    cr_assert_eq(
+        p2pt__nv.nvrtcCreateProgram(&prog, kn->source, "p2pt_kernel.cu", 2, texts, names),
+        NVRTC_SUCCESS);
+    nvrtcResult r = p2pt__nv.nvrtcCompileProgram(prog, n, opts);
+    if (r == NVRTC_ERROR_INVALID_OPTION) { /* an NVRTC before -minimal, as in jit.c */
+        p2pt__nv.nvrtcDestroyProgram(&prog);
+        cr_assert_eq(p2pt__nv.nvrtcCreateProgram(&prog, kn->source, "p2pt_kernel.cu", 2, texts,
+                                                 names),
+                     NVRTC_SUCCESS);
+        r = p2pt__nv.nvrtcCompileProgram(prog, n - 1, opts);
+    }
+    cr_assert_eq(r, NVRTC_SUCCESS, "%s: %s", kn->file, p2pt__nv.nvrtcGetErrorString(r));
+    size_t size = 0;
+    cr_assert_eq(p2pt__nv.nvrtcGetProgramLogSize(prog, &size), NVRTC_SUCCESS);
+    char *log = malloc(size + 1);
+    cr_assert_eq(p2pt__nv.nvrtcGetProgramLog(prog, log), NVRTC_SUCCESS);
+    log[size] = '\0';
+    p2pt__nv.nvrtcDestroyProgram(&prog);
+    return log;
+}
+
+/* A spill is local memory traffic in a kernel that the copy itself keeps
+ * busy: the batch kernels' entries share copy_block, and an extra inlined
+ * call of it once made the ring entry (host batches) spill while the
+ * device entry did not. */
+Test(jit, no_kernel_entry_spills_registers_on_sm90)
+{
+    require_nvrtc();
+    int entries = 0;
+    for (int k = 0; k < p2pt__kernel_count(&p2pt__transport_tma); k++) {
+        const struct p2pt_kernel *kn = p2pt__transport_tma.kernels[k];
+        char *log = ptxas_report(kn);
+        const char *at = log;
+        while ((at = strstr(at, "Compiling entry function '")) != NULL) {
+            char entry[96] = "";
+            sscanf(at, "Compiling entry function '%95[^']'", entry);
+            const char *spills = strstr(at, "bytes spill stores");
+            cr_assert_not_null(spills, "%s: no resource line for %s:\n%s", kn->file, entry, log);
+            while (spills > at && spills[-1] != ',')
+                spills--; /* back to the count of spill stores */
+            unsigned stores = 1, loads = 1;
+            cr_assert_eq(sscanf(spills, " %u bytes spill stores, %u bytes spill loads", &stores,
+                                &loads),
+                         2, "%s: %s", kn->file, entry);
+            cr_expect(stores == 0 && loads == 0,
+                      "%s: entry %s spills (%u bytes stored, %u loaded) on sm_90", kn->file, entry,
+                      stores, loads);
+            entries++;
+            at = spills;
+        }
+        free(log);
+    }
+    cr_assert_geq(entries, 5, "ptxas reported %d entries", entries);
 }
 
 Test(jit, kernel_compiles_to_an_sm90_cubin)
