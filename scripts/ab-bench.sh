@@ -13,10 +13,13 @@
 #       arguments and P2P_TRANSPORT_CACHE_DIR=off, writing
 #       $OUT/ab-<round>-<old|new>.csv (--csv, or --overlap-csv with
 #       --mode overlap) and .log; a round's CSVs compare row by row.
+#   scripts/ab-bench.sh summary DIR
+#       each row's time_us over the rounds in DIR: old and new, the median
+#       and the range, and new / old of the medians.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 usage() {
-  sed -n '3,15p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '3,18p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 case "${1:-}" in
@@ -65,6 +68,26 @@ case "${1:-}" in
         echo "round $r $side: rc $rc, $(($(date +%s) - s)) s"
       done
     done
+    ;;
+  summary)
+    [ $# -eq 2 ] || usage
+    python3 - "$2" <<'PY'
+import csv, glob, os, statistics, sys
+t = {}
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "ab-*-*.csv"))):
+    side = f.rsplit("-", 1)[1][:-4]
+    for r in csv.DictReader(open(f)):
+        key = r.get("kind") or r.get("way") or r.get("row")
+        t.setdefault(key, {}).setdefault(side, []).append(float(r["time_us"]))
+print(f"{'row':<28} {'old median [range]':>28} {'new median [range]':>28} {'new/old':>8}")
+for k, v in t.items():
+    if len(v) < 2:
+        continue
+    o, n = v.get("old", []), v.get("new", [])
+    mo, mn = statistics.median(o), statistics.median(n)
+    print(f"{k:<28} {mo:10.2f} [{min(o):.2f}-{max(o):.2f}] {mn:10.2f} [{min(n):.2f}-{max(n):.2f}] "
+          f"{mn / mo if mo else 0:8.3f}")
+PY
     ;;
   *) usage ;;
 esac

@@ -13,7 +13,9 @@
  * (default 101) of the host time per operation; a loop sample times one
  * call per piece of the shape. TRANSPORT (tma, auto or ce) keeps one;
  * WINDOWS=1 registers the shapes' buffers as windows of the handle first,
- * as p2pt-bench's batch mode does with its pools.
+ * as p2pt-bench's batch mode does with its pools. SYNC=1 synchronizes the
+ * stream after each sample, untimed: on a GPU the launch queue then never
+ * fills, so a sample is the host's time alone, not the GPU's pace.
  * Build and run from the repository root, after a build in build/:
  *
  *   cc -O2 -Iinclude bench/experiments/copy_call.c -o /tmp/copy_call \
@@ -49,6 +51,8 @@ static const char *const CALLS[] = {
 enum { N_CALLS = sizeof(CALLS) / sizeof(CALLS[0]) };
 
 static unsigned long (*fake_calls)(const char *);
+static CUresult (*stream_sync)(CUstream);
+static int sync_each;
 
 struct shape {
     const char *name;
@@ -92,6 +96,11 @@ static int run(p2pt_handle *h, const struct shape *s, int loop, CUstream stream,
         const double t0 = now_ns();
         const p2pt_status st = op(h, s, loop, stream);
         const double dt = now_ns() - t0;
+        if (sync_each && stream_sync(stream) != 0) {
+            fprintf(stderr, "copy_call: cuStreamSynchronize failed\n");
+            free(t);
+            return 1;
+        }
         if (st != P2PT_SUCCESS) {
             free(t);
             goto fail;
@@ -113,16 +122,18 @@ fail:
 
 int main(void)
 {
-    void *f[4] = {0};
-    const char *const names[4] = {"cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuMemAlloc",
-                                  "cuStreamCreate"};
-    void *d = driver_entries("copy_call", names, f, 4);
+    void *f[5] = {0};
+    const char *const names[5] = {"cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuMemAlloc",
+                                  "cuStreamCreate", "cuStreamSynchronize"};
+    void *d = driver_entries("copy_call", names, f, 5);
     if (d == NULL)
         return 1;
     CUresult (*retain)(CUcontext *, int) = (CUresult(*)(CUcontext *, int))f[0];
     CUresult (*set_current)(CUcontext) = (CUresult(*)(CUcontext))f[1];
     CUresult (*mem_alloc)(CUdeviceptr *, size_t) = (CUresult(*)(CUdeviceptr *, size_t))f[2];
     CUresult (*stream_create)(CUstream *, unsigned) = (CUresult(*)(CUstream *, unsigned))f[3];
+    stream_sync = (CUresult(*)(CUstream))f[4];
+    sync_each = getenv("SYNC") != NULL && atoi(getenv("SYNC")) != 0;
     fake_calls = (unsigned long (*)(const char *))dlsym(d, "p2pt_fake_calls");
 
     struct shape shapes[] = {{"1024x14K", 1024, 14 << 10, NULL, 0, 0},
