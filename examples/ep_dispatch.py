@@ -22,7 +22,9 @@ Ways, each checked byte for byte against `nccl`:
 
 A step is timed with CUDA events from a barrier, the count exchange
 included; `us` is the largest over the ranks of the median step. A
-combine step of p2pt and nccl includes the weighted sum (weighted_sum).
+combine step of p2pt and nccl includes the weighted sum (weighted_sum:
+--sum compiled, the default, one torch.compile'd kernel in fp32, or bmm
+where PyTorch cannot compile; --sum bmm, a masked bf16 bmm).
 --csv writes gpus,tokens,hidden_bytes,topk,phase,way,us,gbps_per_rank,vs_nccl
 (gbps_per_rank: the bytes a rank sends to other ranks a step, the mean
 over ranks, over `us`). --overlap also times a bf16 GEMM on every rank
@@ -60,6 +62,8 @@ def parse():
     p.add_argument("--csv", default=None)
     p.add_argument("--overlap", action="store_true")
     p.add_argument("--gemm", type=int, default=8192)
+    p.add_argument("--sum", choices=("compiled", "bmm"), default="compiled",
+                   help="how combine sums the weighted rows (the same for every way)")
     return p.parse_args()
 
 
@@ -90,15 +94,43 @@ def by_destination(dest):
     return torch.cat([dest[:, d].nonzero().flatten() for d in range(dest.shape[1])])
 
 
-def weighted_sum(back, w, T, H):
-    """The combine's sum: every returned row times the token's weight on
-    the rank it came from (slots not sent have weight 0 and are masked:
-    their bytes are whatever was there). In bf16, as a [1, G] x [G, H]
-    product per token (fp32 accumulation), the same for every way."""
-    rows = back.view(T, -1, H * 2).view(torch.bfloat16)
+def _sum_bmm(rows, w):
+    """Slots not sent masked to zero, then a [1, G] x [G, H] product per
+    token (bmm, fp32 accumulation)."""
     rows = torch.where(w[:, :, None] > 0, rows, torch.zeros((), dtype=rows.dtype,
                                                             device=rows.device))
-    return torch.bmm(w.to(torch.bfloat16)[:, None, :], rows).view(T, H)
+    return torch.bmm(w.to(torch.bfloat16)[:, None, :], rows).squeeze(1)
+
+
+def _sum_fp32(rows, w):
+    """Each sent slot times its weight in fp32, summed over the ranks, one
+    rounding to bf16; compiled, one kernel that reads every row once."""
+    prod = torch.where(w[:, :, None] > 0, rows.float() * w[:, :, None], 0.0)
+    return prod.sum(1).to(torch.bfloat16)
+
+
+_summers = {"bmm": _sum_bmm}
+
+
+def weighted_sum(back, w, T, H, how):
+    """The combine's sum: every returned row times the token's weight on
+    the rank it came from (slots not sent have weight 0 and are masked:
+    their bytes are whatever was there), the same code for every way.
+    `how`: "compiled" (torch.compile of _sum_fp32; "bmm" where it cannot
+    compile) or "bmm"."""
+    rows = back.view(T, -1, H * 2).view(torch.bfloat16)
+    if how not in _summers:
+        try:
+            fn = torch.compile(_sum_fp32, dynamic=False, fullgraph=True)
+            out = fn(rows, w)
+        except Exception as e:  # no Triton or no compiler here
+            print(f"# --sum compiled: {type(e).__name__}: {e}".splitlines()[0] +
+                  "; summing with bmm", flush=True)
+            fn = _summers["bmm"]
+            out = fn(rows, w)
+        _summers[how] = fn
+        return out.view(T, H)
+    return _summers[how](rows, w).view(T, H)
 
 
 class P2pt:
@@ -106,7 +138,7 @@ class P2pt:
 
     def __init__(self, a, G, rank, device):
         self.a2a = pd.AlltoallV(a.tokens, a.hidden * 2)
-        self.T, self.H = a.tokens, a.hidden
+        self.T, self.H, self.how = a.tokens, a.hidden, a.sum
 
     def dispatch(self, s):
         return self.a2a.dispatch(s.x.view(torch.uint8), s.dest)
@@ -115,7 +147,7 @@ class P2pt:
         self.a2a.y.copy_(recv)  # the identity expert: what arrived goes back
 
     def combine(self, s):
-        return weighted_sum(self.a2a.combine(s.dest), s.w, self.T, self.H)
+        return weighted_sum(self.a2a.combine(s.dest), s.w, self.T, self.H, self.how)
 
 
 class Nccl:
@@ -123,7 +155,7 @@ class Nccl:
     name = "nccl"
 
     def __init__(self, a, G, rank, device):
-        self.G, self.T, self.H, self.device = G, a.tokens, a.hidden, device
+        self.G, self.T, self.H, self.device, self.how = G, a.tokens, a.hidden, device, a.sum
         self.recv = torch.empty(G * a.tokens, a.hidden * 2, dtype=torch.uint8, device=device)
 
     def plan(self, s):
@@ -152,7 +184,7 @@ class Nccl:
         dest_of = torch.repeat_interleave(torch.arange(self.G, device=self.device),
                                           torch.tensor(self.send_split, device=self.device))
         slots[self.order, dest_of] = back
-        return weighted_sum(slots, s.w, self.T, self.H)
+        return weighted_sum(slots, s.w, self.T, self.H, self.how)
 
 
 class NcclPacked(Nccl):

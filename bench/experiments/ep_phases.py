@@ -39,9 +39,7 @@ def phases(a2a, x, dest):
 
     def counts():
         T, d, pos = a2a._place(dest)
-        a2a.mine.copy_(d.sum(0))
-        a2a._batch(a2a.count_descs, a2a.count_n, G, a2a.matrix, av._COUNTS)
-        wait(a2a.sems[av._COUNTS], G - 1)
+        a2a._exchange_counts(d)
         return T, d, pos
 
     def exchange():
@@ -50,19 +48,10 @@ def phases(a2a, x, dest):
 
     def descs():
         T, d, pos = counts()
-        M = a2a.matrix
-        off = (M.cumsum(0) - M)[a2a.rank]
-        dst = a2a.recv_base + (off + pos) * a2a.rb
-        src = x.data_ptr() + torch.arange(T, device=x.device, dtype=torch.int64) * a2a.rb
-        v = a2a.descs[:T * G].view(T, G, 3)
-        v[:, :, 0] = dst
-        v[:, :, 1] = src[:, None]
-        v[:, :, 2] = d * a2a.rb
-        a2a.n.fill_(T * G)
+        a2a._describe(x, dest, d, pos)
 
     def rows():
-        a2a._batch(a2a.descs, a2a.n, a2a.max_rows * G, a2a.recv, av._ROWS)
-        wait(a2a.sems[av._ROWS], G - 1)
+        a2a._send(dest.shape[0] * G + G, a2a.recv, av._ROWS)
 
     def whole():
         a2a.dispatch(x, dest)

@@ -9,6 +9,10 @@ values (slots of tokens not sent to a rank hold garbage, weight 0) and
   bmm         the product alone, on slots whose unsent rows are zeros
   gather_bmm  rows packed by rank (what a push of contiguous blocks
               leaves), gathered into slots by index, then bmm
+  compiled    examples/ep_dispatch.py's --sum compiled: each sent slot
+              times its weight in fp32, summed, one rounding to bf16, as
+              one torch.compile'd kernel (checked against the same formula
+              run eagerly, to 1 bf16 ulp)
   copy        a device copy of the slots' bytes (the floor of one read and
               one write)
 
@@ -80,13 +84,25 @@ def main():
         def copy():
             out.copy_(clean)
 
+        def fp32_sum(r):
+            prod = torch.where(w[:, :, None] > 0, r.float() * w[:, :, None], 0.0)
+            return prod.sum(1).to(torch.bfloat16)
+
+        fused = torch.compile(fp32_sum, dynamic=False, fullgraph=True)
+
+        def compiled():
+            return fused(dirty)
+
         ref = where_bmm()
         for name, fn in (("bmm", bmm), ("gather_bmm", gather_bmm)):
             if not torch.equal(fn().view(torch.int16), ref.view(torch.int16)):
                 raise SystemExit(f"ep_reduce: {name} differs from where_bmm at G {G}")
+        close = torch.isclose(compiled().float(), fp32_sum(dirty).float(), rtol=2 ** -7, atol=0)
+        if not bool(close.all()):
+            raise SystemExit(f"ep_reduce: compiled differs from its eager formula at G {G}")
         nbytes = clean.nbytes
         for name, fn in (("where_bmm", where_bmm), ("bmm", bmm), ("gather_bmm", gather_bmm),
-                         ("copy", copy)):
+                         ("compiled", compiled), ("copy", copy)):
             us = timed(fn, a.iters)
             print(f"G {G} T {T} H {H} {name:<10} {us:8.1f} us {nbytes / us / 1e3:7.1f} GB/s")
 

@@ -3,8 +3,9 @@
 4 GPUs), with torch.distributed (NCCL) as the bootstrap: every rank's
 tensor shared and written by a put into a peer, ordered by signal and
 wait; an AlltoallV of rows whose counts only the GPU knows, byte for byte
-against the rows gathered on every rank; the same captured in a CUDA
-graph and replayed with new routing; a tensor of PyTorch's symmetric memory
+against the rows gathered on every rank, and its combine over rounds whose
+rows change; the same captured in a CUDA graph and replayed with new
+routing; a tensor of PyTorch's symmetric memory
 shared as PyTorch mapped it (skipped where PyTorch cannot make one).
 Skips below two GPUs."""
 import os
@@ -52,6 +53,15 @@ def _routing(T, world, seed, device):
     return x, dest
 
 
+def _check_back(back, x, dest, key, what):
+    """back[t, d] is row t of x, as rank d's y held it (xor key), wherever
+    dest[t, d]."""
+    T, world = dest.shape
+    mask = dest[:, :, None].expand(T, world, ROW)
+    want = torch.bitwise_xor(x, key)[:, None, :].expand(T, world, ROW)
+    assert torch.equal(back[mask], want[mask]), f"{what}: combine did not bring every row back"
+
+
 def _worker(rank, world, path):
     import p2pt.distributed as pd
     import p2pt.torch as pt
@@ -80,26 +90,36 @@ def _worker(rank, world, path):
     assert torch.equal(recv[:want.shape[0]], want)
     a2a.y.copy_(recv)
     back = a2a.combine(dest)
-    mask = dest[:, :, None].expand(T, world, ROW)
-    assert torch.equal(back[mask], x[:, None, :].expand(T, world, ROW)[mask]), \
-        "combine did not bring every row back"
+    _check_back(back, x, dest, 0, "eager")
+    # Rounds whose rows and routing change, y a function of each round:
+    # a stale slot, from any earlier round, fails.
+    for r in range(1, 4):
+        x, dest = _routing(T, world, 150 + 10 * r + rank, dev)
+        recv, counts = a2a.dispatch(x, dest)
+        torch.bitwise_xor(recv, r, out=a2a.y)
+        _check_back(a2a.combine(dest), x, dest, r, f"eager round {r}")
     pt.prepare()
     gx, gdest = _routing(T, world, 200 + rank, dev)
+    key = torch.zeros((), dtype=torch.uint8, device=dev)
     torch.cuda.synchronize()
     dist.barrier()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         g_recv, g_counts = a2a.dispatch(gx, gdest)
+        torch.bitwise_xor(g_recv, key, out=a2a.y)
+        g_back = a2a.combine(gdest)
     for r in range(3):
         nx, nd = _routing(T, world, 300 + 7 * r + rank, dev)
         gx.copy_(nx)
         gdest.copy_(nd)
+        key.fill_(11 + r)
         torch.cuda.synchronize()
         dist.barrier()
         g.replay()
         want, want_counts = _expected(nx, nd, rank, world)
         assert torch.equal(g_counts, want_counts), f"replay {r}: counts"
         assert torch.equal(g_recv[:want.shape[0]], want), f"replay {r}: rows"
+        _check_back(g_back, nx, nd, 11 + r, f"replay {r}")
     dist.barrier()
     dist.destroy_process_group()
 

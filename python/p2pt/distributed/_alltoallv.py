@@ -8,12 +8,16 @@ combine), with no host sync, so a captured graph replays with new counts
    with a signal to every peer; each waits for G - 1 signals;
 2. each rank works out on the GPU where its rows land in every receiver's
    buffer (rows from lower ranks first, then in token order) and puts them
-   there: one device batch that ends with a signal to every peer; each
-   waits for G - 1 signals, then reads what arrived.
+   there, and with them, packed the same way, the slot each row returns
+   to: one device batch that ends with a signal to every peer; each waits
+   for G - 1 signals, then reads what arrived.
 
-The combine is the dispatch read backwards: every rank's processed rows
-are shared, and each rank gets its own rows back from every peer (a device
-batch of pulls), into a slot per (token, rank)."""
+The combine is the dispatch pushed backwards: each rank puts every row of
+its `y` into the slot (token, rank) of the rank it came from, whose index
+came with the row: one device batch that ends with a signal to every
+peer; each waits for G - 1 signals. Pushes, because NVLink moves writes
+faster than reads, and because a rank's own `y` is ready by stream order:
+no round of signals before the rows."""
 import torch
 import torch.distributed as dist
 
@@ -21,7 +25,7 @@ from ..torch import _handles
 from ._share import share
 from ._signals import semaphores, wait
 
-_COUNTS, _ROWS, _READY, _READ = range(4)  # the semaphores of each rank
+_COUNTS, _ROWS, _BACK = range(3)  # the semaphores of each rank
 
 
 @torch.library.custom_op("p2pt_dist::batch_signal", mutates_args=("out", "sems"))
@@ -56,8 +60,11 @@ class AlltoallV:
     `recv[k]` for k in the region of source s (sources in rank order, their
     `counts[s]` rows each, in the sender's token order) is what s sent;
     `a2a.y` has recv's layout, and combine returns, for each token and rank
-    it was sent to, that rank's row of y for it (zeros where not sent are
-    not written: read only where dest is set).
+    it was sent to, that rank's row of y for it (slots not sent are not
+    written: read only where dest is set). The peers write `back` during
+    their combine, which follows (by the signals of the dispatch) this
+    rank's next dispatch call: read `back` before calling dispatch again.
+    `dest` of a combine is the last dispatch's.
     """
 
     def __init__(self, max_rows, row_bytes, group=None, *, handle=None):
@@ -74,30 +81,43 @@ class AlltoallV:
         self.y = torch.empty(G * self.max_rows, self.rb, **u8)
         self.matrix = torch.zeros(G, G, dtype=torch.int64, device=dev)
         self.mine = torch.zeros(G, dtype=torch.int64, device=dev)
-        self.sems = semaphores(4, self.device)
+        self.back = torch.empty(self.max_rows, G, self.rb, **u8)
+        # slots[k]: the slot (token * G + rank) in its source's back of the
+        # row recv[k]; sent packed by destination from mine[d] beside the rows.
+        i64 = dict(dtype=torch.int64, device=dev)
+        self.slots = torch.zeros(G * self.max_rows, **i64)
+        self.my_slots = torch.zeros(G * self.max_rows + 1, **i64)  # the last: a sink
+        self.sems = semaphores(3, self.device)
         torch.cuda.synchronize(dev)
         self.peer_recv = share(self.recv, group, handle=handle)
-        self.peer_y = share(self.y, group, handle=handle)
+        self.peer_back = share(self.back, group, handle=handle)
+        self.peer_slots = share(self.slots, group, handle=handle)
         self.peer_matrix = share(self.matrix, group, handle=handle)
         self.peer_sems = share(self.sems, group, handle=handle)
         peers = [p for p in range(G) if p != self.rank]
         self._signals = [torch.tensor([self.peer_sems[p][k].data_ptr() for p in peers],
-                                      dtype=torch.int64) for k in range(4)]
-        i64 = dict(dtype=torch.int64, device=dev)
+                                      dtype=torch.int64) for k in range(3)]
         self.recv_base = torch.tensor([t.data_ptr() for t in self.peer_recv], **i64)
-        self.y_base = torch.tensor([t.data_ptr() for t in self.peer_y], **i64)
+        self.back_base = torch.tensor([t.data_ptr() for t in self.peer_back], **i64)
+        self.slots_base = torch.tensor([t.data_ptr() for t in self.peer_slots], **i64)
         # The count exchange's pieces never change: my row into every matrix.
         self.count_descs = torch.tensor(
             [[self.peer_matrix[d].data_ptr() + self.rank * G * 8, self.mine.data_ptr(), G * 8]
              for d in range(G)], **i64)
         self.count_n = torch.tensor([G], dtype=torch.int32, device=dev)
         self.zero_n = torch.zeros(1, dtype=torch.int32, device=dev)
-        self.descs = torch.zeros(self.max_rows * G, 3, **i64)
+        # A dispatch's pieces: T * G rows, then G runs of slots.
+        self.cap = self.max_rows * G + G
+        self.descs = torch.zeros(self.cap, 3, **i64)
         self.n = torch.zeros(1, dtype=torch.int32, device=dev)
-        self.ws = torch.zeros(self.h.workspace_bytes(self.max_rows * G), **u8)
-        self.back = torch.empty(self.max_rows, G, self.rb, **u8)
+        self.ws = torch.zeros(self.h.workspace_bytes(self.cap), **u8)
         self._off = torch.zeros(G, **i64)
-        for t in (self.recv, self.y, self.matrix, self.mine, self.sems, self.descs, self.back):
+        rows = torch.arange(self.max_rows, **i64)
+        self._slot_of = rows[:, None] * G + torch.arange(G, **i64)  # [max_rows, G]
+        self._sink_at = torch.arange(G, **i64) * self.max_rows  # my_slots' run of each rank
+        self._k = torch.arange(G * self.max_rows, **i64)  # the rows of recv and y
+        for t in (self.recv, self.y, self.matrix, self.mine, self.sems, self.descs, self.back,
+                  self.slots, self.my_slots):
             _handles._windows(self.h, self.device, [t.untyped_storage()])
         dist.barrier(group)  # every semaphore zeroed before any peer signals it
 
@@ -105,26 +125,24 @@ class AlltoallV:
         torch.ops.p2pt_dist.batch_signal(descs, n, max_count, self.ws, out, self.sems,
                                          self._signals[k], self.hid)
 
-    def _send(self, dst, src, d, out, k):
-        """Row pieces: [T, G] dst and src addresses, d * row_bytes bytes
-        each (none where d is 0); one device batch into `out`, then wait
-        for the G - 1 peers' signals on semaphore k."""
-        T, G = d.shape
-        descs = self.descs[:T * G].view(T, G, 3)
-        descs[:, :, 0] = dst
-        descs[:, :, 1] = src
-        descs[:, :, 2] = d * self.rb
-        self.n.fill_(T * G)
-        self._batch(self.descs, self.n, self.max_rows * G, out, k)
-        wait(self.sems[k], G - 1)
+    def _send(self, n, out, k):
+        """The first n pieces of descs: one device batch into `out`, then
+        wait for the G - 1 peers' signals on semaphore k."""
+        self.n.fill_(n)
+        self._batch(self.descs, self.n, self.cap, out, k)
+        wait(self.sems[k], self.G - 1)
 
-    def _place(self, dest):
-        """The tokens, dest as int64, and pos[t, d]: the place of row t
-        among this rank's rows to d."""
+    def _tokens(self, dest):
         if dest.dtype != torch.bool or dest.dim() != 2 or dest.shape[1] != self.G or \
                 dest.shape[0] > self.max_rows:
             raise ValueError(f"p2pt.distributed.AlltoallV: dest must be a [T, {self.G}] bool "
                              f"tensor (row t goes to rank d), T at most {self.max_rows}")
+        return dest.shape[0]
+
+    def _place(self, dest):
+        """The tokens, dest as int64, and pos[t, d]: the place of row t
+        among this rank's rows to d."""
+        self._tokens(dest)
         d = dest.to(torch.int64)
         # Scanned along rows of dest's transpose: a scan along dim 0 of a
         # [T, G] tensor runs G threads down T rows (650 us at T = 4,096 on
@@ -142,27 +160,50 @@ class AlltoallV:
                              f"rows of {rb} bytes (dest's rows), not {tuple(x.shape)} "
                              f"{x.dtype}")
         _handles._windows(self.h, self.device, [x.untyped_storage()])
+        self._exchange_counts(d)
+        self._describe(x, dest, d, pos)
+        self._send(T * G + G, self.recv, _ROWS)
+        return self.recv, self.matrix[:, self.rank]
+
+    def _exchange_counts(self, d):
+        """My row of the count matrix into every rank's; then the whole
+        matrix is here."""
         self.mine.copy_(d.sum(0))
-        self._batch(self.count_descs, self.count_n, G, self.matrix, _COUNTS)
-        wait(self.sems[_COUNTS], G - 1)
-        M = self.matrix
+        self._batch(self.count_descs, self.count_n, self.G, self.matrix, _COUNTS)
+        wait(self.sems[_COUNTS], self.G - 1)
+
+    def _describe(self, x, dest, d, pos):
+        """The dispatch's pieces: row t of x to every rank d with dest[t, d],
+        then to each rank the run of slots of my rows to it."""
+        (T, G), rb, M = dest.shape, self.rb, self.matrix
         self._off = (M.cumsum(0) - M)[self.rank]
-        dst = self.recv_base + (self._off + pos) * rb
-        src = x.data_ptr() + torch.arange(T, device=x.device, dtype=torch.int64) * rb
-        self._send(dst, src[:, None], d, self.recv, _ROWS)
-        return self.recv, M[:, self.rank]
+        # Each row's slot, packed by destination as its row is (a sink
+        # for the unsent), for the combine's way back.
+        at = torch.where(dest, self._sink_at + pos, G * self.max_rows)
+        self.my_slots.scatter_(0, at.view(-1), self._slot_of[:T].reshape(-1))
+        rows = self.descs[:T * G].view(T, G, 3)
+        rows[:, :, 0] = self.recv_base + (self._off + pos) * rb
+        rows[:, :, 1] = (x.data_ptr() + torch.arange(T, device=x.device, dtype=torch.int64)
+                         * rb)[:, None]
+        rows[:, :, 2] = d * rb
+        runs = self.descs[T * G:T * G + G]
+        runs[:, 0] = self.slots_base + self._off * 8
+        runs[:, 1] = self.my_slots.data_ptr() + self._sink_at * 8
+        runs[:, 2] = self.mine * 8
 
     def combine(self, dest):
-        """Get back, from every rank it went to, that rank's row of `y` for
-        each row of the last dispatch: [T, G, row_bytes], slot (t, d) valid
-        where dest[t, d]. On the current stream; no host sync."""
-        G, rb = self.G, self.rb
-        T, d, pos = self._place(dest)
-        # My y is ready: a batch of no piece that signals every peer.
-        self._batch(self.descs, self.zero_n, 1, self.y, _READY)
-        wait(self.sems[_READY], G - 1)
-        dst = self.back.data_ptr() + (torch.arange(T, device=d.device, dtype=torch.int64)[:, None]
-                                      * G + torch.arange(G, device=d.device)) * rb
-        src = self.y_base + (self._off + pos) * rb
-        self._send(dst, src, d, self.back, _READ)  # the peers have read my y: it may change
+        """Bring back, from every rank it went to, that rank's row of `y`
+        for each row of the last dispatch: [T, G, row_bytes], slot (t, d)
+        valid where dest[t, d]. On the current stream; no host sync."""
+        G, rb, cap = self.G, self.rb, G * self.max_rows
+        T = self._tokens(dest)
+        col = self.matrix[:, self.rank]  # rows from each source, in recv's order
+        start = col.cumsum(0) - col
+        k = self._k
+        source = (torch.searchsorted(start, k, right=True) - 1).clamp_(0, G - 1)
+        pieces = self.descs[:cap]
+        pieces[:, 0] = self.back_base[source] + self.slots * rb
+        pieces[:, 1] = self.y.data_ptr() + k * rb
+        pieces[:, 2] = (k < col.sum()) * rb
+        self._send(cap, self.back, _BACK)
         return self.back[:T]
