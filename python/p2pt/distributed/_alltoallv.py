@@ -105,7 +105,6 @@ class AlltoallV:
             [[self.peer_matrix[d].data_ptr() + self.rank * G * 8, self.mine.data_ptr(), G * 8]
              for d in range(G)], **i64)
         self.count_n = torch.tensor([G], dtype=torch.int32, device=dev)
-        self.zero_n = torch.zeros(1, dtype=torch.int32, device=dev)
         # A dispatch's pieces: T * G rows, then G runs of slots.
         self.cap = self.max_rows * G + G
         self.descs = torch.zeros(self.cap, 3, **i64)
@@ -195,7 +194,8 @@ class AlltoallV:
         """Bring back, from every rank it went to, that rank's row of `y`
         for each row of the last dispatch: [T, G, row_bytes], slot (t, d)
         valid where dest[t, d]. On the current stream; no host sync."""
-        G, rb, cap = self.G, self.rb, G * self.max_rows
+        G, rb = self.G, self.rb
+        cap = G * self.max_rows
         T = self._tokens(dest)
         col = self.matrix[:, self.rank]  # rows from each source, in recv's order
         start = col.cumsum(0) - col
