@@ -12,7 +12,9 @@ returned rows with the token's weights on that rank (combine).
 Ways, each checked byte for byte against `nccl`:
   p2pt         p2pt.distributed.AlltoallV: counts exchanged on the GPU,
                one device batch a rank, no host sync; also captured in a
-               CUDA graph and replayed with new routing
+               CUDA graph and replayed with new routing; the combine in
+               --chunks batches by token, each chunk summed while the next
+               travels
   nccl         as a framework does it with NCCL: the counts to the host,
                the rows gathered, all_to_all_single with host split sizes
   nccl_packed  NCCL's best case: rows already packed, sizes known, the
@@ -64,6 +66,9 @@ def parse():
     p.add_argument("--gemm", type=int, default=8192)
     p.add_argument("--sum", choices=("compiled", "bmm"), default="compiled",
                    help="how combine sums the weighted rows (the same for every way)")
+    p.add_argument("--chunks", type=int, default=4,
+                   help="p2pt's combine in this many batches by token, each chunk's sum "
+                        "beside the next chunk's rows")
     return p.parse_args()
 
 
@@ -138,7 +143,8 @@ class P2pt:
 
     def __init__(self, a, G, rank, device):
         self.a2a = pd.AlltoallV(a.tokens, a.hidden * 2)
-        self.T, self.H, self.how = a.tokens, a.hidden, a.sum
+        self.T, self.H, self.how, self.chunks = a.tokens, a.hidden, a.sum, a.chunks
+        self.out = torch.empty(a.tokens, a.hidden, dtype=torch.bfloat16, device=device)
 
     def dispatch(self, s):
         return self.a2a.dispatch(s.x.view(torch.uint8), s.dest)
@@ -147,7 +153,13 @@ class P2pt:
         self.a2a.y.copy_(recv)  # the identity expert: what arrived goes back
 
     def combine(self, s):
-        return weighted_sum(self.a2a.combine(s.dest), s.w, self.T, self.H, self.how)
+        back = self.a2a.back[:self.T]
+
+        def then(lo, hi):  # tokens [lo, hi) are back: their sum, beside the next chunk
+            self.out[lo:hi] = weighted_sum(back[lo:hi], s.w[lo:hi], hi - lo, self.H, self.how)
+
+        self.a2a.combine(s.dest, chunks=self.chunks, then=then)
+        return self.out
 
 
 class Nccl:

@@ -93,11 +93,19 @@ def _worker(rank, world, path):
     _check_back(back, x, dest, 0, "eager")
     # Rounds whose rows and routing change, y a function of each round:
     # a stale slot, from any earlier round, fails.
+    # Rounds 2 and 3 come back in 2 and 3 chunks, each copied out by
+    # `then` as it lands.
+    got = torch.zeros_like(a2a.back)
+
+    def then(lo, hi):
+        got[lo:hi].copy_(a2a.back[lo:hi])
+
     for r in range(1, 4):
         x, dest = _routing(T, world, 150 + 10 * r + rank, dev)
         recv, counts = a2a.dispatch(x, dest)
         torch.bitwise_xor(recv, r, out=a2a.y)
-        _check_back(a2a.combine(dest), x, dest, r, f"eager round {r}")
+        _check_back(a2a.combine(dest, chunks=r, then=then), x, dest, r, f"eager round {r}")
+        _check_back(got, x, dest, r, f"eager round {r}, then's copies")
     pt.prepare()
     gx, gdest = _routing(T, world, 200 + rank, dev)
     key = torch.zeros((), dtype=torch.uint8, device=dev)
@@ -107,7 +115,7 @@ def _worker(rank, world, path):
     with torch.cuda.graph(g):
         g_recv, g_counts = a2a.dispatch(gx, gdest)
         torch.bitwise_xor(g_recv, key, out=a2a.y)
-        g_back = a2a.combine(gdest)
+        g_back = a2a.combine(gdest, chunks=2, then=then)
     for r in range(3):
         nx, nd = _routing(T, world, 300 + 7 * r + rank, dev)
         gx.copy_(nx)
@@ -120,6 +128,7 @@ def _worker(rank, world, path):
         assert torch.equal(g_counts, want_counts), f"replay {r}: counts"
         assert torch.equal(g_recv[:want.shape[0]], want), f"replay {r}: rows"
         _check_back(g_back, nx, nd, 11 + r, f"replay {r}")
+        _check_back(got, nx, nd, 11 + r, f"replay {r}, then's copies")
     dist.barrier()
     dist.destroy_process_group()
 

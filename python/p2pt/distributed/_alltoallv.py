@@ -25,7 +25,8 @@ from ..torch import _handles
 from ._share import share
 from ._signals import semaphores, wait
 
-_COUNTS, _ROWS, _BACK = range(3)  # the semaphores of each rank
+_COUNTS, _ROWS, _BACK = range(3)  # the semaphores of each rank, then a chunk's each
+_MAX_CHUNKS = 16
 
 
 @torch.library.custom_op("p2pt_dist::batch_signal", mutates_args=("out", "sems"))
@@ -87,7 +88,8 @@ class AlltoallV:
         i64 = dict(dtype=torch.int64, device=dev)
         self.slots = torch.zeros(G * self.max_rows, **i64)
         self.my_slots = torch.zeros(G * self.max_rows + 1, **i64)  # the last: a sink
-        self.sems = semaphores(3, self.device)
+        self.max_chunks = _MAX_CHUNKS
+        self.sems = semaphores(3 + 1 + _MAX_CHUNKS, self.device)
         torch.cuda.synchronize(dev)
         self.peer_recv = share(self.recv, group, handle=handle)
         self.peer_back = share(self.back, group, handle=handle)
@@ -96,7 +98,7 @@ class AlltoallV:
         self.peer_sems = share(self.sems, group, handle=handle)
         peers = [p for p in range(G) if p != self.rank]
         self._signals = [torch.tensor([self.peer_sems[p][k].data_ptr() for p in peers],
-                                      dtype=torch.int64) for k in range(3)]
+                                      dtype=torch.int64) for k in range(self.sems.shape[0])]
         self.recv_base = torch.tensor([t.data_ptr() for t in self.peer_recv], **i64)
         self.back_base = torch.tensor([t.data_ptr() for t in self.peer_back], **i64)
         self.slots_base = torch.tensor([t.data_ptr() for t in self.peer_slots], **i64)
@@ -115,8 +117,14 @@ class AlltoallV:
         self._slot_of = rows[:, None] * G + torch.arange(G, **i64)  # [max_rows, G]
         self._sink_at = torch.arange(G, **i64) * self.max_rows  # my_slots' run of each rank
         self._k = torch.arange(G * self.max_rows, **i64)  # the rows of recv and y
+        # A chunked combine: each chunk's pieces (and a sink chunk), their
+        # counts, where each chunk of tokens starts, the stream of `then`.
+        self.descs_k = torch.zeros(_MAX_CHUNKS + 1, self.cap, 3, **i64)
+        self.n_k = torch.zeros(_MAX_CHUNKS, dtype=torch.int32, device=dev)
+        self.pieces = torch.zeros(self.max_rows * G, 3, **i64)
+        self._side = torch.cuda.Stream(dev)
         for t in (self.recv, self.y, self.matrix, self.mine, self.sems, self.descs, self.back,
-                  self.slots, self.my_slots):
+                  self.slots, self.my_slots, self.descs_k):
             _handles._windows(self.h, self.device, [t.untyped_storage()])
         dist.barrier(group)  # every semaphore zeroed before any peer signals it
 
@@ -190,20 +198,64 @@ class AlltoallV:
         runs[:, 1] = self.my_slots.data_ptr() + self._sink_at * 8
         runs[:, 2] = self.mine * 8
 
-    def combine(self, dest):
+    def combine(self, dest, *, chunks=1, then=None):
         """Bring back, from every rank it went to, that rank's row of `y`
         for each row of the last dispatch: [T, G, row_bytes], slot (t, d)
-        valid where dest[t, d]. On the current stream; no host sync."""
-        G, rb = self.G, self.rb
-        cap = G * self.max_rows
+        valid where dest[t, d]. On the current stream; no host sync.
+
+        With `chunks` > 1 the rows come back in that many batches, by token
+        (token t in chunk t * chunks // max_rows),
+        and `then(lo, hi)`, if given, runs for each chunk's tokens [lo, hi)
+        as soon as they are all back, on a second stream while the next
+        chunks travel: work that reads back[lo:hi] (a weighted sum) then
+        overlaps the exchange. The current stream waits for all of it
+        before combine returns."""
+        G, rb, K = self.G, self.rb, int(chunks)
         T = self._tokens(dest)
+        if not 1 <= K <= self.max_chunks:
+            raise ValueError(f"p2pt.distributed.AlltoallV.combine: chunks must be 1 to "
+                             f"{self.max_chunks}, not {chunks}")
         col = self.matrix[:, self.rank]  # rows from each source, in recv's order
-        start = col.cumsum(0) - col
-        k = self._k
-        source = (torch.searchsorted(start, k, right=True) - 1).clamp_(0, G - 1)
-        pieces = self.descs[:cap]
-        pieces[:, 0] = self.back_base[source] + self.slots * rb
-        pieces[:, 1] = self.y.data_ptr() + k * rb
-        pieces[:, 2] = (k < col.sum()) * rb
-        self._send(cap, self.back, _BACK)
+        # Piece (r, s): row r of source s's region, sources interleaved
+        # (a batch laid out destination by destination is slower on NVLink).
+        r = self._k[:self.max_rows, None]
+        valid = r < col
+        k = torch.where(valid, col.cumsum(0) - col + r, 0)
+        slot = self.slots[k]
+        N = self.max_rows * G
+        pieces = self.descs[:N] if K == 1 else self.pieces
+        torch.stack([self.back_base + slot * rb, self.y.data_ptr() + k * rb, valid * rb],
+                    dim=-1, out=pieces.view(self.max_rows, G, 3))
+        if K == 1:
+            self._send(N, self.back, _BACK)
+            if then is not None:
+                then(0, T)
+            return self.back[:T]
+        # Chunk of each piece by its token (K: a row not sent, never launched),
+        # its place among its chunk's pieces kept in the interleaved order.
+        chunk = torch.where(valid, slot // G * K // self.max_rows, K).view(-1)
+        onehot = (chunk == self._k[:K + 1, None]).long()  # [K + 1, pieces]; no host sync
+        at = chunk * self.cap + (onehot.cumsum(1) * onehot).sum(0) - 1
+        self.descs_k.view(-1, 3).index_copy_(0, at, pieces)
+        self.n_k[:K].copy_(onehot[:K].sum(1))
+        main = torch.cuda.current_stream()
+        done = []
+        for c in range(K):
+            torch.ops.p2pt_dist.batch_signal(self.descs_k[c], self.n_k[c:c + 1], self.cap,
+                                             self.ws, self.back, self.sems,
+                                             self._signals[_BACK + 1 + c], self.hid)
+            done.append(torch.cuda.Event())
+            done[-1].record(main)
+        side = self._side
+        side.wait_stream(main)
+        with torch.cuda.stream(side):
+            for c in range(K):
+                side.wait_event(done[c])
+                wait(self.sems[_BACK + 1 + c], G - 1)
+                if then is not None:  # chunk c: t * K // max_rows == c
+                    lo = -(-c * self.max_rows // K)
+                    hi = min(-(-(c + 1) * self.max_rows // K), T)
+                    if lo < hi:
+                        then(lo, hi)
+        main.wait_stream(side)
         return self.back[:T]
