@@ -66,7 +66,7 @@ def parse():
     p.add_argument("--gemm", type=int, default=8192)
     p.add_argument("--sum", choices=("compiled", "bmm"), default="compiled",
                    help="how combine sums the weighted rows (the same for every way)")
-    p.add_argument("--chunks", type=int, default=4,
+    p.add_argument("--chunks", type=int, default=1,
                    help="p2pt's combine in this many batches by token, each chunk's sum "
                         "beside the next chunk's rows")
     return p.parse_args()
