@@ -203,13 +203,14 @@ class AlltoallV:
         for each row of the last dispatch: [T, G, row_bytes], slot (t, d)
         valid where dest[t, d]. On the current stream; no host sync.
 
-        With `chunks` > 1 the rows come back in that many batches, by token
-        (token t in chunk t * chunks // max_rows),
-        and `then(lo, hi)`, if given, runs for each chunk's tokens [lo, hi)
-        as soon as they are all back, on a second stream while the next
-        chunks travel: work that reads back[lo:hi] (a weighted sum) then
-        overlaps the exchange. The current stream waits for all of it
-        before combine returns."""
+        `then(lo, hi)`, if given, is called for tokens [lo, hi) once their
+        rows are back: with chunks=1, then(0, T) on the current stream.
+        With `chunks` > 1 the rows come back in that many batches by token
+        (token t in chunk t * chunks // max_rows), and `then` runs for each
+        chunk on a second stream while the next chunks travel, so work that
+        reads back[lo:hi] (a weighted sum) overlaps the exchange; the
+        current stream waits for all of it before combine returns. (For MoE
+        combine on four H100s, 4 chunks measured slower than one batch.)"""
         G, rb, K = self.G, self.rb, int(chunks)
         T = self._tokens(dest)
         if not 1 <= K <= self.max_chunks:
