@@ -76,57 +76,69 @@ class AlltoallV:
         self.h = _handles._get(self.hid)
         self.device = torch.cuda.current_device()
         self.max_rows, self.rb = int(max_rows), int(row_bytes)
-        G, dev = self.G, torch.device("cuda", self.device)
+        dev = torch.device("cuda", self.device)
+        self._local(dev)
+        self.sems = semaphores(self.sems_n, self.device)
+        self.ws = torch.zeros(self.h.workspace_bytes(self.cap), dtype=torch.uint8, device=dev)
+        self._side = torch.cuda.Stream(dev)
+        torch.cuda.synchronize(dev)
+        self._link(*(share(t, group, handle=handle)
+                     for t in (self.recv, self.back, self.slots, self.matrix, self.sems)))
+        for t in (self.recv, self.y, self.matrix, self.mine, self.sems, self.descs, self.back,
+                  self.slots, self.my_slots, self.descs_k):
+            _handles._windows(self.h, self.device, [t.untyped_storage()])
+        dist.barrier(group)  # every semaphore zeroed before any peer signals it
+
+    def _local(self, dev):
+        """This rank's buffers and constants on `dev` (G, rank, max_rows and
+        rb set)."""
+        G = self.G
         u8 = dict(dtype=torch.uint8, device=dev)
+        i64 = dict(dtype=torch.int64, device=dev)
         self.recv = torch.empty(G * self.max_rows, self.rb, **u8)
         self.y = torch.empty(G * self.max_rows, self.rb, **u8)
-        self.matrix = torch.zeros(G, G, dtype=torch.int64, device=dev)
-        self.mine = torch.zeros(G, dtype=torch.int64, device=dev)
+        self.matrix = torch.zeros(G, G, **i64)
+        self.mine = torch.zeros(G, **i64)
         self.back = torch.empty(self.max_rows, G, self.rb, **u8)
         # slots[k]: the slot (token * G + rank) in its source's back of the
         # row recv[k]; sent packed by destination from mine[d] beside the rows.
-        i64 = dict(dtype=torch.int64, device=dev)
         self.slots = torch.zeros(G * self.max_rows, **i64)
         self.my_slots = torch.zeros(G * self.max_rows + 1, **i64)  # the last: a sink
         self.max_chunks = _MAX_CHUNKS
-        self.sems = semaphores(3 + 1 + _MAX_CHUNKS, self.device)
-        torch.cuda.synchronize(dev)
-        self.peer_recv = share(self.recv, group, handle=handle)
-        self.peer_back = share(self.back, group, handle=handle)
-        self.peer_slots = share(self.slots, group, handle=handle)
-        self.peer_matrix = share(self.matrix, group, handle=handle)
-        self.peer_sems = share(self.sems, group, handle=handle)
-        peers = [p for p in range(G) if p != self.rank]
-        self._signals = [torch.tensor([self.peer_sems[p][k].data_ptr() for p in peers],
-                                      dtype=torch.int64) for k in range(self.sems.shape[0])]
-        self.recv_base = torch.tensor([t.data_ptr() for t in self.peer_recv], **i64)
-        self.back_base = torch.tensor([t.data_ptr() for t in self.peer_back], **i64)
-        self.slots_base = torch.tensor([t.data_ptr() for t in self.peer_slots], **i64)
-        # The count exchange's pieces never change: my row into every matrix.
-        self.count_descs = torch.tensor(
-            [[self.peer_matrix[d].data_ptr() + self.rank * G * 8, self.mine.data_ptr(), G * 8]
-             for d in range(G)], **i64)
+        self.sems_n = 3 + 1 + _MAX_CHUNKS
         self.count_n = torch.tensor([G], dtype=torch.int32, device=dev)
         # A dispatch's pieces: T * G rows, then G runs of slots.
         self.cap = self.max_rows * G + G
         self.descs = torch.zeros(self.cap, 3, **i64)
         self.n = torch.zeros(1, dtype=torch.int32, device=dev)
-        self.ws = torch.zeros(self.h.workspace_bytes(self.cap), **u8)
         self._off = torch.zeros(G, **i64)
         rows = torch.arange(self.max_rows, **i64)
         self._slot_of = rows[:, None] * G + torch.arange(G, **i64)  # [max_rows, G]
         self._sink_at = torch.arange(G, **i64) * self.max_rows  # my_slots' run of each rank
         self._k = torch.arange(G * self.max_rows, **i64)  # the rows of recv and y
         # A chunked combine: each chunk's pieces (and a sink chunk), their
-        # counts, where each chunk of tokens starts, the stream of `then`.
+        # counts, the pieces before they are placed.
         self.descs_k = torch.zeros(_MAX_CHUNKS + 1, self.cap, 3, **i64)
         self.n_k = torch.zeros(_MAX_CHUNKS, dtype=torch.int32, device=dev)
         self.pieces = torch.zeros(self.max_rows * G, 3, **i64)
-        self._side = torch.cuda.Stream(dev)
-        for t in (self.recv, self.y, self.matrix, self.mine, self.sems, self.descs, self.back,
-                  self.slots, self.my_slots, self.descs_k):
-            _handles._windows(self.h, self.device, [t.untyped_storage()])
-        dist.barrier(group)  # every semaphore zeroed before any peer signals it
+
+    def _link(self, peer_recv, peer_back, peer_slots, peer_matrix, peer_sems):
+        """Every rank's shared tensors, as mapped here (rank order): the
+        addresses the pieces and signals use."""
+        G, dev = self.G, self.recv.device
+        i64 = dict(dtype=torch.int64, device=dev)
+        peers = [p for p in range(G) if p != self.rank]
+        self._signals = [torch.tensor([peer_sems[p][k].data_ptr() for p in peers],
+                                      dtype=torch.int64) for k in range(self.sems_n)]
+        self.recv_base = torch.tensor([t.data_ptr() for t in peer_recv], **i64)
+        self.back_base = torch.tensor([t.data_ptr() for t in peer_back], **i64)
+        self.slots_base = torch.tensor([t.data_ptr() for t in peer_slots], **i64)
+        # The count exchange's pieces never change: my row into every matrix.
+        self.count_descs = torch.tensor(
+            [[peer_matrix[d].data_ptr() + self.rank * G * 8, self.mine.data_ptr(), G * 8]
+             for d in range(G)], **i64)
+        self.peer_recv, self.peer_back, self.peer_slots = peer_recv, peer_back, peer_slots
+        self.peer_matrix, self.peer_sems = peer_matrix, peer_sems
 
     def _batch(self, descs, n, max_count, out, k):
         torch.ops.p2pt_dist.batch_signal(descs, n, max_count, self.ws, out, self.sems,
@@ -198,6 +210,16 @@ class AlltoallV:
         runs[:, 1] = self.my_slots.data_ptr() + self._sink_at * 8
         runs[:, 2] = self.mine * 8
 
+    def _chunk_places(self, valid, slot, K):
+        """Each piece's row in descs_k (flat: chunk * cap + its place among
+        its chunk's pieces, in their order), and the pieces of each of the
+        K chunks. A piece's chunk is its token's (slot // G) * K //
+        max_rows; a piece not valid goes to chunk K, never launched."""
+        chunk = torch.where(valid, slot // self.G * K // self.max_rows, K).view(-1)
+        onehot = (chunk == self._k[:K + 1, None]).long()  # [K + 1, pieces]; no host sync
+        at = chunk * self.cap + (onehot.cumsum(1) * onehot).sum(0) - 1
+        return at, onehot[:K].sum(1)
+
     def combine(self, dest, *, chunks=1, then=None):
         """Bring back, from every rank it went to, that rank's row of `y`
         for each row of the last dispatch: [T, G, row_bytes], slot (t, d)
@@ -232,13 +254,9 @@ class AlltoallV:
             if then is not None:
                 then(0, T)
             return self.back[:T]
-        # Chunk of each piece by its token (K: a row not sent, never launched),
-        # its place among its chunk's pieces kept in the interleaved order.
-        chunk = torch.where(valid, slot // G * K // self.max_rows, K).view(-1)
-        onehot = (chunk == self._k[:K + 1, None]).long()  # [K + 1, pieces]; no host sync
-        at = chunk * self.cap + (onehot.cumsum(1) * onehot).sum(0) - 1
+        at, counts = self._chunk_places(valid, slot, K)
         self.descs_k.view(-1, 3).index_copy_(0, at, pieces)
-        self.n_k[:K].copy_(onehot[:K].sum(1))
+        self.n_k[:K].copy_(counts)
         main = torch.cuda.current_stream()
         done = []
         for c in range(K):

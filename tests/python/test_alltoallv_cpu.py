@@ -1,0 +1,100 @@
+# SPDX-License-Identifier: Apache-2.0
+"""p2pt.distributed.AlltoallV's protocol on the CPU: G ranks in one
+process, each with its buffers in host memory, every device batch carried
+out at once by copying its pieces (dst, src, bytes) between those buffers,
+and the waits empty. The ranks take each step in turn (the count exchange
+of all, then their rows, then the combine), as the signals order them on
+GPUs. Checks the addresses the pieces carry: every row lands where its
+receiver reads it, each row's slot travels with it, and the combine brings
+every row back into its (token, rank) slot, over rounds whose routing
+changes; and where a chunked combine places its pieces."""
+import ctypes
+
+import pytest
+
+torch = pytest.importorskip("torch")
+try:
+    from p2pt.distributed import _alltoallv as av
+except ImportError as e:  # p2pt.distributed needs torch.distributed
+    pytest.skip(f"p2pt.distributed: {e}", allow_module_level=True)
+
+ROW = 48  # bytes a row: small, and not a multiple of 32
+
+
+def _run(descs, n):
+    """A device batch, carried out: each piece's bytes copied."""
+    for dst, src, size in descs[:int(n)].tolist():
+        if size:
+            ctypes.memmove(dst, src, size)
+
+
+def _ranks(G, max_rows, monkeypatch):
+    monkeypatch.setattr(av, "wait", lambda sem, count: None)
+    ranks = []
+    for r in range(G):
+        a = av.AlltoallV.__new__(av.AlltoallV)
+        a.G, a.rank, a.max_rows, a.rb = G, r, max_rows, ROW
+        a._local(torch.device("cpu"))
+        a.sems = torch.zeros(a.sems_n, 4, dtype=torch.int64)
+        a._batch = lambda descs, n, max_count, out, k: _run(descs, n[0])
+        ranks.append(a)
+    for a in ranks:
+        a._link(*([getattr(b, f) for b in ranks]
+                  for f in ("recv", "back", "slots", "matrix", "sems")))
+    return ranks
+
+
+@pytest.mark.parametrize("G", [2, 3, 4])
+def test_rows_and_their_way_back_land_where_they_are_read(G, monkeypatch):
+    T = 37
+    ranks = _ranks(G, T, monkeypatch)
+    g = torch.Generator().manual_seed(G)
+    for step in range(3):  # rows, routing and y change every step
+        xs = [torch.randint(0, 256, (T, ROW), dtype=torch.uint8, generator=g) for _ in ranks]
+        dests = [torch.rand(T, G, generator=g) < 0.5 for _ in ranks]
+        dests[0][:, 1 % G] = False  # a rank that sends nothing to another
+        places = [a._place(dest) for a, dest in zip(ranks, dests)]
+        for a, (_, d, _) in zip(ranks, places):
+            a._exchange_counts(d)
+        for a, x, dest, (_, d, pos) in zip(ranks, xs, dests, places):
+            a._describe(x, dest, d, pos)
+            a._send(T * G + G, a.recv, av._ROWS)
+        for r, a in enumerate(ranks):
+            want = torch.cat([xs[s][dests[s][:, r]] for s in range(G)])
+            assert torch.equal(a.matrix[:, r], torch.tensor([int(dests[s][:, r].sum())
+                                                              for s in range(G)]))
+            assert torch.equal(a.recv[:want.shape[0]], want), f"step {step}: rank {r}'s rows"
+            slots = torch.cat([dests[s][:, r].nonzero().flatten() * G + r for s in range(G)])
+            assert torch.equal(a.slots[:slots.shape[0]], slots), f"step {step}: rank {r}'s slots"
+            torch.bitwise_xor(a.recv, 1 + r + step, out=a.y)  # what rank r sends back
+        for a in ranks:
+            a.back.fill_(0)
+        for a, dest in zip(ranks, dests):
+            a.combine(dest)
+        for s, a in enumerate(ranks):
+            for t in range(T):
+                for d in range(G):
+                    if dests[s][t, d]:
+                        want = torch.bitwise_xor(xs[s][t], 1 + d + step)
+                        assert torch.equal(a.back[t, d], want), \
+                            f"step {step}: rank {s}, token {t}, from rank {d}"
+
+
+def test_a_chunked_combine_places_each_piece_in_its_chunk_in_order(monkeypatch):
+    G, T, K = 3, 40, 4
+    a = _ranks(G, T, monkeypatch)[0]
+    g = torch.Generator().manual_seed(7)
+    valid = torch.rand(T, G, generator=g) < 0.7
+    slot = torch.randint(0, T * G, (T, G), generator=g)
+    at, counts = a._chunk_places(valid, slot, K)
+    seen = [0] * (K + 1)
+    for j, (v, s) in enumerate(zip(valid.view(-1).tolist(), slot.view(-1).tolist())):
+        c = s // G * K // T if v else K
+        assert int(at[j]) == c * a.cap + seen[c], f"piece {j}"
+        seen[c] += 1
+    assert counts.tolist() == seen[:K]
+    # Chunk c holds the tokens [ceil(c T / K), ceil((c + 1) T / K)), as
+    # combine's `then` is told.
+    for t in range(T):
+        c = t * K // T
+        assert -(-c * T // K) <= t < -(-(c + 1) * T // K)
