@@ -15,6 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 try:
     from p2pt.distributed import _alltoallv as av
+    from p2pt.distributed._signals import SEMAPHORE_WORDS
 except ImportError as e:  # p2pt.distributed needs torch.distributed
     pytest.skip(f"p2pt.distributed: {e}", allow_module_level=True)
 
@@ -35,7 +36,7 @@ def _ranks(G, max_rows, monkeypatch):
         a = av.AlltoallV.__new__(av.AlltoallV)
         a.G, a.rank, a.max_rows, a.rb = G, r, max_rows, ROW
         a._local(torch.device("cpu"))
-        a.sems = torch.zeros(a.sems_n, 4, dtype=torch.int64)
+        a.sems = torch.zeros(a.sems_n, SEMAPHORE_WORDS, dtype=torch.int64)
         a._batch = lambda descs, n, max_count, out, k: _run(descs, n[0])
         ranks.append(a)
     for a in ranks:

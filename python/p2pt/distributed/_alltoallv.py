@@ -25,7 +25,7 @@ from ..torch import _handles
 from ._share import share
 from ._signals import semaphores, wait
 
-_COUNTS, _ROWS, _BACK = range(3)  # the semaphores of each rank, then a chunk's each
+_COUNTS, _ROWS, _BACK, _CHUNK0 = range(4)  # each rank's semaphores: chunk c's is _CHUNK0 + c
 _MAX_CHUNKS = 16
 
 
@@ -104,14 +104,12 @@ class AlltoallV:
         # row recv[k]; sent packed by destination from mine[d] beside the rows.
         self.slots = torch.zeros(G * self.max_rows, **i64)
         self.my_slots = torch.zeros(G * self.max_rows + 1, **i64)  # the last: a sink
-        self.max_chunks = _MAX_CHUNKS
-        self.sems_n = 3 + 1 + _MAX_CHUNKS
+        self.sems_n = _CHUNK0 + _MAX_CHUNKS
         self.count_n = torch.tensor([G], dtype=torch.int32, device=dev)
         # A dispatch's pieces: T * G rows, then G runs of slots.
         self.cap = self.max_rows * G + G
         self.descs = torch.zeros(self.cap, 3, **i64)
         self.n = torch.zeros(1, dtype=torch.int32, device=dev)
-        self._off = torch.zeros(G, **i64)
         rows = torch.arange(self.max_rows, **i64)
         self._slot_of = rows[:, None] * G + torch.arange(G, **i64)  # [max_rows, G]
         self._sink_at = torch.arange(G, **i64) * self.max_rows  # my_slots' run of each rank
@@ -195,18 +193,18 @@ class AlltoallV:
         """The dispatch's pieces: row t of x to every rank d with dest[t, d],
         then to each rank the run of slots of my rows to it."""
         (T, G), rb, M = dest.shape, self.rb, self.matrix
-        self._off = (M.cumsum(0) - M)[self.rank]
+        off = (M.cumsum(0) - M)[self.rank]  # where my rows start in each rank's recv
         # Each row's slot, packed by destination as its row is (a sink
         # for the unsent), for the combine's way back.
         at = torch.where(dest, self._sink_at + pos, G * self.max_rows)
         self.my_slots.scatter_(0, at.view(-1), self._slot_of[:T].reshape(-1))
         rows = self.descs[:T * G].view(T, G, 3)
-        rows[:, :, 0] = self.recv_base + (self._off + pos) * rb
+        rows[:, :, 0] = self.recv_base + (off + pos) * rb
         rows[:, :, 1] = (x.data_ptr() + torch.arange(T, device=x.device, dtype=torch.int64)
                          * rb)[:, None]
         rows[:, :, 2] = d * rb
         runs = self.descs[T * G:T * G + G]
-        runs[:, 0] = self.slots_base + self._off * 8
+        runs[:, 0] = self.slots_base + off * 8
         runs[:, 1] = self.my_slots.data_ptr() + self._sink_at * 8
         runs[:, 2] = self.mine * 8
 
@@ -235,9 +233,9 @@ class AlltoallV:
         combine on four H100s, 4 chunks measured slower than one batch.)"""
         G, rb, K = self.G, self.rb, int(chunks)
         T = self._tokens(dest)
-        if not 1 <= K <= self.max_chunks:
+        if not 1 <= K <= _MAX_CHUNKS:
             raise ValueError(f"p2pt.distributed.AlltoallV.combine: chunks must be 1 to "
-                             f"{self.max_chunks}, not {chunks}")
+                             f"{_MAX_CHUNKS}, not {chunks}")
         col = self.matrix[:, self.rank]  # rows from each source, in recv's order
         # Piece (r, s): row r of source s's region, sources interleaved
         # (a batch laid out destination by destination is slower on NVLink).
@@ -260,9 +258,7 @@ class AlltoallV:
         main = torch.cuda.current_stream()
         done = []
         for c in range(K):
-            torch.ops.p2pt_dist.batch_signal(self.descs_k[c], self.n_k[c:c + 1], self.cap,
-                                             self.ws, self.back, self.sems,
-                                             self._signals[_BACK + 1 + c], self.hid)
+            self._batch(self.descs_k[c], self.n_k[c:c + 1], self.cap, self.back, _CHUNK0 + c)
             done.append(torch.cuda.Event())
             done[-1].record(main)
         side = self._side
@@ -270,7 +266,7 @@ class AlltoallV:
         with torch.cuda.stream(side):
             for c in range(K):
                 side.wait_event(done[c])
-                wait(self.sems[_BACK + 1 + c], G - 1)
+                wait(self.sems[_CHUNK0 + c], G - 1)
                 if then is not None:  # chunk c: t * K // max_rows == c
                     lo = -(-c * self.max_rows // K)
                     hi = min(-(-(c + 1) * self.max_rows // K), T)
