@@ -63,6 +63,7 @@ struct a2a {
     int n;                          /* GPUs 0 .. n - 1 */
     size_t rows, row_bytes, k;      /* k: rows each GPU sends each peer */
     double frac;
+    bool by_dest;                   /* the batches' order: by destination, else by row */
     size_t count;                   /* pieces one GPU sends: (n - 1) x k */
     size_t region;                  /* k x row_bytes + A2A_GUARD */
     size_t recv_bytes;              /* (n - 1) x region */

@@ -107,23 +107,41 @@ fail:
     return false;
 }
 
-/* GPU s's batch: its rows for every peer, by destination, starting at the
- * next GPU (s + 1, s + 2, ...) so that the GPUs do not all begin with the
- * same destination. */
-static void describe(const struct a2a *A, int s)
+static void put(p2pt_copy_desc *out, const struct a2a *A, int s, int d, size_t j)
 {
-    const struct a2a_gpu *G = &A->gpu[s];
     const size_t rb = A->row_bytes;
-    p2pt_copy_desc *out = G->hdescs;
-    for (int i = 1; i < A->n; i++) {
-        int d = (s + i) % A->n;
-        const uint32_t *p = a2a_pick(A, s, d);
-        CUdeviceptr base = A->gpu[d].recv + a2a_recv_offset(A, s, d);
-        for (size_t j = 0; j < A->k; j++, out++) {
-            out->dst = bench_dptr(base + j * rb);
-            out->src = bench_dptr(G->src + (size_t)p[j] * rb);
-            out->bytes = rb;
+    out->dst = bench_dptr(A->gpu[d].recv + a2a_recv_offset(A, s, d) + j * rb);
+    out->src = bench_dptr(A->gpu[s].src + (size_t)a2a_pick(A, s, d)[j] * rb);
+    out->bytes = rb;
+}
+
+/* GPU s's batch: its rows for every peer, peers taken from the next GPU on
+ * (s + 1, s + 2, ...) so that the GPUs do not all begin with the same one.
+ * By destination (--order dest): every row for one peer, then the next
+ * peer's. By row (the default): a merge of the peers' ascending picks, so
+ * that a source row sent to several peers is described for each of them
+ * in turn, as a MoE dispatch walks its tokens. */
+static void describe(const struct a2a *A, int s, bool by_dest)
+{
+    p2pt_copy_desc *out = A->gpu[s].hdescs;
+    size_t next[A2A_MAX_GPUS] = {0}; /* by row: each peer's next pick */
+    if (by_dest) {
+        for (int i = 1; i < A->n; i++)
+            for (size_t j = 0; j < A->k; j++)
+                put(out++, A, s, (s + i) % A->n, j);
+        return;
+    }
+    for (size_t left = A->count; left > 0; left--) {
+        int best = -1;
+        uint32_t row = 0;
+        for (int i = 1; i < A->n; i++) {
+            const int d = (s + i) % A->n;
+            if (next[d] < A->k && (best < 0 || a2a_pick(A, s, d)[next[d]] < row)) {
+                best = d;
+                row = a2a_pick(A, s, d)[next[d]];
+            }
         }
+        put(out++, A, s, best, next[best]++);
     }
 }
 
@@ -158,7 +176,7 @@ bool a2a_shape_open(struct a2a *A)
         struct a2a_gpu *G = &A->gpu[g];
         if (!bench_use(&G->g) || !pack(A, g))
             goto fail;
-        describe(A, g);
+        describe(A, g, A->by_dest);
         CU(tcu.cuMemcpyHtoD(G->descs, G->hdescs, A->count * sizeof(p2pt_copy_desc)));
         CU(tcu.cuMemcpyHtoD(G->count, &count, sizeof(count)));
         CU(tcu.cuCtxSynchronize());

@@ -148,6 +148,7 @@ struct bench_opts {
     size_t row_bytes[MAX_LIST];
     int n_row_bytes;
     double frac;
+    bool by_dest;          /* --order dest: a batch's pieces destination by destination */
     const char *nccl;      /* --nccl PATH; NULL: the usual places */
 };
 

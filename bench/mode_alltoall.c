@@ -409,15 +409,16 @@ static void run_shape(size_t row_bytes)
     A.row_bytes = row_bytes;
     A.rows = bench_opt.rows;
     A.frac = bench_opt.frac;
+    A.by_dest = bench_opt.by_dest;
     A.k = bench_alltoall_k(A.frac, A.rows);
     A.count = (size_t)(A.n - 1) * A.k;
     A.region = A.k * A.row_bytes + A2A_GUARD;
     A.recv_bytes = (size_t)(A.n - 1) * A.region;
     printf("\n# alltoall, %d GPUs: %zu rows of %s on each, frac %g: %zu rows (%s) from every "
-           "GPU to each of its %d peers, %s sent per GPU a round\n",
+           "GPU to each of its %d peers, %s sent per GPU a round; batches in %s order\n",
            A.n, A.rows, bench_fmt_size(row_bytes, rb, sizeof(rb)), A.frac, A.k,
            bench_fmt_size(A.k * row_bytes, per, sizeof(per)), A.n - 1,
-           bench_fmt_size(A.count * row_bytes, sent, sizeof(sent)));
+           bench_fmt_size(A.count * row_bytes, sent, sizeof(sent)), A.by_dest ? "dest" : "row");
     if (!shape_fits())
         return;
     if (!a2a_shape_open(&A)) {

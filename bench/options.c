@@ -159,8 +159,12 @@ static void usage(FILE *f)
 "                     each (default 4K,14K,64K)\n"
 "  --frac F           the fraction of its rows a GPU sends to each peer, above 0\n"
 "                     and at most 1 (default 0.5): picked at random for every\n"
-"                     pair, sent in row order; descriptors by destination,\n"
-"                     from the next GPU on\n"
+"                     pair, sent in row order\n"
+"  --order row|dest   the order of a batch's pieces (default row): row, in\n"
+"                     source row order, a row's peers one after another from\n"
+"                     the next GPU on (the order of a MoE dispatch, token by\n"
+"                     token); dest, destination by destination from the next\n"
+"                     GPU on\n"
 "  --nccl PATH        the NCCL library to dlopen (default libnccl.so.2 from the\n"
 "                     loader's path, then under $CUDA_HOME/lib64 and\n"
 "                     /usr/local/cuda/lib64, then PyTorch's copy,\n"
@@ -397,7 +401,7 @@ enum opt_id {
     O_PEER, O_CHUNK, O_STAGES, O_MAX_CTAS, O_SWEEP_BYTES, O_CSV, O_JSON, O_DROP_CACHES,
     O_CALIBRATE_OUT, O_SHAPES, O_SHIFT, O_MEMORY, O_DIR, O_CTAS, O_CUB, O_BUDGETS, O_PIECES,
     O_LAYOUTS, O_OVERLAP_CSV, O_CUBLAS, O_GEMM, O_REF_CTAS, O_GPUS, O_ROWS, O_ROW_BYTES,
-    O_FRAC, O_NCCL
+    O_FRAC, O_ORDER, O_NCCL
 };
 
 static const struct {
@@ -426,7 +430,7 @@ static const struct {
     {"--ref-ctas", O_REF_CTAS, true},
     {"--gpus", O_GPUS, true},      {"--rows", O_ROWS, true},
     {"--row-bytes", O_ROW_BYTES, true}, {"--frac", O_FRAC, true},
-    {"--nccl", O_NCCL, true},
+    {"--order", O_ORDER, true},    {"--nccl", O_NCCL, true},
 };
 
 static void make_sizes(struct bench_opts *o)
@@ -576,6 +580,17 @@ static void apply(struct bench_opts *o, enum opt_id id, const char *name, const 
                               val);
         break;
     }
+    case O_ORDER:
+        if (strcmp(val, "row") == 0)
+            o->by_dest = false;
+        else if (strcmp(val, "dest") == 0)
+            o->by_dest = true;
+        else
+            bench_usage_error("--order \"%s\": expected row (the pieces in source row order, "
+                              "a row's peers after one another) or dest (destination by "
+                              "destination)",
+                              val);
+        break;
     case O_NCCL: o->nccl = val; break;
     }
 }

@@ -98,6 +98,7 @@ Test(bench_errors, alltoall_flags_out_of_range_are_named_with_what_they_accept)
     refused("--mode alltoall --row-bytes 4K,100", "--row-bytes \"100\"", "a multiple of 16");
     refused("--mode alltoall --rows 0", "--rows \"0\"", "from 1 to 16777216");
     refused("--mode alltoall --rows 3 --frac 0.1", "--frac 0.1 of --rows 3", "no row");
+    refused("--mode alltoall --order token", "--order \"token\"", "expected row");
 #endif
 }
 
@@ -126,6 +127,7 @@ Test(bench_errors, help_lists_the_alltoall_mode_its_flags_and_its_columns)
                           "--rows N",
                           "--row-bytes LIST",
                           "--frac F",
+                          "--order row|dest",
                           "--nccl PATH",
                           "NCCL_NVLS_ENABLE=0",
                           "ce_packed",
