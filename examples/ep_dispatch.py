@@ -17,6 +17,8 @@ Ways, each checked byte for byte against `nccl`:
                travels
   nccl         as a framework does it with NCCL: the counts to the host,
                the rows gathered, all_to_all_single with host split sizes
+  p2pt_exchange  the combine's exchange alone, in a graph (no weighted
+               sum): what nccl_packed's combine does
   nccl_packed  NCCL's best case: rows already packed, sizes known, the
                bare exchange (no gather, no weighted sum)
   torch_symm   PyTorch's symmetric memory (all_to_all_vdev on its NVSHMEM
@@ -384,8 +386,14 @@ def main():
             dist.barrier()
             graphs[phase].replay()
             p.expert(p.a2a.recv)
+    torch.cuda.synchronize()
+    dist.barrier()
+    graphs["exchange"] = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graphs["exchange"]):
+        p.a2a.combine(s.dest)
     for phase in ("dispatch", "combine"):
         rows.append(("p2pt", phase, timed(graphs[phase].replay, a, device)))
+    rows.append(("p2pt_exchange", "combine", timed(graphs["exchange"].replay, a, device)))
     ways["p2pt_eager"] = ways.pop("p2pt")
     ways["nccl_packed"].prepare(s)
     for name, w in ways.items():
@@ -411,10 +419,10 @@ def main():
     if a.overlap:
         gemm_rows = overlap(a, ways, s, device)
     if rank == 0:
-        print(f"{'phase':>8} {'way':>12} {'us':>10} {'GB/s/rank':>10} {'vs nccl':>8}")
+        print(f"{'phase':>8} {'way':>13} {'us':>10} {'GB/s/rank':>10} {'vs nccl':>8}")
         for r in table:
             vs = f"{r[8]:.3f}" if r[8] != "" else "-"
-            print(f"{r[4]:>8} {r[5]:>12} {r[6]:10.1f} {r[7]:10.1f} {vs:>8}")
+            print(f"{r[4]:>8} {r[5]:>13} {r[6]:10.1f} {r[7]:10.1f} {vs:>8}")
         if a.overlap:
             for line in gemm_rows:
                 print(line)
