@@ -48,6 +48,7 @@
 #                                                 (peer_alltoall.cu): the copy engine per pair, the
 #                                                 batch kernel and a plain kernel pushing and pulling,
 #                                                 at several grids; built as is and with 4 KiB tiles
+#                                                 (A2A_VARIANTS="name|nvcc flags;...": other builds)
 #   bench/experiments/run.sh ipc                  what imported memory answers the driver, and which
 #                                                 engine reaches it (ipc_probe.c; 2 GPUs)
 # Output goes to stdout and, when $OUT is set, to $OUT/<experiment>.log.
@@ -102,7 +103,9 @@ case "$what" in
     log=${OUT:+$OUT/alltoall.log}
     log=${log:-/tmp/p2pt-alltoall.log}
     : >"$log"
-    for v in 'default|' 'tile-4K|-DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=4'; do
+    # A2A_VARIANTS: name|nvcc flags, separated by ';'
+    IFS=';' read -r -a variants <<<"${A2A_VARIANTS:-default|;tile-4K|-DP2PT_BATCH_TILE=4096u -DP2PT_BATCH_CTAS_PER_SM=4}"
+    for v in "${variants[@]}"; do
       name=${v%%|*}
       read -r -a flags <<<"${v#*|}"
       nvcc -O3 -std=c++17 -arch=sm_90 -I../../kernels "${flags[@]}" \
