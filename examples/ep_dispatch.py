@@ -19,6 +19,11 @@ Ways, each checked byte for byte against `nccl`:
                the rows gathered, all_to_all_single with host split sizes
   p2pt_exchange  the combine's exchange alone, in a graph (no weighted
                sum): what nccl_packed's combine does
+  p2pt_pull    the combine as one pass, in a graph: every rank shares its
+               y too (p2pt.distributed.share), a round of signals says
+               each y is ready, and each rank sums its tokens' rows where
+               they lie, reading the peers' y through the shared mapping
+               in one torch.compile'd kernel (no slots, no second pass)
   nccl_packed  NCCL's best case: rows already packed, sizes known, the
                bare exchange (no gather, no weighted sum)
   torch_symm   PyTorch's symmetric memory (all_to_all_vdev on its NVSHMEM
@@ -119,6 +124,17 @@ def _sum_fp32(rows, w):
 _summers = {"bmm": _sum_bmm}
 
 
+def _pull_fp32(ys, idx, w):
+    """_sum_fp32's formula over the rows where they lie: token t's row
+    from rank r is ys[r][idx[t, r]] (rank r's y, mapped here)."""
+    acc = None
+    for r, y in enumerate(ys):
+        wr = w[:, r, None]
+        term = torch.where(wr > 0, y[idx[:, r]].float() * wr, 0.0)
+        acc = term if acc is None else acc + term
+    return acc.to(torch.bfloat16)
+
+
 def weighted_sum(back, w, T, H, how):
     """The combine's sum: every returned row times the token's weight on
     the rank it came from (slots not sent have weight 0 and are masked:
@@ -162,6 +178,40 @@ class P2pt:
 
         self.a2a.combine(s.dest, chunks=self.chunks, then=then)
         return self.out
+
+
+class P2ptPull:
+    """p2pt's combine as one pass: each rank's y is shared with every rank;
+    after a round of signals (each rank's y is ready), each rank reads the
+    rows of its tokens in every rank's y, where the dispatch put them, and
+    sums them in one compiled kernel."""
+    name = "p2pt_pull"
+
+    def __init__(self, p, G, rank):
+        self.a2a, self.G, self.rank, self.H = p.a2a, G, rank, p.H
+        self.ys = [y.view(torch.bfloat16).view(-1, p.H) for y in pd.share(p.a2a.y)]
+        self.sems = pd.semaphores(1)
+        self.peer_sems = pd.share(self.sems)
+        self.sum = None
+
+    def combine(self, s):
+        M = self.a2a.matrix  # rows from rank i to rank j: M[i, j]
+        d = s.dest.to(torch.int64)
+        pos = d.t().contiguous().cumsum(1).t() - 1  # row t's place among mine to each rank
+        idx = torch.where(s.dest, (M.cumsum(0) - M)[self.rank] + pos, 0)
+        for r in range(self.G):
+            if r != self.rank:
+                pd.signal(self.peer_sems[r][0])  # my y is ready for rank r
+        pd.wait(self.sems[0], self.G - 1)
+        if self.sum is None:
+            try:
+                self.sum = torch.compile(_pull_fp32, dynamic=False, fullgraph=True)
+                return self.sum(self.ys, idx, s.w)
+            except Exception as e:  # no Triton or no compiler here
+                print(f"# p2pt_pull: {type(e).__name__}: {e}".splitlines()[0] +
+                      "; summing eagerly", flush=True)
+                self.sum = _pull_fp32
+        return self.sum(self.ys, idx, s.w)
 
 
 class Nccl:
@@ -391,9 +441,23 @@ def main():
     graphs["exchange"] = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graphs["exchange"]):
         p.a2a.combine(s.dest)
+    # The combine as one pass over the shared y (y and the counts hold
+    # step s's): byte-exact against nccl eagerly and replayed.
+    pull = P2ptPull(p, G, rank)
+    check(pull.combine(s), ref_out, "p2pt_pull's combine", rank)
+    torch.cuda.synchronize()
+    dist.barrier()
+    graphs["pull"] = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graphs["pull"]):
+        pull_out = pull.combine(s)
+    torch.cuda.synchronize()
+    dist.barrier()
+    graphs["pull"].replay()
+    check(pull_out, ref_out, "p2pt_pull's combine, replayed", rank)
     for phase in ("dispatch", "combine"):
         rows.append(("p2pt", phase, timed(graphs[phase].replay, a, device)))
     rows.append(("p2pt_exchange", "combine", timed(graphs["exchange"].replay, a, device)))
+    rows.append(("p2pt_pull", "combine", timed(graphs["pull"].replay, a, device)))
     ways["p2pt_eager"] = ways.pop("p2pt")
     ways["nccl_packed"].prepare(s)
     for name, w in ways.items():
