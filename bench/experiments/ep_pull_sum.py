@@ -10,7 +10,8 @@ slots with the tokens' weights: two passes over the rows. Here instead
 every rank shares its `y` as well; after a round of signals ("my y is
 ready") each rank sums, in one torch.compile'd kernel, the rows of every
 rank's `y` (read across NVLink through the shared mapping) at the places
-the dispatch put them. Timed, each captured in a CUDA graph and replayed
+the dispatch put them (the example's _pull_fp32, the sum of its
+p2pt_pull way). Timed, each captured in a CUDA graph and replayed
 from a barrier (median of --iters, largest over ranks):
 
   push_sum   AlltoallV.combine, then the example's compiled weighted sum
@@ -30,20 +31,9 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
-import ep_dispatch as ep  # noqa: E402  (its argument parser, routing, sum and timing)
+import ep_dispatch as ep  # noqa: E402  (its argument parser, routing, sums and timing)
 import p2pt.distributed as pd  # noqa: E402
 import p2pt.torch as pt  # noqa: E402
-
-
-def pull_sum(ys, idx, w):
-    """sum over r of w[t, r] * ys[r][idx[t, r]] in fp32 where w > 0, one
-    rounding to bf16: _sum_fp32's formula, the rows gathered in place."""
-    acc = None
-    for r, y in enumerate(ys):
-        wr = w[:, r, None]
-        term = torch.where(wr > 0, y[idx[:, r]].float() * wr, 0.0)
-        acc = term if acc is None else acc + term
-    return acc.to(torch.bfloat16)
 
 
 def main():
@@ -69,7 +59,7 @@ def main():
     M = a2a.matrix
     off = (M.cumsum(0) - M)[rank]
     idx = torch.where(s.dest, off + pos, 0)
-    compiled = torch.compile(pull_sum, dynamic=False, fullgraph=True)
+    compiled = torch.compile(ep._pull_fp32, dynamic=False, fullgraph=True)
 
     def push_sum():
         back = a2a.combine(s.dest)
