@@ -403,19 +403,12 @@ static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 split, u32 
     if (FROM == FROM_PARAMS)
         pdl_wait();
     const u64 total = S.begin[P2PT_BATCH_BLOCK];
-#if P2PT_BATCH_WARP_RUNS
-    /* Tiles dealt round-robin over the block's CTAs; each warp takes a run
-     * of its CTA's, so that the warps of a CTA work on pieces apart. */
-    const u64 m = total > split ? (total - split + splits - 1) / splits : 0;
-    const u64 step = splits, g0 = split + step * (m * w / WARPS);
-    const u64 hi = split + step * (m * (w + 1) / WARPS);
-#else
     /* Tiles dealt round-robin over the block's CTAs and their warps: the
      * tiles in flight at any moment lie together (0-1.5 % faster than a
-     * contiguous range per CTA: bench/results/batches-2026-11-23.md). */
+     * contiguous range per CTA: bench/results/batches-2026-11-23.md; a run
+     * per warp, bench/results/peer.md 3b, no faster across NVLink). */
     const u64 hi = total, step = (u64)splits * WARPS;
     const u64 g0 = split + (u64)splits * w;
-#endif
     /* The warp's tiles g0, g0 + step, ... below hi. A run of small tiles
      * goes two at a time, unrolled by two so that each one's half of `a`
      * is known when the kernel is compiled. */
