@@ -135,6 +135,19 @@ def _pull_fp32(ys, idx, w):
     return acc.to(torch.bfloat16)
 
 
+def _compiled_or(fn, fallback, what, *args):
+    """torch.compile of fn, and its result on args; where PyTorch cannot
+    compile it (no Triton or no compiler here), says why (`what`: the way
+    and what it does instead) and returns fallback and its result."""
+    try:
+        c = torch.compile(fn, dynamic=False, fullgraph=True)
+        return c, c(*args)
+    except Exception as e:
+        way, instead = what
+        print(f"# {way}: {type(e).__name__}: {e}".splitlines()[0] + f"; {instead}", flush=True)
+        return fallback, fallback(*args)
+
+
 def weighted_sum(back, w, T, H, how):
     """The combine's sum: every returned row times the token's weight on
     the rank it came from (slots not sent have weight 0 and are masked:
@@ -143,15 +156,8 @@ def weighted_sum(back, w, T, H, how):
     compile) or "bmm"."""
     rows = back.view(T, -1, H * 2).view(torch.bfloat16)
     if how not in _summers:
-        try:
-            fn = torch.compile(_sum_fp32, dynamic=False, fullgraph=True)
-            out = fn(rows, w)
-        except Exception as e:  # no Triton or no compiler here
-            print(f"# --sum compiled: {type(e).__name__}: {e}".splitlines()[0] +
-                  "; summing with bmm", flush=True)
-            fn = _summers["bmm"]
-            out = fn(rows, w)
-        _summers[how] = fn
+        _summers[how], out = _compiled_or(_sum_fp32, _summers["bmm"],
+                                          ("--sum compiled", "summing with bmm"), rows, w)
         return out.view(T, H)
     return _summers[how](rows, w).view(T, H)
 
@@ -204,13 +210,9 @@ class P2ptPull:
                 pd.signal(self.peer_sems[r][0])  # my y is ready for rank r
         pd.wait(self.sems[0], self.G - 1)
         if self.sum is None:
-            try:
-                self.sum = torch.compile(_pull_fp32, dynamic=False, fullgraph=True)
-                return self.sum(self.ys, idx, s.w)
-            except Exception as e:  # no Triton or no compiler here
-                print(f"# p2pt_pull: {type(e).__name__}: {e}".splitlines()[0] +
-                      "; summing eagerly", flush=True)
-                self.sum = _pull_fp32
+            self.sum, out = _compiled_or(_pull_fp32, _pull_fp32, ("p2pt_pull", "summing eagerly"),
+                                         self.ys, idx, s.w)
+            return out
         return self.sum(self.ys, idx, s.w)
 
 
