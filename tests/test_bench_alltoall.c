@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "run_test.h"
-#include <unistd.h>
 
 #if defined(P2PT_BENCH_PATH) && defined(P2PT_FAKE_CUDA_PATH)
 #define FAKE_ENV                                                               \

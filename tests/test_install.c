@@ -11,9 +11,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "run_test.h"
-#include <unistd.h>
 
 /* Whether this build has the benchmark (CMake defines its path when so). */
 #ifdef P2PT_BENCH_PATH
@@ -21,7 +21,6 @@
 #else
 #define BENCH_BUILT false
 #endif
-
 
 Test(install, the_benchmark_lands_in_bin_and_runs_from_there)
 {

@@ -15,7 +15,6 @@
 #include "gpu_test.h"
 #include "run_test.h"
 
-
 static void require_python(void)
 {
     char out[256];

@@ -92,6 +92,10 @@ static int run(p2pt_handle *h, const struct shape *s, int loop, CUstream stream,
         }
     }
     double *t = malloc((size_t)runs * sizeof(*t));
+    if (t == NULL) {
+        fprintf(stderr, "copy_call: out of memory for %d timings\n", runs);
+        return 1;
+    }
     for (int k = -3; k < runs; k++) {
         const double t0 = now_ns();
         const p2pt_status st = op(h, s, loop, stream);
