@@ -19,11 +19,11 @@ Ways, each checked byte for byte against `nccl`:
                the rows gathered, all_to_all_single with host split sizes
   p2pt_exchange  the combine's exchange alone, in a graph (no weighted
                sum): what nccl_packed's combine does
-  p2pt_pull    the combine as one pass, in a graph: every rank shares its
-               y too (p2pt.distributed.share), a round of signals says
-               each y is ready, and each rank sums its tokens' rows where
-               they lie, reading the peers' y through the shared mapping
-               in one torch.compile'd kernel (no slots, no second pass)
+  p2pt_pull    the combine as one pass, in a graph: AlltoallV.ready()
+               (a round of signals: every rank's y is written), then each
+               rank sums its tokens' rows where AlltoallV.places() says,
+               reading the peers' y through p2pt's mapping in one
+               torch.compile'd kernel (no slots, no second pass)
   nccl_packed  NCCL's best case: rows already packed, sizes known, the
                bare exchange (no gather, no weighted sum)
   torch_symm   PyTorch's symmetric memory (all_to_all_vdev on its NVSHMEM
@@ -187,33 +187,25 @@ class P2pt:
 
 
 class P2ptPull:
-    """p2pt's combine as one pass: each rank's y is shared with every rank;
-    after a round of signals (each rank's y is ready), each rank reads the
-    rows of its tokens in every rank's y, where the dispatch put them, and
-    sums them in one compiled kernel."""
+    """p2pt's combine as one pass: every rank's y is shared (AlltoallV's
+    peer_y); after ready() (each rank's y is written), each rank reads
+    its tokens' rows where places() says and sums them in one compiled
+    kernel."""
     name = "p2pt_pull"
 
-    def __init__(self, p, G, rank):
-        self.a2a, self.G, self.rank, self.H = p.a2a, G, rank, p.H
-        self.ys = [y.view(torch.bfloat16).view(-1, p.H) for y in pd.share(p.a2a.y)]
-        self.sems = pd.semaphores(1)
-        self.peer_sems = pd.share(self.sems)
+    def __init__(self, p):
+        self.a2a = p.a2a
+        self.ys = [y.view(torch.bfloat16).view(-1, p.H) for y in p.a2a.peer_y]
         self.sum = None
 
     def combine(self, s):
-        M = self.a2a.matrix  # rows from rank i to rank j: M[i, j]
-        d = s.dest.to(torch.int64)
-        pos = d.t().contiguous().cumsum(1).t() - 1  # row t's place among mine to each rank
-        idx = torch.where(s.dest, (M.cumsum(0) - M)[self.rank] + pos, 0)
-        for r in range(self.G):
-            if r != self.rank:
-                pd.signal(self.peer_sems[r][0])  # my y is ready for rank r
-        pd.wait(self.sems[0], self.G - 1)
+        self.a2a.ready()
+        at = self.a2a.places(s.dest)
         if self.sum is None:
             self.sum, out = _compiled_or(_pull_fp32, _pull_fp32, ("p2pt_pull", "summing eagerly"),
-                                         self.ys, idx, s.w)
+                                         self.ys, at, s.w)
             return out
-        return self.sum(self.ys, idx, s.w)
+        return self.sum(self.ys, at, s.w)
 
 
 class Nccl:
@@ -445,7 +437,7 @@ def main():
         p.a2a.combine(s.dest)
     # The combine as one pass over the shared y (y and the counts hold
     # step s's): byte-exact against nccl eagerly and replayed.
-    pull = P2ptPull(p, G, rank)
+    pull = P2ptPull(p)
     check(pull.combine(s), ref_out, "p2pt_pull's combine", rank)
     torch.cuda.synchronize()
     dist.barrier()

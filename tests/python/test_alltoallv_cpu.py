@@ -7,7 +7,8 @@ of all, then their rows, then the combine), as the signals order them on
 GPUs. Checks the addresses the pieces carry: every row lands where its
 receiver reads it, each row's slot travels with it, and the combine brings
 every row back into its (token, rank) slot, over rounds whose routing
-changes; and where a chunked combine places its pieces."""
+changes; that places() names where each row lies in every rank's y; and
+where a chunked combine places its pieces."""
 import ctypes
 
 import pytest
@@ -41,7 +42,7 @@ def _ranks(G, max_rows, monkeypatch):
         ranks.append(a)
     for a in ranks:
         a._link(*([getattr(b, f) for b in ranks]
-                  for f in ("recv", "back", "slots", "matrix", "sems")))
+                  for f in ("recv", "back", "slots", "matrix", "sems", "y")))
     return ranks
 
 
@@ -79,6 +80,17 @@ def test_rows_and_their_way_back_land_where_they_are_read(G, monkeypatch):
                         want = torch.bitwise_xor(xs[s][t], 1 + d + step)
                         assert torch.equal(a.back[t, d], want), \
                             f"step {step}: rank {s}, token {t}, from rank {d}"
+        # Read instead: each row where places() says, in its rank's y.
+        for s, a in enumerate(ranks):
+            a.ready()
+            at = a.places(dests[s])
+            assert at.shape == (T, G) and bool((at[~dests[s]] == 0).all())
+            for t in range(T):
+                for d in range(G):
+                    if dests[s][t, d]:
+                        want = torch.bitwise_xor(xs[s][t], 1 + d + step)
+                        assert torch.equal(a.peer_y[d][at[t, d]], want), \
+                            f"step {step}: rank {s} reads token {t} in rank {d}'s y"
 
 
 def test_a_chunked_combine_places_each_piece_in_its_chunk_in_order(monkeypatch):

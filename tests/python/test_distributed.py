@@ -106,6 +106,13 @@ def _worker(rank, world, path):
         torch.bitwise_xor(recv, r, out=a2a.y)
         _check_back(a2a.combine(dest, chunks=r, then=then), x, dest, r, f"eager round {r}")
         _check_back(got, x, dest, r, f"eager round {r}, then's copies")
+    # Read instead: after ready(), every row where places() says, in the
+    # y of the rank it went to (y changes first: a stale row fails).
+    torch.bitwise_xor(recv, 7, out=a2a.y)
+    a2a.ready()
+    at = a2a.places(dest)
+    pulled = torch.stack([a2a.peer_y[d][at[:, d]] for d in range(world)], dim=1)
+    _check_back(pulled, x, dest, 7, "rows read where places() says")
     pt.prepare()
     gx, gdest = _routing(T, world, 200 + rank, dev)
     key = torch.zeros((), dtype=torch.uint8, device=dev)

@@ -17,7 +17,13 @@ its `y` into the slot (token, rank) of the rank it came from, whose index
 came with the row: one device batch that ends with a signal to every
 peer; each waits for G - 1 signals. Pushes, because NVLink moves writes
 faster than reads, and because a rank's own `y` is ready by stream order:
-no round of signals before the rows."""
+no round of signals before the rows.
+
+Or each rank reads instead: `ready()` signals every peer that its `y` is
+written (an empty device batch that ends with the signals) and waits for
+theirs; then row t for rank d lies in `peer_y[d]` at `places(dest)[t, d]`,
+for a kernel that reads and reduces the rows in one pass (a MoE combine's
+weighted sum, bench/results/peer.md 5d)."""
 import torch
 import torch.distributed as dist
 
@@ -25,7 +31,7 @@ from ..torch import _handles
 from ._share import share
 from ._signals import semaphores, wait
 
-_COUNTS, _ROWS, _BACK, _CHUNK0 = range(4)  # each rank's semaphores: chunk c's is _CHUNK0 + c
+_COUNTS, _ROWS, _BACK, _READY, _CHUNK0 = range(5)  # each rank's semaphores: chunk c's is _CHUNK0 + c
 _MAX_CHUNKS = 16
 
 
@@ -57,6 +63,9 @@ class AlltoallV:
         recv, counts = a2a.dispatch(x, dest)   # x: [T, row_bytes] view, dest: [T, G] bool
         ...                                    # write what goes back into a2a.y
         back = a2a.combine(dest)               # [T, G, row_bytes]: row t from rank d
+        # or, to read the rows where they lie:
+        a2a.ready()                            # every rank's y is written
+        at = a2a.places(dest)                  # row t from rank d: a2a.peer_y[d][at[t, d]]
 
     `recv[k]` for k in the region of source s (sources in rank order, their
     `counts[s]` rows each, in the sender's token order) is what s sent;
@@ -65,7 +74,9 @@ class AlltoallV:
     written: read only where dest is set). The peers write `back` during
     their combine, which follows (by the signals of the dispatch) this
     rank's next dispatch call: read `back` before calling dispatch again.
-    `dest` of a combine is the last dispatch's.
+    `dest` of a combine is the last dispatch's. After `ready()` the peers
+    read this rank's `y` until their own next dispatch: write `y` only
+    after this rank's next dispatch, as for `back`.
     """
 
     def __init__(self, max_rows, row_bytes, group=None, *, handle=None):
@@ -83,7 +94,7 @@ class AlltoallV:
         self._side = torch.cuda.Stream(dev)
         torch.cuda.synchronize(dev)
         self._link(*(share(t, group, handle=handle)
-                     for t in (self.recv, self.back, self.slots, self.matrix, self.sems)))
+                     for t in (self.recv, self.back, self.slots, self.matrix, self.sems, self.y)))
         for t in (self.recv, self.y, self.matrix, self.mine, self.sems, self.descs, self.back,
                   self.slots, self.my_slots, self.descs_k):
             _handles._windows(self.h, self.device, [t.untyped_storage()])
@@ -120,7 +131,7 @@ class AlltoallV:
         self.n_k = torch.zeros(_MAX_CHUNKS, dtype=torch.int32, device=dev)
         self.pieces = torch.zeros(self.max_rows * G, 3, **i64)
 
-    def _link(self, peer_recv, peer_back, peer_slots, peer_matrix, peer_sems):
+    def _link(self, peer_recv, peer_back, peer_slots, peer_matrix, peer_sems, peer_y):
         """Every rank's shared tensors, as mapped here (rank order): the
         addresses the pieces and signals use."""
         G, dev = self.G, self.recv.device
@@ -136,7 +147,7 @@ class AlltoallV:
             [[peer_matrix[d].data_ptr() + self.rank * G * 8, self.mine.data_ptr(), G * 8]
              for d in range(G)], **i64)
         self.peer_recv, self.peer_back, self.peer_slots = peer_recv, peer_back, peer_slots
-        self.peer_matrix, self.peer_sems = peer_matrix, peer_sems
+        self.peer_matrix, self.peer_sems, self.peer_y = peer_matrix, peer_sems, peer_y
 
     def _batch(self, descs, n, max_count, out, k):
         torch.ops.p2pt_dist.batch_signal(descs, n, max_count, self.ws, out, self.sems,
@@ -207,6 +218,22 @@ class AlltoallV:
         runs[:, 0] = self.slots_base + off * 8
         runs[:, 1] = self.my_slots.data_ptr() + self._sink_at * 8
         runs[:, 2] = self.mine * 8
+
+    def ready(self):
+        """Signal every peer that this rank's `y` is written (everything
+        before on the current stream), then hold the stream until every
+        peer's is: one empty device batch that ends with the signals. No
+        host sync."""
+        self._send(0, self.y, _READY)
+
+    def places(self, dest):
+        """Where each row of the last dispatch (`dest` its routing) lies in
+        the `y` of the rank it went to: int64 [T, G], row t for rank d at
+        row places[t, d] of peer_y[d] (0 where not dest[t, d]). On the
+        current stream; no host sync."""
+        T, _, pos = self._place(dest)
+        M = self.matrix
+        return torch.where(dest, (M.cumsum(0) - M)[self.rank] + pos, 0)
 
     def _chunk_places(self, valid, slot, K):
         """Each piece's row in descs_k (flat: chunk * cap + its place among
