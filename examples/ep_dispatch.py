@@ -475,7 +475,10 @@ def main():
     for r in table:
         r.append(base.get(r[4], 0) / r[6] if base.get(r[4]) else "")
     if a.overlap:
-        gemm_rows = overlap(a, ways, s, device)
+        steps = {name: (lambda w=ways[name]: (w.dispatch(s), w.combine(s)))
+                 for name in ("p2pt_eager", "nccl_packed")}
+        steps["p2pt_pull"] = lambda: (p.dispatch(s), pull.combine(s))
+        gemm_rows = overlap(a, steps, device)
     if rank == 0:
         print(f"{'phase':>8} {'way':>13} {'us':>10} {'GB/s/rank':>10} {'vs nccl':>8}")
         for r in table:
@@ -496,9 +499,10 @@ def main():
     dist.destroy_process_group()
 
 
-def overlap(a, ways, s, device):
-    """A bf16 GEMM on every rank, alone and beside each way's steps on
-    another stream: how much slower it runs (the largest over ranks)."""
+def overlap(a, steps, device):
+    """A bf16 GEMM on every rank, alone and beside each of `steps` (a
+    dispatch and a combine, eagerly) on another stream: how much slower it
+    runs (the largest over ranks)."""
     n = a.gemm
     A = torch.randn(n, n, device=device, dtype=torch.bfloat16)
     B = torch.randn(n, n, device=device, dtype=torch.bfloat16)
@@ -521,11 +525,9 @@ def overlap(a, ways, s, device):
         torch.cuda.synchronize(device)
         return e0.elapsed_time(e1)
 
-    for name in ("p2pt_eager", "nccl_packed"):
-        w = ways[name]
+    for name, step in steps.items():
         alone = statistics.median(gemm_time(None) for _ in range(5))
-        beside = statistics.median(
-            gemm_time(lambda: (w.dispatch(s), w.combine(s))) for _ in range(5))
+        beside = statistics.median(gemm_time(step) for _ in range(5))
         x = largest(beside / alone, device)
         out.append(f"# gemm {n}^3 bf16 beside {name}: {x:.3f}x its time alone")
     return out
