@@ -38,20 +38,25 @@ def phases(a2a, x, dest):
     G = a2a.G
 
     def counts():
-        T, d, pos = a2a._place(dest)
-        a2a._exchange_counts(d)
-        return T, d, pos
+        T, upto = a2a._place(dest)
+        a2a._counts_out(dest)
+        wait(a2a.sems[av._COUNTS], G - 1)
+        return T, upto
 
     def exchange():
         a2a._batch(a2a.count_descs, a2a.count_n, G, a2a.matrix, av._COUNTS)
         wait(a2a.sems[av._COUNTS], G - 1)
 
-    def descs():
-        T, d, pos = counts()
-        a2a._describe(x, dest, d, pos)
+    def descs():  # as dispatch orders them: the rows described while the counts travel
+        T, upto = a2a._place(dest)
+        a2a._counts_out(dest)
+        a2a._describe_rows(x, dest, upto)
+        wait(a2a.sems[av._COUNTS], G - 1)
+        a2a._describe_places(upto)
 
     def rows():
-        a2a._send(dest.shape[0] * G + G, a2a.recv, av._ROWS)
+        T = dest.shape[0]
+        a2a._send(a2a.descs, a2a._n_rows[T:T + 1], a2a.recv, av._ROWS)
 
     def whole():
         a2a.dispatch(x, dest)

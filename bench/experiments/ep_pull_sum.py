@@ -54,11 +54,7 @@ def main():
     a2a.y.copy_(recv)  # the identity expert
     torch.cuda.synchronize()
     dist.barrier()
-    # Where row t for rank r lies in r's y: my region there, then its place.
-    _, _, pos = a2a._place(s.dest)
-    M = a2a.matrix
-    off = (M.cumsum(0) - M)[rank]
-    idx = torch.where(s.dest, off + pos, 0)
+    idx = a2a.places(s.dest)  # row t for rank r lies in r's y at idx[t, r]
     compiled = torch.compile(ep._pull_fp32, dynamic=False, fullgraph=True)
 
     def push_sum():

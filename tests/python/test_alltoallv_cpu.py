@@ -56,11 +56,12 @@ def test_rows_and_their_way_back_land_where_they_are_read(G, monkeypatch):
         dests = [torch.rand(T, G, generator=g) < 0.5 for _ in ranks]
         dests[0][:, 1 % G] = False  # a rank that sends nothing to another
         places = [a._place(dest) for a, dest in zip(ranks, dests)]
-        for a, (_, d, _) in zip(ranks, places):
-            a._exchange_counts(d)
-        for a, x, dest, (_, d, pos) in zip(ranks, xs, dests, places):
-            a._describe(x, dest, d, pos)
-            a._send(T * G + G, a.recv, av._ROWS)
+        for a, x, dest, (_, upto) in zip(ranks, xs, dests, places):
+            a._counts_out(dest)
+            a._describe_rows(x, dest, upto)
+        for a, (_, upto) in zip(ranks, places):  # every rank's counts are here
+            a._describe_places(upto)
+            a._send(a.descs, a._n_rows[T:T + 1], a.recv, av._ROWS)
         for r, a in enumerate(ranks):
             want = torch.cat([xs[s][dests[s][:, r]] for s in range(G)])
             assert torch.equal(a.matrix[:, r], torch.tensor([int(dests[s][:, r].sum())

@@ -117,19 +117,28 @@ class AlltoallV:
         self.my_slots = torch.zeros(G * self.max_rows + 1, **i64)  # the last: a sink
         self.sems_n = _CHUNK0 + _MAX_CHUNKS
         self.count_n = torch.tensor([G], dtype=torch.int32, device=dev)
-        # A dispatch's pieces: T * G rows, then G runs of slots.
+        # A dispatch's pieces: to each rank the run of slots of my rows to
+        # it, then T * G rows (row t to rank d at G + t * G + d). Nothing
+        # else writes descs, so the runs' sources are written once.
         self.cap = self.max_rows * G + G
         self.descs = torch.zeros(self.cap, 3, **i64)
-        self.n = torch.zeros(1, dtype=torch.int32, device=dev)
+        # The pieces of a dispatch of T tokens, G + T * G, at [T]; and of
+        # the combine and of ready(): constants, so no step writes a count.
+        self._n_rows = (G + G * torch.arange(self.max_rows + 1, **i64)).to(torch.int32)
+        self._n_back = torch.tensor([self.max_rows * G], dtype=torch.int32, device=dev)
+        self._n_none = torch.zeros(1, dtype=torch.int32, device=dev)
         rows = torch.arange(self.max_rows, **i64)
         self._slot_of = rows[:, None] * G + torch.arange(G, **i64)  # [max_rows, G]
         self._sink_at = torch.arange(G, **i64) * self.max_rows  # my_slots' run of each rank
+        self._row_off = rows * self.rb  # row t of x at x + t * rb
         self._k = torch.arange(G * self.max_rows, **i64)  # the rows of recv and y
-        # A chunked combine: each chunk's pieces (and a sink chunk), their
-        # counts, the pieces before they are placed.
+        self.descs[:G, 1] = self.my_slots.data_ptr() + self._sink_at * 8
+        # The combine's pieces (all its chunks'), apart from the dispatch's;
+        # a chunked combine's, placed: each chunk's (and a sink chunk),
+        # and their counts.
+        self.pieces = torch.zeros(self.max_rows * G, 3, **i64)
         self.descs_k = torch.zeros(_MAX_CHUNKS + 1, self.cap, 3, **i64)
         self.n_k = torch.zeros(_MAX_CHUNKS, dtype=torch.int32, device=dev)
-        self.pieces = torch.zeros(self.max_rows * G, 3, **i64)
 
     def _link(self, peer_recv, peer_back, peer_slots, peer_matrix, peer_sems, peer_y):
         """Every rank's shared tensors, as mapped here (rank order): the
@@ -153,11 +162,11 @@ class AlltoallV:
         torch.ops.p2pt_dist.batch_signal(descs, n, max_count, self.ws, out, self.sems,
                                          self._signals[k], self.hid)
 
-    def _send(self, n, out, k):
-        """The first n pieces of descs: one device batch into `out`, then
-        wait for the G - 1 peers' signals on semaphore k."""
-        self.n.fill_(n)
-        self._batch(self.descs, self.n, self.cap, out, k)
+    def _send(self, descs, n, out, k):
+        """The first n[0] pieces of descs (n: an int32 tensor of one on the
+        GPU): one device batch into `out`, then wait for the G - 1 peers'
+        signals on semaphore k."""
+        self._batch(descs, n, descs.shape[0], out, k)
         wait(self.sems[k], self.G - 1)
 
     def _tokens(self, dest):
@@ -168,72 +177,75 @@ class AlltoallV:
         return dest.shape[0]
 
     def _place(self, dest):
-        """The tokens, dest as int64, and pos[t, d]: the place of row t
-        among this rank's rows to d."""
-        self._tokens(dest)
-        d = dest.to(torch.int64)
+        """The tokens, and upto[t, d]: this rank's rows to d up to and
+        including row t (row t's place among them, plus one)."""
+        T = self._tokens(dest)
         # Scanned along rows of dest's transpose: a scan along dim 0 of a
         # [T, G] tensor runs G threads down T rows (650 us at T = 4,096 on
         # an H100, more than the rows' batch); along the last dim it is ~10 us.
-        return dest.shape[0], d, d.t().contiguous().cumsum(1).t() - 1
+        return T, dest.t().contiguous().cumsum(1, dtype=torch.int64).t()
 
     def dispatch(self, x, dest):
         """Send row t of `x` to every rank d with dest[t, d]; returns this
         rank's receive buffer and the rows from each source (int64 [G] on
         the GPU). On the current stream; no host sync."""
-        G, rb = self.G, self.rb
-        T, d, pos = self._place(dest)
-        if x.shape[0] != T or not x.is_contiguous() or x.nbytes != T * rb:
+        T, upto = self._place(dest)
+        if x.shape[0] != T or not x.is_contiguous() or x.nbytes != T * self.rb:
             raise ValueError(f"p2pt.distributed.AlltoallV.dispatch: x must be {T} contiguous "
-                             f"rows of {rb} bytes (dest's rows), not {tuple(x.shape)} "
+                             f"rows of {self.rb} bytes (dest's rows), not {tuple(x.shape)} "
                              f"{x.dtype}")
         _handles._windows(self.h, self.device, [x.untyped_storage()])
-        self._exchange_counts(d)
-        self._describe(x, dest, d, pos)
-        self._send(T * G + G, self.recv, _ROWS)
+        self._counts_out(dest)
+        self._describe_rows(x, dest, upto)  # while the counts travel
+        wait(self.sems[_COUNTS], self.G - 1)
+        self._describe_places(upto)
+        self._send(self.descs, self._n_rows[T:T + 1], self.recv, _ROWS)
         return self.recv, self.matrix[:, self.rank]
 
-    def _exchange_counts(self, d):
-        """My row of the count matrix into every rank's; then the whole
-        matrix is here."""
-        self.mine.copy_(d.sum(0))
+    def _counts_out(self, dest):
+        """My row of the count matrix into every rank's, signalling each;
+        once G - 1 signals are here, so is the whole matrix."""
+        torch.sum(dest, 0, dtype=torch.int64, out=self.mine)
         self._batch(self.count_descs, self.count_n, self.G, self.matrix, _COUNTS)
-        wait(self.sems[_COUNTS], self.G - 1)
 
-    def _describe(self, x, dest, d, pos):
-        """The dispatch's pieces: row t of x to every rank d with dest[t, d],
-        then to each rank the run of slots of my rows to it."""
-        (T, G), rb, M = dest.shape, self.rb, self.matrix
-        off = (M.cumsum(0) - M)[self.rank]  # where my rows start in each rank's recv
-        # Each row's slot, packed by destination as its row is (a sink
-        # for the unsent), for the combine's way back.
-        at = torch.where(dest, self._sink_at + pos, G * self.max_rows)
+    def _describe_rows(self, x, dest, upto):
+        """What the counts do not decide: each row's source and bytes (0
+        where not sent), the runs' bytes, and each row's slot packed by
+        destination as its row is (a sink for the unsent), for the
+        combine's way back. Kernels that write only this rank's memory."""
+        (T, G), rb = dest.shape, self.rb
+        rows = self.descs[G:G + T * G].view(T, G, 3)
+        torch.add(self._row_off[:T, None].expand(T, G), x.data_ptr(), out=rows[:, :, 1])
+        torch.mul(dest, rb, out=rows[:, :, 2])
+        torch.mul(self.mine, 8, out=self.descs[:G, 2])
+        at = torch.where(dest, upto + (self._sink_at - 1), G * self.max_rows)
         self.my_slots.scatter_(0, at.view(-1), self._slot_of[:T].reshape(-1))
-        rows = self.descs[:T * G].view(T, G, 3)
-        rows[:, :, 0] = self.recv_base + (off + pos) * rb
-        rows[:, :, 1] = (x.data_ptr() + torch.arange(T, device=x.device, dtype=torch.int64)
-                         * rb)[:, None]
-        rows[:, :, 2] = d * rb
-        runs = self.descs[T * G:T * G + G]
-        runs[:, 0] = self.slots_base + off * 8
-        runs[:, 1] = self.my_slots.data_ptr() + self._sink_at * 8
-        runs[:, 2] = self.mine * 8
+
+    def _describe_places(self, upto):
+        """Where my rows and their slots land in each rank's buffers:
+        after every rank's rows to it from lower ranks (the count matrix)."""
+        T, G, rb = upto.shape[0], self.G, self.rb
+        off = self.matrix[:self.rank].sum(0)  # where my rows start in each rank's recv
+        rows = self.descs[G:G + T * G].view(T, G, 3)
+        torch.add(torch.add(self.recv_base - rb, off, alpha=rb), upto, alpha=rb,
+                  out=rows[:, :, 0])
+        torch.add(self.slots_base, off, alpha=8, out=self.descs[:G, 0])
 
     def ready(self):
         """Signal every peer that this rank's `y` is written (everything
         before on the current stream), then hold the stream until every
         peer's is: one empty device batch that ends with the signals. No
         host sync."""
-        self._send(0, self.y, _READY)
+        self._send(self.descs, self._n_none, self.y, _READY)
 
     def places(self, dest):
         """Where each row of the last dispatch (`dest` its routing) lies in
         the `y` of the rank it went to: int64 [T, G], row t for rank d at
         row places[t, d] of peer_y[d] (0 where not dest[t, d]). On the
         current stream; no host sync."""
-        T, _, pos = self._place(dest)
-        M = self.matrix
-        return torch.where(dest, (M.cumsum(0) - M)[self.rank] + pos, 0)
+        _, upto = self._place(dest)
+        off = self.matrix[:self.rank].sum(0)
+        return torch.where(dest, upto + (off - 1), 0)
 
     def _chunk_places(self, valid, slot, K):
         """Each piece's row in descs_k (flat: chunk * cap + its place among
@@ -270,12 +282,11 @@ class AlltoallV:
         valid = r < col
         k = torch.where(valid, col.cumsum(0) - col + r, 0)
         slot = self.slots[k]
-        N = self.max_rows * G
-        pieces = self.descs[:N] if K == 1 else self.pieces
+        pieces = self.pieces
         torch.stack([self.back_base + slot * rb, self.y.data_ptr() + k * rb, valid * rb],
                     dim=-1, out=pieces.view(self.max_rows, G, 3))
         if K == 1:
-            self._send(N, self.back, _BACK)
+            self._send(pieces, self._n_back, self.back, _BACK)
             if then is not None:
                 then(0, T)
             return self.back[:T]
