@@ -112,3 +112,41 @@ def test_a_chunked_combine_places_each_piece_in_its_chunk_in_order(monkeypatch):
     for t in range(T):
         c = t * K // T
         assert -(-c * T // K) <= t < -(-(c + 1) * T // K)
+
+
+def test_bad_routing_rows_and_chunks_get_a_clear_error(monkeypatch):
+    """Every argument a step takes is checked before any batch: the
+    message names what was expected and what came."""
+    G, T = 3, 8
+    a = _ranks(G, T, monkeypatch)[0]
+    dest = torch.ones(T, G, dtype=torch.bool)
+    x = torch.zeros(T, ROW, dtype=torch.uint8)
+    bad_dests = [
+        (dest.to(torch.int64), "torch.int64"),
+        (dest[:, :2], "(8, 2)"),
+        (torch.ones(T + 1, G, dtype=torch.bool), "T at most 8"),
+        (dest.to("meta"), "on meta"),
+        (dest[0], "(3,)"),
+        ([[True] * G] * T, "not list"),
+    ]
+    for bad, says in bad_dests:
+        for call in (lambda: a.dispatch(x, bad), lambda: a.combine(bad), lambda: a.places(bad)):
+            with pytest.raises(ValueError, match=r"dest must be a \[T, 3\] bool tensor on cpu") as e:
+                call()
+            assert says in str(e.value)
+    bad_xs = [
+        (x[:T - 1], "(7, 48)"),
+        (torch.zeros(T, ROW + 1, dtype=torch.uint8), "(8, 49)"),
+        (torch.zeros(ROW, T, dtype=torch.uint8).t(), "not contiguous"),
+        (x.view(torch.bfloat16)[:, :ROW // 4], "torch.bfloat16"),
+        (x.to("meta"), "on meta"),
+        (torch.zeros(()), "()"),
+        (bytes(T * ROW), "not bytes"),
+    ]
+    for bad, says in bad_xs:
+        with pytest.raises(ValueError, match=r"x must be 8 contiguous rows of 48 bytes") as e:
+            a.dispatch(bad, dest)
+        assert says in str(e.value)
+    for chunks in (0, av._MAX_CHUNKS + 1):
+        with pytest.raises(ValueError, match=f"chunks must be 1 to {av._MAX_CHUNKS}, not {chunks}"):
+            a.combine(dest, chunks=chunks)

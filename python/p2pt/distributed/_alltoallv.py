@@ -104,6 +104,7 @@ class AlltoallV:
         """This rank's buffers and constants on `dev` (G, rank, max_rows and
         rb set)."""
         G = self.G
+        self._dev = dev
         u8 = dict(dtype=torch.uint8, device=dev)
         i64 = dict(dtype=torch.int64, device=dev)
         self.recv = torch.empty(G * self.max_rows, self.rb, **u8)
@@ -170,10 +171,14 @@ class AlltoallV:
         wait(self.sems[k], self.G - 1)
 
     def _tokens(self, dest):
-        if dest.dtype != torch.bool or dest.dim() != 2 or dest.shape[1] != self.G or \
-                dest.shape[0] > self.max_rows:
+        if not isinstance(dest, torch.Tensor) or dest.dtype != torch.bool or dest.dim() != 2 \
+                or dest.shape[1] != self.G or dest.shape[0] > self.max_rows \
+                or dest.device != self._dev:
+            got = (f"{dest.dtype} {tuple(dest.shape)} on {dest.device}"
+                   if isinstance(dest, torch.Tensor) else type(dest).__name__)
             raise ValueError(f"p2pt.distributed.AlltoallV: dest must be a [T, {self.G}] bool "
-                             f"tensor (row t goes to rank d), T at most {self.max_rows}")
+                             f"tensor on {self._dev} (row t goes to rank d), T at most "
+                             f"{self.max_rows}, not {got}")
         return dest.shape[0]
 
     def _place(self, dest):
@@ -190,10 +195,13 @@ class AlltoallV:
         rank's receive buffer and the rows from each source (int64 [G] on
         the GPU). On the current stream; no host sync."""
         T, upto = self._place(dest)
-        if x.shape[0] != T or not x.is_contiguous() or x.nbytes != T * self.rb:
+        if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.shape[0] != T or \
+                not x.is_contiguous() or x.nbytes != T * self.rb or x.device != self._dev:
+            got = (f"{tuple(x.shape)} {x.dtype} on {x.device}"
+                   + ("" if x.is_contiguous() else ", not contiguous")
+                   if isinstance(x, torch.Tensor) else type(x).__name__)
             raise ValueError(f"p2pt.distributed.AlltoallV.dispatch: x must be {T} contiguous "
-                             f"rows of {self.rb} bytes (dest's rows), not {tuple(x.shape)} "
-                             f"{x.dtype}")
+                             f"rows of {self.rb} bytes (dest's rows) on {self._dev}, not {got}")
         _handles._windows(self.h, self.device, [x.untyped_storage()])
         self._counts_out(dest)
         self._describe_rows(x, dest, upto)  # while the counts travel
