@@ -27,6 +27,7 @@ weighted sum, bench/results/peer.md 5d)."""
 import torch
 import torch.distributed as dist
 
+from .._handle import BATCH_SIGNALS_MAX
 from ..torch import _handles
 from ._share import share
 from ._signals import semaphores, wait
@@ -80,8 +81,16 @@ class AlltoallV:
     """
 
     def __init__(self, max_rows, row_bytes, group=None, *, handle=None):
+        for name, v in (("max_rows", max_rows), ("row_bytes", row_bytes)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"p2pt.distributed.AlltoallV: {name} must be an int of at "
+                                 f"least 1, not {v!r}")
         self.group = group
         self.G = dist.get_world_size(group)
+        if self.G - 1 > BATCH_SIGNALS_MAX:
+            raise ValueError(f"p2pt.distributed.AlltoallV: a group of {self.G} ranks; a batch "
+                             f"signals at most {BATCH_SIGNALS_MAX} peers, so at most "
+                             f"{BATCH_SIGNALS_MAX + 1} ranks")
         self.rank = dist.get_rank(group)
         self.hid = _handles._hid(handle)
         self.h = _handles._get(self.hid)
@@ -168,7 +177,13 @@ class AlltoallV:
         GPU): one device batch into `out`, then wait for the G - 1 peers'
         signals on semaphore k."""
         self._batch(descs, n, descs.shape[0], out, k)
-        wait(self.sems[k], self.G - 1)
+        self._wait(k)
+
+    def _wait(self, k):
+        """Hold the stream until the G - 1 peers' signals of this step
+        reach semaphore k (nothing to wait for in a group of one)."""
+        if self.G > 1:
+            wait(self.sems[k], self.G - 1)
 
     def _tokens(self, dest):
         if not isinstance(dest, torch.Tensor) or dest.dtype != torch.bool or dest.dim() != 2 \
@@ -205,7 +220,7 @@ class AlltoallV:
         _handles._windows(self.h, self.device, [x.untyped_storage()])
         self._counts_out(dest)
         self._describe_rows(x, dest, upto)  # while the counts travel
-        wait(self.sems[_COUNTS], self.G - 1)
+        self._wait(_COUNTS)
         self._describe_places(upto)
         self._send(self.descs, self._n_rows[T:T + 1], self.recv, _ROWS)
         return self.recv, self.matrix[:, self.rank]
@@ -312,7 +327,7 @@ class AlltoallV:
         with torch.cuda.stream(side):
             for c in range(K):
                 side.wait_event(done[c])
-                wait(self.sems[_CHUNK0 + c], G - 1)
+                self._wait(_CHUNK0 + c)
                 if then is not None:  # chunk c: t * K // max_rows == c
                     lo = -(-c * self.max_rows // K)
                     hi = min(-(-(c + 1) * self.max_rows // K), T)

@@ -58,8 +58,11 @@ def share(tensor, group=None, *, handle=None):
     for this device, in which p2pt's copies, batches and signals put and
     get. Collective: every rank of `group` calls it. The peers' memory
     stays mapped while a returned tensor over it lives."""
-    if not tensor.is_cuda or not tensor.is_contiguous():
-        raise ValueError("p2pt.distributed.share: expected a contiguous CUDA tensor")
+    if not isinstance(tensor, torch.Tensor) or not tensor.is_cuda or not tensor.is_contiguous():
+        got = (f"{tuple(tensor.shape)} {tensor.dtype} on {tensor.device}"
+               + ("" if tensor.is_contiguous() else ", not contiguous")
+               if isinstance(tensor, torch.Tensor) else type(tensor).__name__)
+        raise ValueError(f"p2pt.distributed.share: expected a contiguous CUDA tensor, not {got}")
     h = _handles._get(_handles._hid(handle))
     device = tensor.device.index
     peers = _symmetric_peers(tensor, group)

@@ -16,6 +16,8 @@ def semaphores(n, device=None):
     (n, 4), zeroed (each row is one P2PT_SEMAPHORE_BYTES semaphore). Share
     it (p2pt.distributed.share) so that peers signal it; wait on a row of
     your own."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"p2pt.distributed.semaphores: n must be an int of at least 1, not {n!r}")
     device = torch.cuda.current_device() if device is None else device
     return torch.zeros(n, SEMAPHORE_WORDS, dtype=torch.int64, device=torch.device("cuda", device))
 
@@ -47,10 +49,14 @@ def _(sem, count, hid):
 
 
 def _row(sem):
-    if sem.dtype != torch.int64 or sem.numel() != SEMAPHORE_WORDS or not sem.is_cuda or \
-            not sem.is_contiguous():
-        raise ValueError("p2pt.distributed: a semaphore is one row of semaphores(n) (4 int64 "
-                         "words of GPU memory), this rank's or a peer's from share()")
+    if not isinstance(sem, torch.Tensor) or sem.dtype != torch.int64 or \
+            sem.numel() != SEMAPHORE_WORDS or not sem.is_cuda or not sem.is_contiguous():
+        got = (f"{sem.dtype} {tuple(sem.shape)} on {sem.device}"
+               + ("" if sem.is_contiguous() else ", not contiguous")
+               if isinstance(sem, torch.Tensor) else type(sem).__name__)
+        raise ValueError(f"p2pt.distributed: a semaphore is one row of semaphores(n) "
+                         f"({SEMAPHORE_WORDS} int64 words of GPU memory), this rank's or a "
+                         f"peer's from share(), not {got}")
     return sem
 
 
@@ -66,6 +72,11 @@ def signal(sem, *, stream=None, handle=None):
 def wait(sem, count=1, *, stream=None, handle=None):
     """Hold the stream until `count` more signals reach `sem`, a row of this
     rank's own semaphores; work after it sees what the signallers wrote."""
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count < 1 << 32:
+        # Past 32 bits the C call would take the count modulo 2^32; the
+        # library refuses counts above its own maximum with its message.
+        raise ValueError(f"p2pt.distributed.wait: count must be an int of 1 to 2^32 - 1, "
+                         f"not {count!r}")
     hid = _handles._hid(handle)
     with _handles._stream(stream):
-        torch.ops.p2pt_dist.wait(_row(sem), int(count), hid)
+        torch.ops.p2pt_dist.wait(_row(sem), count, hid)
