@@ -6,8 +6,8 @@ wait; an AlltoallV of rows whose counts only the GPU knows, byte for byte
 against the rows gathered on every rank, and its combine over rounds whose
 rows change; the same captured in a CUDA graph and replayed with new
 routing; a tensor of PyTorch's symmetric memory
-shared as PyTorch mapped it (skipped where PyTorch cannot make one).
-Skips below two GPUs."""
+shared as PyTorch mapped it (skipped where PyTorch cannot make one); the
+AlltoallV of a group of one. Skips below two GPUs."""
 import os
 import tempfile
 
@@ -80,7 +80,15 @@ def _worker(rank, world, path):
         got = buf.clone()
         assert bool((got == (prv * 50 + r) % 251).all()), f"round {r}: a stale byte"
         dist.barrier()  # nobody overwrites buf before its owner read it
-    # The alltoallv, eager and in a graph.
+    _alltoallv(rank, world, dev)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def _alltoallv(rank, world, dev):
+    """The alltoallv, eager and in a graph."""
+    import p2pt.distributed as pd
+    import p2pt.torch as pt
     T = 512
     a2a = pd.AlltoallV(T, ROW)
     x, dest = _routing(T, world, 100 + rank, dev)
@@ -136,13 +144,22 @@ def _worker(rank, world, path):
         assert torch.equal(g_recv[:want.shape[0]], want), f"replay {r}: rows"
         _check_back(g_back, nx, nd, 11 + r, f"replay {r}")
         _check_back(got, nx, nd, 11 + r, f"replay {r}, then's copies")
-    dist.barrier()
-    dist.destroy_process_group()
 
 
 def test_shared_tensors_signals_and_an_alltoallv_across_processes():
     with tempfile.TemporaryDirectory() as d:
         mp.spawn(_worker, args=(WORLD, os.path.join(d, "rendezvous")), nprocs=WORLD, join=True)
+
+
+def _one_rank_worker(rank, world, path):
+    _init(rank, world, path)
+    _alltoallv(rank, world, torch.device("cuda", rank))
+    dist.destroy_process_group()
+
+
+def test_an_alltoallv_of_one_rank_sends_to_itself_and_waits_for_no_one():
+    with tempfile.TemporaryDirectory() as d:
+        mp.spawn(_one_rank_worker, args=(1, os.path.join(d, "rendezvous")), nprocs=1, join=True)
 
 
 def _symmetric_worker(rank, world, path, out):
