@@ -37,6 +37,14 @@ static inline int st_windows(const p2pt_handle *h, int device)
     return ws != NULL ? ws->n : 0;
 }
 
+/* How many of them hold another GPU's memory (a device batch then takes at
+ * most the policy's `link peer` CTAs). */
+static inline int st_peer_windows(const p2pt_handle *h, int device)
+{
+    const struct p2pt_window_set *ws = p2pt__windows(&h->windows, device);
+    return ws != NULL ? ws->n_peer : 0;
+}
+
 /* n allocations of the granularity each, side by side in one reservation on
  * `device`, readable and writable there, made with handle types `types`. */
 struct st_vmm {

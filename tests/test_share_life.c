@@ -11,7 +11,9 @@
  * the close does not return, and does not unmap, until they finish), and
  * for the streams that took work since its import only; no event is
  * recorded while no import is open, nor for captured work; a VMM import
- * keeps the memory after the exporter exits; a legacy handle another
+ * keeps the memory after the exporter exits; an import of another GPU's
+ * export is a window of another GPU's memory (device batches take the
+ * link's grid), of the same GPU's not; a legacy handle another
  * context opened is status 5 naming the remedy; memory that cannot be
  * exported is status 6 with the reason; counting, a short array, the same
  * range again, unexport and finalize do what p2pt.h says.
@@ -220,15 +222,20 @@ static void *import_theirs(p2pt_handle *h, struct peer *p, p2pt_share_import_t *
     return ptr;
 }
 
-/* The three kinds from another process: read what it wrote at the offset,
- * write, and it finds the bytes. */
-static void round_trip(char kind, size_t pieces)
+/* The three kinds from another process (its GPU `device`): read what it
+ * wrote at the offset, write, and it finds the bytes. The import holds
+ * another GPU's memory exactly when `device` is not 0, whatever the driver
+ * names for a legacy handle opened in device 0's context. */
+static void round_trip(char kind, size_t pieces, int device)
 {
     p2pt_handle *h = fake_handle();
-    struct peer p = start_exporter(kind, 1);
+    struct peer p = start_exporter(kind, device);
     cr_assert_eq(p.e.n, pieces, "the export has %zu blobs", p.e.n);
     p2pt_share_import_t *imp = NULL;
     CUdeviceptr at = (CUdeviceptr)(uintptr_t)import_theirs(h, &p, &imp);
+    cr_expect_eq(st_peer_windows(h, 0), device != 0,
+                 "an export of GPU %d imported for GPU 0 %s another GPU's memory", device,
+                 device != 0 ? "holds" : "does not hold");
     size_t n = kind == 'V' ? VMM_BYTES : RANGE;
     cr_expect(holds(at, n, theirs), "the import reads what the exporter wrote");
     fill(at, RANGE, ours);
@@ -251,7 +258,7 @@ Test(share, legacy_memory_of_another_process_is_imported_at_its_offset)
     unsigned long opens = 0;
     gt_use_fake_driver();
     opens = gt_fake_calls("cuIpcOpenMemHandle");
-    round_trip('L', 1);
+    round_trip('L', 1, 1);
     cr_expect_eq(gt_fake_calls("cuIpcOpenMemHandle"), opens + 1);
     cr_expect_eq(gt_fake_calls("cuIpcCloseMemHandle") > 0, 1);
 }
@@ -260,7 +267,7 @@ Test(share, vmm_memory_of_another_process_crosses_allocation_by_allocation)
 {
     gt_use_fake_driver();
     unsigned long maps = gt_fake_calls("cuMemMap");
-    round_trip('V', 3);
+    round_trip('V', 3, 1);
     cr_expect_eq(gt_fake_calls("cuMemMap"), maps + 3, "one mapping per allocation");
 }
 
@@ -268,8 +275,14 @@ Test(share, pool_memory_of_another_process_is_imported)
 {
     gt_use_fake_driver();
     unsigned long pools = gt_fake_calls("cuMemPoolImportFromShareableHandle");
-    round_trip('P', 1);
+    round_trip('P', 1, 1);
     cr_expect_eq(gt_fake_calls("cuMemPoolImportFromShareableHandle"), pools + 1);
+}
+
+Test(share, an_export_of_the_importing_gpu_is_not_another_gpus_memory)
+{
+    round_trip('L', 1, 0); /* two processes on one GPU */
+    round_trip('V', 3, 0);
 }
 
 Test(share, a_vmm_import_keeps_the_memory_after_the_exporter_exits)

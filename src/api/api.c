@@ -169,7 +169,7 @@ p2pt_status p2pt_window_register(p2pt_handle *h, int device, const void *base, s
     p2pt_status st = p2pt__check_handle(h, "p2pt_window_register");
     if (st != P2PT_SUCCESS)
         return st;
-    return p2pt__window_add(&h->windows, device, base, bytes);
+    return p2pt__window_add(&h->windows, device, base, bytes, false);
 }
 
 p2pt_status p2pt_window_unregister(p2pt_handle *h, int device, const void *base)

@@ -80,6 +80,22 @@ static bool proc_gpus(char *out, size_t len)
     return true;
 }
 
+/* Whether the GPU the blobs name is another than `device`: then the
+ * import's bytes cross a peer link from `device`'s kernels, though the
+ * driver names `device` for a legacy handle opened in its context. */
+static p2pt_status other_gpu(int device, const uint8_t *uuid, bool *out)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    CUdevice dev;
+    CUuuid u;
+
+    P2PT_CU(p2pt__cu.cuDeviceGet(&dev, device));
+    P2PT_CU(p2pt__cu.cuDeviceGetUuid(&u, dev));
+    *out = memcmp(u.bytes, uuid, 16) != 0;
+out:
+    return st;
+}
+
 /* The GPU the blobs name must be on this host: one this process sees, or
  * one the driver lists (another rank's GPU hidden by CUDA_VISIBLE_DEVICES
  * is still this host's). */
@@ -388,8 +404,10 @@ p2pt_status p2pt__share_import(struct p2pt_handle *h, int device, const p2pt_sha
         P2PT_TRY(map_pool(i, &d[0]));
     else
         P2PT_TRY(map_vmm(i, d));
+    bool elsewhere = false;
+    P2PT_TRY(other_gpu(device, d[0].gpu_uuid, &elsewhere));
     P2PT_TRY(p2pt__window_add(&h->windows, device, (void *)(uintptr_t)(i->va + i->offset),
-                              (size_t)i->bytes));
+                              (size_t)i->bytes, elsewhere));
     i->window = true;
     i->refs = 1;
     pthread_mutex_lock(&sh->lock);

@@ -89,7 +89,8 @@ static void publish(struct p2pt_windows *w, int device, struct p2pt_window_set *
     atomic_store_explicit(&w->set[device], next, memory_order_release);
 }
 
-p2pt_status p2pt__window_add(struct p2pt_windows *w, int device, const void *base, size_t bytes)
+p2pt_status p2pt__window_add(struct p2pt_windows *w, int device, const void *base, size_t bytes,
+                             bool other_gpu)
 {
     p2pt_status st = P2PT_SUCCESS;
     struct p2pt_window_set *next = NULL;
@@ -111,6 +112,7 @@ p2pt_status p2pt__window_add(struct p2pt_windows *w, int device, const void *bas
     }
     bool host = false, peer = false;
     P2PT_TRY(check_window(device, base, bytes, &host, &peer));
+    peer = peer || other_gpu;
     pthread_mutex_lock(&w->lock);
     locked = true;
     const struct p2pt_window_set *cur = atomic_load(&w->set[device]);

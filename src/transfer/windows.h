@@ -56,9 +56,13 @@ static inline bool p2pt__window_holds(const struct p2pt_window_set *ws, uint64_t
     *hint = i;
     return true;
 }
-/* p2pt_window_register / _unregister once the handle is known live. */
+/* p2pt_window_register / _unregister once the handle is known live. A
+ * window's memory is another GPU's where the driver says so, or where
+ * `other_gpu` does: an import's bytes live on the exporter's GPU though
+ * the driver names the importing device (a legacy IPC handle opened in its
+ * context: docs/IMPORTED_MEMORY.md). */
 P2PT_INTERNAL p2pt_status p2pt__window_add(struct p2pt_windows *w, int device, const void *base,
-                                           size_t bytes);
+                                           size_t bytes, bool other_gpu);
 P2PT_INTERNAL p2pt_status p2pt__window_remove(struct p2pt_windows *w, int device,
                                               const void *base);
 

@@ -295,6 +295,12 @@ static int windows_of(const p2pt_handle *h, int dev)
     return ws != NULL ? ws->n : 0;
 }
 
+static int peer_windows_of(const p2pt_handle *h, int dev)
+{
+    const struct p2pt_window_set *ws = p2pt__windows(&h->windows, dev);
+    return ws != NULL ? ws->n_peer : 0;
+}
+
 static p2pt_properties props_of(const p2pt_handle *h)
 {
     p2pt_properties p;
@@ -352,6 +358,11 @@ static void put_get(char kind, p2pt_handle *h, int dev, CUstream s)
             OK(p2pt_share_import(h, dev, all[p].b, all[p].n, &ptr[p], &imp[p]));
     if (windows_of(h, dev) != windows + nranks - 1)
         fail("%d windows after %d imports (from %d)", windows_of(h, dev), nranks - 1, windows);
+    /* Every import is another GPU's memory, whatever the driver names for
+     * a legacy handle opened here (docs/IMPORTED_MEMORY.md). */
+    if (peer_windows_of(h, dev) != nranks - 1)
+        fail("%d of the %d imports are windows of another GPU's memory",
+             peer_windows_of(h, dev), nranks - 1);
     if (props_of(h).share_mappings != (uint64_t)(nranks - 1))
         fail("share_mappings is %llu after %d imports",
              (unsigned long long)props_of(h).share_mappings, nranks - 1);
@@ -425,6 +436,14 @@ static void put_get(char kind, p2pt_handle *h, int dev, CUstream s)
                 continue;
             }
             OK(st);
+            /* Its pieces cross the peer link: the link's grid, said by explain. */
+            p2pt_choice c = {sizeof(c)};
+            OK(p2pt_explain_batch_device(h, (p2pt_copy_desc *)(uintptr_t)ddescs,
+                                         (uint32_t *)(uintptr_t)dcount, (uint32_t)max,
+                                         (void *)(uintptr_t)ws, s, &c));
+            if (strstr(c.reason, "hold another GPU's memory, so at most") == NULL)
+                fail("a device batch into imports is not held to the link's CTAs: %s",
+                     c.reason);
             CK(tcu.cuStreamSynchronize(s));
             p2pt_batch_status bs;
             CK(tcu.cuMemcpyDtoH(&bs, ws, sizeof(bs)));
