@@ -319,6 +319,16 @@ def timed(fn, a, device):
     return statistics.median(t)
 
 
+def start():
+    """This process's rank, the world size and its GPU (torchrun's
+    LOCAL_RANK), made current; NCCL as torch.distributed's backend."""
+    dist.init_process_group("nccl")
+    rank, G = dist.get_rank(), dist.get_world_size()
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
+    torch.cuda.set_device(device)
+    return rank, G, device
+
+
 def largest(v, device):
     x = torch.tensor([v], device=device)
     dist.all_reduce(x, op=dist.ReduceOp.MAX)
@@ -349,10 +359,7 @@ def check(a, b, what, rank):
 
 def main():
     a = parse()
-    dist.init_process_group("nccl")
-    rank, G = dist.get_rank(), dist.get_world_size()
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
-    torch.cuda.set_device(device)
+    rank, G, device = start()
     if a.experts % G:
         sys.exit(f"ep_dispatch.py: --experts {a.experts} must be a multiple of the {G} ranks")
     s = Step(a, rank, G, device, seed=1000 + rank)

@@ -21,6 +21,7 @@ batch."""
 import argparse
 import os
 import statistics
+import sys
 
 for var, val in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
                  ("NVSHMEM_DISABLE_NVLS", "1")):
@@ -29,6 +30,8 @@ for var, val in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST",
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+import ep_dispatch as ep  # noqa: E402  (its start and largest)
 import p2pt.distributed as pd  # noqa: E402
 import p2pt.torch as pt  # noqa: E402
 from p2pt.torch import _handles  # noqa: E402
@@ -98,18 +101,9 @@ def timed(step, iters, warmup, device):
     return statistics.median(one), e0.elapsed_time(e1) * 1000 / iters
 
 
-def largest(v, device):
-    t = torch.tensor([v], dtype=torch.float64, device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return float(t)
-
-
 def main():
     a = parse()
-    dist.init_process_group("nccl")
-    rank, G = dist.get_rank(), dist.get_world_size()
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
-    torch.cuda.set_device(device)
+    rank, G, device = ep.start()
     h = _handles._get(_handles._hid(None))
     R, n = a.rows, int(a.rows * a.frac)
     sems = pd.semaphores(1)
@@ -163,11 +157,10 @@ def main():
         bytes_sent = (G - 1) * n * rb
         for way, step in (("p2pt", p2pt_round), ("nccl_packed", nccl_round)):
             one, b2b = timed(step, a.iters, a.warmup, device)
-            one, b2b = largest(one, device), largest(b2b, device)
+            one, b2b = ep.largest(one, device), ep.largest(b2b, device)
             if rank == 0:
                 print(f"{rb:>9} {way:>12} {one:9.1f} {bytes_sent / one / 1e3:8.1f} "
                       f"{b2b:9.1f} {bytes_sent / b2b / 1e3:8.1f}", flush=True)
-        del send, packed, peer_recv
         torch.cuda.synchronize(device)
         dist.barrier()
     dist.barrier()

@@ -84,10 +84,7 @@ def back_to_back(g, n, device):
 
 def main():
     a = ep.parse()
-    dist.init_process_group("nccl")
-    rank, G = dist.get_rank(), dist.get_world_size()
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
-    torch.cuda.set_device(device)
+    rank, G, device = ep.start()
     s = ep.Step(a, rank, G, device, seed=1000 + rank)
     a2a = pd.AlltoallV(a.tokens, a.hidden * 2)
     x = s.x.view(torch.uint8)

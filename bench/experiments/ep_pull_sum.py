@@ -38,10 +38,7 @@ import p2pt.torch as pt  # noqa: E402
 
 def main():
     a = ep.parse()
-    dist.init_process_group("nccl")
-    rank, G = dist.get_rank(), dist.get_world_size()
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
-    torch.cuda.set_device(device)
+    rank, G, device = ep.start()
     T, H = a.tokens, a.hidden
     s = ep.Step(a, rank, G, device, seed=1000 + rank)
     a2a = pd.AlltoallV(T, H * 2)
