@@ -191,10 +191,10 @@ if [ "$what" = ncu ]; then
   dir=${OUT:-/tmp/p2pt-ncu}
   mkdir -p "$dir"
   declare -A groups=(
-    [dram]=dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum
-    [lts]=lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_write.sum,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum,lts__t_sector_hit_rate.pct
-    [sm]=sm__warps_active.avg.pct_of_peak_sustained_active,sm__cycles_active.avg,sm__cycles_elapsed.avg,smsp__inst_executed.sum
-    [launch]=sm__ctas_launched.sum,smsp__warps_launched.sum
+    [dram]="dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum"
+    [lts]="lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_write.sum,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum,lts__t_sector_hit_rate.pct"
+    [sm]="sm__warps_active.avg.pct_of_peak_sustained_active,sm__cycles_active.avg,sm__cycles_elapsed.avg,smsp__inst_executed.sum"
+    [launch]="sm__ctas_launched.sum,smsp__warps_launched.sum"
   )
   : >"$dir/ncu.csv"
   for g in dram lts sm launch; do
@@ -208,7 +208,9 @@ if [ "$what" = ncu ]; then
   exit 0
 fi
 case "$what" in
-  variants) for b in ${@:-1073741824 268435456}; do "$bin" "$b"; done ;;
+  variants)
+    [ $# -gt 0 ] || set -- 1073741824 268435456
+    for b in "$@"; do "$bin" "$b"; done ;;
   local) "$bin" "$@" ;;
   b2b) "$bin" b2b "$@" ;;
   probe) "$bin" probe "$@" ;;
