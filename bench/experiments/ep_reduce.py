@@ -23,9 +23,14 @@ for byte.
     python3 bench/experiments/ep_reduce.py --gpus-list 2,4
 """
 import argparse
+import os
 import statistics
+import sys
 
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+import ep_dispatch as ep  # noqa: E402  (its fp32 formula, the one --sum compiled runs)
 
 
 def timed(fn, iters):
@@ -85,8 +90,7 @@ def main():
             out.copy_(clean)
 
         def fp32_sum(r):
-            prod = torch.where(w[:, :, None] > 0, r.float() * w[:, :, None], 0.0)
-            return prod.sum(1).to(torch.bfloat16)
+            return ep._sum_fp32(r, w)
 
         fused = torch.compile(fp32_sum, dynamic=False, fullgraph=True)
 
