@@ -80,32 +80,17 @@ static bool proc_gpus(char *out, size_t len)
     return true;
 }
 
-/* Whether the GPU the blobs name is another than `device`: then the
- * import's bytes cross a peer link from `device`'s kernels, though the
- * driver names `device` for a legacy handle opened in its context. */
-static p2pt_status other_gpu(int device, const uint8_t *uuid, bool *out)
-{
-    p2pt_status st = P2PT_SUCCESS;
-    CUdevice dev;
-    CUuuid u;
-
-    P2PT_CU(p2pt__cu.cuDeviceGet(&dev, device));
-    P2PT_CU(p2pt__cu.cuDeviceGetUuid(&u, dev));
-    *out = memcmp(u.bytes, uuid, 16) != 0;
-out:
-    return st;
-}
-
-/* The GPU the blobs name must be on this host: one this process sees, or
- * one the driver lists (another rank's GPU hidden by CUDA_VISIBLE_DEVICES
- * is still this host's). */
-static p2pt_status check_gpu(const uint8_t *uuid)
+/* The GPU the blobs name must be on this host: one this process sees (its
+ * ordinal in *seen_as), or one the driver lists (another rank's GPU hidden
+ * by CUDA_VISIBLE_DEVICES is still this host's; *seen_as -1). */
+static p2pt_status check_gpu(const uint8_t *uuid, int *seen_as)
 {
     p2pt_status st = P2PT_SUCCESS;
     int count = 0;
     char want[48], seen[1024] = "", listed[2048];
     size_t used = 0;
 
+    *seen_as = -1;
     P2PT_TRY(needs(p2pt__cu.cuDeviceGetUuid, "cuDeviceGetUuid"));
     P2PT_CU(p2pt__cu.cuDeviceGetCount(&count));
     for (int d = 0; d < count; d++) {
@@ -113,8 +98,10 @@ static p2pt_status check_gpu(const uint8_t *uuid)
         CUuuid u;
         P2PT_CU(p2pt__cu.cuDeviceGet(&dev, d));
         P2PT_CU(p2pt__cu.cuDeviceGetUuid(&u, dev));
-        if (memcmp(u.bytes, uuid, 16) == 0)
+        if (memcmp(u.bytes, uuid, 16) == 0) {
+            *seen_as = d;
             goto out;
+        }
         char text[48];
         p2pt__share_uuid_text((const uint8_t *)u.bytes, "GPU-", text, sizeof(text));
         if (used + strlen(text) + 3 < sizeof(seen))
@@ -357,7 +344,8 @@ p2pt_status p2pt__share_import(struct p2pt_handle *h, int device, const p2pt_sha
         goto out;
     }
     P2PT_TRY(p2pt__share_blobs_check(blobs, n_blobs, d));
-    P2PT_TRY(check_gpu(d[0].gpu_uuid));
+    int exporter = -1; /* the blobs' GPU, as this process numbers it */
+    P2PT_TRY(check_gpu(d[0].gpu_uuid, &exporter));
     P2PT_TRY(p2pt__share_get(h, &sh));
     pthread_mutex_lock(&sh->map_lock);
     map_locked = true;
@@ -404,10 +392,10 @@ p2pt_status p2pt__share_import(struct p2pt_handle *h, int device, const p2pt_sha
         P2PT_TRY(map_pool(i, &d[0]));
     else
         P2PT_TRY(map_vmm(i, d));
-    bool elsewhere = false;
-    P2PT_TRY(other_gpu(device, d[0].gpu_uuid, &elsewhere));
+    /* Another GPU's memory unless the blobs name `device` itself: the
+     * driver names `device` for a legacy handle opened in its context. */
     P2PT_TRY(p2pt__window_add(&h->windows, device, (void *)(uintptr_t)(i->va + i->offset),
-                              (size_t)i->bytes, elsewhere));
+                              (size_t)i->bytes, exporter != device));
     i->window = true;
     i->refs = 1;
     pthread_mutex_lock(&sh->lock);
