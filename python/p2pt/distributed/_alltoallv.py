@@ -29,6 +29,7 @@ import torch.distributed as dist
 
 from .._handle import BATCH_SIGNALS_MAX
 from ..torch import _handles
+from ._args import described, positive_int
 from ._share import share
 from ._signals import semaphores, wait
 
@@ -82,9 +83,7 @@ class AlltoallV:
 
     def __init__(self, max_rows, row_bytes, group=None, *, handle=None):
         for name, v in (("max_rows", max_rows), ("row_bytes", row_bytes)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"p2pt.distributed.AlltoallV: {name} must be an int of at "
-                                 f"least 1, not {v!r}")
+            positive_int("p2pt.distributed.AlltoallV", name, v)
         self.group = group
         self.G = dist.get_world_size(group)
         if self.G - 1 > BATCH_SIGNALS_MAX:
@@ -189,11 +188,9 @@ class AlltoallV:
         if not isinstance(dest, torch.Tensor) or dest.dtype != torch.bool or dest.dim() != 2 \
                 or dest.shape[1] != self.G or dest.shape[0] > self.max_rows \
                 or dest.device != self._dev:
-            got = (f"{dest.dtype} {tuple(dest.shape)} on {dest.device}"
-                   if isinstance(dest, torch.Tensor) else type(dest).__name__)
             raise ValueError(f"p2pt.distributed.AlltoallV: dest must be a [T, {self.G}] bool "
                              f"tensor on {self._dev} (row t goes to rank d), T at most "
-                             f"{self.max_rows}, not {got}")
+                             f"{self.max_rows}, not {described(dest, contiguity=False)}")
         return dest.shape[0]
 
     def _place(self, dest):
@@ -212,11 +209,9 @@ class AlltoallV:
         T, upto = self._place(dest)
         if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.shape[0] != T or \
                 not x.is_contiguous() or x.nbytes != T * self.rb or x.device != self._dev:
-            got = (f"{tuple(x.shape)} {x.dtype} on {x.device}"
-                   + ("" if x.is_contiguous() else ", not contiguous")
-                   if isinstance(x, torch.Tensor) else type(x).__name__)
             raise ValueError(f"p2pt.distributed.AlltoallV.dispatch: x must be {T} contiguous "
-                             f"rows of {self.rb} bytes (dest's rows) on {self._dev}, not {got}")
+                             f"rows of {self.rb} bytes (dest's rows) on {self._dev}, "
+                             f"not {described(x)}")
         _handles._windows(self.h, self.device, [x.untyped_storage()])
         self._counts_out(dest)
         self._describe_rows(x, dest, upto)  # while the counts travel

@@ -9,6 +9,7 @@ import torch
 import torch.distributed as dist
 
 from ..torch import _handles
+from ._args import described
 
 
 def _as_tensor(ptr, nbytes, device, owner):
@@ -59,10 +60,8 @@ def share(tensor, group=None, *, handle=None):
     get. Collective: every rank of `group` calls it. The peers' memory
     stays mapped while a returned tensor over it lives."""
     if not isinstance(tensor, torch.Tensor) or not tensor.is_cuda or not tensor.is_contiguous():
-        got = (f"{tuple(tensor.shape)} {tensor.dtype} on {tensor.device}"
-               + ("" if tensor.is_contiguous() else ", not contiguous")
-               if isinstance(tensor, torch.Tensor) else type(tensor).__name__)
-        raise ValueError(f"p2pt.distributed.share: expected a contiguous CUDA tensor, not {got}")
+        raise ValueError(f"p2pt.distributed.share: expected a contiguous CUDA tensor, "
+                         f"not {described(tensor)}")
     h = _handles._get(_handles._hid(handle))
     device = tensor.device.index
     peers = _symmetric_peers(tensor, group)

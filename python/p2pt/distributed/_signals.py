@@ -7,6 +7,7 @@ import torch
 
 from .. import _handle
 from ..torch import _handles
+from ._args import described, positive_int
 
 SEMAPHORE_WORDS = _handle.SEMAPHORE_BYTES // 8
 
@@ -16,8 +17,7 @@ def semaphores(n, device=None):
     (n, 4), zeroed (each row is one P2PT_SEMAPHORE_BYTES semaphore). Share
     it (p2pt.distributed.share) so that peers signal it; wait on a row of
     your own."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"p2pt.distributed.semaphores: n must be an int of at least 1, not {n!r}")
+    positive_int("p2pt.distributed.semaphores", "n", n)
     device = torch.cuda.current_device() if device is None else device
     return torch.zeros(n, SEMAPHORE_WORDS, dtype=torch.int64, device=torch.device("cuda", device))
 
@@ -51,12 +51,9 @@ def _(sem, count, hid):
 def _row(sem):
     if not isinstance(sem, torch.Tensor) or sem.dtype != torch.int64 or \
             sem.numel() != SEMAPHORE_WORDS or not sem.is_cuda or not sem.is_contiguous():
-        got = (f"{sem.dtype} {tuple(sem.shape)} on {sem.device}"
-               + ("" if sem.is_contiguous() else ", not contiguous")
-               if isinstance(sem, torch.Tensor) else type(sem).__name__)
         raise ValueError(f"p2pt.distributed: a semaphore is one row of semaphores(n) "
                          f"({SEMAPHORE_WORDS} int64 words of GPU memory), this rank's or a "
-                         f"peer's from share(), not {got}")
+                         f"peer's from share(), not {described(sem)}")
     return sem
 
 
