@@ -30,7 +30,6 @@ import ep_dispatch as ep  # noqa: E402  (its argument parser and routing)
 import p2pt.distributed as pd  # noqa: E402
 import p2pt.torch as pt  # noqa: E402
 from p2pt.distributed import _alltoallv as av  # noqa: E402
-from p2pt.distributed._signals import wait  # noqa: E402
 
 
 def phases(a2a, x, dest):
@@ -40,18 +39,18 @@ def phases(a2a, x, dest):
     def counts():
         T, upto = a2a._place(dest)
         a2a._counts_out(dest)
-        wait(a2a.sems[av._COUNTS], G - 1)
+        a2a._wait(av._COUNTS)
         return T, upto
 
     def exchange():
         a2a._batch(a2a.count_descs, a2a.count_n, G, a2a.matrix, av._COUNTS)
-        wait(a2a.sems[av._COUNTS], G - 1)
+        a2a._wait(av._COUNTS)
 
     def descs():  # as dispatch orders them: the rows described while the counts travel
         T, upto = a2a._place(dest)
         a2a._counts_out(dest)
         a2a._describe_rows(x, dest, upto)
-        wait(a2a.sems[av._COUNTS], G - 1)
+        a2a._wait(av._COUNTS)
         a2a._describe_places(upto)
 
     def rows():
