@@ -13,7 +13,8 @@
  * recorded while no import is open, nor for captured work; a VMM import
  * keeps the memory after the exporter exits; an import of another GPU's
  * export is a window of another GPU's memory (device batches take the
- * link's grid), of the same GPU's not; a legacy handle another
+ * link's grid) and a copy into it a push (out of it a pull), of the same
+ * GPU's neither; a legacy handle another
  * context opened is status 5 naming the remedy; memory that cannot be
  * exported is status 6 with the reason; counting, a short array, the same
  * range again, unexport and finalize do what p2pt.h says.
@@ -22,6 +23,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "elsewhere.h"
 #include "p2pt_plugin.h"
 #include "share_test.h"
 
@@ -236,6 +238,16 @@ static void round_trip(char kind, size_t pieces, int device)
     cr_expect_eq(st_peer_windows(h, 0), device != 0,
                  "an export of GPU %d imported for GPU 0 %s another GPU's memory", device,
                  device != 0 ? "holds" : "does not hold");
+    /* A copy from GPU 0's memory into it pushes to the exporter's GPU, as
+     * the same copy does in one process. */
+    CUdeviceptr mine;
+    GT_CHECK(tcu.cuMemAlloc(&mine, RANGE));
+    p2pt_choice c = {sizeof(c)};
+    GT_OK(p2pt_explain_copy(h, (void *)(uintptr_t)at, (void *)(uintptr_t)mine, RANGE, NULL, &c));
+    cr_expect_str_eq(c.path, device != 0 ? "push" : "local", "%s", c.reason);
+    GT_OK(p2pt_explain_copy(h, (void *)(uintptr_t)mine, (void *)(uintptr_t)at, RANGE, NULL, &c));
+    cr_expect_str_eq(c.path, device != 0 ? "pull" : "local", "%s", c.reason);
+    GT_CHECK(tcu.cuMemFree(mine));
     size_t n = kind == 'V' ? VMM_BYTES : RANGE;
     cr_expect(holds(at, n, theirs), "the import reads what the exporter wrote");
     fill(at, RANGE, ours);
@@ -244,6 +256,7 @@ static void round_trip(char kind, size_t pieces, int device)
     cr_expect_eq(pr.share_imports_open, 1);
     cr_expect_eq(pr.share_mappings, 1);
     GT_OK(p2pt_share_close(h, imp));
+    cr_expect_eq(p2pt__elsewhere_find((uint64_t)at), -1, "the closed import's range is let go");
     pr = gt_props(h);
     cr_expect_eq(pr.share_imports_open, 0);
     cr_expect_eq(pr.share_imports_closed, 1);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "driver.h"
+#include "elsewhere.h"
 #include "handle.h"
 #include "share.h"
 
@@ -393,7 +394,10 @@ p2pt_status p2pt__share_import(struct p2pt_handle *h, int device, const p2pt_sha
     else
         P2PT_TRY(map_vmm(i, d));
     /* Another GPU's memory unless the blobs name `device` itself: the
-     * driver names `device` for a legacy handle opened in its context. */
+     * driver names `device` for a legacy handle opened in its context, so
+     * p2pt__locate asks the list of such ranges where the GPU is seen. */
+    if (exporter >= 0 && exporter != device)
+        P2PT_TRY(p2pt__elsewhere_add(i, (uint64_t)i->va, i->span, exporter));
     P2PT_TRY(p2pt__window_add(&h->windows, device, (void *)(uintptr_t)(i->va + i->offset),
                               (size_t)i->bytes, exporter != device));
     i->window = true;
@@ -414,6 +418,7 @@ out:
          * report. */
         char first[2048];
         snprintf(first, sizeof(first), "%s", p2pt__last_error_text());
+        p2pt__elsewhere_remove(i);
         if (pushed)
             unmap(i);
         p2pt__fail(st, "%s", first);
@@ -439,6 +444,7 @@ static p2pt_status teardown(struct p2pt_handle *h, struct p2pt_share *sh,
     if (i->window) {
         P2PT_TRY(p2pt__window_remove(&h->windows, i->device,
                                      (void *)(uintptr_t)(i->va + i->offset)));
+        p2pt__elsewhere_remove(i);
         i->window = false;
         i->closing = true;
     }

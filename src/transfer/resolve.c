@@ -13,6 +13,7 @@
 #include "driver.h"
 #include "p2pt_kernel_abi.h"
 #include "batch.h"
+#include "elsewhere.h"
 #include "request.h"
 
 /*
@@ -39,6 +40,13 @@ p2pt_status p2pt__locate(const void *p, int stream_dev, struct p2pt_side *side)
 
     P2PT_CU(p2pt__cu.cuPointerGetAttributes(5, attrs, data, dp));
     side->device = mem_type == CU_MEMORYTYPE_DEVICE ? ordinal : -1;
+    if (mem_type == CU_MEMORYTYPE_DEVICE && ordinal == stream_dev) {
+        /* An import of another GPU's export opened in this context: the
+         * driver names this device, the bytes cross the peer link. */
+        const int there = p2pt__elsewhere_find((uint64_t)dp);
+        if (there >= 0)
+            side->device = there;
+    }
     side->host = mem_type == CU_MEMORYTYPE_HOST;
     side->start = mem_type != 0 && start <= dp && dp - start < size ? (uint64_t)start : 0;
     side->size = side->start != 0 ? (uint64_t)size : 0;

@@ -382,6 +382,19 @@ static void put_get(char kind, p2pt_handle *h, int dev, CUstream s)
             }
     CK(tcu.cuMemsetD8(dst, POISON, (size_t)2 * nranks * REGION));
     CK(tcu.cuCtxSynchronize());
+    /* A copy into an import pushes to its GPU and one out of it pulls, as
+     * the same copies do in one process. */
+    for (int p = 0; p < nranks; p++) {
+        if (p == rank)
+            continue;
+        p2pt_choice c = {sizeof(c)};
+        OK(p2pt_explain_copy(h, ptr[p], (void *)(uintptr_t)src, CHUNK, s, &c));
+        if (strcmp(c.path, "push") != 0)
+            fail("a copy into rank %d's import is %s, not a push: %s", p, c.path, c.reason);
+        OK(p2pt_explain_copy(h, (void *)(uintptr_t)src, ptr[p], CHUNK, s, &c));
+        if (strcmp(c.path, "pull") != 0)
+            fail("a copy out of rank %d's import is %s, not a pull: %s", p, c.path, c.reason);
+    }
     OK(p2pt_window_register(h, dev, (void *)(uintptr_t)src, src_bytes));
     OK(p2pt_window_register(h, dev, (void *)(uintptr_t)dst, (size_t)2 * nranks * REGION));
     size_t max = (size_t)nranks * PIECES;
