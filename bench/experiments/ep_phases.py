@@ -8,8 +8,8 @@ CUDA graph and replayed from a barrier (median of --iters, largest over
 ranks): the counts (summed from the routing, then exchanged), the
 exchange alone (the batch of G pieces of G counts that signals every
 peer, and the wait for the G - 1 peers), the counts and the descriptors
-built on the GPU, the row batch alone (its
-descriptors already built) and its wait, the whole dispatch, the combine
+built on the GPU, the row batches alone (the peers' and, beside it, the
+rank's own; their descriptors already built) and the wait, the whole dispatch, the combine
 without the weighted sum; the GPU time of the counts and of the exchange
 alone, from 100 replays back to back; then the kernels of eager dispatches and combines on rank 0,
 from torch.profiler. Same routing
@@ -53,9 +53,8 @@ def phases(a2a, x, dest):
         a2a._wait(av._COUNTS)
         a2a._describe_places(upto)
 
-    def rows():
-        T = dest.shape[0]
-        a2a._send(a2a.descs, a2a._n_rows[T:T + 1], a2a.recv, av._ROWS)
+    def rows():  # the gather that splits the peers' pieces from the own, both batches, the wait
+        a2a._rows_out(dest.shape[0])
 
     def whole():
         a2a.dispatch(x, dest)

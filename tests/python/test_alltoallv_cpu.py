@@ -7,8 +7,10 @@ of all, then their rows, then the combine), as the signals order them on
 GPUs. Checks the addresses the pieces carry: every row lands where its
 receiver reads it, each row's slot travels with it, and the combine brings
 every row back into its (token, rank) slot, over rounds whose routing
-changes; that places() names where each row lies in every rank's y; and
+changes; that a rank's rows to itself go in a batch of their own, and no
+other; that places() names where each row lies in every rank's y; and
 where a chunked combine places its pieces."""
+import contextlib
 import ctypes
 
 import pytest
@@ -30,18 +32,50 @@ def _run(descs, n):
             ctypes.memmove(dst, src, size)
 
 
+class _Stream:
+    """A stream on the CPU: work runs as it is issued."""
+
+    def wait_stream(self, other):
+        pass
+
+
+def _inside(addr, t):
+    return t.data_ptr() <= addr < t.data_ptr() + t.nbytes
+
+
+def _batch_of(a):
+    """Rank a's device batch, carried out, after checking the split: a
+    batch with no signal (k None) holds a's rows to itself alone, in a
+    workspace of its own (it runs beside the other); a signalling one, none
+    of them."""
+    def batch(descs, n, max_count, out, k, ws=None):
+        assert int(n[0]) <= max_count <= descs.shape[0] and max_count >= 1  # as the library
+        assert ws is (a.ws_own if k is None else None)
+        for dst, _, size in descs[:int(n[0])].tolist():
+            own = _inside(dst, a.recv) or _inside(dst, a.back)
+            if size and k is None:
+                assert own, f"rank {a.rank}'s own batch writes outside its recv and back"
+            elif size and (own and k in (av._ROWS, av._BACK)):
+                raise AssertionError(f"rank {a.rank}'s batch to its peers writes its own rows")
+        _run(descs, n[0])
+    return batch
+
+
 def _ranks(G, max_rows, monkeypatch):
     def wait(sem, count):  # the library refuses a wait for no signal
         assert 1 <= count == G - 1
 
     monkeypatch.setattr(av, "wait", wait)
+    monkeypatch.setattr(av.torch.cuda, "current_stream", lambda *_: _Stream())
+    monkeypatch.setattr(av.torch.cuda, "stream", lambda _: contextlib.nullcontext())
     ranks = []
     for r in range(G):
         a = av.AlltoallV.__new__(av.AlltoallV)
         a.G, a.rank, a.max_rows, a.rb = G, r, max_rows, ROW
         a._local(torch.device("cpu"))
         a.sems = torch.zeros(a.sems_n, SEMAPHORE_WORDS, dtype=torch.int64)
-        a._batch = lambda descs, n, max_count, out, k: _run(descs, n[0])
+        a._side, a.ws_own = _Stream(), object()
+        a._batch = _batch_of(a)
         ranks.append(a)
     for a in ranks:
         a._link(*([getattr(b, f) for b in ranks]
@@ -64,7 +98,7 @@ def test_rows_and_their_way_back_land_where_they_are_read(G, monkeypatch):
             a._describe_rows(x, dest, upto)
         for a, (_, upto) in zip(ranks, places):  # every rank's counts are here
             a._describe_places(upto)
-            a._send(a.descs, a._n_rows[T:T + 1], a.recv, av._ROWS)
+            a._rows_out(T)
         for r, a in enumerate(ranks):
             want = torch.cat([xs[s][dests[s][:, r]] for s in range(G)])
             assert torch.equal(a.matrix[:, r], torch.tensor([int(dests[s][:, r].sum())

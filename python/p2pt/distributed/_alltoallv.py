@@ -12,6 +12,11 @@ combine), with no host sync, so a captured graph replays with new counts
    to: one device batch that ends with a signal to every peer; each waits
    for G - 1 signals, then reads what arrived.
 
+A rank's rows to itself never cross a link: they go in a batch of their
+own on a second stream, beside the peers' batch (which the policy holds to
+the link's CTAs, since its windows are other GPUs' memory), and the step
+waits for both. The combine's own rows, the same.
+
 The combine is the dispatch pushed backwards: each rank puts every row of
 its `y` into the slot (token, rank) of the rank it came from, whose index
 came with the row: one device batch that ends with a signal to every
@@ -99,12 +104,14 @@ class AlltoallV:
         self._local(dev)
         self.sems = semaphores(self.sems_n, self.device)
         self.ws = torch.zeros(self.h.workspace_bytes(self.cap), dtype=torch.uint8, device=dev)
+        self.ws_own = torch.zeros(self.h.workspace_bytes(self.max_rows), dtype=torch.uint8,
+                                  device=dev)
         self._side = torch.cuda.Stream(dev)
         torch.cuda.synchronize(dev)
         self._link(*(share(t, group, handle=handle)
                      for t in (self.recv, self.back, self.slots, self.matrix, self.sems, self.y)))
         for t in (self.recv, self.y, self.matrix, self.mine, self.sems, self.descs, self.back,
-                  self.slots, self.my_slots, self.descs_k):
+                  self.slots, self.my_slots, self.descs_k, self.split, self.ws_own):
             _handles._windows(self.h, self.device, [t.untyped_storage()])
         dist.barrier(group)  # every semaphore zeroed before any peer signals it
 
@@ -131,11 +138,27 @@ class AlltoallV:
         # else writes descs, so the runs' sources are written once.
         self.cap = self.max_rows * G + G
         self.descs = torch.zeros(self.cap, 3, **i64)
-        # The pieces of a dispatch of T tokens, G + T * G, at [T]; and of
-        # the combine and of ready(): constants, so no step writes a count.
-        self._n_rows = (G + G * torch.arange(self.max_rows + 1, **i64)).to(torch.int32)
-        self._n_back = torch.tensor([self.max_rows * G], dtype=torch.int32, device=dev)
-        self._n_none = torch.zeros(1, dtype=torch.int32, device=dev)
+        self._n_none = torch.zeros(1, dtype=torch.int32, device=dev)  # ready()'s pieces
+        # A step's pieces split by where they go: to the peers first (the
+        # runs of slots, then rows token by token, peers interleaved: a
+        # batch laid out destination by destination is slower on NVLink),
+        # then this rank's own rows, in their own batch at split[own:].
+        # One gather of descs (or of the combine's pieces) by _peers_first.
+        self.own = G + self.max_rows * (G - 1)
+        self.split = torch.zeros(self.own + self.max_rows, 3, **i64)
+        cols = torch.arange(G, **i64)
+        peer_cols = cols[cols != self.rank]
+        rows_at = torch.arange(self.max_rows, **i64)[:, None] * G
+        self._peers_first = torch.cat([cols, G + (rows_at + peer_cols).view(-1),
+                                       G + (rows_at + self.rank).view(-1)])
+        self._back_peers_first = self._peers_first[G:] - G
+        # The counts of the peers' and the own batch of a dispatch of T
+        # tokens at [T], and of the combine's: constants, so no step
+        # writes a count.
+        self._n_peers = (G + (G - 1) * torch.arange(self.max_rows + 1, **i64)).to(torch.int32)
+        self._n_own = torch.arange(self.max_rows + 1, dtype=torch.int32, device=dev)
+        self._n_back_peers = self._n_peers[self.max_rows:] - G
+        self._no_signals = torch.zeros(0, dtype=torch.int64)
         rows = torch.arange(self.max_rows, **i64)
         self._slot_of = rows[:, None] * G + torch.arange(G, **i64)  # [max_rows, G]
         self._sink_at = torch.arange(G, **i64) * self.max_rows  # my_slots' run of each rank
@@ -167,9 +190,28 @@ class AlltoallV:
         self.peer_recv, self.peer_back, self.peer_slots = peer_recv, peer_back, peer_slots
         self.peer_matrix, self.peer_sems, self.peer_y = peer_matrix, peer_sems, peer_y
 
-    def _batch(self, descs, n, max_count, out, k):
-        torch.ops.p2pt_dist.batch_signal(descs, n, max_count, self.ws, out, self.sems,
-                                         self._signals[k], self.hid)
+    def _batch(self, descs, n, max_count, out, k, ws=None):
+        """A device batch of the first n[0] pieces of descs, signalling
+        every peer's semaphore k as it ends (k None: no signal)."""
+        torch.ops.p2pt_dist.batch_signal(descs, n, max_count, self.ws if ws is None else ws, out,
+                                         self.sems,
+                                         self._no_signals if k is None else self._signals[k],
+                                         self.hid)
+
+    def _split_send(self, first, n_peers, n_own, out, k):
+        """self.split's pieces, gathered peers first: the peers' (n_peers
+        from split[first]) into `out` with a signal to each, then a wait
+        for theirs on semaphore k; beside them, on the side stream, this
+        rank's own (n_own from split[own]), which need no link and no
+        signal. The current stream waits for both."""
+        main = torch.cuda.current_stream()
+        self._side.wait_stream(main)
+        if self.own > first:  # a combine in a group of one has no peer piece
+            self._batch(self.split[first:], n_peers, self.own - first, out, k)
+        with torch.cuda.stream(self._side):
+            self._batch(self.split[self.own:], n_own, self.max_rows, out, None, self.ws_own)
+        self._wait(k)
+        main.wait_stream(self._side)
 
     def _send(self, descs, n, out, k):
         """The first n[0] pieces of descs (n: an int32 tensor of one on the
@@ -217,8 +259,14 @@ class AlltoallV:
         self._describe_rows(x, dest, upto)  # while the counts travel
         self._wait(_COUNTS)
         self._describe_places(upto)
-        self._send(self.descs, self._n_rows[T:T + 1], self.recv, _ROWS)
+        self._rows_out(T)
         return self.recv, self.matrix[:, self.rank]
+
+    def _rows_out(self, T):
+        """The described pieces of T tokens, split into the peers' batch
+        and this rank's own."""
+        torch.index_select(self.descs, 0, self._peers_first, out=self.split)
+        self._split_send(0, self._n_peers[T:T + 1], self._n_own[T:T + 1], self.recv, _ROWS)
 
     def _counts_out(self, dest):
         """My row of the count matrix into every rank's, signalling each;
@@ -304,7 +352,8 @@ class AlltoallV:
         torch.stack([self.back_base + slot * rb, self.y.data_ptr() + k * rb, valid * rb],
                     dim=-1, out=pieces.view(self.max_rows, G, 3))
         if K == 1:
-            self._send(pieces, self._n_back, self.back, _BACK)
+            torch.index_select(pieces, 0, self._back_peers_first, out=self.split[G:])
+            self._split_send(G, self._n_back_peers, self._n_own[self.max_rows:], self.back, _BACK)
             if then is not None:
                 then(0, T)
             return self.back[:T]
