@@ -335,7 +335,9 @@ class AlltoallV:
         chunk on a second stream while the next chunks travel, so work that
         reads back[lo:hi] (a weighted sum) overlaps the exchange; the
         current stream waits for all of it before combine returns. (For MoE
-        combine on four H100s, 4 chunks measured slower than one batch.)"""
+        combine on four H100s, 4 chunks measured slower than one batch.)
+        A chunk's batch holds this rank's own rows too: only a combine of
+        one batch runs them beside the peers'."""
         G, rb, K = self.G, self.rb, int(chunks)
         T = self._tokens(dest)
         if not 1 <= K <= _MAX_CHUNKS:
