@@ -111,7 +111,7 @@ class AlltoallV:
         self._link(*(share(t, group, handle=handle)
                      for t in (self.recv, self.back, self.slots, self.matrix, self.sems, self.y)))
         for t in (self.recv, self.y, self.matrix, self.mine, self.sems, self.descs, self.back,
-                  self.slots, self.my_slots, self.descs_k, self.split, self.ws_own):
+                  self.slots, self.my_slots, self.descs_k, self.split):
             _handles._windows(self.h, self.device, [t.untyped_storage()])
         dist.barrier(group)  # every semaphore zeroed before any peer signals it
 
@@ -157,7 +157,8 @@ class AlltoallV:
         # writes a count.
         self._n_peers = (G + (G - 1) * torch.arange(self.max_rows + 1, **i64)).to(torch.int32)
         self._n_own = torch.arange(self.max_rows + 1, dtype=torch.int32, device=dev)
-        self._n_back_peers = self._n_peers[self.max_rows:] - G
+        self._n_back_peers = torch.tensor([(G - 1) * self.max_rows], dtype=torch.int32,
+                                          device=dev)
         self._no_signals = torch.zeros(0, dtype=torch.int64)
         rows = torch.arange(self.max_rows, **i64)
         self._slot_of = rows[:, None] * G + torch.arange(G, **i64)  # [max_rows, G]
