@@ -61,6 +61,26 @@ def test_copy_on_a_given_stream_is_ordered_on_it(h):
     assert same(dst, src)
 
 
+def test_the_stream_p2pt_enqueues_on_is_the_current_one():
+    """p2pt's operations read the current stream's raw handle (no Stream
+    object): torch's default stream, a stream made current, each device's
+    own, and the capturing stream inside a graph capture."""
+    from p2pt.torch._handles import _cur
+    side = torch.cuda.Stream()
+    assert _cur() == _cur(0) == torch.cuda.current_stream().cuda_stream
+    with torch.cuda.stream(side):
+        assert _cur() == side.cuda_stream != torch.cuda.default_stream().cuda_stream
+        assert _cur(torch.cuda.current_device()) == side.cuda_stream
+    for d in range(torch.cuda.device_count()):
+        assert _cur(d) == torch.cuda.current_stream(d).cuda_stream
+        assert _cur(torch.device("cuda", d)) == torch.cuda.current_stream(d).cuda_stream
+    g, seen = torch.cuda.CUDAGraph(), []
+    with torch.cuda.graph(g):
+        seen.append(_cur())
+        capturing = torch.cuda.current_stream().cuda_stream
+    assert seen == [capturing] and capturing != torch.cuda.default_stream().cuda_stream
+
+
 def test_copy_refuses_different_sizes_naming_both(h):
     with pytest.raises(ValueError, match="same size"):
         pt.copy_(rows(4), rows(5), handle=h)

@@ -29,6 +29,8 @@ written (an empty device batch that ends with the signals) and waits for
 theirs; then row t for rank d lies in `peer_y[d]` at `places(dest)[t, d]`,
 for a kernel that reads and reduces the rows in one pass (a MoE combine's
 weighted sum, bench/results/peer.md 5d)."""
+from contextlib import nullcontext
+
 import torch
 import torch.distributed as dist
 
@@ -36,24 +38,35 @@ from .._handle import BATCH_SIGNALS_MAX
 from ..torch import _handles
 from ._args import described, positive_int
 from ._share import share
-from ._signals import semaphores, wait
+from ._signals import bump, direct, semaphores, wait
 
 _COUNTS, _ROWS, _BACK, _READY, _CHUNK0 = range(5)  # each rank's semaphores: chunk c's is _CHUNK0 + c
 _MAX_CHUNKS = 16
 
 
-@torch.library.custom_op("p2pt_dist::batch_signal", mutates_args=("out", "sems"))
-def _batch_signal_op(descs: torch.Tensor, count: torch.Tensor, max_count: int,
-                     workspace: torch.Tensor, out: torch.Tensor, sems: torch.Tensor,
-                     signals: torch.Tensor, hid: int) -> None:
-    """A device batch of `descs` (its writes land in `out`, for the
-    dispatcher's bookkeeping) that signals every address of `signals` (a
-    CPU int64 tensor) as it ends."""
+def _enqueue(hid, descs, count, max_count, workspace, signals, stream=None):
+    """A device batch of `descs` that signals every address of the list
+    `signals` as it ends, on `stream` (a torch stream; None: the current
+    one)."""
     h = _handles._get(hid)
     device = torch.cuda.current_device()
     _handles._ready(h, device)
     h.copy_batch_device_signal(descs.data_ptr(), count.data_ptr(), max_count,
-                               workspace.data_ptr(), signals.tolist(), _handles._cur(device))
+                               workspace.data_ptr(), signals,
+                               _handles._cur(device) if stream is None else stream.cuda_stream)
+
+
+def _batch_signal_body(descs: torch.Tensor, count: torch.Tensor, max_count: int,
+                       workspace: torch.Tensor, out: torch.Tensor, sems: torch.Tensor,
+                       signals: torch.Tensor, hid: int) -> None:
+    """A device batch of `descs` (its writes land in `out`, for the
+    dispatcher's bookkeeping) that signals every address of `signals` (a
+    CPU int64 tensor) as it ends."""
+    _enqueue(hid, descs, count, max_count, workspace, signals.tolist())
+
+
+_batch_signal_op = torch.library.custom_op("p2pt_dist::batch_signal", _batch_signal_body,
+                                           mutates_args=("out", "sems"))
 
 
 @_batch_signal_op.register_fake
@@ -96,7 +109,7 @@ class AlltoallV:
                              f"signals at most {BATCH_SIGNALS_MAX} peers, so at most "
                              f"{BATCH_SIGNALS_MAX + 1} ranks")
         self.rank = dist.get_rank(group)
-        self.hid = _handles._hid(handle)
+        self.handle, self.hid = handle, _handles._hid(handle)
         self.h = _handles._get(self.hid)
         self.device = torch.cuda.current_device()
         self.max_rows, self.rb = int(max_rows), int(row_bytes)
@@ -124,6 +137,7 @@ class AlltoallV:
         i64 = dict(dtype=torch.int64, device=dev)
         self.recv = torch.empty(G * self.max_rows, self.rb, **u8)
         self.y = torch.empty(G * self.max_rows, self.rb, **u8)
+        self._y_at = torch.tensor(self.y.data_ptr(), **i64)
         self.matrix = torch.zeros(G, G, **i64)
         self.mine = torch.zeros(G, **i64)
         self.back = torch.empty(self.max_rows, G, self.rb, **u8)
@@ -163,13 +177,27 @@ class AlltoallV:
         rows = torch.arange(self.max_rows, **i64)
         self._slot_of = rows[:, None] * G + torch.arange(G, **i64)  # [max_rows, G]
         self._sink_at = torch.arange(G, **i64) * self.max_rows  # my_slots' run of each rank
+        self._sink_at_1 = self._sink_at - 1
         self._row_off = rows * self.rb  # row t of x at x + t * rb
         self._k = torch.arange(G * self.max_rows, **i64)  # the rows of recv and y
         self.descs[:G, 1] = self.my_slots.data_ptr() + self._sink_at * 8
+        # Views every step reads or writes, made once (an eager step's host
+        # time is mostly calls into torch): the runs' places and bytes, the
+        # count rows of the ranks before this one, the split's two batches;
+        # a step of T tokens' own, for the last T (_views).
+        self._runs_dst, self._runs_bytes = self.descs[:G, 0], self.descs[:G, 2]
+        self._above = self.matrix[:self.rank]
+        self._split_at = {0: self.split, G: self.split[G:]}
+        self._split_own = self.split[self.own:]
+        self._step = (None, None)
+        self._col = self.matrix[:, self.rank]  # rows from each source, in recv's order
+        self._r = self._k[:self.max_rows, None]
+        self._n_own_back = self._n_own[self.max_rows:]
         # The combine's pieces (all its chunks'), apart from the dispatch's;
         # a chunked combine's, placed: each chunk's (and a sink chunk),
         # and their counts.
         self.pieces = torch.zeros(self.max_rows * G, 3, **i64)
+        self._pieces_tg = self.pieces.view(self.max_rows, G, 3)
         self.descs_k = torch.zeros(_MAX_CHUNKS + 1, self.cap, 3, **i64)
         self.n_k = torch.zeros(_MAX_CHUNKS, dtype=torch.int32, device=dev)
 
@@ -181,7 +209,10 @@ class AlltoallV:
         peers = [p for p in range(G) if p != self.rank]
         self._signals = [torch.tensor([peer_sems[p][k].data_ptr() for p in peers],
                                       dtype=torch.int64) for k in range(self.sems_n)]
+        self._signal_lists = [t.tolist() for t in self._signals]
+        self._sem_rows = list(self.sems.unbind(0))
         self.recv_base = torch.tensor([t.data_ptr() for t in peer_recv], **i64)
+        self._recv_before = self.recv_base - self.rb  # row 1 of a run lands at its base
         self.back_base = torch.tensor([t.data_ptr() for t in peer_back], **i64)
         self.slots_base = torch.tensor([t.data_ptr() for t in peer_slots], **i64)
         # The count exchange's pieces never change: my row into every matrix.
@@ -191,13 +222,21 @@ class AlltoallV:
         self.peer_recv, self.peer_back, self.peer_slots = peer_recv, peer_back, peer_slots
         self.peer_matrix, self.peer_sems, self.peer_y = peer_matrix, peer_sems, peer_y
 
-    def _batch(self, descs, n, max_count, out, k, ws=None):
+    def _batch(self, descs, n, max_count, out, k, ws=None, stream=None):
         """A device batch of the first n[0] pieces of descs, signalling
-        every peer's semaphore k as it ends (k None: no signal)."""
-        torch.ops.p2pt_dist.batch_signal(descs, n, max_count, self.ws if ws is None else ws, out,
-                                         self.sems,
-                                         self._no_signals if k is None else self._signals[k],
-                                         self.hid)
+        every peer's semaphore k as it ends (k None: no signal), on
+        `stream` (None: the current one). Eagerly the operation's body
+        itself, without the dispatcher."""
+        ws = self.ws if ws is None else ws
+        if direct(out):
+            bump(out, self.sems)
+            _enqueue(self.hid, descs, n, max_count, ws,
+                     [] if k is None else self._signal_lists[k], stream)
+            return
+        with torch.cuda.stream(stream) if stream is not None else nullcontext():
+            torch.ops.p2pt_dist.batch_signal(descs, n, max_count, ws, out, self.sems,
+                                             self._no_signals if k is None else self._signals[k],
+                                             self.hid)
 
     def _split_send(self, first, n_peers, n_own, out, k):
         """self.split's pieces, gathered peers first: the peers' (n_peers
@@ -208,9 +247,8 @@ class AlltoallV:
         main = torch.cuda.current_stream()
         self._side.wait_stream(main)
         if self.own > first:  # a combine in a group of one has no peer piece
-            self._batch(self.split[first:], n_peers, self.own - first, out, k)
-        with torch.cuda.stream(self._side):
-            self._batch(self.split[self.own:], n_own, self.max_rows, out, None, self.ws_own)
+            self._batch(self._split_at[first], n_peers, self.own - first, out, k)
+        self._batch(self._split_own, n_own, self.max_rows, out, None, self.ws_own, self._side)
         self._wait(k)
         main.wait_stream(self._side)
 
@@ -225,7 +263,7 @@ class AlltoallV:
         """Hold the stream until the G - 1 peers' signals of this step
         reach semaphore k (nothing to wait for in a group of one)."""
         if self.G > 1:
-            wait(self.sems[k], self.G - 1)
+            wait(self._sem_rows[k], self.G - 1, handle=self.handle)
 
     def _tokens(self, dest):
         if not isinstance(dest, torch.Tensor) or dest.dtype != torch.bool or dest.dim() != 2 \
@@ -235,6 +273,19 @@ class AlltoallV:
                              f"tensor on {self._dev} (row t goes to rank d), T at most "
                              f"{self.max_rows}, not {described(dest, contiguity=False)}")
         return dest.shape[0]
+
+    def _views(self, T):
+        """The views of descs and of the constants that a step of T tokens
+        uses, made again only when T changes."""
+        last, v = self._step
+        if last != T:
+            G = self.G
+            rows = self.descs[G:G + T * G].view(T, G, 3)
+            v = (rows[:, :, 0], rows[:, :, 1], rows[:, :, 2],
+                 self._row_off[:T, None].expand(T, G), self._slot_of[:T].reshape(-1),
+                 self._n_peers[T:T + 1], self._n_own[T:T + 1])
+            self._step = (T, v)
+        return v
 
     def _place(self, dest):
         """The tokens, and upto[t, d]: this rank's rows to d up to and
@@ -261,13 +312,14 @@ class AlltoallV:
         self._wait(_COUNTS)
         self._describe_places(upto)
         self._rows_out(T)
-        return self.recv, self.matrix[:, self.rank]
+        return self.recv, self._col
 
     def _rows_out(self, T):
         """The described pieces of T tokens, split into the peers' batch
         and this rank's own."""
+        n_peers, n_own = self._views(T)[5:]
         torch.index_select(self.descs, 0, self._peers_first, out=self.split)
-        self._split_send(0, self._n_peers[T:T + 1], self._n_own[T:T + 1], self.recv, _ROWS)
+        self._split_send(0, n_peers, n_own, self.recv, _ROWS)
 
     def _counts_out(self, dest):
         """My row of the count matrix into every rank's, signalling each;
@@ -280,23 +332,20 @@ class AlltoallV:
         where not sent), the runs' bytes, and each row's slot packed by
         destination as its row is (a sink for the unsent), for the
         combine's way back. Kernels that write only this rank's memory."""
-        (T, G), rb = dest.shape, self.rb
-        rows = self.descs[G:G + T * G].view(T, G, 3)
-        torch.add(self._row_off[:T, None].expand(T, G), x.data_ptr(), out=rows[:, :, 1])
-        torch.mul(dest, rb, out=rows[:, :, 2])
-        torch.mul(self.mine, 8, out=self.descs[:G, 2])
-        at = torch.where(dest, upto + (self._sink_at - 1), G * self.max_rows)
-        self.my_slots.scatter_(0, at.view(-1), self._slot_of[:T].reshape(-1))
+        _, src, size, row_off, slot_of = self._views(dest.shape[0])[:5]
+        torch.add(row_off, x.data_ptr(), out=src)
+        torch.mul(dest, self.rb, out=size)
+        torch.mul(self.mine, 8, out=self._runs_bytes)
+        at = torch.where(dest, upto + self._sink_at_1, self.G * self.max_rows)
+        self.my_slots.scatter_(0, at.view(-1), slot_of)
 
     def _describe_places(self, upto):
         """Where my rows and their slots land in each rank's buffers:
         after every rank's rows to it from lower ranks (the count matrix)."""
-        T, G, rb = upto.shape[0], self.G, self.rb
-        off = self.matrix[:self.rank].sum(0)  # where my rows start in each rank's recv
-        rows = self.descs[G:G + T * G].view(T, G, 3)
-        torch.add(torch.add(self.recv_base - rb, off, alpha=rb), upto, alpha=rb,
-                  out=rows[:, :, 0])
-        torch.add(self.slots_base, off, alpha=8, out=self.descs[:G, 0])
+        rb, dst = self.rb, self._views(upto.shape[0])[0]
+        off = self._above.sum(0)  # where my rows start in each rank's recv
+        torch.add(torch.add(self._recv_before, off, alpha=rb), upto, alpha=rb, out=dst)
+        torch.add(self.slots_base, off, alpha=8, out=self._runs_dst)
 
     def ready(self):
         """Signal every peer that this rank's `y` is written (everything
@@ -311,7 +360,7 @@ class AlltoallV:
         row places[t, d] of peer_y[d] (0 where not dest[t, d]). On the
         current stream; no host sync."""
         _, upto = self._place(dest)
-        off = self.matrix[:self.rank].sum(0)
+        off = self._above.sum(0)
         return torch.where(dest, upto + (off - 1), 0)
 
     def _chunk_places(self, valid, slot, K):
@@ -344,19 +393,18 @@ class AlltoallV:
         if not 1 <= K <= _MAX_CHUNKS:
             raise ValueError(f"p2pt.distributed.AlltoallV.combine: chunks must be 1 to "
                              f"{_MAX_CHUNKS}, not {chunks}")
-        col = self.matrix[:, self.rank]  # rows from each source, in recv's order
+        col, r = self._col, self._r
         # Piece (r, s): row r of source s's region, sources interleaved
         # (a batch laid out destination by destination is slower on NVLink).
-        r = self._k[:self.max_rows, None]
         valid = r < col
         k = torch.where(valid, col.cumsum(0) - col + r, 0)
         slot = self.slots[k]
         pieces = self.pieces
-        torch.stack([self.back_base + slot * rb, self.y.data_ptr() + k * rb, valid * rb],
-                    dim=-1, out=pieces.view(self.max_rows, G, 3))
+        torch.stack([torch.add(self.back_base, slot, alpha=rb),
+                     torch.add(self._y_at, k, alpha=rb), valid * rb], dim=-1, out=self._pieces_tg)
         if K == 1:
-            torch.index_select(pieces, 0, self._back_peers_first, out=self.split[G:])
-            self._split_send(G, self._n_back_peers, self._n_own[self.max_rows:], self.back, _BACK)
+            torch.index_select(pieces, 0, self._back_peers_first, out=self._split_at[G])
+            self._split_send(G, self._n_back_peers, self._n_own_back, self.back, _BACK)
             if then is not None:
                 then(0, T)
             return self.back[:T]

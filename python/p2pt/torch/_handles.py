@@ -104,8 +104,15 @@ def _stream(stream):
     return torch.cuda.stream(stream) if stream is not None else nullcontext()
 
 
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
 def _cur(device=None):
-    """The current stream's handle (of `device`, else the current device)."""
+    """The current stream's handle (of `device`, an index, else the current
+    device): torch's raw handle where it has the call (what its compiled
+    code uses), which makes no Stream object (a few us a call)."""
+    if _raw_stream is not None and (device is None or type(device) is int):
+        return _raw_stream(torch.cuda.current_device() if device is None else device)
     return torch.cuda.current_stream(device).cuda_stream
 
 
