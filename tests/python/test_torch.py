@@ -74,10 +74,11 @@ def test_the_stream_p2pt_enqueues_on_is_the_current_one():
     for d in range(torch.cuda.device_count()):
         assert _cur(d) == torch.cuda.current_stream(d).cuda_stream
         assert _cur(torch.device("cuda", d)) == torch.cuda.current_stream(d).cuda_stream
-    g, seen = torch.cuda.CUDAGraph(), []
+    g, seen, x = torch.cuda.CUDAGraph(), [], torch.zeros(4, device="cuda")
     with torch.cuda.graph(g):
         seen.append(_cur())
         capturing = torch.cuda.current_stream().cuda_stream
+        x.add_(1)  # a graph with work in it: torch warns of an empty one
     assert seen == [capturing] and capturing != torch.cuda.default_stream().cuda_stream
 
 
