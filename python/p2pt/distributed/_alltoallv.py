@@ -29,7 +29,7 @@ written (an empty device batch that ends with the signals) and waits for
 theirs; then row t for rank d lies in `peer_y[d]` at `places(dest)[t, d]`,
 for a kernel that reads and reduces the rows in one pass (a MoE combine's
 weighted sum, bench/results/peer.md 5d)."""
-from contextlib import nullcontext
+from collections import namedtuple
 
 import torch
 import torch.distributed as dist
@@ -42,6 +42,10 @@ from ._signals import bump, direct, semaphores, wait
 
 _COUNTS, _ROWS, _BACK, _READY, _CHUNK0 = range(5)  # each rank's semaphores: chunk c's is _CHUNK0 + c
 _MAX_CHUNKS = 16
+# A step of T tokens' views (AlltoallV._views): its rows' dst, src and
+# bytes columns in descs, each row's offset in x, each slot, and the counts
+# of the peers' and the own batch.
+_Step = namedtuple("_Step", "dst src size row_off slot_of n_peers n_own")
 
 
 def _enqueue(hid, descs, count, max_count, workspace, signals, stream=None):
@@ -233,7 +237,7 @@ class AlltoallV:
             _enqueue(self.hid, descs, n, max_count, ws,
                      [] if k is None else self._signal_lists[k], stream)
             return
-        with torch.cuda.stream(stream) if stream is not None else nullcontext():
+        with _handles._stream(stream):
             torch.ops.p2pt_dist.batch_signal(descs, n, max_count, ws, out, self.sems,
                                              self._no_signals if k is None else self._signals[k],
                                              self.hid)
@@ -281,9 +285,9 @@ class AlltoallV:
         if last != T:
             G = self.G
             rows = self.descs[G:G + T * G].view(T, G, 3)
-            v = (rows[:, :, 0], rows[:, :, 1], rows[:, :, 2],
-                 self._row_off[:T, None].expand(T, G), self._slot_of[:T].reshape(-1),
-                 self._n_peers[T:T + 1], self._n_own[T:T + 1])
+            v = _Step(rows[:, :, 0], rows[:, :, 1], rows[:, :, 2],
+                      self._row_off[:T, None].expand(T, G), self._slot_of[:T].reshape(-1),
+                      self._n_peers[T:T + 1], self._n_own[T:T + 1])
             self._step = (T, v)
         return v
 
@@ -317,9 +321,9 @@ class AlltoallV:
     def _rows_out(self, T):
         """The described pieces of T tokens, split into the peers' batch
         and this rank's own."""
-        n_peers, n_own = self._views(T)[5:]
+        v = self._views(T)
         torch.index_select(self.descs, 0, self._peers_first, out=self.split)
-        self._split_send(0, n_peers, n_own, self.recv, _ROWS)
+        self._split_send(0, v.n_peers, v.n_own, self.recv, _ROWS)
 
     def _counts_out(self, dest):
         """My row of the count matrix into every rank's, signalling each;
@@ -332,17 +336,17 @@ class AlltoallV:
         where not sent), the runs' bytes, and each row's slot packed by
         destination as its row is (a sink for the unsent), for the
         combine's way back. Kernels that write only this rank's memory."""
-        _, src, size, row_off, slot_of = self._views(dest.shape[0])[:5]
-        torch.add(row_off, x.data_ptr(), out=src)
-        torch.mul(dest, self.rb, out=size)
+        v = self._views(dest.shape[0])
+        torch.add(v.row_off, x.data_ptr(), out=v.src)
+        torch.mul(dest, self.rb, out=v.size)
         torch.mul(self.mine, 8, out=self._runs_bytes)
         at = torch.where(dest, upto + self._sink_at_1, self.G * self.max_rows)
-        self.my_slots.scatter_(0, at.view(-1), slot_of)
+        self.my_slots.scatter_(0, at.view(-1), v.slot_of)
 
     def _describe_places(self, upto):
         """Where my rows and their slots land in each rank's buffers:
         after every rank's rows to it from lower ranks (the count matrix)."""
-        rb, dst = self.rb, self._views(upto.shape[0])[0]
+        rb, dst = self.rb, self._views(upto.shape[0]).dst
         off = self._above.sum(0)  # where my rows start in each rank's recv
         torch.add(torch.add(self._recv_before, off, alpha=rb), upto, alpha=rb, out=dst)
         torch.add(self.slots_base, off, alpha=8, out=self._runs_dst)
