@@ -15,8 +15,11 @@
  * a forked exporter (another process, as another rank would be) exports
  * cuMemAlloc, VMM and pool memory; each pass exports this process's own,
  * imports both (the VMM descriptors crossing by the exporter's socket),
- * copies into and out of the imports, closes and unexports them. Every
- * call prints one line:
+ * copies into and out of the imports, closes and unexports them. Signals:
+ * to a semaphore on device 0 and to one on the peer, a device batch that
+ * ends with both, and waits for device 0's (each for the signals whose
+ * calls succeeded, so that a failed signal cannot leave a wait hanging on a
+ * GPU), in each pass and in the captured graph. Every call prints one line:
  *
  *   CALL <step> <status> <context-kept 0|1> <last error, newlines as " | ">
  *
@@ -70,7 +73,8 @@ static void report(const char *step, p2pt_status st, CUcontext before)
     steps++;
 }
 
-#define CALL(step, expr)                                                       \
+/* The call `expr`, reported as `step`; its status lands in `*out`. */
+#define CALL_TO(out, step, expr)                                               \
     do {                                                                       \
         CUcontext before_ = NULL;                                              \
         paused(1);                                                             \
@@ -78,6 +82,12 @@ static void report(const char *step, p2pt_status st, CUcontext before)
         paused(0);                                                             \
         p2pt_status st_ = (expr);                                              \
         report(step, st_, before_);                                            \
+        *(out) = st_;                                                          \
+    } while (0)
+#define CALL(step, expr)                                                       \
+    do {                                                                       \
+        p2pt_status ignored_;                                                  \
+        CALL_TO(&ignored_, step, expr);                                        \
     } while (0)
 
 static void quiet_logger(p2pt_log_level level, unsigned long flags, const char *file, int line,
@@ -107,6 +117,7 @@ struct bufs {
     void *ws;
     int64_t *bmap; /* blocks by a mapping in GPU memory: 2 rows */
     void *bws;
+    void *sem0, *sem1; /* semaphores on device 0 and on the peer device */
 };
 
 /* Blobs of one process's three exports. */
@@ -121,6 +132,31 @@ struct exports {
 static struct exports theirs;
 static char *own_vmm, *own_pool;
 static size_t granularity;
+
+/* Signals that reached device 0's semaphore through calls that succeeded,
+ * not yet waited for: the count the next wait asks. */
+static uint32_t pending;
+
+/* A signal (or a batch that ends with one to sem0): counted once its call
+ * succeeds. */
+static void signalled(p2pt_status st)
+{
+    if (st == P2PT_SUCCESS)
+        pending++;
+}
+
+/* A wait for every counted signal. With none counted (an injected fault
+ * failed the signal) it asks for 0, which p2pt refuses before enqueuing
+ * anything: the call is still made, as the loop compares every run's calls
+ * with the baseline's, and no wait on a GPU waits for a signal that was
+ * never sent. */
+static void wait_pending(p2pt_handle *h, const char *step, void *sem, CUstream s)
+{
+    p2pt_status st;
+    CALL_TO(&st, step, p2pt_wait_async(h, sem, pending, s));
+    if (st == P2PT_SUCCESS)
+        pending = 0;
+}
 
 /* Everything the steps use, on one handle: `tag` names the transport and the
  * pass in each step's name. */
@@ -177,6 +213,18 @@ static void steps_on(p2pt_handle *h, const char *tag, struct bufs *b, CUstream s
          p2pt_copy_batch_device_async(h, b->ddescs, b->dcount, 4, b->ws, s));
     p2pt_block_layer layers[2] = {{sizeof(layers[0]), b->d0b, b->d0a, 4096, 16, 16},
                                   {sizeof(layers[0]), b->d0b + 65536, b->d0a + 65536, 100, 8, 8}};
+    p2pt_status st;
+    CALL(STEP("explain_signal"), p2pt_explain_signal(h, b->sem1, s, &choice));
+    CALL_TO(&st, STEP("signal"), p2pt_signal_async(h, b->sem0, s));
+    signalled(st);
+    CALL(STEP("signal_peer"), p2pt_signal_async(h, b->sem1, s));
+    CALL(STEP("explain_wait"), p2pt_explain_wait(h, b->sem0, 1, s, &choice));
+    wait_pending(h, STEP("wait"), b->sem0, s);
+    void *const both[2] = {b->sem0, b->sem1};
+    CALL_TO(&st, STEP("batch_device_signal"),
+            p2pt_copy_batch_device_signal_async(h, b->ddescs, b->dcount, 4, b->ws, both, 2, s));
+    signalled(st);
+    wait_pending(h, STEP("wait_batch"), b->sem0, s);
     CALL(STEP("blocks_device"),
          p2pt_copy_blocks_device_async(h, layers, 2, b->bmap, 2, b->bws, s));
     /* The same layers as a layout, swapped with the same rows from host
@@ -415,6 +463,12 @@ static int capture_steps(p2pt_handle *h, const char *tag, struct bufs *b, CUstre
     CALL(step, p2pt_copy_async(h, b->d0b, b->d0a, 4096, s));
     snprintf(step, sizeof(step), "capture-%s/batch", tag);
     CALL(step, p2pt_copy_batch_async(h, &one, 1, s));
+    p2pt_status st;
+    snprintf(step, sizeof(step), "capture-%s/signal", tag);
+    CALL_TO(&st, step, p2pt_signal_async(h, b->sem0, s));
+    signalled(st);
+    snprintf(step, sizeof(step), "capture-%s/wait", tag);
+    wait_pending(h, step, b->sem0, s);
     paused(1);
     SETUP(end_capture(s, &g));
     SETUP(instantiate(&ge, g, 0));
@@ -507,7 +561,14 @@ int main(void)
     SETUP(cuCtxSetCurrent_(ctx1));
     SETUP(cuMemAlloc_(&p, BIG));
     b.d1 = (char *)(uintptr_t)p;
+    static const char zeros[P2PT_SEMAPHORE_BYTES];
+    SETUP(cuMemAlloc_(&p, P2PT_SEMAPHORE_BYTES));
+    SETUP(cuMemcpyHtoD_(p, zeros, sizeof(zeros)));
+    b.sem1 = (void *)(uintptr_t)p;
     SETUP(cuCtxSetCurrent_(ctx0));
+    SETUP(cuMemAlloc_(&p, P2PT_SEMAPHORE_BYTES));
+    SETUP(cuMemcpyHtoD_(p, zeros, sizeof(zeros)));
+    b.sem0 = (void *)(uintptr_t)p;
     SETUP(cuMemAlloc_(&p, BIG));
     b.d0a = (char *)(uintptr_t)p;
     SETUP(cuMemAlloc_(&p, BIG + 64));
@@ -639,6 +700,8 @@ int main(void)
     SETUP(cuMemFree_((CUdeviceptr)(uintptr_t)b.d0b));
     SETUP(cuMemFree_((CUdeviceptr)(uintptr_t)b.d0a));
     SETUP(cuMemFree_((CUdeviceptr)(uintptr_t)b.d1));
+    SETUP(cuMemFree_((CUdeviceptr)(uintptr_t)b.sem0));
+    SETUP(cuMemFree_((CUdeviceptr)(uintptr_t)b.sem1));
     SETUP(cuMemFreeHost_(b.pinned));
     SETUP(cuMemFreeAsync_(pool_mem, NULL));
     SETUP(cuStreamSynchronize_(NULL));
