@@ -121,7 +121,18 @@ def _sum_fp32(rows, w):
     return prod.sum(1).to(torch.bfloat16)
 
 
-_summers = {"bmm": _sum_bmm}
+def _sum_bmm_into(rows, w, out):
+    """_sum_bmm into `out`."""
+    out.view(-1, 1, out.shape[-1]).copy_(_sum_bmm(rows, w)[:, None])
+
+
+def _sum_fp32_into(rows, w, out):
+    """_sum_fp32 stored straight into `out` (compiled, the same one kernel:
+    no second pass to copy the result)."""
+    out.copy_(_sum_fp32(rows, w))
+
+
+_summers = {("bmm", False): _sum_bmm, ("bmm", True): _sum_bmm_into}
 
 
 def _pull_fp32(ys, idx, w):
@@ -148,18 +159,23 @@ def _compiled_or(fn, fallback, what, *args):
         return fallback, fallback(*args)
 
 
-def weighted_sum(back, w, T, H, how):
+def weighted_sum(back, w, T, H, how, out=None):
     """The combine's sum: every returned row times the token's weight on
     the rank it came from (slots not sent have weight 0 and are masked:
     their bytes are whatever was there), the same code for every way.
     `how`: "compiled" (torch.compile of _sum_fp32; "bmm" where it cannot
-    compile) or "bmm"."""
+    compile) or "bmm". Into `out` ([T, H] bf16) where given, else a new
+    tensor."""
     rows = back.view(T, -1, H * 2).view(torch.bfloat16)
-    if how not in _summers:
-        _summers[how], out = _compiled_or(_sum_fp32, _summers["bmm"],
-                                          ("--sum compiled", "summing with bmm"), rows, w)
-        return out.view(T, H)
-    return _summers[how](rows, w).view(T, H)
+    key = (how, out is not None)
+    args = (rows, w) if out is None else (rows, w, out.view(T, H))
+    if key not in _summers:
+        fn, fallback = (_sum_fp32, _sum_bmm) if out is None else (_sum_fp32_into, _sum_bmm_into)
+        _summers[key], res = _compiled_or(fn, fallback, ("--sum compiled", "summing with bmm"),
+                                          *args)
+    else:
+        res = _summers[key](*args)
+    return out if out is not None else res.view(T, H)
 
 
 class P2pt:
@@ -180,7 +196,7 @@ class P2pt:
         back = self.a2a.back[:self.T]
 
         def then(lo, hi):  # tokens [lo, hi) are back: their sum, beside the next chunk
-            self.out[lo:hi] = weighted_sum(back[lo:hi], s.w[lo:hi], hi - lo, self.H, self.how)
+            weighted_sum(back[lo:hi], s.w[lo:hi], hi - lo, self.H, self.how, out=self.out[lo:hi])
 
         self.a2a.combine(s.dest, chunks=self.chunks, then=then)
         return self.out
