@@ -1,0 +1,47 @@
+# SPDX-License-Identifier: Apache-2.0
+"""examples/ep_dispatch.py's weighted sum on the CPU: stored into a given
+output (p2pt's combine, whole or chunk by chunk) it is byte for byte the
+sum it returns (the `nccl` way's), for both ways of summing. The example's
+check against NCCL on GPUs rests on that."""
+import importlib.util
+import os
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def ep():
+    path = os.path.join(ROOT, "examples", "ep_dispatch.py")
+    spec = importlib.util.spec_from_file_location("ep_dispatch_under_test", path)
+    mod = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(mod)
+    except SystemExit as e:  # p2pt.distributed needs torch.distributed
+        pytest.skip(str(e))
+    yield mod
+    sys.modules.pop("ep_dispatch_under_test", None)
+
+
+@pytest.mark.parametrize("how", ["bmm", "compiled"])
+def test_the_sum_stored_into_an_output_is_the_sum_returned(ep, how):
+    T, G, H = 48, 4, 80
+    g = torch.Generator().manual_seed(7)
+    rows = torch.randn(T, G, H, generator=g).to(torch.bfloat16)
+    back = rows.view(torch.uint8).view(T, G, H * 2)
+    w = torch.rand(T, G, generator=g)
+    w[w < 0.3] = 0  # slots not sent: weight 0, their bytes whatever was there
+    back.view(T, G, H * 2)[w == 0] = 0xFF  # bf16 NaNs, which the mask must drop
+    want = ep.weighted_sum(back, w, T, H, how)
+    assert not torch.isnan(want.float()).any()
+    out = torch.full((T, H), 3.0, dtype=torch.bfloat16)
+    assert ep.weighted_sum(back, w, T, H, how, out=out) is out
+    assert torch.equal(out.view(torch.int16), want.view(torch.int16))
+    chunked = torch.full((T, H), 3.0, dtype=torch.bfloat16)
+    for lo, hi in ((0, 17), (17, 40), (40, T)):  # as a chunked combine's `then` calls it
+        ep.weighted_sum(back[lo:hi], w[lo:hi], hi - lo, H, how, out=chunked[lo:hi])
+    assert torch.equal(chunked.view(torch.int16), want.view(torch.int16))
