@@ -8,8 +8,9 @@ GPUs. Checks the addresses the pieces carry: every row lands where its
 receiver reads it, each row's slot travels with it, and the combine brings
 every row back into its (token, rank) slot, over rounds whose routing
 changes; that a rank's rows to itself go in a batch of their own, and no
-other; that places() names where each row lies in every rank's y; and
-where a chunked combine places its pieces."""
+other; that places() names where each row lies in every rank's y; where a
+chunked combine places its pieces, that it sends each row once, in its
+token's chunk, and that each chunk's `then` waits only for its chunk."""
 import contextlib
 import ctypes
 
@@ -57,6 +58,9 @@ def _batch_of(a):
                 assert own, f"rank {a.rank}'s own batch writes outside its recv and back"
             elif size and (own and k in (av._ROWS, av._BACK)):
                 raise AssertionError(f"rank {a.rank}'s batch to its peers writes its own rows")
+        if k is not None and k >= av._CHUNK0:
+            a.chunk_batches.append((k - av._CHUNK0, descs[:int(n[0])].clone()))
+        a.log.append(("batch", k))
         _run(descs, n[0])
     return batch
 
@@ -74,7 +78,7 @@ def _ranks(G, max_rows, monkeypatch):
         a.G, a.rank, a.max_rows, a.rb, a.handle = G, r, max_rows, ROW, None
         a._local(torch.device("cpu"))
         a.sems = torch.zeros(a.sems_n, SEMAPHORE_WORDS, dtype=torch.int64)
-        a._side, a.ws_own = _Stream(), object()
+        a._side, a.ws_own, a.chunk_batches, a.log = _Stream(), object(), [], []
         a._batch = _batch_of(a)
         ranks.append(a)
     for a in ranks:
@@ -83,22 +87,30 @@ def _ranks(G, max_rows, monkeypatch):
     return ranks
 
 
+def _dispatch(ranks, T, g):
+    """A dispatch of T tokens of new rows and routing on every rank (rank
+    0 sends nothing to rank 1), each phase of all ranks in turn."""
+    G = len(ranks)
+    xs = [torch.randint(0, 256, (T, ROW), dtype=torch.uint8, generator=g) for _ in ranks]
+    dests = [torch.rand(T, G, generator=g) < 0.5 for _ in ranks]
+    dests[0][:, 1 % G] = False
+    places = [a._place(dest) for a, dest in zip(ranks, dests)]
+    for a, x, dest, (_, upto) in zip(ranks, xs, dests, places):
+        a._counts_out(dest)
+        a._describe_rows(x, dest, upto)
+    for a, (_, upto) in zip(ranks, places):  # every rank's counts are here
+        a._describe_places(upto)
+        a._rows_out(T)
+    return xs, dests
+
+
 @pytest.mark.parametrize("G", [1, 2, 3, 4])
 def test_rows_and_their_way_back_land_where_they_are_read(G, monkeypatch):
     T = 37
     ranks = _ranks(G, T, monkeypatch)
     g = torch.Generator().manual_seed(G)
     for step in range(3):  # rows, routing and y change every step
-        xs = [torch.randint(0, 256, (T, ROW), dtype=torch.uint8, generator=g) for _ in ranks]
-        dests = [torch.rand(T, G, generator=g) < 0.5 for _ in ranks]
-        dests[0][:, 1 % G] = False  # a rank that sends nothing to another
-        places = [a._place(dest) for a, dest in zip(ranks, dests)]
-        for a, x, dest, (_, upto) in zip(ranks, xs, dests, places):
-            a._counts_out(dest)
-            a._describe_rows(x, dest, upto)
-        for a, (_, upto) in zip(ranks, places):  # every rank's counts are here
-            a._describe_places(upto)
-            a._rows_out(T)
+        xs, dests = _dispatch(ranks, T, g)
         for r, a in enumerate(ranks):
             want = torch.cat([xs[s][dests[s][:, r]] for s in range(G)])
             assert torch.equal(a.matrix[:, r], torch.tensor([int(dests[s][:, r].sum())
@@ -149,6 +161,98 @@ def test_a_chunked_combine_places_each_piece_in_its_chunk_in_order(monkeypatch):
     for t in range(T):
         c = t * K // T
         assert -(-c * T // K) <= t < -(-(c + 1) * T // K)
+
+
+class _LoggedStream:
+    """A CPU stream whose waits land in a rank's log."""
+
+    def __init__(self, name, log):
+        self.name, self.log = name, log
+
+    def wait_stream(self, other):
+        self.log.append(("wait_stream", self.name, getattr(other, "name", None)))
+
+    def wait_event(self, event):
+        self.log.append(("wait_event", self.name, event.at))
+
+
+@pytest.mark.parametrize("G,K,T", [(1, 3, 37), (2, 2, 37), (3, 4, 30), (4, 16, 37)])
+def test_a_chunked_combine_brings_each_row_back_once_in_its_tokens_chunk(G, K, T, monkeypatch):
+    """Chunk c's batch holds the pieces of chunk c's tokens and no other,
+    each once, and every row comes back to its slot; `then` is told each
+    chunk's tokens in order, on the second stream, after the wait for that
+    chunk's signals and after the batch that holds its own rows, and that
+    stream joins before the first batch (joined after the last, every
+    chunk's `then` waited for all the rows)."""
+    max_rows = 37
+    ranks = _ranks(G, max_rows, monkeypatch)
+
+    class Event:
+        def record(self, stream):
+            self.at = len(log) - 1  # the batch just logged
+            log.append(("record", stream.name, self.at))
+
+    def wait(sem, count, **_):
+        assert 1 <= count == G - 1
+        log.append(("wait", sem.data_ptr()))
+
+    log = []
+    main = _LoggedStream("main", log)
+    monkeypatch.setattr(av, "wait", wait)
+    monkeypatch.setattr(av.torch.cuda, "current_stream", lambda *_: main)
+    monkeypatch.setattr(av.torch.cuda, "Event", Event)
+    g = torch.Generator().manual_seed(10 * G + K)
+    for step in range(2):
+        xs, dests = _dispatch(ranks, T, g)
+        for r, a in enumerate(ranks):
+            torch.bitwise_xor(a.recv, 1 + r + step, out=a.y)
+            a.back.fill_(0)
+            a.chunk_batches.clear()
+        told = []
+        for a, dest in zip(ranks, dests):
+            told.append([])
+            log.clear()
+            a.log = log
+            a._side = _LoggedStream("side", log)
+
+            def then(lo, hi, t=told[-1]):
+                t.append((lo, hi))
+                log.append(("then", lo))
+
+            a.combine(dest, chunks=K, then=then)
+            batches = [i for i, e in enumerate(log) if e[0] == "batch"]
+            assert [log[i][1] for i in batches] == [av._CHUNK0 + c for c in range(K)]
+            assert log.index(("wait_stream", "side", "main")) < batches[0]
+            for lo, _ in told[-1]:
+                c = lo * K // max_rows
+                at = log.index(("then", lo))
+                assert ("wait_event", "side", batches[c]) in log[:at], f"chunk {c}: its batch"
+                if G > 1:
+                    assert ("wait", a._sem_rows[av._CHUNK0 + c].data_ptr()) in log[:at], \
+                        f"chunk {c}: the peers' signals"
+        for s, a in enumerate(ranks):
+            for t in range(T):
+                for d in range(G):
+                    if dests[s][t, d]:
+                        want = torch.bitwise_xor(xs[s][t], 1 + d + step)
+                        assert torch.equal(a.back[t, d], want), \
+                            f"step {step}: rank {s}, token {t}, from rank {d}"
+            bounds = [-(-c * max_rows // K) for c in range(K + 1)]
+            assert told[s] == [(lo, min(hi, T)) for lo, hi in zip(bounds, bounds[1:]) if lo < T]
+        for d, a in enumerate(ranks):  # d: the rank sending back
+            assert [c for c, _ in a.chunk_batches] == list(range(K))
+            sent = set()
+            for c, descs in a.chunk_batches:
+                for dst, _, size in descs.tolist():
+                    if not size:
+                        continue
+                    s = next(i for i, b in enumerate(ranks) if _inside(dst, b.back))
+                    token, slot_rank = divmod((dst - ranks[s].back.data_ptr()) // ROW, G)
+                    assert slot_rank == d and dests[s][token, d], f"rank {d}: a stray piece"
+                    assert token * K // max_rows == c, f"rank {d}: token {token} in chunk {c}"
+                    assert (s, token) not in sent, f"rank {d}: token {token} of rank {s} twice"
+                    sent.add((s, token))
+            assert sent == {(s, t) for s in range(G) for t in range(T) if dests[s][t, d]}
 
 
 def test_bad_routing_rows_and_chunks_get_a_clear_error(monkeypatch):

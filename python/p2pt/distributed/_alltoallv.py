@@ -415,14 +415,16 @@ class AlltoallV:
         at, counts = self._chunk_places(valid, slot, K)
         self.descs_k.view(-1, 3).index_copy_(0, at, pieces)
         self.n_k[:K].copy_(counts)
-        main = torch.cuda.current_stream()
+        # The second stream joins before the batches: joined after them, it
+        # waited for the last one, and every chunk's `then` ran after all
+        # the rows (bench/results/peer.md 5j).
+        main, side = torch.cuda.current_stream(), self._side
+        side.wait_stream(main)
         done = []
         for c in range(K):
             self._batch(self.descs_k[c], self.n_k[c:c + 1], self.cap, self.back, _CHUNK0 + c)
             done.append(torch.cuda.Event())
             done[-1].record(main)
-        side = self._side
-        side.wait_stream(main)
         with torch.cuda.stream(side):
             for c in range(K):
                 side.wait_event(done[c])
