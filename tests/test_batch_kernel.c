@@ -7,7 +7,8 @@
  * KiB); pieces from 0 bytes to 64 MiB mixed in one batch (a large piece
  * spread over every CTA beside many small ones); 100,000 pieces (more descriptor blocks than CTAs); pinned
  * host memory as source or destination, inside registered windows and
- * not; a CTA cap down to one copying CTA. Every byte of every destination
+ * not; a CTA cap down to one copying CTA, and caps that leave the last
+ * blocks shared. Every byte of every destination
  * pool is checked, the gaps between pieces and the guards around the pool
  * included, after poisoning.
  */
@@ -183,8 +184,14 @@ Test(batch_kernel, a_cta_cap_down_to_one_copying_cta_is_still_byte_exact)
     p2pt_copy_desc *d = malloc(n * sizeof(*d));
     cr_assert_not_null(d);
     cr_assert(bt_layout(d, n, &dst, &src, 70000, 15));
-    static const char *const caps[] = {"P2P_TRANSPORT_MAX_CTAS=1", "P2P_TRANSPORT_MAX_CTAS=2",
-                                       "P2P_TRANSPORT_MAX_CTAS=3", "P2P_TRANSPORT_MAX_CTAS=13"};
+    /* 12 descriptor blocks: on 1, 2, 3, 4, 6 or 12 copying CTAs whole
+     * blocks each; on 5, 7, 8 or 9 a run of whole blocks each, then the
+     * last 12 % G split among the CTAs (a device batch's CTA 0 writes the
+     * status record, so it copies on one CTA fewer than the cap). */
+    static const char *const caps[] = {
+        "P2P_TRANSPORT_MAX_CTAS=1", "P2P_TRANSPORT_MAX_CTAS=2", "P2P_TRANSPORT_MAX_CTAS=3",
+        "P2P_TRANSPORT_MAX_CTAS=5", "P2P_TRANSPORT_MAX_CTAS=6", "P2P_TRANSPORT_MAX_CTAS=8",
+        "P2P_TRANSPORT_MAX_CTAS=9", "P2P_TRANSPORT_MAX_CTAS=13"};
     CUstream s;
     GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     for (size_t c = 0; c < P2PT_ARRAY_LEN(caps); c++) {
