@@ -1,0 +1,96 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Where a chunked combine's time goes, one process per GPU:
+
+    torchrun --nproc-per-node 4 bench/experiments/ep_chunks.py [--tokens 4096] [--ks=1,2,4]
+
+After one dispatch (examples/ep_dispatch.py's routing and identity
+expert), p2pt's combine in K chunks for each K of --ks, captured in a
+CUDA graph and replayed from a barrier (median of --iters, largest over
+ranks): with the example's weighted sum (`then` on each chunk) and
+without it (the exchange alone, in K batches). Then one replay of each
+K with its sum under torch.profiler on every rank, and rank 0's kernels
+printed as a timeline: start and length in microseconds from the
+replay's first kernel, and the stream each ran on."""
+import json
+import os
+import sys
+import tempfile
+
+for var, val in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
+                 ("NVSHMEM_DISABLE_NVLS", "1")):
+    os.environ.setdefault(var, val)
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+import ep_dispatch as ep  # noqa: E402  (its argument parser, routing and sum)
+import p2pt.torch as pt  # noqa: E402
+
+
+def timeline(prof, rank):
+    """Rank 0's kernels of the profiled replay, one line each."""
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+    ks = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"])
+    if not ks:
+        return ["  (no kernel traced)"]
+    t0 = ks[0]["ts"]
+    return [f"  {e['ts'] - t0:9.1f} +{e['dur']:8.1f}  stream {e['args'].get('stream', '?'):>3}  "
+            f"{e['name'][:70]}" for e in ks]
+
+
+def main():
+    ks = [1, 2, 4]  # --ks=K,K,... (taken out before the example's parser sees the rest)
+    for arg in [v for v in sys.argv if v.startswith("--ks=")]:
+        ks = [int(k) for k in arg[5:].split(",")]
+        sys.argv.remove(arg)
+    a = ep.parse()
+    rank, G, device = ep.start()
+    s = ep.Step(a, rank, G, device, seed=1000 + rank)
+    p = ep.P2pt(a, G, rank, device)
+    recv, _ = p.dispatch(s)
+    p.expert(recv)
+    pt.prepare()
+    graphs, out = {}, []
+    for k in ks:
+        p.chunks = k
+        p.combine(s)  # the compiled sum for this chunk size, eagerly, before any capture
+        p.a2a.combine(s.dest, chunks=k)
+        torch.cuda.synchronize()
+        for what, fn in (("sum", lambda: p.combine(s)),
+                         ("no sum", lambda: p.a2a.combine(s.dest, chunks=k))):
+            dist.barrier()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                fn()
+            graphs[k, what] = g
+            us = ep.timed(g.replay, a, device)
+            out.append((k, what, ep.largest(us, device), us))
+    if rank == 0:
+        print(f"# {G} ranks, {a.tokens} tokens of {a.hidden} bf16, top-{a.topk}: the combine in K "
+              f"chunks, in a graph, median of {a.iters} replays from a barrier")
+        for k, what, big, mine in out:
+            print(f"K={k:<2} {what:>7}: {big:8.1f} us (largest over ranks), rank 0 {mine:8.1f}")
+    from torch.profiler import ProfilerActivity, profile
+    for k in ks:
+        g = graphs[k, "sum"]
+        g.replay()
+        torch.cuda.synchronize()
+        dist.barrier()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            g.replay()
+            torch.cuda.synchronize()
+        dist.barrier()
+        if rank == 0:
+            print(f"# K={k}, with the sum: rank 0's kernels (start, +length, us)")
+            print("\n".join(timeline(prof, rank)), flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
