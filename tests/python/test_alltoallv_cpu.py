@@ -104,6 +104,19 @@ def _dispatch(ranks, T, g):
     return xs, dests
 
 
+def _check_back(ranks, xs, dests, step):
+    """Every rank's back: row t from rank d is what rank d sent back for
+    it, x's row xor (1 + d + step), wherever dest sent it."""
+    T, G = dests[0].shape
+    for s, a in enumerate(ranks):
+        for t in range(T):
+            for d in range(G):
+                if dests[s][t, d]:
+                    want = torch.bitwise_xor(xs[s][t], 1 + d + step)
+                    assert torch.equal(a.back[t, d], want), \
+                        f"step {step}: rank {s}, token {t}, from rank {d}"
+
+
 @pytest.mark.parametrize("G", [1, 2, 3, 4])
 def test_rows_and_their_way_back_land_where_they_are_read(G, monkeypatch):
     T = 37
@@ -123,13 +136,7 @@ def test_rows_and_their_way_back_land_where_they_are_read(G, monkeypatch):
             a.back.fill_(0)
         for a, dest in zip(ranks, dests):
             a.combine(dest)
-        for s, a in enumerate(ranks):
-            for t in range(T):
-                for d in range(G):
-                    if dests[s][t, d]:
-                        want = torch.bitwise_xor(xs[s][t], 1 + d + step)
-                        assert torch.equal(a.back[t, d], want), \
-                            f"step {step}: rank {s}, token {t}, from rank {d}"
+        _check_back(ranks, xs, dests, step)
         # Read instead: each row where places() says, in its rank's y.
         for s, a in enumerate(ranks):
             a.ready()
@@ -230,13 +237,8 @@ def test_a_chunked_combine_brings_each_row_back_once_in_its_tokens_chunk(G, K, T
                 if G > 1:
                     assert ("wait", a._sem_rows[av._CHUNK0 + c].data_ptr()) in log[:at], \
                         f"chunk {c}: the peers' signals"
-        for s, a in enumerate(ranks):
-            for t in range(T):
-                for d in range(G):
-                    if dests[s][t, d]:
-                        want = torch.bitwise_xor(xs[s][t], 1 + d + step)
-                        assert torch.equal(a.back[t, d], want), \
-                            f"step {step}: rank {s}, token {t}, from rank {d}"
+        _check_back(ranks, xs, dests, step)
+        for s in range(G):
             bounds = [-(-c * max_rows // K) for c in range(K + 1)]
             assert told[s] == [(lo, min(hi, T)) for lo, hi in zip(bounds, bounds[1:]) if lo < T]
         for d, a in enumerate(ranks):  # d: the rank sending back
