@@ -389,7 +389,9 @@ class AlltoallV:
         chunk on a second stream while the next chunks travel, so work that
         reads back[lo:hi] (a weighted sum) overlaps the exchange; the
         current stream waits for all of it before combine returns. (For MoE
-        combine on four H100s, 4 chunks measured slower than one batch.)
+        combine on four H100s, 2 and 4 chunks measured slower than one
+        batch: their batches and descriptors cost more than the sum they
+        hide, bench/results/peer.md 5j.)
         A chunk's batch holds this rank's own rows too: only a combine of
         one batch runs them beside the peers'."""
         G, rb, K = self.G, self.rb, int(chunks)
