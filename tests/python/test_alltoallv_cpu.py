@@ -13,6 +13,7 @@ chunked combine places its pieces, that it sends each row once, in its
 token's chunk, and that each chunk's `then` waits only for its chunk."""
 import contextlib
 import ctypes
+import re
 
 import pytest
 
@@ -290,9 +291,16 @@ def test_bad_routing_rows_and_chunks_get_a_clear_error(monkeypatch):
         with pytest.raises(ValueError, match=r"x must be 8 contiguous rows of 48 bytes") as e:
             a.dispatch(bad, dest)
         assert says in str(e.value)
-    for chunks in (0, av._MAX_CHUNKS + 1):
-        with pytest.raises(ValueError, match=f"chunks must be 1 to {av._MAX_CHUNKS}, not {chunks}"):
+    for chunks in (0, av._MAX_CHUNKS + 1, 2.5, "2", True):
+        with pytest.raises(ValueError, match=f"chunks must be an int of 1 to {av._MAX_CHUNKS}, "
+                                             f"not {re.escape(repr(chunks))}"):
             a.combine(dest, chunks=chunks)
+    batches = len(a.log)
+    for then in ("sum", 3):
+        with pytest.raises(ValueError, match=r"then must be a callable then\(lo, hi\) or None, "
+                                             f"not {type(then).__name__}"):
+            a.combine(dest, chunks=2, then=then)
+    assert len(a.log) == batches, "a refused combine enqueued a batch"
 
 
 def test_an_eager_batch_skips_the_dispatcher_and_a_mode_keeps_it(monkeypatch):

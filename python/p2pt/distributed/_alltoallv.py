@@ -394,11 +394,16 @@ class AlltoallV:
         hide, bench/results/peer.md 5j.)
         A chunk's batch holds this rank's own rows too: only a combine of
         one batch runs them beside the peers'."""
-        G, rb, K = self.G, self.rb, int(chunks)
+        G, rb, K = self.G, self.rb, chunks
         T = self._tokens(dest)
-        if not 1 <= K <= _MAX_CHUNKS:
-            raise ValueError(f"p2pt.distributed.AlltoallV.combine: chunks must be 1 to "
-                             f"{_MAX_CHUNKS}, not {chunks}")
+        if isinstance(K, bool) or not isinstance(K, int) or not 1 <= K <= _MAX_CHUNKS:
+            raise ValueError(f"p2pt.distributed.AlltoallV.combine: chunks must be an int of 1 "
+                             f"to {_MAX_CHUNKS}, not {chunks!r}")
+        if then is not None and not callable(then):
+            # Checked before any batch: called later, it would fail with
+            # the rows already on their way and the streams not joined.
+            raise ValueError(f"p2pt.distributed.AlltoallV.combine: then must be a callable "
+                             f"then(lo, hi) or None, not {type(then).__name__}")
         col, r = self._col, self._r
         # Piece (r, s): row r of source s's region, sources interleaved
         # (a batch laid out destination by destination is slower on NVLink).
