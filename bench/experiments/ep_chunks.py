@@ -28,8 +28,8 @@ import ep_dispatch as ep  # noqa: E402  (its argument parser, routing and sum)
 import p2pt.torch as pt  # noqa: E402
 
 
-def timeline(prof, rank):
-    """Rank 0's kernels of the profiled replay, one line each."""
+def timeline(prof):
+    """This rank's kernels of the profiled replay, one line each."""
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "trace.json")
         prof.export_chrome_trace(path)
@@ -87,7 +87,7 @@ def main():
         dist.barrier()
         if rank == 0:
             print(f"# K={k}, with the sum: rank 0's kernels (start, +length, us)")
-            print("\n".join(timeline(prof, rank)), flush=True)
+            print("\n".join(timeline(prof)), flush=True)
     dist.barrier()
     dist.destroy_process_group()
 

@@ -239,9 +239,9 @@ def test_a_chunked_combine_brings_each_row_back_once_in_its_tokens_chunk(G, K, T
                     assert ("wait", a._sem_rows[av._CHUNK0 + c].data_ptr()) in log[:at], \
                         f"chunk {c}: the peers' signals"
         _check_back(ranks, xs, dests, step)
-        for s in range(G):
-            bounds = [-(-c * max_rows // K) for c in range(K + 1)]
-            assert told[s] == [(lo, min(hi, T)) for lo, hi in zip(bounds, bounds[1:]) if lo < T]
+        bounds = [-(-c * max_rows // K) for c in range(K + 1)]
+        chunks = [(lo, min(hi, T)) for lo, hi in zip(bounds, bounds[1:]) if lo < T]
+        assert told == [chunks] * G
         for d, a in enumerate(ranks):  # d: the rank sending back
             assert [c for c, _ in a.chunk_batches] == list(range(K))
             sent = set()
