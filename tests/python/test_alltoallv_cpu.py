@@ -258,6 +258,58 @@ def test_a_chunked_combine_brings_each_row_back_once_in_its_tokens_chunk(G, K, T
             assert sent == {(s, t) for s in range(G) for t in range(T) if dests[s][t, d]}
 
 
+def test_the_dispatch_writes_the_combines_pieces_beside_its_peers_batch(monkeypatch):
+    """What a one-batch combine's pieces take from the counts is written
+    by the dispatch on the side stream, after that stream joined the
+    current one (so after the count wait) and after the own rows' batch,
+    and before the current stream joins it back; the combine writes only
+    where each row goes back, and writes nothing on the side stream."""
+    G, T = 3, 37
+    ranks = _ranks(G, T, monkeypatch)
+    log = []
+
+    def wait(sem, count, **_):
+        log.append(("wait", sem.data_ptr()))
+
+    @contextlib.contextmanager
+    def on(stream):
+        log.append(("enter", stream.name))
+        yield
+        log.append(("leave", stream.name))
+
+    main = _LoggedStream("main", log)
+    monkeypatch.setattr(av, "wait", wait)
+    monkeypatch.setattr(av.torch.cuda, "current_stream", lambda *_: main)
+    monkeypatch.setattr(av.torch.cuda, "stream", on)
+    for a in ranks:
+        a.log, a._side = log, _LoggedStream("side", log)
+        describe = a._back_describe
+        a._back_describe = lambda d=describe: (log.append(("describe back",)), d())[1]
+    g = torch.Generator().manual_seed(3)
+    xs = [torch.randint(0, 256, (T, ROW), dtype=torch.uint8, generator=g) for _ in ranks]
+    dests = [torch.rand(T, G, generator=g) < 0.5 for _ in ranks]
+    places = [a._place(dest) for a, dest in zip(ranks, dests)]
+    for a, x, dest, (_, upto) in zip(ranks, xs, dests, places):
+        a._counts_out(dest)
+        a._describe_rows(x, dest, upto)
+    for a, (_, upto) in zip(ranks, places):  # every rank's counts are here
+        log.clear()
+        a._describe_places(upto)
+        a._rows_out(T)
+        assert log == [("wait_stream", "side", "main"), ("batch", av._ROWS), ("batch", None),
+                       ("enter", "side"), ("describe back",), ("leave", "side"),
+                       ("wait", a._sem_rows[av._ROWS].data_ptr()),
+                       ("wait_stream", "main", "side")]
+    for r, b in enumerate(ranks):
+        torch.bitwise_xor(b.recv, 1 + r, out=b.y)
+        b.back.fill_(0)
+    log.clear()
+    for b, dest in zip(ranks, dests):
+        b.combine(dest)
+    assert ("describe back",) not in log and ("enter", "side") not in log
+    _check_back(ranks, xs, dests, 0)
+
+
 def test_bad_routing_rows_and_chunks_get_a_clear_error(monkeypatch):
     """Every argument a step takes is checked before any batch: the
     message names what was expected and what came."""

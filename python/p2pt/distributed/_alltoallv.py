@@ -22,7 +22,10 @@ its `y` into the slot (token, rank) of the rank it came from, whose index
 came with the row: one device batch that ends with a signal to every
 peer; each waits for G - 1 signals. Pushes, because NVLink moves writes
 faster than reads, and because a rank's own `y` is ready by stream order:
-no round of signals before the rows.
+no round of signals before the rows. What its pieces take from the counts
+alone (each row's place in y, its bytes) the dispatch writes beside its
+own rows' batch, while its peers' batch runs: the combine only adds where
+each row goes back before its batch starts.
 
 Or each rank reads instead: `ready()` signals every peer that its `y` is
 written (an empty device batch that ends with the signals) and waits for
@@ -128,7 +131,8 @@ class AlltoallV:
         self._link(*(share(t, group, handle=handle)
                      for t in (self.recv, self.back, self.slots, self.matrix, self.sems, self.y)))
         for t in (self.recv, self.y, self.matrix, self.mine, self.sems, self.descs, self.back,
-                  self.slots, self.my_slots, self.descs_k, self.split):
+                  self.slots, self.my_slots, self.descs_k, self.split,
+                  self.back_split):
             _handles._windows(self.h, self.device, [t.untyped_storage()])
         dist.barrier(group)  # every semaphore zeroed before any peer signals it
 
@@ -169,7 +173,21 @@ class AlltoallV:
         rows_at = torch.arange(self.max_rows, **i64)[:, None] * G
         self._peers_first = torch.cat([cols, G + (rows_at + peer_cols).view(-1),
                                        G + (rows_at + self.rank).view(-1)])
-        self._back_peers_first = self._peers_first[G:] - G
+        # A one-batch combine's pieces, peers first as the dispatch's
+        # (split's layout from G on), in a buffer of their own: the
+        # dispatch writes what its counts decide (each piece's row of y,
+        # its bytes) on the side stream while its peers' batch reads split;
+        # the combine adds only where each row goes back (_back_describe).
+        self.back_split = torch.zeros(G * self.max_rows, 3, **i64)
+        back_at = self._peers_first[G:] - G  # piece j: (row r, source s) at r * G + s
+        self._bk_r, self._bk_s = back_at // G, back_at % G
+        self._bk_start = torch.zeros(G, **i64)  # where each source's region starts in recv
+        self._bk_valid = torch.zeros(G * self.max_rows, dtype=torch.bool, device=dev)
+        self._bk_k = torch.zeros(G * self.max_rows, **i64)  # piece j's row of recv and y
+        self._bk_slot = torch.zeros(G * self.max_rows, **i64)
+        self._bk_dst, self._bk_src, self._bk_size = self.back_split.unbind(1)
+        self._bk_peers = self.back_split[:self.own - G]
+        self._bk_own = self.back_split[self.own - G:]
         # The counts of the peers' and the own batch of a dispatch of T
         # tokens at [T], and of the combine's: constants, so no step
         # writes a count.
@@ -191,8 +209,7 @@ class AlltoallV:
         # a step of T tokens' own, for the last T (_views).
         self._runs_dst, self._runs_bytes = self.descs[:G, 0], self.descs[:G, 2]
         self._above = self.matrix[:self.rank]
-        self._split_at = {0: self.split, G: self.split[G:]}
-        self._split_own = self.split[self.own:]
+        self._split_peers, self._split_own = self.split[:self.own], self.split[self.own:]
         self._step = (None, None)
         self._col = self.matrix[:, self.rank]  # rows from each source, in recv's order
         self._r = self._k[:self.max_rows, None]
@@ -225,6 +242,8 @@ class AlltoallV:
              for d in range(G)], **i64)
         self.peer_recv, self.peer_back, self.peer_slots = peer_recv, peer_back, peer_slots
         self.peer_matrix, self.peer_sems, self.peer_y = peer_matrix, peer_sems, peer_y
+        self._bk_back = self.back_base[self._bk_s]  # each combine piece's source's back
+        self._back_describe()  # a combine before any dispatch: no rows, no bytes
 
     def _batch(self, descs, n, max_count, out, k, ws=None, stream=None):
         """A device batch of the first n[0] pieces of descs, signalling
@@ -242,17 +261,20 @@ class AlltoallV:
                                              self._no_signals if k is None else self._signals[k],
                                              self.hid)
 
-    def _split_send(self, first, n_peers, n_own, out, k):
-        """self.split's pieces, gathered peers first: the peers' (n_peers
-        from split[first]) into `out` with a signal to each, then a wait
-        for theirs on semaphore k; beside them, on the side stream, this
-        rank's own (n_own from split[own]), which need no link and no
-        signal. The current stream waits for both."""
+    def _split_send(self, peers, own, n_peers, n_own, out, k, beside=None):
+        """Pieces split by where they go: the peers' (n_peers of `peers`)
+        into `out` with a signal to each, then a wait for theirs on
+        semaphore k; beside them, on the side stream, this rank's own
+        (n_own of `own`), which need no link and no signal, then
+        `beside()` if given. The current stream waits for all of it."""
         main = torch.cuda.current_stream()
         self._side.wait_stream(main)
-        if self.own > first:  # a combine in a group of one has no peer piece
-            self._batch(self._split_at[first], n_peers, self.own - first, out, k)
-        self._batch(self._split_own, n_own, self.max_rows, out, None, self.ws_own, self._side)
+        if peers.shape[0]:  # a group of one has no peer piece
+            self._batch(peers, n_peers, peers.shape[0], out, k)
+        self._batch(own, n_own, self.max_rows, out, None, self.ws_own, self._side)
+        if beside is not None:
+            with torch.cuda.stream(self._side):
+                beside()
         self._wait(k)
         main.wait_stream(self._side)
 
@@ -323,7 +345,8 @@ class AlltoallV:
         and this rank's own."""
         v = self._views(T)
         torch.index_select(self.descs, 0, self._peers_first, out=self.split)
-        self._split_send(0, v.n_peers, v.n_own, self.recv, _ROWS)
+        self._split_send(self._split_peers, self._split_own, v.n_peers, v.n_own, self.recv,
+                         _ROWS, self._back_describe)
 
     def _counts_out(self, dest):
         """My row of the count matrix into every rank's, signalling each;
@@ -350,6 +373,21 @@ class AlltoallV:
         off = self._above.sum(0)  # where my rows start in each rank's recv
         torch.add(torch.add(self._recv_before, off, alpha=rb), upto, alpha=rb, out=dst)
         torch.add(self.slots_base, off, alpha=8, out=self._runs_dst)
+
+    def _back_describe(self):
+        """What a one-batch combine's pieces take from the counts alone,
+        in its layout (peers first, sources interleaved): piece j, row r
+        of source s's region of recv, carries row k = (s's start) + r of
+        y, its bytes rb if r is inside the region, else 0 (k = 0). Run by
+        the dispatch on the side stream beside its peers' batch, so the
+        combine's critical path only adds where each row goes back."""
+        col, s = self._col, self._bk_s
+        torch.cumsum(col, 0, out=self._bk_start)
+        self._bk_start.sub_(col)
+        torch.lt(self._bk_r, col[s], out=self._bk_valid)
+        torch.mul(self._bk_start[s] + self._bk_r, self._bk_valid, out=self._bk_k)
+        torch.add(self._y_at, self._bk_k, alpha=self.rb, out=self._bk_src)
+        torch.mul(self._bk_valid, self.rb, out=self._bk_size)
 
     def ready(self):
         """Signal every peer that this rank's `y` is written (everything
@@ -394,7 +432,7 @@ class AlltoallV:
         hide, bench/results/peer.md 5j.)
         A chunk's batch holds this rank's own rows too: only a combine of
         one batch runs them beside the peers'."""
-        G, rb, K = self.G, self.rb, chunks
+        rb, K = self.rb, chunks
         T = self._tokens(dest)
         if isinstance(K, bool) or not isinstance(K, int) or not 1 <= K <= _MAX_CHUNKS:
             raise ValueError(f"p2pt.distributed.AlltoallV.combine: chunks must be an int of 1 "
@@ -404,6 +442,16 @@ class AlltoallV:
             # the rows already on their way and the streams not joined.
             raise ValueError(f"p2pt.distributed.AlltoallV.combine: then must be a callable "
                              f"then(lo, hi) or None, not {type(then).__name__}")
+        if K == 1:
+            # The rest of the pieces came with the dispatch (_back_describe):
+            # only where each row goes back, from the slot that came with it.
+            torch.index_select(self.slots, 0, self._bk_k, out=self._bk_slot)
+            torch.add(self._bk_back, self._bk_slot, alpha=rb, out=self._bk_dst)
+            self._split_send(self._bk_peers, self._bk_own, self._n_back_peers, self._n_own_back,
+                             self.back, _BACK)
+            if then is not None:
+                then(0, T)
+            return self.back[:T]
         col, r = self._col, self._r
         # Piece (r, s): row r of source s's region, sources interleaved
         # (a batch laid out destination by destination is slower on NVLink).
@@ -413,12 +461,6 @@ class AlltoallV:
         pieces = self.pieces
         torch.stack([torch.add(self.back_base, slot, alpha=rb),
                      torch.add(self._y_at, k, alpha=rb), valid * rb], dim=-1, out=self._pieces_tg)
-        if K == 1:
-            torch.index_select(pieces, 0, self._back_peers_first, out=self._split_at[G])
-            self._split_send(G, self._n_back_peers, self._n_own_back, self.back, _BACK)
-            if then is not None:
-                then(0, T)
-            return self.back[:T]
         at, counts = self._chunk_places(valid, slot, K)
         self.descs_k.view(-1, 3).index_copy_(0, at, pieces)
         self.n_k[:K].copy_(counts)
