@@ -10,8 +10,9 @@ exchange alone (the batch of G pieces of G counts that signals every
 peer, and the wait for the G - 1 peers), the counts and the descriptors
 built on the GPU, the row batches alone (the peers' and, beside it, the
 rank's own; their descriptors already built) and the wait, the whole dispatch, the combine
-without the weighted sum; the GPU time of the counts and of the exchange
-alone, from 100 replays back to back; then the kernels of eager dispatches and combines on rank 0,
+without the weighted sum, the dispatch and the combine together; the GPU
+time of the counts, of the exchange alone, of the dispatch, of the combine
+and of both, from 100 replays back to back (no barrier's skew); then the kernels of eager dispatches and combines on rank 0,
 from torch.profiler. Same routing
 as examples/ep_dispatch.py."""
 import os
@@ -62,8 +63,12 @@ def phases(a2a, x, dest):
     def back():
         a2a.combine(dest)
 
+    def step():
+        a2a.dispatch(x, dest)
+        a2a.combine(dest)
+
     return [("counts", counts), ("exchange alone", exchange), ("counts+descs", descs), ("rows batch+wait", rows),
-            ("dispatch", whole), ("combine, no sum", back)]
+            ("dispatch", whole), ("combine, no sum", back), ("dispatch+combine", step)]
 
 
 def back_to_back(g, n, device):
@@ -97,7 +102,7 @@ def main():
             fn()
         us = ep.timed(g.replay, a, device)
         out.append((name, ep.largest(us, device), us))
-        if name in ("counts", "exchange alone"):
+        if name in ("counts", "exchange alone", "dispatch", "combine, no sum", "dispatch+combine"):
             us = statistics.median(back_to_back(g, 100, device) for _ in range(5))
             out.append((f"{name}, 100 back to back", ep.largest(us, device), us))
     if rank == 0:
