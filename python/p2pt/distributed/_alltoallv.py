@@ -181,8 +181,15 @@ class AlltoallV:
         self.back_split = torch.zeros(G * self.max_rows, 3, **i64)
         back_at = self._peers_first[G:] - G  # piece j: (row r, source s) at r * G + s
         self._bk_r, self._bk_s = back_at // G, back_at % G
-        self._bk_start = torch.zeros(G, **i64)  # where each source's region starts in recv
-        self._bk_valid = torch.zeros(G * self.max_rows, dtype=torch.bool, device=dev)
+        # Row s + 1 of _bk_cum: the rows rank c holds from sources 0 to s,
+        # in column c (row 0 stays 0): source s's region of recv starts at
+        # _bk_cum[s, rank] and ends at _bk_cum[s + 1, rank], both read by
+        # one gather (_bk_ends) for every piece.
+        self._bk_cum = torch.zeros(G + 1, G, **i64)
+        n = G * self.max_rows
+        self._bk_ends = torch.cat([self._bk_s * G + self.rank, (self._bk_s + 1) * G + self.rank])
+        self._bk_bounds = torch.zeros(2 * n, **i64)
+        self._bk_valid = torch.zeros(n, dtype=torch.bool, device=dev)
         self._bk_k = torch.zeros(G * self.max_rows, **i64)  # piece j's row of recv and y
         self._bk_slot = torch.zeros(G * self.max_rows, **i64)
         self._bk_dst, self._bk_src, self._bk_size = self.back_split.unbind(1)
@@ -381,11 +388,13 @@ class AlltoallV:
         y, its bytes rb if r is inside the region, else 0 (k = 0). Run by
         the dispatch on the side stream beside its peers' batch, so the
         combine's critical path only adds where each row goes back."""
-        col, s = self._col, self._bk_s
-        torch.cumsum(col, 0, out=self._bk_start)
-        self._bk_start.sub_(col)
-        torch.lt(self._bk_r, col[s], out=self._bk_valid)
-        torch.mul(self._bk_start[s] + self._bk_r, self._bk_valid, out=self._bk_k)
+        n = self._bk_r.shape[0]
+        torch.cumsum(self.matrix, 0, out=self._bk_cum[1:])
+        torch.index_select(self._bk_cum.view(-1), 0, self._bk_ends, out=self._bk_bounds)
+        start, end = self._bk_bounds[:n], self._bk_bounds[n:]
+        torch.add(start, self._bk_r, out=self._bk_k)
+        torch.lt(self._bk_k, end, out=self._bk_valid)
+        self._bk_k.mul_(self._bk_valid)
         torch.add(self._y_at, self._bk_k, alpha=self.rb, out=self._bk_src)
         torch.mul(self._bk_valid, self.rb, out=self._bk_size)
 
