@@ -310,6 +310,51 @@ def test_the_dispatch_writes_the_combines_pieces_beside_its_peers_batch(monkeypa
     _check_back(ranks, xs, dests, 0)
 
 
+def test_the_dispatch_describes_its_rows_beside_the_count_exchange(monkeypatch):
+    """dispatch() sends its counts on the current stream, then writes
+    what they do not decide on the side stream (joined to the current one
+    first), while the current stream waits for the peers' counts; the
+    current stream joins the side stream before the rows' places, which
+    read the side stream's work. Its places, kept in the rank's buffers,
+    are _place's."""
+    G, T = 3, 37
+    ranks = _ranks(G, T, monkeypatch)
+    log = []
+
+    def wait(sem, count, **_):
+        log.append(("wait", sem.data_ptr()))
+
+    @contextlib.contextmanager
+    def on(stream):
+        log.append(("enter", stream.name))
+        yield
+        log.append(("leave", stream.name))
+
+    main = _LoggedStream("main", log)
+    monkeypatch.setattr(av, "wait", wait)
+    monkeypatch.setattr(av.torch.cuda, "current_stream", lambda *_: main)
+    monkeypatch.setattr(av.torch.cuda, "stream", on)
+    monkeypatch.setattr(av._handles, "_windows", lambda *_: None)
+    a = ranks[1]
+    a.log, a._side, a.h, a.device = log, _LoggedStream("side", log), None, None
+    describe, places = a._describe_rows, a._describe_places
+    monkeypatch.setattr(a, "_describe_rows", lambda *args: (log.append(("rows",)), describe(*args)))
+    monkeypatch.setattr(a, "_describe_places", lambda *args: (log.append(("places",)),
+                                                               places(*args)))
+    g = torch.Generator().manual_seed(5)
+    for t in (T, 1, 20):
+        x = torch.randint(0, 256, (t, ROW), dtype=torch.uint8, generator=g)
+        dest = torch.rand(t, G, generator=g) < 0.5
+        log.clear()
+        a.dispatch(x, dest)
+        counts = a._sem_rows[av._COUNTS].data_ptr()
+        assert log[:8] == [("wait_stream", "side", "main"), ("batch", av._COUNTS),
+                           ("enter", "side"), ("rows",), ("leave", "side"), ("wait", counts),
+                           ("wait_stream", "main", "side"), ("places",)], log
+        _, kept = a._place(dest, kept=True)
+        assert torch.equal(kept, a._place(dest)[1])
+
+
 def test_bad_routing_rows_and_chunks_get_a_clear_error(monkeypatch):
     """Every argument a step takes is checked before any batch: the
     message names what was expected and what came."""

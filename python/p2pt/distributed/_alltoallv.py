@@ -5,7 +5,8 @@ combine), with no host sync, so a captured graph replays with new counts
 
 1. each rank puts its row of the count matrix (rows it sends to each rank)
    into every peer's matrix: one device batch of G small pieces that ends
-   with a signal to every peer; each waits for G - 1 signals;
+   with a signal to every peer; each waits for G - 1 signals, while a
+   second stream describes what the counts do not decide;
 2. each rank works out on the GPU where its rows land in every receiver's
    buffer (rows from lower ranks first, then in token order) and puts them
    there, and with them, packed the same way, the slot each row returns
@@ -153,6 +154,8 @@ class AlltoallV:
         # row recv[k]; sent packed by destination from mine[d] beside the rows.
         self.slots = torch.zeros(G * self.max_rows, **i64)
         self.my_slots = torch.zeros(G * self.max_rows + 1, **i64)  # the last: a sink
+        self._dest_t = torch.zeros(G * self.max_rows, dtype=torch.bool, device=dev)  # _place's
+        self._upto = torch.zeros(G * self.max_rows, **i64)
         self.sems_n = _CHUNK0 + _MAX_CHUNKS
         self.count_n = torch.tensor([G], dtype=torch.int32, device=dev)
         # A dispatch's pieces: to each rank the run of slots of my rows to
@@ -320,29 +323,44 @@ class AlltoallV:
             self._step = (T, v)
         return v
 
-    def _place(self, dest):
+    def _place(self, dest, kept=False):
         """The tokens, and upto[t, d]: this rank's rows to d up to and
-        including row t (row t's place among them, plus one)."""
+        including row t (row t's place among them, plus one); `kept`: in
+        this rank's buffers, not in memory of the current stream (the
+        dispatch makes it on its side stream and reads it on the other)."""
         T = self._tokens(dest)
         # Scanned along rows of dest's transpose: a scan along dim 0 of a
         # [T, G] tensor runs G threads down T rows (650 us at T = 4,096 on
         # an H100, more than the rows' batch); along the last dim it is ~10 us.
-        return T, dest.t().contiguous().cumsum(1, dtype=torch.int64).t()
+        if not kept:
+            return T, dest.t().contiguous().cumsum(1, dtype=torch.int64).t()
+        n = self.G * T
+        dest_t, upto = self._dest_t[:n].view(self.G, T), self._upto[:n].view(self.G, T)
+        dest_t.copy_(dest.t())
+        torch.cumsum(dest_t, 1, dtype=torch.int64, out=upto)
+        return T, upto.t()
 
     def dispatch(self, x, dest):
         """Send row t of `x` to every rank d with dest[t, d]; returns this
         rank's receive buffer and the rows from each source (int64 [G] on
         the GPU). On the current stream; no host sync."""
-        T, upto = self._place(dest)
+        T = self._tokens(dest)
         if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.shape[0] != T or \
                 not x.is_contiguous() or x.nbytes != T * self.rb or x.device != self._dev:
             raise ValueError(f"p2pt.distributed.AlltoallV.dispatch: x must be {T} contiguous "
                              f"rows of {self.rb} bytes (dest's rows) on {self._dev}, "
                              f"not {described(x)}")
         _handles._windows(self.h, self.device, [x.untyped_storage()])
+        main = torch.cuda.current_stream()
+        self._side.wait_stream(main)
         self._counts_out(dest)
-        self._describe_rows(x, dest, upto)  # while the counts travel
+        # What the counts do not decide, on the side stream while they
+        # travel and the current stream waits for them.
+        with torch.cuda.stream(self._side):
+            _, upto = self._place(dest, kept=True)
+            self._describe_rows(x, dest, upto)
         self._wait(_COUNTS)
+        main.wait_stream(self._side)
         self._describe_places(upto)
         self._rows_out(T)
         return self.recv, self._col
