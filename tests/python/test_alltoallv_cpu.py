@@ -258,14 +258,10 @@ def test_a_chunked_combine_brings_each_row_back_once_in_its_tokens_chunk(G, K, T
             assert sent == {(s, t) for s in range(G) for t in range(T) if dests[s][t, d]}
 
 
-def test_the_dispatch_writes_the_combines_pieces_beside_its_peers_batch(monkeypatch):
-    """What a one-batch combine's pieces take from the counts is written
-    by the dispatch on the side stream, after that stream joined the
-    current one (so after the count wait) and after the own rows' batch,
-    and before the current stream joins it back; the combine writes only
-    where each row goes back, and writes nothing on the side stream."""
-    G, T = 3, 37
-    ranks = _ranks(G, T, monkeypatch)
+def _stream_log(ranks, monkeypatch):
+    """A log of every rank's batches, waits, stream joins and the streams
+    its work is entered on (each rank's side stream logged as "side", the
+    current one as "main")."""
     log = []
 
     def wait(sem, count, **_):
@@ -283,6 +279,19 @@ def test_the_dispatch_writes_the_combines_pieces_beside_its_peers_batch(monkeypa
     monkeypatch.setattr(av.torch.cuda, "stream", on)
     for a in ranks:
         a.log, a._side = log, _LoggedStream("side", log)
+    return log
+
+
+def test_the_dispatch_writes_the_combines_pieces_beside_its_peers_batch(monkeypatch):
+    """What a one-batch combine's pieces take from the counts is written
+    by the dispatch on the side stream, after that stream joined the
+    current one (so after the count wait) and after the own rows' batch,
+    and before the current stream joins it back; the combine writes only
+    where each row goes back, and writes nothing on the side stream."""
+    G, T = 3, 37
+    ranks = _ranks(G, T, monkeypatch)
+    log = _stream_log(ranks, monkeypatch)
+    for a in ranks:
         describe = a._back_describe
         a._back_describe = lambda d=describe: (log.append(("describe back",)), d())[1]
     g = torch.Generator().manual_seed(3)
@@ -319,24 +328,10 @@ def test_the_dispatch_describes_its_rows_beside_the_count_exchange(monkeypatch):
     are _place's."""
     G, T = 3, 37
     ranks = _ranks(G, T, monkeypatch)
-    log = []
-
-    def wait(sem, count, **_):
-        log.append(("wait", sem.data_ptr()))
-
-    @contextlib.contextmanager
-    def on(stream):
-        log.append(("enter", stream.name))
-        yield
-        log.append(("leave", stream.name))
-
-    main = _LoggedStream("main", log)
-    monkeypatch.setattr(av, "wait", wait)
-    monkeypatch.setattr(av.torch.cuda, "current_stream", lambda *_: main)
-    monkeypatch.setattr(av.torch.cuda, "stream", on)
+    log = _stream_log(ranks, monkeypatch)
     monkeypatch.setattr(av._handles, "_windows", lambda *_: None)
     a = ranks[1]
-    a.log, a._side, a.h, a.device = log, _LoggedStream("side", log), None, None
+    a.h, a.device = None, None
     describe, places = a._describe_rows, a._describe_places
     monkeypatch.setattr(a, "_describe_rows", lambda *args: (log.append(("rows",)), describe(*args)))
     monkeypatch.setattr(a, "_describe_places", lambda *args: (log.append(("places",)),
