@@ -193,8 +193,8 @@ class AlltoallV:
         self._bk_ends = torch.cat([self._bk_s * G + self.rank, (self._bk_s + 1) * G + self.rank])
         self._bk_bounds = torch.zeros(2 * n, **i64)
         self._bk_valid = torch.zeros(n, dtype=torch.bool, device=dev)
-        self._bk_k = torch.zeros(G * self.max_rows, **i64)  # piece j's row of recv and y
-        self._bk_slot = torch.zeros(G * self.max_rows, **i64)
+        self._bk_k = torch.zeros(n, **i64)  # piece j's row of recv and y
+        self._bk_slot = torch.zeros(n, **i64)
         self._bk_dst, self._bk_src, self._bk_size = self.back_split.unbind(1)
         self._bk_peers = self.back_split[:self.own - G]
         self._bk_own = self.back_split[self.own - G:]
