@@ -123,7 +123,7 @@ def _sum_fp32(rows, w):
 
 def _sum_bmm_into(rows, w, out):
     """_sum_bmm into `out`."""
-    out.view(-1, 1, out.shape[-1]).copy_(_sum_bmm(rows, w)[:, None])
+    out.copy_(_sum_bmm(rows, w))
 
 
 def _sum_fp32_into(rows, w, out):
