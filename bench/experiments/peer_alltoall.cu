@@ -13,6 +13,11 @@
  *               order `seq` (peer by peer) or `mix` (piece i to peer i % (N-1))
  *   plain_push  a warp per row (plain_rows.cuh), 512 threads a CTA
  *   batch_pull, plain_pull  the same pieces read by each destination GPU
+ *   batch_half, plain_half  half of each pair's pieces pushed by the source,
+ *               half pulled by the destination: GPU g's batch holds its even
+ *               rows to every peer and the odd rows every peer sends it, in
+ *               turns of G - 1 pieces (whether an SM's NVLink reads add to
+ *               what its writes move)
  *
  * One round is timed from a common start (GPU 0's stream records an event
  * every other stream waits on) to the last stream's end (GPU 0 waits on an
@@ -36,14 +41,14 @@ static int G = 0;
 struct rank {
     int dev;
     char *rows = nullptr, *recv = nullptr;
-    p2pt_batch_desc *push = nullptr, *pull = nullptr; /* SETS x (G - 1) x N_PER each */
+    p2pt_batch_desc *push = nullptr, *pull = nullptr, *half = nullptr; /* SETS x (G - 1) x N_PER each */
     unsigned *count = nullptr;
     void *ws = nullptr;
     cudaStream_t s;
     std::vector<cudaStream_t> pair; /* the copy engine's, one per peer */
     cudaEvent_t start, end, done;
     std::vector<cudaEvent_t> pair_done;
-    std::vector<p2pt_batch_desc> hpush, hpull;
+    std::vector<p2pt_batch_desc> hpush, hpull, hhalf;
 };
 
 static std::vector<rank> R;
@@ -84,8 +89,20 @@ static void layouts(size_t bytes, bool mix)
                     R[p].hpull[k * per + atp] = d;
                 }
             }
+    /* Piece i of a pair: pushed by its source where i is even, pulled by
+     * its destination where odd; index x of either layout is piece
+     * x / (G - 1) of a pair (mixed order), so each piece is taken once. */
+    for (rank &r : R) {
+        r.hhalf.resize(r.hpush.size());
+        for (size_t x = 0; x < r.hpush.size(); x++)
+            r.hhalf[x] = (x % per) / (G - 1) % 2 == 0 ? r.hpush[x] : r.hpull[x];
+        if (!mix)
+            r.hhalf = r.hpush; /* only the mixed order has halves */
+    }
     for (rank &r : R) {
         CK(cudaSetDevice(r.dev));
+        CK(cudaMemcpy(r.half, r.hhalf.data(), r.hhalf.size() * sizeof(p2pt_batch_desc),
+                      cudaMemcpyHostToDevice));
         CK(cudaMemcpy(r.push, r.hpush.data(), r.hpush.size() * sizeof(p2pt_batch_desc),
                       cudaMemcpyHostToDevice));
         CK(cudaMemcpy(r.pull, r.hpull.data(), r.hpull.size() * sizeof(p2pt_batch_desc),
@@ -140,7 +157,8 @@ static void round_of(const way &w, int set, size_t bytes)
             continue;
         }
         const bool pull = w.name.find("pull") != std::string::npos;
-        const p2pt_batch_desc *d = (pull ? r.pull : r.push) + (size_t)set * per;
+        const bool half = w.name.find("half") != std::string::npos;
+        const p2pt_batch_desc *d = (half ? r.half : pull ? r.pull : r.push) + (size_t)set * per;
         if (w.name.rfind("batch", 0) == 0) {
             p2pt_batch_dev_params p = params(r, d, bytes);
             p2pt_batch_copy_dev<<<w.ctas + 1, P2PT_BATCH_THREADS, 0, r.s>>>(p);
@@ -262,6 +280,7 @@ int main(int argc, char **argv)
         CK(cudaMalloc(&r.recv, per * max_bytes));
         CK(cudaMalloc(&r.push, SETS * per * sizeof(p2pt_batch_desc)));
         CK(cudaMalloc(&r.pull, SETS * per * sizeof(p2pt_batch_desc)));
+        CK(cudaMalloc(&r.half, SETS * per * sizeof(p2pt_batch_desc)));
         CK(cudaMalloc(&r.count, 4));
         CK(cudaMalloc(&r.ws, 64));
         CK(cudaStreamCreateWithFlags(&r.s, cudaStreamNonBlocking));
@@ -290,6 +309,10 @@ int main(int argc, char **argv)
         for (int c : {16, 32, 132})
             run({"batch_pull", c}, bytes, "mix", ce);
         run({"plain_pull", 32}, bytes, "mix", ce);
+        for (int c : {16, 32, 64, 132})
+            run({"batch_half", c}, bytes, "mix", ce);
+        for (int c : {16, 32})
+            run({"plain_half", c}, bytes, "mix", ce);
         layouts(bytes, false);
         for (int c : {32, 132})
             run({"batch_push", c}, bytes, "seq", ce);
