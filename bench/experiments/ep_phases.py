@@ -52,7 +52,7 @@ def phases(a2a, x, dest):
         a2a._counts_out(dest)
         a2a._describe_rows(x, dest, upto)
         a2a._wait(av._COUNTS)
-        a2a._describe_places(upto)
+        a2a._describe_places(T)
 
     def rows():  # the gather that splits the peers' pieces from the own, both batches, the wait
         a2a._rows_out(dest.shape[0])

@@ -100,7 +100,7 @@ def _dispatch(ranks, T, g):
         a._counts_out(dest)
         a._describe_rows(x, dest, upto)
     for a, (_, upto) in zip(ranks, places):  # every rank's counts are here
-        a._describe_places(upto)
+        a._describe_places(T)
         a._rows_out(T)
     return xs, dests
 
@@ -303,9 +303,10 @@ def test_the_dispatch_writes_the_combines_pieces_beside_its_peers_batch(monkeypa
         a._describe_rows(x, dest, upto)
     for a, (_, upto) in zip(ranks, places):  # every rank's counts are here
         log.clear()
-        a._describe_places(upto)
+        a._describe_places(T)
         a._rows_out(T)
-        assert log == [("wait_stream", "side", "main"), ("batch", av._ROWS), ("batch", None),
+        assert log == [("wait_stream", "side", "main"), ("batch", av._ROWS),
+                       ("enter", "side"), ("leave", "side"), ("batch", None),  # own places, batch
                        ("enter", "side"), ("describe back",), ("leave", "side"),
                        ("wait", a._sem_rows[av._ROWS].data_ptr()),
                        ("wait_stream", "main", "side")]
@@ -432,6 +433,6 @@ def test_an_eager_batch_skips_the_dispatcher_and_a_mode_keeps_it(monkeypatch):
         if mode is not None:
             assert any("batch_signal" in op for op in mode.ops), mode.ops
     enqueued.clear()
-    a._batch(a.split[a.own:], a._n_own[:1], a.max_rows, a.recv, None, a.ws_own, a._side)
+    a._batch(a.own_descs, a._n_own[:1], a.max_rows, a.recv, None, a.ws_own, a._side)
     _, _, _, _, ws, signals, stream = enqueued[0]
     assert ws is a.ws_own and signals == [] and stream is a._side  # no signal; its stream

@@ -132,7 +132,7 @@ class AlltoallV:
         self._link(*(share(t, group, handle=handle)
                      for t in (self.recv, self.back, self.slots, self.matrix, self.sems, self.y)))
         for t in (self.recv, self.y, self.matrix, self.mine, self.sems, self.descs, self.back,
-                  self.slots, self.my_slots, self.descs_k, self.split,
+                  self.slots, self.my_slots, self.descs_k, self.own_descs,
                   self.back_split):
             _handles._windows(self.h, self.device, [t.untyped_storage()])
         dist.barrier(group)  # every semaphore zeroed before any peer signals it
@@ -164,22 +164,28 @@ class AlltoallV:
         self.cap = self.max_rows * G + G
         self.descs = torch.zeros(self.cap, 3, **i64)
         self._n_none = torch.zeros(1, dtype=torch.int32, device=dev)  # ready()'s pieces
-        # A step's pieces split by where they go: to the peers first (the
-        # runs of slots, then rows token by token, peers interleaved: a
-        # batch laid out destination by destination is slower on NVLink),
-        # then this rank's own rows, in their own batch at split[own:].
-        # One gather of descs (or of the combine's pieces) by _peers_first.
+        # A step's pieces split by where they go. The peers' batch is descs
+        # itself (the runs of slots, then rows token by token, ranks
+        # interleaved: a batch laid out destination by destination is
+        # slower on NVLink), where a row to this rank carries no bytes;
+        # this rank's own rows go in a batch of their own, own_descs,
+        # written on the side stream. So nothing gathers the step's pieces
+        # between the count exchange and the peers' batch.
+        self.own_descs = torch.zeros(self.max_rows, 3, **i64)
+        self._rb_to = torch.full((G,), self.rb, **i64)
+        self._rb_to[self.rank] = 0  # a row's bytes in the peers' batch, by destination
+        # The combine's pieces: to the peers first, sources interleaved,
+        # then this rank's own rows from own on.
         self.own = G + self.max_rows * (G - 1)
-        self.split = torch.zeros(self.own + self.max_rows, 3, **i64)
         cols = torch.arange(G, **i64)
         peer_cols = cols[cols != self.rank]
         rows_at = torch.arange(self.max_rows, **i64)[:, None] * G
         self._peers_first = torch.cat([cols, G + (rows_at + peer_cols).view(-1),
                                        G + (rows_at + self.rank).view(-1)])
-        # A one-batch combine's pieces, peers first as the dispatch's
-        # (split's layout from G on), in a buffer of their own: the
+        # A one-batch combine's pieces, in _peers_first's layout from G on,
+        # in a buffer of their own: the
         # dispatch writes what its counts decide (each piece's row of y,
-        # its bytes) on the side stream while its peers' batch reads split;
+        # its bytes) on the side stream while its peers' batch runs;
         # the combine adds only where each row goes back (_back_describe).
         self.back_split = torch.zeros(G * self.max_rows, 3, **i64)
         back_at = self._peers_first[G:] - G  # piece j: (row r, source s) at r * G + s
@@ -201,7 +207,7 @@ class AlltoallV:
         # The counts of the peers' and the own batch of a dispatch of T
         # tokens at [T], and of the combine's: constants, so no step
         # writes a count.
-        self._n_peers = (G + (G - 1) * torch.arange(self.max_rows + 1, **i64)).to(torch.int32)
+        self._n_peers = (G + G * torch.arange(self.max_rows + 1, **i64)).to(torch.int32)
         self._n_own = torch.arange(self.max_rows + 1, dtype=torch.int32, device=dev)
         self._n_back_peers = torch.tensor([(G - 1) * self.max_rows], dtype=torch.int32,
                                           device=dev)
@@ -215,11 +221,10 @@ class AlltoallV:
         self.descs[:G, 1] = self.my_slots.data_ptr() + self._sink_at * 8
         # Views every step reads or writes, made once (an eager step's host
         # time is mostly calls into torch): the runs' places and bytes, the
-        # count rows of the ranks before this one, the split's two batches;
-        # a step of T tokens' own, for the last T (_views).
+        # count rows of the ranks before this one; a step of T tokens' own,
+        # for the last T (_views).
         self._runs_dst, self._runs_bytes = self.descs[:G, 0], self.descs[:G, 2]
         self._above = self.matrix[:self.rank]
-        self._split_peers, self._split_own = self.split[:self.own], self.split[self.own:]
         self._step = (None, None)
         self._col = self.matrix[:, self.rank]  # rows from each source, in recv's order
         self._r = self._k[:self.max_rows, None]
@@ -271,16 +276,20 @@ class AlltoallV:
                                              self._no_signals if k is None else self._signals[k],
                                              self.hid)
 
-    def _split_send(self, peers, own, n_peers, n_own, out, k, beside=None):
+    def _split_send(self, peers, own, n_peers, n_own, out, k, before_own=None, beside=None):
         """Pieces split by where they go: the peers' (n_peers of `peers`)
         into `out` with a signal to each, then a wait for theirs on
-        semaphore k; beside them, on the side stream, this rank's own
-        (n_own of `own`), which need no link and no signal, then
-        `beside()` if given. The current stream waits for all of it."""
+        semaphore k; beside them, on the side stream, `before_own()` if
+        given, this rank's own pieces (n_own of `own`), which need no link
+        and no signal, then `beside()` if given. The current stream waits
+        for all of it."""
         main = torch.cuda.current_stream()
         self._side.wait_stream(main)
         if peers.shape[0]:  # a group of one has no peer piece
             self._batch(peers, n_peers, peers.shape[0], out, k)
+        if before_own is not None:
+            with torch.cuda.stream(self._side):
+                before_own()
         self._batch(own, n_own, self.max_rows, out, None, self.ws_own, self._side)
         if beside is not None:
             with torch.cuda.stream(self._side):
@@ -361,17 +370,17 @@ class AlltoallV:
             self._describe_rows(x, dest, upto)
         self._wait(_COUNTS)
         main.wait_stream(self._side)
-        self._describe_places(upto)
+        self._describe_places(T)
         self._rows_out(T)
         return self.recv, self._col
 
     def _rows_out(self, T):
-        """The described pieces of T tokens, split into the peers' batch
-        and this rank's own."""
+        """The described pieces of T tokens: descs to the peers, and this
+        rank's own rows, their places copied into own_descs beside."""
         v = self._views(T)
-        torch.index_select(self.descs, 0, self._peers_first, out=self.split)
-        self._split_send(self._split_peers, self._split_own, v.n_peers, v.n_own, self.recv,
-                         _ROWS, self._back_describe)
+        own = self.own_descs[:T, 0]
+        self._split_send(self.descs, self.own_descs, v.n_peers, v.n_own, self.recv, _ROWS,
+                         lambda: own.copy_(v.dst[:, self.rank]), self._back_describe)
 
     def _counts_out(self, dest):
         """My row of the count matrix into every rank's, signalling each;
@@ -381,22 +390,30 @@ class AlltoallV:
 
     def _describe_rows(self, x, dest, upto):
         """What the counts do not decide: each row's source and bytes (0
-        where not sent), the runs' bytes, and each row's slot packed by
-        destination as its row is (a sink for the unsent), for the
-        combine's way back. Kernels that write only this rank's memory."""
-        v = self._views(dest.shape[0])
+        where not sent, and in the peers' batch where sent to this rank),
+        its place in each rank's recv but for the rows of lower ranks
+        there, the runs' bytes, and each row's slot packed by destination
+        as its row is (a sink for the unsent), for the combine's way back;
+        this rank's own rows' sources and bytes in own_descs. Kernels
+        that write only this rank's memory."""
+        T = dest.shape[0]
+        v, own = self._views(T), self.own_descs[:T]
         torch.add(v.row_off, x.data_ptr(), out=v.src)
-        torch.mul(dest, self.rb, out=v.size)
+        torch.mul(dest, self._rb_to, out=v.size)
+        torch.add(self._recv_before, upto, alpha=self.rb, out=v.dst)
+        torch.add(self._row_off[:T], x.data_ptr(), out=own[:, 1])
+        torch.mul(dest[:, self.rank], self.rb, out=own[:, 2])
         torch.mul(self.mine, 8, out=self._runs_bytes)
         at = torch.where(dest, upto + self._sink_at_1, self.G * self.max_rows)
         self.my_slots.scatter_(0, at.view(-1), v.slot_of)
 
-    def _describe_places(self, upto):
-        """Where my rows and their slots land in each rank's buffers:
-        after every rank's rows to it from lower ranks (the count matrix)."""
-        rb, dst = self.rb, self._views(upto.shape[0]).dst
+    def _describe_places(self, T):
+        """Where my rows of a step of T tokens and their slots land in
+        each rank's buffers: after every rank's rows to it from lower
+        ranks (the count matrix)."""
+        dst = self._views(T).dst
         off = self._above.sum(0)  # where my rows start in each rank's recv
-        torch.add(torch.add(self._recv_before, off, alpha=rb), upto, alpha=rb, out=dst)
+        dst.add_(off, alpha=self.rb)
         torch.add(self.slots_base, off, alpha=8, out=self._runs_dst)
 
     def _back_describe(self):
