@@ -16,20 +16,11 @@
  * is the PTX memory model's: a signal is a release at system scope after a
  * fence, a wait an acquire at system scope.
  *
- * Both are one-thread grids. A signal is launched without programmatic
- * dependent launch: it starts after everything before it on its stream has
- * completed. A wait may be launched with it (as the engine's other kernels
- * are), so that it starts polling while the grid before it (a batch that
- * ends with the signals its peers wait for too) still runs: its launch no
- * longer follows that grid's end. It returns only after its signals and
- * after griddepcontrol.wait (the grid before it complete, its writes
- * visible), so nothing after it starts earlier than before.
+ * Both are one-thread grids launched without programmatic dependent launch:
+ * a signal starts after everything before it on its stream has completed,
+ * and nothing after a wait starts before it has seen its signals.
  */
 #include "p2pt_kernel_abi.h"
-
-/* The longest back-off between two polls of a wait: what a signal's
- * arrival may wait on top of its flight. */
-#define P2PT_WAIT_SLEEP_MAX_NS 256
 
 extern "C" __global__ void p2pt_signal(const __grid_constant__ struct p2pt_signal_params p)
 {
@@ -57,17 +48,15 @@ extern "C" __global__ void p2pt_wait(const __grid_constant__ struct p2pt_wait_pa
         asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(&s->value) : "memory");
         /* Wraps are fine: the difference, read as signed, says who is ahead. */
         if ((long long)(v - target) >= 0)
-            break;
+            return;
         if (p.timeout_ns != 0) {
             asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
             if (now - t0 > p.timeout_ns) {
                 atomicAdd(&s->timeouts, 1ull);
-                break;
+                return;
             }
         }
         __nanosleep(ns);
-        ns = ns < P2PT_WAIT_SLEEP_MAX_NS ? 2 * ns : ns;
+        ns = ns < 1024 ? 2 * ns : ns;
     }
-    /* A no-op unless launched with programmatic dependent launch. */
-    asm volatile("griddepcontrol.wait;" ::: "memory");
 }

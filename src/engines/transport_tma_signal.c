@@ -1,11 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The TMA engine's signals and waits: kernels/signal.cu, a one-thread grid
- * each. A signal is launched without programmatic dependent launch (it must
- * not start before what precedes it on the stream has completed); a wait
- * with it where the engine's kernels use it, so that it polls while the
- * grid before it runs (it still ends only after that grid, and nothing
- * after it starts before it has seen its signals). A wait gives up
+ * each, launched without programmatic dependent launch (a signal must not
+ * start before what precedes it on the stream has completed, and nothing
+ * after a wait may start before it has seen its signals). A wait gives up
  * after P2P_TRANSPORT_WAIT_TIMEOUT_MS (0: never) and counts it in the
  * semaphore's `timeouts`.
  */
@@ -31,8 +29,7 @@ p2pt_status p2pt__tma_signal(struct p2pt_handle *h, const struct p2pt_signal *s)
     const struct p2pt_module *m = NULL;
     CUstream stream = s->stream;
     P2PT_TRY(p2pt__jit_module(s->ctx, &p2pt__kernel_signal, &h->cfg, &h->log, &stream, &m));
-    const struct p2pt_launch_settings ls =
-        s->wait ? *p2pt__tma_launch(h) : p2pt__launch_narrowed(p2pt__tma_launch(h));
+    const struct p2pt_launch_settings ls = p2pt__launch_narrowed(p2pt__tma_launch(h));
     void *params[1];
     CUfunction fn;
     if (s->wait) {
