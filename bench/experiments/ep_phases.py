@@ -12,9 +12,12 @@ built on the GPU, the row batches alone (the peers' and, beside it, the
 rank's own; their descriptors already built) and the wait, the whole dispatch, the combine
 without the weighted sum, the dispatch and the combine together; the GPU
 time of the counts, of the exchange alone, of the dispatch, of the combine
-and of both, from 100 replays back to back (no barrier's skew); then the kernels of eager dispatches and combines on rank 0,
-from torch.profiler. Same routing
-as examples/ep_dispatch.py."""
+and of both, from 100 replays back to back (no barrier's skew); then one
+replay of the dispatch and one of the combine under torch.profiler on
+every rank, rank 0's kernels printed as a timeline (ep_chunks.timeline:
+start and length from the replay's first kernel, and the stream); then
+the kernels of eager dispatches and combines on rank 0, from
+torch.profiler. Same routing as examples/ep_dispatch.py."""
 import os
 import statistics
 import sys
@@ -28,6 +31,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
 import ep_dispatch as ep  # noqa: E402  (its argument parser and routing)
+from ep_chunks import timeline  # noqa: E402
 import p2pt.distributed as pd  # noqa: E402
 import p2pt.torch as pt  # noqa: E402
 from p2pt.distributed import _alltoallv as av  # noqa: E402
@@ -93,13 +97,14 @@ def main():
     x = s.x.view(torch.uint8)
     a2a.dispatch(x, s.dest)  # descriptors for the row batch alone
     pt.prepare()
-    out = []
+    out, graphs = [], {}
     for name, fn in phases(a2a, x, s.dest):
         torch.cuda.synchronize()
         dist.barrier()
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
             fn()
+        graphs[name] = g
         us = ep.timed(g.replay, a, device)
         out.append((name, ep.largest(us, device), us))
         if name in ("counts", "exchange alone", "dispatch", "combine, no sum", "dispatch+combine"):
@@ -110,10 +115,20 @@ def main():
               f"alone in a graph, median of {a.iters} replays from a barrier")
         for name, big, mine in out:
             print(f"{name:>18}: {big:9.1f} us (largest over ranks), rank 0 {mine:9.1f}")
+    from torch.profiler import ProfilerActivity, profile
+    for name in ("dispatch", "combine, no sum"):
+        torch.cuda.synchronize()
+        dist.barrier()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            graphs[name].replay()
+            torch.cuda.synchronize()
+        dist.barrier()
+        if rank == 0:
+            print(f"# {name}, one replay: rank 0's kernels (start, +length, us)")
+            print("\n".join(timeline(prof)), flush=True)
     torch.cuda.synchronize()
     dist.barrier()
     if rank == 0:
-        from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             for _ in range(5):
                 a2a.dispatch(x, s.dest)
