@@ -54,12 +54,13 @@ def phases(a2a, x, dest):
     def descs():  # as dispatch orders them: the rows described while the counts travel
         T, upto = a2a._place(dest)
         a2a._counts_out(dest)
-        a2a._describe_rows(x, dest, upto)
+        a2a._describe_rows(dest, upto)
+        a2a._describe_sources(x, dest)
         a2a._wait(av._COUNTS)
         a2a._describe_places(T)
 
     def rows():  # the gather that splits the peers' pieces from the own, both batches, the wait
-        a2a._rows_out(dest.shape[0])
+        a2a._rows_out(x, dest)
 
     def whole():
         a2a.dispatch(x, dest)

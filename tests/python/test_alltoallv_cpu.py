@@ -98,10 +98,11 @@ def _dispatch(ranks, T, g):
     places = [a._place(dest) for a, dest in zip(ranks, dests)]
     for a, x, dest, (_, upto) in zip(ranks, xs, dests, places):
         a._counts_out(dest)
-        a._describe_rows(x, dest, upto)
-    for a, (_, upto) in zip(ranks, places):  # every rank's counts are here
+        a._describe_rows(dest, upto)
+        a._describe_sources(x, dest)
+    for a, x, dest in zip(ranks, xs, dests):  # every rank's counts are here
         a._describe_places(T)
-        a._rows_out(T)
+        a._rows_out(x, dest)
     return xs, dests
 
 
@@ -300,11 +301,12 @@ def test_the_dispatch_writes_the_combines_pieces_beside_its_peers_batch(monkeypa
     places = [a._place(dest) for a, dest in zip(ranks, dests)]
     for a, x, dest, (_, upto) in zip(ranks, xs, dests, places):
         a._counts_out(dest)
-        a._describe_rows(x, dest, upto)
-    for a, (_, upto) in zip(ranks, places):  # every rank's counts are here
+        a._describe_rows(dest, upto)
+        a._describe_sources(x, dest)
+    for a, x, dest in zip(ranks, xs, dests):  # every rank's counts are here
         log.clear()
         a._describe_places(T)
-        a._rows_out(T)
+        a._rows_out(x, dest)
         assert log == [("wait_stream", "side", "main"), ("batch", av._ROWS),
                        ("enter", "side"), ("leave", "side"), ("batch", None),  # own places, batch
                        ("enter", "side"), ("describe back",), ("leave", "side"),
@@ -322,21 +324,23 @@ def test_the_dispatch_writes_the_combines_pieces_beside_its_peers_batch(monkeypa
 
 def test_the_dispatch_describes_its_rows_beside_the_count_exchange(monkeypatch):
     """dispatch() sends its counts on the current stream, then writes
-    what they do not decide on the side stream (joined to the current one
-    first), while the current stream waits for the peers' counts; the
-    current stream joins the side stream before the rows' places, which
-    read the side stream's work. Its places, kept in the rank's buffers,
-    are _place's."""
+    what they do not decide while they travel: the rows' places and slots
+    on the side stream (joined to the current one first), their sources
+    and bytes on the current stream before it waits for the peers'
+    counts; the current stream joins the side stream before the rows'
+    places, which read the side stream's work; this rank's own rows are
+    described on the side stream after the peers' batch is launched. Its
+    places, kept in the rank's buffers, are _place's."""
     G, T = 3, 37
     ranks = _ranks(G, T, monkeypatch)
     log = _stream_log(ranks, monkeypatch)
     monkeypatch.setattr(av._handles, "_windows", lambda *_: None)
     a = ranks[1]
     a.h, a.device = None, None
-    describe, places = a._describe_rows, a._describe_places
-    monkeypatch.setattr(a, "_describe_rows", lambda *args: (log.append(("rows",)), describe(*args)))
-    monkeypatch.setattr(a, "_describe_places", lambda *args: (log.append(("places",)),
-                                                               places(*args)))
+    for name, what in (("_describe_rows", "rows"), ("_describe_sources", "sources"),
+                       ("_describe_places", "places"), ("_describe_own", "own")):
+        monkeypatch.setattr(a, name, lambda *args, f=getattr(a, name), w=what:
+                            (log.append((w,)), f(*args))[1])
     g = torch.Generator().manual_seed(5)
     for t in (T, 1, 20):
         x = torch.randint(0, 256, (t, ROW), dtype=torch.uint8, generator=g)
@@ -344,9 +348,11 @@ def test_the_dispatch_describes_its_rows_beside_the_count_exchange(monkeypatch):
         log.clear()
         a.dispatch(x, dest)
         counts = a._sem_rows[av._COUNTS].data_ptr()
-        assert log[:8] == [("wait_stream", "side", "main"), ("batch", av._COUNTS),
-                           ("enter", "side"), ("rows",), ("leave", "side"), ("wait", counts),
-                           ("wait_stream", "main", "side"), ("places",)], log
+        assert log[:13] == [("wait_stream", "side", "main"), ("batch", av._COUNTS),
+                            ("enter", "side"), ("rows",), ("leave", "side"), ("sources",),
+                            ("wait", counts), ("wait_stream", "main", "side"), ("places",),
+                            ("wait_stream", "side", "main"), ("batch", av._ROWS),
+                            ("enter", "side"), ("own",)], log
         _, kept = a._place(dest, kept=True)
         assert torch.equal(kept, a._place(dest)[1])
 

@@ -154,7 +154,7 @@ class AlltoallV:
         # row recv[k]; sent packed by destination from mine[d] beside the rows.
         self.slots = torch.zeros(G * self.max_rows, **i64)
         self.my_slots = torch.zeros(G * self.max_rows + 1, **i64)  # the last: a sink
-        self._dest_t = torch.zeros(G * self.max_rows, dtype=torch.bool, device=dev)  # _place's
+        self._dest_t = torch.zeros(G * self.max_rows, **i64)  # _place's, as int64: one copy casts
         self._upto = torch.zeros(G * self.max_rows, **i64)
         self.sems_n = _CHUNK0 + _MAX_CHUNKS
         self.count_n = torch.tensor([G], dtype=torch.int32, device=dev)
@@ -216,6 +216,7 @@ class AlltoallV:
         self._slot_of = rows[:, None] * G + torch.arange(G, **i64)  # [max_rows, G]
         self._sink_at = torch.arange(G, **i64) * self.max_rows  # my_slots' run of each rank
         self._sink_at_1 = self._sink_at - 1
+        self._sink = torch.tensor(G * self.max_rows, **i64)  # my_slots' last: the unsent's
         self._row_off = rows * self.rb  # row t of x at x + t * rb
         self._k = torch.arange(G * self.max_rows, **i64)  # the rows of recv and y
         self.descs[:G, 1] = self.my_slots.data_ptr() + self._sink_at * 8
@@ -345,8 +346,8 @@ class AlltoallV:
             return T, dest.t().contiguous().cumsum(1, dtype=torch.int64).t()
         n = self.G * T
         dest_t, upto = self._dest_t[:n].view(self.G, T), self._upto[:n].view(self.G, T)
-        dest_t.copy_(dest.t())
-        torch.cumsum(dest_t, 1, dtype=torch.int64, out=upto)
+        dest_t.copy_(dest.t())  # transposed and cast in one kernel
+        torch.cumsum(dest_t, 1, out=upto)
         return T, upto.t()
 
     def dispatch(self, x, dest):
@@ -363,49 +364,59 @@ class AlltoallV:
         main = torch.cuda.current_stream()
         self._side.wait_stream(main)
         self._counts_out(dest)
-        # What the counts do not decide, on the side stream while they
-        # travel and the current stream waits for them.
+        # What the counts do not decide, while they travel: the rows'
+        # places among this rank's rows to each rank and their slots on the
+        # side stream (the longer part: a scan), their sources and bytes on
+        # the current stream behind the count batch, before its wait.
         with torch.cuda.stream(self._side):
             _, upto = self._place(dest, kept=True)
-            self._describe_rows(x, dest, upto)
+            self._describe_rows(dest, upto)
+        self._describe_sources(x, dest)
         self._wait(_COUNTS)
         main.wait_stream(self._side)
         self._describe_places(T)
-        self._rows_out(T)
+        self._rows_out(x, dest)
         return self.recv, self._col
 
-    def _rows_out(self, T):
-        """The described pieces of T tokens: descs to the peers, and this
-        rank's own rows, their places copied into own_descs beside."""
-        v = self._views(T)
-        own = self.own_descs[:T, 0]
+    def _rows_out(self, x, dest):
+        """The described pieces of x's rows to `dest`: descs to the peers,
+        and this rank's own rows in own_descs, described beside."""
+        v = self._views(dest.shape[0])
         self._split_send(self.descs, self.own_descs, v.n_peers, v.n_own, self.recv, _ROWS,
-                         lambda: own.copy_(v.dst[:, self.rank]), self._back_describe)
+                         lambda: self._describe_own(x, dest), self._back_describe)
 
     def _counts_out(self, dest):
         """My row of the count matrix into every rank's, signalling each;
         once G - 1 signals are here, so is the whole matrix."""
-        torch.sum(dest, 0, dtype=torch.int64, out=self.mine)
+        torch.sum(dest, 0, out=self.mine)  # bool summed into int64 without a cast's copy
         self._batch(self.count_descs, self.count_n, self.G, self.matrix, _COUNTS)
 
-    def _describe_rows(self, x, dest, upto):
-        """What the counts do not decide: each row's source and bytes (0
-        where not sent, and in the peers' batch where sent to this rank),
-        its place in each rank's recv but for the rows of lower ranks
-        there, the runs' bytes, and each row's slot packed by destination
-        as its row is (a sink for the unsent), for the combine's way back;
-        this rank's own rows' sources and bytes in own_descs. Kernels
-        that write only this rank's memory."""
-        T = dest.shape[0]
-        v, own = self._views(T), self.own_descs[:T]
+    def _describe_sources(self, x, dest):
+        """Each row's source and bytes (0 where not sent, and in the
+        peers' batch where sent to this rank), and the runs' bytes."""
+        v = self._views(dest.shape[0])
         torch.add(v.row_off, x.data_ptr(), out=v.src)
         torch.mul(dest, self._rb_to, out=v.size)
+        torch.mul(self.mine, 8, out=self._runs_bytes)
+
+    def _describe_rows(self, dest, upto):
+        """Each row's place in each rank's recv but for the rows of lower
+        ranks there, and its slot packed by destination as its row is (a
+        sink for the unsent), for the combine's way back. Kernels that
+        write only this rank's memory."""
+        v = self._views(dest.shape[0])
         torch.add(self._recv_before, upto, alpha=self.rb, out=v.dst)
+        at = torch.where(dest, upto + self._sink_at_1, self._sink)
+        self.my_slots.scatter_(0, at.view(-1), v.slot_of)
+
+    def _describe_own(self, x, dest):
+        """This rank's rows to itself in own_descs: their places (written
+        by _describe_places), sources and bytes."""
+        T = dest.shape[0]
+        own = self.own_descs[:T]
+        own[:, 0].copy_(self._views(T).dst[:, self.rank])
         torch.add(self._row_off[:T], x.data_ptr(), out=own[:, 1])
         torch.mul(dest[:, self.rank], self.rb, out=own[:, 2])
-        torch.mul(self.mine, 8, out=self._runs_bytes)
-        at = torch.where(dest, upto + self._sink_at_1, self.G * self.max_rows)
-        self.my_slots.scatter_(0, at.view(-1), v.slot_of)
 
     def _describe_places(self, T):
         """Where my rows of a step of T tokens and their slots land in
@@ -489,7 +500,7 @@ class AlltoallV:
         if K == 1:
             # The rest of the pieces came with the dispatch (_back_describe):
             # only where each row goes back, from the slot that came with it.
-            torch.index_select(self.slots, 0, self._bk_k, out=self._bk_slot)
+            torch.take(self.slots, self._bk_k, out=self._bk_slot)
             torch.add(self._bk_back, self._bk_slot, alpha=rb, out=self._bk_dst)
             self._split_send(self._bk_peers, self._bk_own, self._n_back_peers, self._n_own_back,
                              self.back, _BACK)
