@@ -324,13 +324,13 @@ def test_the_dispatch_writes_the_combines_pieces_beside_its_peers_batch(monkeypa
 
 def test_the_dispatch_describes_its_rows_beside_the_count_exchange(monkeypatch):
     """dispatch() sends its counts on the current stream, then writes
-    what they do not decide while they travel: the rows' places and slots
-    on the side stream (joined to the current one first), their sources
-    and bytes on the current stream before it waits for the peers'
-    counts; the current stream joins the side stream before the rows'
-    places, which read the side stream's work; this rank's own rows are
-    described on the side stream after the peers' batch is launched. Its
-    places, kept in the rank's buffers, are _place's."""
+    what they do not decide (the rows' places, slots, sources and bytes)
+    on the side stream (joined to the current one first), while the
+    current stream waits for the peers' counts; the current stream joins
+    the side stream before the rows' places, which read the side stream's
+    work; this rank's own rows are described on the side stream after the
+    peers' batch is launched. Its places, kept in the rank's buffers, are
+    _place's."""
     G, T = 3, 37
     ranks = _ranks(G, T, monkeypatch)
     log = _stream_log(ranks, monkeypatch)
@@ -349,7 +349,7 @@ def test_the_dispatch_describes_its_rows_beside_the_count_exchange(monkeypatch):
         a.dispatch(x, dest)
         counts = a._sem_rows[av._COUNTS].data_ptr()
         assert log[:13] == [("wait_stream", "side", "main"), ("batch", av._COUNTS),
-                            ("enter", "side"), ("rows",), ("leave", "side"), ("sources",),
+                            ("enter", "side"), ("rows",), ("sources",), ("leave", "side"),
                             ("wait", counts), ("wait_stream", "main", "side"), ("places",),
                             ("wait_stream", "side", "main"), ("batch", av._ROWS),
                             ("enter", "side"), ("own",)], log

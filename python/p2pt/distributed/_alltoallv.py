@@ -364,14 +364,13 @@ class AlltoallV:
         main = torch.cuda.current_stream()
         self._side.wait_stream(main)
         self._counts_out(dest)
-        # What the counts do not decide, while they travel: the rows'
-        # places among this rank's rows to each rank and their slots on the
-        # side stream (the longer part: a scan), their sources and bytes on
-        # the current stream behind the count batch, before its wait.
+        # What the counts do not decide, on the side stream while they
+        # travel and the current stream waits for them (behind the count
+        # batch, three kernels more would lengthen a short step's wait).
         with torch.cuda.stream(self._side):
             _, upto = self._place(dest, kept=True)
             self._describe_rows(dest, upto)
-        self._describe_sources(x, dest)
+            self._describe_sources(x, dest)
         self._wait(_COUNTS)
         main.wait_stream(self._side)
         self._describe_places(T)
