@@ -183,10 +183,10 @@ class AlltoallV:
         self._peers_first = torch.cat([cols, G + (rows_at + peer_cols).view(-1),
                                        G + (rows_at + self.rank).view(-1)])
         # A one-batch combine's pieces, in _peers_first's layout from G on,
-        # in a buffer of their own: the
-        # dispatch writes what its counts decide (each piece's row of y,
-        # its bytes) on the side stream while its peers' batch runs;
-        # the combine adds only where each row goes back (_back_describe).
+        # in a buffer of their own: the dispatch writes what its counts
+        # decide (each piece's row of y, its bytes) on the side stream
+        # while its peers' batch runs; the combine adds only where each row
+        # goes back (_back_describe).
         self.back_split = torch.zeros(G * self.max_rows, 3, **i64)
         back_at = self._peers_first[G:] - G  # piece j: (row r, source s) at r * G + s
         self._bk_r, self._bk_s = back_at // G, back_at % G
@@ -387,7 +387,7 @@ class AlltoallV:
     def _counts_out(self, dest):
         """My row of the count matrix into every rank's, signalling each;
         once G - 1 signals are here, so is the whole matrix."""
-        torch.sum(dest, 0, out=self.mine)  # bool summed into int64 without a cast's copy
+        torch.sum(dest, 0, out=self.mine)  # int64, as the bool's sum is
         self._batch(self.count_descs, self.count_n, self.G, self.matrix, _COUNTS)
 
     def _describe_sources(self, x, dest):
