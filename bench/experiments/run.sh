@@ -46,7 +46,9 @@
 #                                                 engine and the batch kernel, push, pull, bidir
 #   bench/experiments/run.sh alltoall [gpus]      an alltoall of scattered rows between every GPU
 #                                                 (peer_alltoall.cu): the copy engine per pair, the
-#                                                 batch kernel and a plain kernel pushing and pulling,
+#                                                 batch kernel and a plain kernel pushing, pulling, and
+#                                                 pushing half of each pair's rows while the
+#                                                 destination pulls the other half,
 #                                                 at several grids; built as is and with 4 KiB tiles
 #                                                 (A2A_VARIANTS="name|nvcc flags;...": other builds)
 #   bench/experiments/run.sh ipc                  what imported memory answers the driver, and which
