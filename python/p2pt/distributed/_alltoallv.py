@@ -174,21 +174,18 @@ class AlltoallV:
         self.own_descs = torch.zeros(self.max_rows, 3, **i64)
         self._rb_to = torch.full((G,), self.rb, **i64)
         self._rb_to[self.rank] = 0  # a row's bytes in the peers' batch, by destination
-        # The combine's pieces: to the peers first, sources interleaved,
-        # then this rank's own rows from own on.
-        self.own = G + self.max_rows * (G - 1)
+        # A one-batch combine's pieces, in a buffer of their own: to the
+        # peers first, sources interleaved (piece j: row r of source s's
+        # region, at r * G + s in back_at), then this rank's own rows. The
+        # dispatch writes what its counts decide (each piece's row of y,
+        # its bytes) on the side stream while its peers' batch runs; the
+        # combine adds only where each row goes back (_back_describe).
         cols = torch.arange(G, **i64)
-        peer_cols = cols[cols != self.rank]
         rows_at = torch.arange(self.max_rows, **i64)[:, None] * G
-        self._peers_first = torch.cat([cols, G + (rows_at + peer_cols).view(-1),
-                                       G + (rows_at + self.rank).view(-1)])
-        # A one-batch combine's pieces, in _peers_first's layout from G on,
-        # in a buffer of their own: the dispatch writes what its counts
-        # decide (each piece's row of y, its bytes) on the side stream
-        # while its peers' batch runs; the combine adds only where each row
-        # goes back (_back_describe).
+        back_at = torch.cat([(rows_at + cols[cols != self.rank]).view(-1),
+                             (rows_at + self.rank).view(-1)])
+        n_back_peers = self.max_rows * (G - 1)
         self.back_split = torch.zeros(G * self.max_rows, 3, **i64)
-        back_at = self._peers_first[G:] - G  # piece j: (row r, source s) at r * G + s
         self._bk_r, self._bk_s = back_at // G, back_at % G
         # Row s + 1 of _bk_cum: the rows rank c holds from sources 0 to s,
         # in column c (row 0 stays 0): source s's region of recv starts at
@@ -202,15 +199,14 @@ class AlltoallV:
         self._bk_k = torch.zeros(n, **i64)  # piece j's row of recv and y
         self._bk_slot = torch.zeros(n, **i64)
         self._bk_dst, self._bk_src, self._bk_size = self.back_split.unbind(1)
-        self._bk_peers = self.back_split[:self.own - G]
-        self._bk_own = self.back_split[self.own - G:]
+        self._bk_peers = self.back_split[:n_back_peers]
+        self._bk_own = self.back_split[n_back_peers:]
         # The counts of the peers' and the own batch of a dispatch of T
         # tokens at [T], and of the combine's: constants, so no step
         # writes a count.
         self._n_peers = (G + G * torch.arange(self.max_rows + 1, **i64)).to(torch.int32)
         self._n_own = torch.arange(self.max_rows + 1, dtype=torch.int32, device=dev)
-        self._n_back_peers = torch.tensor([(G - 1) * self.max_rows], dtype=torch.int32,
-                                          device=dev)
+        self._n_back_peers = torch.tensor([n_back_peers], dtype=torch.int32, device=dev)
         self._no_signals = torch.zeros(0, dtype=torch.int64)
         rows = torch.arange(self.max_rows, **i64)
         self._slot_of = rows[:, None] * G + torch.arange(G, **i64)  # [max_rows, G]
