@@ -88,9 +88,16 @@ def _ranks(G, max_rows, monkeypatch):
     return ranks
 
 
-def _dispatch(ranks, T, g):
+def _rows_phase(a, x, dest):
+    """Rank a's rows, once every rank's counts are here."""
+    a._describe_places(dest.shape[0])
+    a._rows_out(x, dest)
+
+
+def _dispatch(ranks, T, g, rows=_rows_phase):
     """A dispatch of T tokens of new rows and routing on every rank (rank
-    0 sends nothing to rank 1), each phase of all ranks in turn."""
+    0 sends nothing to rank 1), each phase of all ranks in turn; `rows`
+    runs each rank's rows phase."""
     G = len(ranks)
     xs = [torch.randint(0, 256, (T, ROW), dtype=torch.uint8, generator=g) for _ in ranks]
     dests = [torch.rand(T, G, generator=g) < 0.5 for _ in ranks]
@@ -101,8 +108,7 @@ def _dispatch(ranks, T, g):
         a._describe_rows(dest, upto)
         a._describe_sources(x, dest)
     for a, x, dest in zip(ranks, xs, dests):  # every rank's counts are here
-        a._describe_places(T)
-        a._rows_out(x, dest)
+        rows(a, x, dest)
     return xs, dests
 
 
@@ -295,23 +301,17 @@ def test_the_dispatch_writes_the_combines_pieces_beside_its_peers_batch(monkeypa
     for a in ranks:
         describe = a._back_describe
         a._back_describe = lambda d=describe: (log.append(("describe back",)), d())[1]
-    g = torch.Generator().manual_seed(3)
-    xs = [torch.randint(0, 256, (T, ROW), dtype=torch.uint8, generator=g) for _ in ranks]
-    dests = [torch.rand(T, G, generator=g) < 0.5 for _ in ranks]
-    places = [a._place(dest) for a, dest in zip(ranks, dests)]
-    for a, x, dest, (_, upto) in zip(ranks, xs, dests, places):
-        a._counts_out(dest)
-        a._describe_rows(dest, upto)
-        a._describe_sources(x, dest)
-    for a, x, dest in zip(ranks, xs, dests):  # every rank's counts are here
+
+    def rows(a, x, dest):
         log.clear()
-        a._describe_places(T)
-        a._rows_out(x, dest)
+        _rows_phase(a, x, dest)
         assert log == [("wait_stream", "side", "main"), ("batch", av._ROWS),
                        ("enter", "side"), ("leave", "side"), ("batch", None),  # own places, batch
                        ("enter", "side"), ("describe back",), ("leave", "side"),
                        ("wait", a._sem_rows[av._ROWS].data_ptr()),
                        ("wait_stream", "main", "side")]
+
+    xs, dests = _dispatch(ranks, T, torch.Generator().manual_seed(3), rows)
     for r, b in enumerate(ranks):
         torch.bitwise_xor(b.recv, 1 + r, out=b.y)
         b.back.fill_(0)
