@@ -93,11 +93,10 @@ static void layouts(size_t bytes, bool mix)
      * its destination where odd; index x of either layout is piece
      * x / (G - 1) of a pair (mixed order), so each piece is taken once. */
     for (rank &r : R) {
-        r.hhalf.resize(r.hpush.size());
-        for (size_t x = 0; x < r.hpush.size(); x++)
-            r.hhalf[x] = (x % per) / (G - 1) % 2 == 0 ? r.hpush[x] : r.hpull[x];
-        if (!mix)
-            r.hhalf = r.hpush; /* only the mixed order has halves */
+        r.hhalf = r.hpush; /* only the mixed order has halves */
+        for (size_t x = 0; mix && x < r.hpush.size(); x++)
+            if ((x % per) / (G - 1) % 2 != 0)
+                r.hhalf[x] = r.hpull[x];
     }
     for (rank &r : R) {
         CK(cudaSetDevice(r.dev));
