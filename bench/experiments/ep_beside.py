@@ -17,6 +17,9 @@ routing and identity expert), in CUDA graphs, 100 replays back to back
 - `combine || sum f`: both, the sum on a second stream forked at the
   graph's start, so it runs beside the combine's first kernels and its
   batch on every rank at once;
+- `ranked || sum f`: the same, the sum's stream of the lowest priority
+  and the combine's of the highest (a sum's CTAs queued first otherwise
+  take every SM before the batch's 32 start);
 - `combine; sum`: the example's step (the combine, then the sum of all T).
 
 If `combine || sum f` is `combine` plus little, a combine that sums each
@@ -55,27 +58,40 @@ def main():
     spare = p.a2a.back[:T].clone()  # the rows a sum beside reads: not the combine's
     spare_out = torch.empty(T, H, dtype=torch.bfloat16, device=device)
     side = torch.cuda.Stream(device)
+    lo, hi = torch.cuda.Stream.priority_range()  # (lowest, highest)
+    low, high = torch.cuda.Stream(device, priority=lo), torch.cuda.Stream(device, priority=hi)
 
     def part(f):
         n = max(1, int(f * T))
         return lambda: ep.weighted_sum(spare[:n], s.w[:n], n, H, p.how, out=spare_out[:n])
 
-    def beside(f):
+    def beside(f, ranked=False):
+        """The sum of f x T tokens on a second stream beside the combine;
+        `ranked`: the sum's stream of the lowest priority, the combine's
+        (the current one, whose batch is the peers') of the highest."""
         fn = part(f)
+        by, on = (low, high) if ranked else (side, None)
 
         def both():
             main = torch.cuda.current_stream()
-            side.wait_stream(main)
-            with torch.cuda.stream(side):
+            by.wait_stream(main)
+            with torch.cuda.stream(by):
                 fn()
-            p.a2a.combine(s.dest)
-            main.wait_stream(side)
+            if on is None:
+                p.a2a.combine(s.dest)
+            else:
+                on.wait_stream(main)
+                with torch.cuda.stream(on):
+                    p.a2a.combine(s.dest)
+                main.wait_stream(on)
+            main.wait_stream(by)
         return both
 
     cases = [("combine", lambda: p.a2a.combine(s.dest)), ("combine; sum", lambda: p.combine(s))]
     for f in fs:
         part(f)()  # compiled for this many tokens, eagerly
-        cases += [(f"sum {f:g}", part(f)), (f"combine || sum {f:g}", beside(f))]
+        cases += [(f"sum {f:g}", part(f)), (f"combine || sum {f:g}", beside(f)),
+                  (f"ranked || sum {f:g}", beside(f, True))]
     torch.cuda.synchronize()
     pt.prepare()
     out = []
@@ -92,7 +108,7 @@ def main():
         print(f"# {G} ranks, {T} tokens of {H} bf16, top-{a.topk}: GPU time of a replay, "
               f"100 back to back, median of 5")
         for name, big, mine in out:
-            print(f"{name:>20}: {big:8.1f} us (largest over ranks), rank 0 {mine:8.1f}")
+            print(f"{name:>22}: {big:8.1f} us (largest over ranks), rank 0 {mine:8.1f}")
     dist.barrier()
     dist.destroy_process_group()
 
