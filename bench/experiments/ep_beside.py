@@ -23,7 +23,14 @@ routing and identity expert), in CUDA graphs, 100 replays back to back
 - `combine; sum`: the example's step (the combine, then the sum of all T).
 
 If `combine || sum f` is `combine` plus little, a combine that sums each
-part on arrival would cost about `combine` + `sum (1 - f)`."""
+part on arrival would cost about `combine` + `sum (1 - f)`.
+
+Then what the rank's own rows, copied in a batch of their own on the
+second stream beside the peers' batch, cost the dispatch and the combine:
+each as it is, with no own rows (their count 0: the step then moves
+wrong bytes, for timing only), and with the own batch on a handle of
+`--own-ctas` CTAs at most (p2pt.torch's SM budget handle), so that it
+spreads its HBM traffic over more of the peers' batch."""
 import os
 import statistics
 import sys
@@ -40,13 +47,68 @@ sys.path.insert(0, os.path.dirname(__file__))
 import ep_dispatch as ep  # noqa: E402  (its argument parser, routing and sum)
 from ep_phases import back_to_back  # noqa: E402
 import p2pt.torch as pt  # noqa: E402
+from p2pt.torch import _handles  # noqa: E402
+
+
+def own_cases(a2a, s, own_ctas, device):
+    """The dispatch and the combine as they are, with no own rows, and
+    with the own rows' batch on a handle of N CTAs at most, for N in
+    own_ctas: (name, callable) each, the callable capturable."""
+    x = s.x.view(torch.uint8)
+    zeros = torch.zeros_like(a2a._n_own)
+    batch = a2a._batch
+
+    def on_budget(n_ctas):
+        """_batch with the own rows' batch on the handle of n_ctas CTAs
+        (its windows registered here, once)."""
+        hid = _handles._hid(None, sm_budget=n_ctas)
+        _handles._windows(_handles._get(hid), a2a.device, [t.untyped_storage() for t in (
+            x, a2a.recv, a2a.y, a2a.back, a2a.own_descs, a2a.back_split, a2a.ws_own)])
+
+        def own_on_budget(descs, n, max_count, out, k, ws=None, stream=None):
+            if ws is not a2a.ws_own:
+                return batch(descs, n, max_count, out, k, ws, stream)
+            saved, a2a.hid = a2a.hid, hid
+            try:
+                return batch(descs, n, max_count, out, k, ws, stream)
+            finally:
+                a2a.hid = saved
+        return own_on_budget
+
+    batches = {n: on_budget(n) for n in own_ctas}
+
+    def run(what, n_ctas=None, none=False):
+        def fn():
+            a2a._batch = batches[n_ctas] if n_ctas is not None else batch
+            n_own, n_back = a2a._n_own, a2a._n_own_back
+            if none:
+                a2a._n_own, a2a._n_own_back, a2a._step = zeros, zeros[:1], (None, None)
+            try:
+                a2a.dispatch(x, s.dest) if what == "dispatch" else a2a.combine(s.dest)
+            finally:
+                a2a._batch = batch
+                a2a._n_own, a2a._n_own_back, a2a._step = n_own, n_back, (None, None)
+        return fn
+
+    cases = []
+    for what in ("dispatch", "combine"):
+        cases += [(f"{what}, no own rows", run(what, none=True))]
+        for n in own_ctas:
+            run(what, n)()  # the budget handle prepared, eagerly
+            cases += [(f"{what}, own on {n} CTAs", run(what, n))]
+        cases += [(what, run(what))]
+    return cases
 
 
 def main():
-    fs = [0.25, 0.5, 0.75]  # --fs=F,F,... (taken out before the example's parser sees the rest)
-    for arg in [v for v in sys.argv if v.startswith("--fs=")]:
-        fs = [float(f) for f in arg[5:].split(",")]
-        sys.argv.remove(arg)
+    fs, own_ctas = [0.25, 0.5, 0.75], [8, 16]  # --fs=F,F,... --own-ctas=N,N,...
+    for arg in [v for v in sys.argv if v.startswith(("--fs=", "--own-ctas="))]:
+        name, _, vals = arg.partition("=")
+        if name == "--fs":
+            fs = [float(f) for f in vals.split(",") if f]
+        else:
+            own_ctas = [int(n) for n in vals.split(",") if n]
+        sys.argv.remove(arg)  # (taken out before the example's parser sees the rest)
     a = ep.parse()
     rank, G, device = ep.start()
     s = ep.Step(a, rank, G, device, seed=1000 + rank)
@@ -92,6 +154,7 @@ def main():
         part(f)()  # compiled for this many tokens, eagerly
         cases += [(f"sum {f:g}", part(f)), (f"combine || sum {f:g}", beside(f)),
                   (f"ranked || sum {f:g}", beside(f, True))]
+    cases += own_cases(p.a2a, s, own_ctas, device)
     torch.cuda.synchronize()
     pt.prepare()
     out = []
