@@ -25,6 +25,12 @@ routing and identity expert), in CUDA graphs, 100 replays back to back
 If `combine || sum f` is `combine` plus little, a combine that sums each
 part on arrival would cost about `combine` + `sum (1 - f)`.
 
+The same with the sum in a kernel of N CTAs at most (`--sum-ctas`, a
+Triton kernel written here: a persistent grid, each CTA summing tokens
+pid, pid + N, ..., the slots not sent not read), which spreads the
+sum's HBM traffic over more of the batch: `tsum N f` alone and
+`ranked || tsum N f` beside the combine.
+
 Then what the rank's own rows, copied in a batch of their own on the
 second stream beside the peers' batch, cost the dispatch and the combine:
 each as it is, with no own rows (their count 0: the step then moves
@@ -41,6 +47,8 @@ for var, val in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST",
 
 import torch
 import torch.distributed as dist
+import triton
+import triton.language as tl
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
 sys.path.insert(0, os.path.dirname(__file__))
@@ -48,6 +56,23 @@ import ep_dispatch as ep  # noqa: E402  (its argument parser, routing and sum)
 from ep_phases import back_to_back  # noqa: E402
 import p2pt.torch as pt  # noqa: E402
 from p2pt.torch import _handles  # noqa: E402
+
+
+@triton.jit
+def _tsum(rows, w, out, T, N, G: tl.constexpr, H: tl.constexpr, BLOCK: tl.constexpr):
+    """out[t] = sum over g of w[t, g] * rows[t, g] (bf16 rows, fp32 sum),
+    for t = pid, pid + N, ... < T; a slot of weight 0 is not read."""
+    pid = tl.program_id(0)
+    for t in range(pid, T, N):
+        for h0 in range(0, H, BLOCK):
+            offs = h0 + tl.arange(0, BLOCK)
+            m = offs < H
+            acc = tl.zeros([BLOCK], dtype=tl.float32)
+            for g in tl.static_range(G):
+                wg = tl.load(w + t * G + g)
+                r = tl.load(rows + (t * G + g) * H + offs, mask=m & (wg > 0), other=0.0)
+                acc += r.to(tl.float32) * wg
+            tl.store(out + t * H + offs, acc.to(tl.bfloat16), mask=m)
 
 
 def own_cases(a2a, s, own_ctas, device):
@@ -101,14 +126,12 @@ def own_cases(a2a, s, own_ctas, device):
 
 
 def main():
-    fs, own_ctas = [0.25, 0.5, 0.75], [8, 16]  # --fs=F,F,... --own-ctas=N,N,...
-    for arg in [v for v in sys.argv if v.startswith(("--fs=", "--own-ctas="))]:
+    opts = {"--fs": [0.25, 0.5, 0.75], "--own-ctas": [8, 16], "--sum-ctas": []}
+    for arg in [v for v in sys.argv if v.partition("=")[0] in opts]:  # --fs=F,F,... and so on
         name, _, vals = arg.partition("=")
-        if name == "--fs":
-            fs = [float(f) for f in vals.split(",") if f]
-        else:
-            own_ctas = [int(n) for n in vals.split(",") if n]
+        opts[name] = [(float if name == "--fs" else int)(v) for v in vals.split(",") if v]
         sys.argv.remove(arg)  # (taken out before the example's parser sees the rest)
+    fs, own_ctas, sum_ctas = opts["--fs"], opts["--own-ctas"], opts["--sum-ctas"]
     a = ep.parse()
     rank, G, device = ep.start()
     s = ep.Step(a, rank, G, device, seed=1000 + rank)
@@ -127,11 +150,17 @@ def main():
         n = max(1, int(f * T))
         return lambda: ep.weighted_sum(spare[:n], s.w[:n], n, H, p.how, out=spare_out[:n])
 
-    def beside(f, ranked=False):
-        """The sum of f x T tokens on a second stream beside the combine;
-        `ranked`: the sum's stream of the lowest priority, the combine's
-        (the current one, whose batch is the peers') of the highest."""
-        fn = part(f)
+    def tpart(n_ctas, f):
+        n = max(1, int(f * T))
+        w = s.w.contiguous()
+        return lambda: _tsum[(n_ctas,)](spare.view(torch.bfloat16), w, spare_out, n, n_ctas, G=G, H=H, BLOCK=1024)
+
+    def beside(f, ranked=False, fn=None):
+        """The sum of f x T tokens (or fn) on a second stream beside the
+        combine; `ranked`: the sum's stream of the lowest priority, the
+        combine's (the current one, whose batch is the peers') of the
+        highest."""
+        fn = part(f) if fn is None else fn
         by, on = (low, high) if ranked else (side, None)
 
         def both():
@@ -154,6 +183,10 @@ def main():
         part(f)()  # compiled for this many tokens, eagerly
         cases += [(f"sum {f:g}", part(f)), (f"combine || sum {f:g}", beside(f)),
                   (f"ranked || sum {f:g}", beside(f, True))]
+        for n in sum_ctas:
+            tpart(n, f)()
+            cases += [(f"tsum {n} {f:g}", tpart(n, f)),
+                      (f"ranked || tsum {n} {f:g}", beside(f, True, tpart(n, f)))]
     cases += own_cases(p.a2a, s, own_ctas, device)
     torch.cuda.synchronize()
     pt.prepare()
