@@ -440,6 +440,31 @@ P2PT_API p2pt_status p2pt_copy_batch_device_signal_async(p2pt_handle *h,
                                                          void *const *signals,
                                                          uint32_t n_signals, void *stream);
 
+/* Most parts of a device batch that signal apart. */
+#define P2PT_BATCH_MARKS_MAX 16
+
+/*
+ * p2pt_copy_batch_device_signal_async in `n_marks` parts that signal apart
+ * (1 to P2PT_BATCH_MARKS_MAX, at most max_count): part j is pieces
+ * [j * max_count / n_marks, (j + 1) * max_count / n_marks) of those under
+ * the count, and each of `signals` (one or more) is the first of n_marks
+ * semaphores in a row, P2PT_SEMAPHORE_BYTES apart: semaphore j of each
+ * counts one signal once every piece of part j, and the status record, is
+ * visible at system scope. The kernel's CTAs walk the parts in order and
+ * never wait for each other between them, so the link does not drain
+ * between parts and they land about in order: a receiver that waits for
+ * semaphore j works on part j while the later parts travel
+ * (docs/SIGNALS.md). Its kernel runs one CTA an SM (a plain batch two).
+ * With n_marks 1 this is p2pt_copy_batch_device_signal_async.
+ */
+P2PT_API p2pt_status p2pt_copy_batch_device_marks_async(p2pt_handle *h,
+                                                        const p2pt_copy_desc *descs,
+                                                        const uint32_t *count,
+                                                        uint32_t max_count, void *workspace,
+                                                        void *const *signals,
+                                                        uint32_t n_signals, uint32_t n_marks,
+                                                        void *stream);
+
 /* Bytes of GPU memory p2pt_copy_blocks_device_async needs as its workspace
  * for n_layers x pairs pieces: the status record at its start, then what
  * the call builds there (the count and one descriptor a piece). SIZE_MAX

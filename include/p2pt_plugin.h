@@ -172,6 +172,15 @@ typedef struct p2pt_plugin_v1 {
     p2pt_status (*share_import)(void *ctx, int device, const p2pt_share_blob *blobs,
                                 size_t n_blobs, void **ptr, p2pt_share_import_t **imp);
     p2pt_status (*share_close)(void *ctx, p2pt_share_import_t *imp);
+    /* A device batch in parts that signal apart (p2pt.h's
+     * p2pt_copy_batch_device_marks_async); check struct_size >
+     * offsetof(p2pt_plugin_v1_t, copy_batch_device_marks_async).
+     * Thread-safe; capturable after prepare. */
+    p2pt_status (*copy_batch_device_marks_async)(void *ctx, const p2pt_copy_desc *descs,
+                                                 const uint32_t *count, uint32_t max_count,
+                                                 void *workspace, void *const *signals,
+                                                 uint32_t n_signals, uint32_t n_marks,
+                                                 void *stream);
     /* ---- append below ---- */
 } p2pt_plugin_v1_t;
 

@@ -657,19 +657,30 @@ static __device__ void write_status(const struct p2pt_batch_dev_params &p, u32 s
  * fence, and the fence, cumulative, orders them before the release at
  * system scope that the waiter's acquire reads.
  */
-static __device__ void signal_share(const struct p2pt_batch_dev_params &p)
+static __device__ void signal_share(const struct p2pt_batch_dev_params &p, u32 mark)
 {
     const unsigned long long unit = P2PT_SIGNAL_UNIT, c = blockIdx.x, G = gridDim.x;
     const unsigned long long share = (c + 1) * unit / G - c * unit / G;
+    const unsigned long long at = (unsigned long long)mark * sizeof(struct p2pt_semaphore);
     __syncthreads();
     if (threadIdx.x != 0)
         return;
     asm volatile("fence.acq_rel.sys;" ::: "memory");
     for (u32 s = 0; s < p.n_signals; s++)
-        asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p.signal[s]), "l"(share)
+        asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p.signal[s] + at),
+                     "l"(share)
                      : "memory");
 }
 
+/*
+ * A batch in parts (p2pt_copy_batch_device_marks_async, n_marks > 1): part
+ * j is pieces [j * max_count / K, (j + 1) * max_count / K) of those under
+ * the count, which every copy CTA walks as a batch of its own before its
+ * share of part j's signal (to semaphore j of each destination's run).
+ * No CTA waits for another between parts, so the link never drains
+ * between them, and the parts land about in order: a receiver reads part
+ * j while the later ones travel. One part is the plain batch.
+ */
 extern "C" __global__ void __launch_bounds__(P2PT_BATCH_THREADS, P2PT_BATCH_CTAS_PER_SM)
 p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
 {
@@ -699,7 +710,34 @@ p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
     TRACE(3);
 #endif
     if (p.n_signals != 0)
-        signal_share(p);
+        signal_share(p, 0);
+}
+
+/* A device batch in p.n_marks parts (above). An entry of its own, one CTA
+ * an SM: copy_all inside the loop over the parts needs registers that two
+ * CTAs an SM would spill, and the plain batch above keeps its code. */
+extern "C" __global__ void __launch_bounds__(P2PT_BATCH_THREADS, 1)
+p2pt_batch_copy_marks(const __grid_constant__ struct p2pt_batch_dev_params p)
+{
+    pdl_launch_dependents();
+    pdl_wait();
+    const u32 K = p.n_marks, G = gridDim.x - 1, c = blockIdx.x - 1;
+    const u32 seen = *(const volatile u32 *)p.count;
+    const u32 n = seen < p.max_count ? seen : p.max_count;
+    for (u32 j = 0; j < K; j++) {
+        const u32 lo = (u32)((u64)j * p.max_count / K);
+        const u32 end = (u32)((u64)(j + 1) * p.max_count / K);
+        const u32 hi = end < n ? end : n;
+        if (blockIdx.x == 0) {
+            if (j == 0)
+                write_status(p, seen, n);
+        } else if (lo < hi) {
+            copy_all<FROM_DEVICE>(pieces{p.descs + (u64)lo * sizeof(desc_t), 0, 0, 0}, hi - lo, c,
+                                  G, &p, 0xffffffffu, desc_t{0, 0, 0});
+        }
+        if (p.n_signals != 0)
+            signal_share(p, j);
+    }
 }
 
 /* The pieces of blocks moved by a mapping in GPU memory

@@ -211,7 +211,7 @@ struct p2pt_batch_dev_params {
     unsigned int max_count;
     unsigned int n_windows;
     unsigned int n_signals; /* semaphores the batch signals as it ends */
-    unsigned int reserved;
+    unsigned int n_marks;   /* parts that signal apart (0 or 1: the batch as one) */
     struct p2pt_batch_window window[P2PT_BATCH_MAX_WINDOWS];
     unsigned long long signal[P2PT_BATCH_MAX_SIGNALS]; /* struct p2pt_semaphore addresses */
 };

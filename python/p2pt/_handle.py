@@ -355,6 +355,18 @@ class Handle:
         check(self._lib.p2pt_copy_batch_device_signal_async(
             self._h, descs, count, max_count, workspace, arr, len(signals), stream or None))
 
+    def copy_batch_device_marks(self, descs, count, max_count, workspace, signals, n_marks,
+                                stream=None):
+        """copy_batch_device in `n_marks` parts that signal apart: each
+        address of `signals` is the first of n_marks semaphores in a row,
+        semaphore j counting one signal once part j's pieces (pieces
+        j * max_count // n_marks up to the next part's) are visible
+        (p2pt_copy_batch_device_marks_async)."""
+        arr = (ctypes.c_void_p * max(len(signals), 1))(*signals)
+        check(self._lib.p2pt_copy_batch_device_marks_async(
+            self._h, descs, count, max_count, workspace, arr, len(signals), n_marks,
+            stream or None))
+
     def explain_signal(self, sem, stream=None):
         return self._explain(self._lib.p2pt_explain_signal, sem, stream or None)
 

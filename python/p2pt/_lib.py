@@ -92,6 +92,8 @@ _SIGNATURES = {
     "p2pt_wait_async": (_I, [_P, _P, _U32, _P]),
     "p2pt_copy_batch_device_signal_async": (_I, [_P, _P, _P, _U32, _P, ctypes.POINTER(_P),
                                                  _U32, _P]),
+    "p2pt_copy_batch_device_marks_async": (_I, [_P, _P, _P, _U32, _P, ctypes.POINTER(_P),
+                                                _U32, _U32, _P]),
     "p2pt_explain_signal": (_I, [_P, _P, _P, ctypes.POINTER(S.Choice)]),
     "p2pt_explain_wait": (_I, [_P, _P, _U32, _P, ctypes.POINTER(S.Choice)]),
     "p2pt_copy_blocks_async": (_I, [_P, _P, _SZ, _P, _SZ, _P]),

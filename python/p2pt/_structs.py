@@ -116,7 +116,9 @@ class PluginV1(ctypes.Structure):
             "signal_async", "wait_async", "copy_batch_device_signal_async", "explain_signal",
             "explain_wait",
             # memory shared between processes
-            "share_export", "share_unexport", "share_import", "share_close")]
+            "share_export", "share_unexport", "share_import", "share_close",
+            # a device batch in parts that signal apart
+            "copy_batch_device_marks_async")]
 
 
 # C name of each structure, for the layout test.

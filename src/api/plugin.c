@@ -139,6 +139,16 @@ static p2pt_status plugin_copy_batch_device_signal_async(void *ctx, const p2pt_c
                                                n_signals, stream);
 }
 
+static p2pt_status plugin_copy_batch_device_marks_async(void *ctx, const p2pt_copy_desc *descs,
+                                                        const uint32_t *count, uint32_t max_count,
+                                                        void *workspace, void *const *signals,
+                                                        uint32_t n_signals, uint32_t n_marks,
+                                                        void *stream)
+{
+    return p2pt_copy_batch_device_marks_async(ctx, descs, count, max_count, workspace, signals,
+                                              n_signals, n_marks, stream);
+}
+
 static p2pt_status plugin_explain_signal(void *ctx, void *sem, void *stream, p2pt_choice *choice)
 {
     return p2pt_explain_signal(ctx, sem, stream, choice);
@@ -212,4 +222,5 @@ const p2pt_plugin_v1_t p2pt_plugin_v1 = {
     .share_unexport = plugin_share_unexport,
     .share_import = plugin_share_import,
     .share_close = plugin_share_close,
+    .copy_batch_device_marks_async = plugin_copy_batch_device_marks_async,
 };

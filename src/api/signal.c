@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The signal entry points (p2pt.h): a signal, a wait, a device batch that
- * ends with signals, and their dry runs. Each checks the handle and hands
+ * ends with signals or signals in parts, and their dry runs. Each checks the handle and hands
  * its operation to the pipeline (operation.c).
  */
 #include <stddef.h>
@@ -50,6 +50,23 @@ p2pt_status p2pt_copy_batch_device_signal_async(p2pt_handle *h, const p2pt_copy_
     p2pt__op_device_batch(&op, fn, descs, count, max_count, workspace, stream);
     op.device.signals = signals;
     op.device.n_signals = n_signals;
+    return p2pt__op_run(h, &op, NULL);
+}
+
+p2pt_status p2pt_copy_batch_device_marks_async(p2pt_handle *h, const p2pt_copy_desc *descs,
+                                               const uint32_t *count, uint32_t max_count,
+                                               void *workspace, void *const *signals,
+                                               uint32_t n_signals, uint32_t n_marks, void *stream)
+{
+    const char *fn = "p2pt_copy_batch_device_marks_async";
+    p2pt_status st = p2pt__check_handle(h, fn);
+    if (st != P2PT_SUCCESS)
+        return st;
+    struct p2pt_op op;
+    p2pt__op_device_batch(&op, fn, descs, count, max_count, workspace, stream);
+    op.device.signals = signals;
+    op.device.n_signals = n_signals;
+    op.device.n_marks = n_marks;
     return p2pt__op_run(h, &op, NULL);
 }
 

@@ -94,6 +94,7 @@ static inline void p2pt__op_device_batch(struct p2pt_op *op, const char *fn,
     op->device.max_count = max_count;
     op->device.workspace = workspace;
     op->device.stream = (CUstream)stream;
+    op->device.n_marks = 1;
 }
 
 /* A device batch of blocks in GPU memory for entry point `fn`: the

@@ -27,7 +27,8 @@ enum {
     P2PT_BATCH_ENTRY_LARGE,
     P2PT_BATCH_ENTRY_DEVICE,
     P2PT_BATCH_ENTRY_RING,
-    P2PT_BATCH_ENTRY_EXPAND /* blocks in GPU memory into a device batch's descriptors */
+    P2PT_BATCH_ENTRY_EXPAND, /* blocks in GPU memory into a device batch's descriptors */
+    P2PT_BATCH_ENTRY_MARKS   /* a device batch in parts that signal apart */
 };
 
 /* The TMA engine's counters, kept in its per-handle state and reported in

@@ -46,7 +46,7 @@ const struct p2pt_kernel p2pt__kernel_batch_copy = {
     .file = "kernels/batch_copy.cu",
     .source = p2pt__batch_copy_source,
     .entries = {"p2pt_batch_copy_s", "p2pt_batch_copy_l", "p2pt_batch_copy_dev",
-                "p2pt_batch_copy_ring", "p2pt_batch_expand", NULL},
+                "p2pt_batch_copy_ring", "p2pt_batch_expand", "p2pt_batch_copy_marks", NULL},
     .min_cc = 90,
     .defines = {NULL},
 };
@@ -277,16 +277,19 @@ p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h, const struct p2pt
     dev.n_signals = b->n_signals;
     for (uint32_t i = 0; i < b->n_signals; i++)
         dev.signal[i] = (unsigned long long)(uintptr_t)b->signals[i];
+    /* In parts: an entry of its own, one CTA an SM (kernels/batch_copy.cu). */
+    const bool marks = b->n_marks > 1;
+    dev.n_marks = marks ? b->n_marks : 1;
     /* CTA 0 writes the status record; every other copies. The work is
      * unknown until the kernel runs, so the grid is all the cap allows, or
      * what a link needs: a layout's host link (block_layout.c) or a peer
      * link where the windows hold another GPU's memory (operation.c). */
-    unsigned grid = p2pt__kernel_grid(h, &ls, m, P2PT_BATCH_CTAS_PER_SM);
+    unsigned grid = p2pt__kernel_grid(h, &ls, m, marks ? 1 : P2PT_BATCH_CTAS_PER_SM);
     if (b->grid_cap != 0 && b->grid_cap < grid)
         grid = b->grid_cap;
     grid = grid < 2 ? 2 : grid;
     void *params[] = {&dev};
-    P2PT_TRY(p2pt__kernel_launch(h, &ls, m->fn[P2PT_BATCH_ENTRY_DEVICE], grid,
+    P2PT_TRY(p2pt__kernel_launch(h, &ls, m->fn[marks ? P2PT_BATCH_ENTRY_MARKS : P2PT_BATCH_ENTRY_DEVICE], grid,
                                  P2PT_BATCH_THREADS, 0, stream, params));
     atomic_fetch_add_explicit(&p2pt__tma_counters(h)->batch_launches, 1, memory_order_relaxed);
 out:

@@ -19,7 +19,7 @@
 #include "driver.h"
 #include "kernel_sources.h" /* generated: every file of kernels/, embedded */
 
-#define P2PT_KERNEL_MAX_ENTRIES 6
+#define P2PT_KERNEL_MAX_ENTRIES 8
 
 struct p2pt_kernel {
     const char *name;                 /* "tma_copy": cache files, messages */

@@ -93,6 +93,13 @@ p2pt_status p2pt__device_batch_check(const struct p2pt_device_batch *b)
         return p2pt__fail(P2PT_INVALID_ARGUMENT,
                           "%s: %u signals at %p: expected up to %u semaphore addresses",
                           b->fn, b->n_signals, (const void *)b->signals, P2PT_BATCH_MAX_SIGNALS);
+    if (b->n_marks == 0 || b->n_marks > P2PT_BATCH_MARKS_MAX ||
+        (b->n_marks > 1 && (b->n_signals == 0 || b->n_marks > b->max_count)))
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s: n_marks %u (max_count %u, %u signals): expected 1 to %u parts, "
+                          "at most max_count, and a part's semaphores to signal (n_signals "
+                          "at least 1)",
+                          b->fn, b->n_marks, b->max_count, b->n_signals, P2PT_BATCH_MARKS_MAX);
     for (uint32_t i = 0; i < b->n_signals; i++) {
         char what[32];
         snprintf(what, sizeof(what), "signals[%u]", i);

@@ -162,6 +162,10 @@ struct p2pt_device_batch {
      * before the call returns. */
     void *const *signals;
     uint32_t n_signals;
+    /* Parts that signal apart (p2pt_copy_batch_device_marks_async): each
+     * of `signals` is the first of n_marks semaphores in a row; 1 (set by
+     * p2pt__op_device_batch): the batch signals as one. */
+    uint32_t n_marks;
     CUstream stream;
     CUcontext ctx;
     int device;

@@ -140,6 +140,7 @@ int main(void)
     FIELD(p2pt_plugin_v1_t, share_unexport);
     FIELD(p2pt_plugin_v1_t, share_import);
     FIELD(p2pt_plugin_v1_t, share_close);
+    FIELD(p2pt_plugin_v1_t, copy_batch_device_marks_async);
 
     SIZE(p2pt_share_blob);
     FIELD(p2pt_share_blob, bytes);
