@@ -12,9 +12,12 @@ returned rows with the token's weights on that rank (combine).
 Ways, each checked byte for byte against `nccl`:
   p2pt         p2pt.distributed.AlltoallV: counts exchanged on the GPU,
                one device batch a rank, no host sync; also captured in a
-               CUDA graph and replayed with new routing; the combine in
-               --chunks batches by token, each chunk summed while the next
-               travels
+               CUDA graph and replayed with new routing; with --chunks K
+               the combine's rows come back in one batch of K parts that
+               signal apart, each chunk of tokens summed as soon as its
+               part is in, while the later parts travel (with --sum
+               capped, on a grid of --sum-ctas CTAs, so that the sum
+               leaves the rows their speed)
   nccl         as a framework does it with NCCL: the counts to the host,
                the rows gathered, all_to_all_single with host split sizes
   p2pt_exchange  the combine's exchange alone, in a graph (no weighted
@@ -33,7 +36,9 @@ A step is timed with CUDA events from a barrier, the count exchange
 included; `us` is the largest over the ranks of the median step. A
 combine step of p2pt and nccl includes the weighted sum (weighted_sum:
 --sum compiled, the default, one torch.compile'd kernel in fp32, or bmm
-where PyTorch cannot compile; --sum bmm, a masked bf16 bmm).
+where PyTorch cannot compile; --sum bmm, a masked bf16 bmm; --sum capped,
+a Triton kernel in fp32 whose grid p2pt's chunks caps at --sum-ctas while
+rows still travel, one CTA a token otherwise).
 --csv writes gpus,tokens,hidden_bytes,topk,phase,way,us,gbps_per_rank,vs_nccl
 (gbps_per_rank: the bytes a rank sends to other ranks a step, the mean
 over ranks, over `us`). --overlap also times a bf16 GEMM on every rank
@@ -71,11 +76,13 @@ def parse():
     p.add_argument("--csv", default=None)
     p.add_argument("--overlap", action="store_true")
     p.add_argument("--gemm", type=int, default=8192)
-    p.add_argument("--sum", choices=("compiled", "bmm"), default="compiled",
+    p.add_argument("--sum", choices=("compiled", "bmm", "capped"), default="compiled",
                    help="how combine sums the weighted rows (the same for every way)")
     p.add_argument("--chunks", type=int, default=1,
-                   help="p2pt's combine in this many batches by token, each chunk's sum "
-                        "beside the next chunk's rows")
+                   help="p2pt's combine in one batch of this many parts, each chunk of tokens "
+                        "summed as soon as it is back, beside the later parts")
+    p.add_argument("--sum-ctas", type=int, default=66,
+                   help="--sum capped: the grid of a chunk's sum while rows still travel")
     return p.parse_args()
 
 
@@ -104,6 +111,31 @@ def by_destination(dest):
     """The token of each row sent: rows by destination, each in token
     order (the layout of p2pt's receive buffers)."""
     return torch.cat([dest[:, d].nonzero().flatten() for d in range(dest.shape[1])])
+
+
+try:  # --sum capped's kernel; Triton comes with PyTorch's CUDA builds
+    import triton
+    import triton.language as tl
+except ImportError:
+    triton = None
+else:
+    @triton.jit
+    def _sum_capped(rows, w, out, T, N, G: tl.constexpr, H: tl.constexpr,
+                    BLOCK: tl.constexpr):
+        """_sum_fp32's formula, token by token: CTA p sums tokens p,
+        p + N, ... (N CTAs, whatever the tokens), a slot of weight 0 not
+        read; each token's sum the same whatever N."""
+        pid = tl.program_id(0)
+        for t in range(pid, T, N):
+            for h0 in range(0, H, BLOCK):
+                offs = h0 + tl.arange(0, BLOCK)
+                m = offs < H
+                acc = tl.zeros([BLOCK], dtype=tl.float32)
+                for g in tl.static_range(G):
+                    wg = tl.load(w + t * G + g)
+                    r = tl.load(rows + (t * G + g) * H + offs, mask=m & (wg > 0), other=0.0)
+                    acc += r.to(tl.float32) * wg
+                tl.store(out + t * H + offs, acc.to(tl.bfloat16), mask=m)
 
 
 def _sum_bmm(rows, w):
@@ -159,14 +191,22 @@ def _compiled_or(fn, fallback, what, *args):
         return fallback, fallback(*args)
 
 
-def weighted_sum(back, w, T, H, how, out=None):
+def weighted_sum(back, w, T, H, how, out=None, ctas=None):
     """The combine's sum: every returned row times the token's weight on
     the rank it came from (slots not sent have weight 0 and are masked:
     their bytes are whatever was there), the same code for every way.
     `how`: "compiled" (torch.compile of _sum_fp32; "bmm" where it cannot
-    compile) or "bmm". Into `out` ([T, H] bf16) where given, else a new
-    tensor."""
+    compile), "bmm", or "capped" (_sum_capped on `ctas` CTAs, None: one a
+    token). Into `out` ([T, H] bf16) where given, else a new tensor."""
     rows = back.view(T, -1, H * 2).view(torch.bfloat16)
+    if how == "capped":
+        if triton is None:
+            sys.exit("ep_dispatch.py: --sum capped needs Triton (PyTorch's CUDA builds have it)")
+        res = torch.empty(T, H, dtype=torch.bfloat16, device=back.device) if out is None \
+            else out.view(T, H)
+        n = T if ctas is None else max(1, min(ctas, T))
+        _sum_capped[(n,)](rows, w.contiguous(), res, T, n, G=rows.shape[1], H=H, BLOCK=1024)
+        return res
     key = (how, out is not None)
     args = (rows, w) if out is None else (rows, w, out.view(T, H))
     if key not in _summers:
@@ -184,6 +224,7 @@ class P2pt:
     def __init__(self, a, G, rank, device):
         self.a2a = pd.AlltoallV(a.tokens, a.hidden * 2)
         self.T, self.H, self.how, self.chunks = a.tokens, a.hidden, a.sum, a.chunks
+        self.sum_ctas = a.sum_ctas
         self.out = torch.empty(a.tokens, a.hidden, dtype=torch.bfloat16, device=device)
 
     def dispatch(self, s):
@@ -195,8 +236,10 @@ class P2pt:
     def combine(self, s):
         back = self.a2a.back[:self.T]
 
-        def then(lo, hi):  # tokens [lo, hi) are back: their sum, beside the next chunk
-            weighted_sum(back[lo:hi], s.w[lo:hi], hi - lo, self.H, self.how, out=self.out[lo:hi])
+        def then(lo, hi):  # tokens [lo, hi) are back: their sum, beside the later parts
+            ctas = self.sum_ctas if hi < self.T else None  # a capped grid while rows travel
+            weighted_sum(back[lo:hi], s.w[lo:hi], hi - lo, self.H, self.how, out=self.out[lo:hi],
+                         ctas=ctas)
 
         self.a2a.combine(s.dest, chunks=self.chunks, then=then)
         return self.out

@@ -8,9 +8,10 @@ GPUs. Checks the addresses the pieces carry: every row lands where its
 receiver reads it, each row's slot travels with it, and the combine brings
 every row back into its (token, rank) slot, over rounds whose routing
 changes; that a rank's rows to itself go in a batch of their own, and no
-other; that places() names where each row lies in every rank's y; where a
-chunked combine places its pieces, that it sends each row once, in its
-token's chunk, and that each chunk's `then` waits only for its chunk."""
+other; that places() names where each row lies in every rank's y; that a chunked
+combine sends each row once, in one batch of K parts, and that each
+chunk's `then` runs only once every part that holds a row of its tokens
+is in."""
 import contextlib
 import ctypes
 import re
@@ -50,8 +51,9 @@ def _batch_of(a):
     batch with no signal (k None) holds a's rows to itself alone, in a
     workspace of its own (it runs beside the other); a signalling one, none
     of them."""
-    def batch(descs, n, max_count, out, k, ws=None, stream=None):
+    def batch(descs, n, max_count, out, k, ws=None, stream=None, marks=1):
         assert int(n[0]) <= max_count <= descs.shape[0] and max_count >= 1  # as the library
+        assert 1 <= marks <= min(max_count, av._MAX_CHUNKS) and (marks == 1 or k is not None)
         assert ws is (a.ws_own if k is None else None)
         for dst, _, size in descs[:int(n[0])].tolist():
             own = _inside(dst, a.recv) or _inside(dst, a.back)
@@ -60,7 +62,7 @@ def _batch_of(a):
             elif size and (own and k in (av._ROWS, av._BACK)):
                 raise AssertionError(f"rank {a.rank}'s batch to its peers writes its own rows")
         if k is not None and k >= av._CHUNK0:
-            a.chunk_batches.append((k - av._CHUNK0, descs[:int(n[0])].clone()))
+            a.chunk_batches.append((k - av._CHUNK0, marks, max_count, descs[:int(n[0])].clone()))
         a.log.append(("batch", k))
         _run(descs, n[0])
     return batch
@@ -158,26 +160,6 @@ def test_rows_and_their_way_back_land_where_they_are_read(G, monkeypatch):
                             f"step {step}: rank {s} reads token {t} in rank {d}'s y"
 
 
-def test_a_chunked_combine_places_each_piece_in_its_chunk_in_order(monkeypatch):
-    G, T, K = 3, 40, 4
-    a = _ranks(G, T, monkeypatch)[0]
-    g = torch.Generator().manual_seed(7)
-    valid = torch.rand(T, G, generator=g) < 0.7
-    slot = torch.randint(0, T * G, (T, G), generator=g)
-    at, counts = a._chunk_places(valid, slot, K)
-    seen = [0] * (K + 1)
-    for j, (v, s) in enumerate(zip(valid.view(-1).tolist(), slot.view(-1).tolist())):
-        c = s // G * K // T if v else K
-        assert int(at[j]) == c * a.cap + seen[c], f"piece {j}"
-        seen[c] += 1
-    assert counts.tolist() == seen[:K]
-    # Chunk c holds the tokens [ceil(c T / K), ceil((c + 1) T / K)), as
-    # combine's `then` is told.
-    for t in range(T):
-        c = t * K // T
-        assert -(-c * T // K) <= t < -(-(c + 1) * T // K)
-
-
 class _LoggedStream:
     """A CPU stream whose waits land in a rank's log."""
 
@@ -191,21 +173,16 @@ class _LoggedStream:
         self.log.append(("wait_event", self.name, event.at))
 
 
-@pytest.mark.parametrize("G,K,T", [(1, 3, 37), (2, 2, 37), (3, 4, 30), (4, 16, 37)])
-def test_a_chunked_combine_brings_each_row_back_once_in_its_tokens_chunk(G, K, T, monkeypatch):
-    """Chunk c's batch holds the pieces of chunk c's tokens and no other,
-    each once, and every row comes back to its slot; `then` is told each
-    chunk's tokens in order, on the second stream, after the wait for that
-    chunk's signals and after the batch that holds its own rows, and that
-    stream joins before the first batch (joined after the last, every
-    chunk's `then` waited for all the rows)."""
+@pytest.mark.parametrize("G,K,T", [(1, 3, 37), (2, 2, 37), (3, 4, 30), (4, 16, 37), (3, 5, 37)])
+def test_a_chunked_combine_tells_each_chunk_once_its_parts_are_in(G, K, T, monkeypatch):
+    """The peers' rows go back in one batch of K parts (part p: pieces
+    [p n / K, (p + 1) n / K) of its max_count n) that signal semaphores
+    _CHUNK0 + p; `then` is told the chunks' tokens in order, covering all
+    T, on the second stream, after the own rows' batch and after the waits
+    for parts 0 to c, and every row of a chunk's tokens travels in a part
+    it waited for; every row comes back to its slot once."""
     max_rows = 37
     ranks = _ranks(G, max_rows, monkeypatch)
-
-    class Event:
-        def record(self, stream):
-            self.at = len(log) - 1  # the batch just logged
-            log.append(("record", stream.name, self.at))
 
     def wait(sem, count, **_):
         assert 1 <= count == G - 1
@@ -215,7 +192,6 @@ def test_a_chunked_combine_brings_each_row_back_once_in_its_tokens_chunk(G, K, T
     main = _LoggedStream("main", log)
     monkeypatch.setattr(av, "wait", wait)
     monkeypatch.setattr(av.torch.cuda, "current_stream", lambda *_: main)
-    monkeypatch.setattr(av.torch.cuda, "Event", Event)
     g = torch.Generator().manual_seed(10 * G + K)
     for step in range(2):
         xs, dests = _dispatch(ranks, T, g)
@@ -232,37 +208,46 @@ def test_a_chunked_combine_brings_each_row_back_once_in_its_tokens_chunk(G, K, T
 
             def then(lo, hi, t=told[-1]):
                 t.append((lo, hi))
-                log.append(("then", lo))
+                log.append(("then", lo, hi))
 
             a.combine(dest, chunks=K, then=then)
-            batches = [i for i, e in enumerate(log) if e[0] == "batch"]
-            assert [log[i][1] for i in batches] == [av._CHUNK0 + c for c in range(K)]
-            assert log.index(("wait_stream", "side", "main")) < batches[0]
-            for lo, _ in told[-1]:
-                c = lo * K // max_rows
-                at = log.index(("then", lo))
-                assert ("wait_event", "side", batches[c]) in log[:at], f"chunk {c}: its batch"
-                if G > 1:
-                    assert ("wait", a._sem_rows[av._CHUNK0 + c].data_ptr()) in log[:at], \
-                        f"chunk {c}: the peers' signals"
+            chunks = told[-1]
+            assert chunks[0][0] == 0 and chunks[-1][1] == T
+            assert all(h0 == l1 for (_, h0), (l1, _) in zip(chunks, chunks[1:]))
+            if G == 1:
+                assert chunks == [(0, T)]
+                continue
+            waits = [("wait", a._sem_rows[av._CHUNK0 + c].data_ptr()) for c in range(K)]
+            assert [e for e in log if e[0] == "wait"] == waits, "one wait a part, in order"
+            assert log.index(("batch", None)) < log.index(waits[0]), "the own rows first"
+            for lo, hi in chunks:
+                at = log.index(("then", lo, hi))
+                a.told_parts = a.told_parts if hasattr(a, "told_parts") else {}
+                for t in range(lo, hi):
+                    a.told_parts[t] = sum(w in log[:at] for w in waits)  # parts 0 .. c
         _check_back(ranks, xs, dests, step)
-        bounds = [-(-c * max_rows // K) for c in range(K + 1)]
-        chunks = [(lo, min(hi, T)) for lo, hi in zip(bounds, bounds[1:]) if lo < T]
-        assert told == [chunks] * G
         for d, a in enumerate(ranks):  # d: the rank sending back
-            assert [c for c, _ in a.chunk_batches] == list(range(K))
+            if G == 1:
+                continue
+            assert [(c, m) for c, m, _, _ in a.chunk_batches] == [(0, K)], "one batch, K parts"
+            _, _, n, descs = a.chunk_batches[0]
             sent = set()
-            for c, descs in a.chunk_batches:
-                for dst, _, size in descs.tolist():
-                    if not size:
-                        continue
-                    s = next(i for i, b in enumerate(ranks) if _inside(dst, b.back))
-                    token, slot_rank = divmod((dst - ranks[s].back.data_ptr()) // ROW, G)
-                    assert slot_rank == d and dests[s][token, d], f"rank {d}: a stray piece"
-                    assert token * K // max_rows == c, f"rank {d}: token {token} in chunk {c}"
-                    assert (s, token) not in sent, f"rank {d}: token {token} of rank {s} twice"
-                    sent.add((s, token))
-            assert sent == {(s, t) for s in range(G) for t in range(T) if dests[s][t, d]}
+            for j, (dst, _, size) in enumerate(descs.tolist()):
+                if not size:
+                    continue
+                s = next(i for i, b in enumerate(ranks) if _inside(dst, b.back))
+                token, slot_rank = divmod((dst - ranks[s].back.data_ptr()) // ROW, G)
+                assert slot_rank == d and dests[s][token, d], f"rank {d}: a stray piece"
+                part = next(p for p in range(K) if j < (p + 1) * n // K)
+                assert part < ranks[s].told_parts[token], \
+                    f"rank {d}: token {token} of rank {s} in part {part}, told after " \
+                    f"{ranks[s].told_parts[token]} parts"
+                assert (s, token) not in sent, f"rank {d}: token {token} of rank {s} twice"
+                sent.add((s, token))
+            own = {(d, t) for t in range(T) if dests[d][t, d]}
+            assert sent | own == {(s, t) for s in range(G) for t in range(T) if dests[s][t, d]}
+        for a in ranks:
+            a.told_parts = {}
 
 
 def _stream_log(ranks, monkeypatch):
@@ -413,8 +398,9 @@ def test_an_eager_batch_skips_the_dispatcher_and_a_mode_keeps_it(monkeypatch):
     del a.__dict__["_batch"]  # the real one
     a.ws, a.hid = torch.zeros(16, dtype=torch.uint8), 0
     enqueued = []
-    monkeypatch.setattr(av, "_enqueue", lambda hid, descs, n, max_count, ws, signals, stream=None:
-                        enqueued.append((hid, descs, n, max_count, ws, signals, stream)))
+    monkeypatch.setattr(av, "_enqueue",
+                        lambda hid, descs, n, max_count, ws, signals, stream=None, marks=1:
+                        enqueued.append((hid, descs, n, max_count, ws, signals, stream, marks)))
 
     class Seen(TorchFunctionMode):
         def __init__(self):
@@ -431,14 +417,17 @@ def test_an_eager_batch_skips_the_dispatcher_and_a_mode_keeps_it(monkeypatch):
         with mode or contextlib.nullcontext():
             a._batch(a.count_descs, a.count_n, a.G, a.recv, av._ROWS)
         assert len(enqueued) == 1
-        hid, descs, n, max_count, ws, signals, stream = enqueued[0]
+        hid, descs, n, max_count, ws, signals, stream, marks = enqueued[0]
         assert descs is a.count_descs and n is a.count_n and max_count == a.G and ws is a.ws
-        assert stream is None  # the current stream
+        assert stream is None and marks == 1  # the current stream; one part
         assert hid == 0 and signals == [a.peer_sems[1][av._ROWS].data_ptr()]
         assert (a.recv._version, a.sems._version) == (versions[0] + 1, versions[1] + 1)
         if mode is not None:
             assert any("batch_signal" in op for op in mode.ops), mode.ops
+        with mode or contextlib.nullcontext():  # in parts: semaphore _CHUNK0 + part
+            a._batch(a.count_descs, a.count_n, a.G, a.recv, av._CHUNK0, marks=2)
+        assert enqueued[-1][5:] == ([a.peer_sems[1][av._CHUNK0].data_ptr()], None, 2)
     enqueued.clear()
     a._batch(a.own_descs, a._n_own[:1], a.max_rows, a.recv, None, a.ws_own, a._side)
-    _, _, _, _, ws, signals, stream = enqueued[0]
+    _, _, _, _, ws, signals, stream, _ = enqueued[0]
     assert ws is a.ws_own and signals == [] and stream is a._side  # no signal; its stream

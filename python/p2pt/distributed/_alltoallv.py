@@ -52,25 +52,30 @@ _MAX_CHUNKS = 16
 _Step = namedtuple("_Step", "dst src size row_off slot_of n_peers n_own")
 
 
-def _enqueue(hid, descs, count, max_count, workspace, signals, stream=None):
+def _enqueue(hid, descs, count, max_count, workspace, signals, stream=None, marks=1):
     """A device batch of `descs` that signals every address of the list
     `signals` as it ends, on `stream` (a torch stream; None: the current
-    one)."""
+    one); with `marks` > 1, in that many parts, each signalling the
+    semaphore that many rows after each address (part j: semaphore j)."""
     h = _handles._get(hid)
     device = torch.cuda.current_device()
     _handles._ready(h, device)
-    h.copy_batch_device_signal(descs.data_ptr(), count.data_ptr(), max_count,
-                               workspace.data_ptr(), signals,
-                               _handles._cur(device) if stream is None else stream.cuda_stream)
+    s = _handles._cur(device) if stream is None else stream.cuda_stream
+    if marks > 1:
+        h.copy_batch_device_marks(descs.data_ptr(), count.data_ptr(), max_count,
+                                  workspace.data_ptr(), signals, marks, s)
+    else:
+        h.copy_batch_device_signal(descs.data_ptr(), count.data_ptr(), max_count,
+                                   workspace.data_ptr(), signals, s)
 
 
 def _batch_signal_body(descs: torch.Tensor, count: torch.Tensor, max_count: int,
                        workspace: torch.Tensor, out: torch.Tensor, sems: torch.Tensor,
-                       signals: torch.Tensor, hid: int) -> None:
+                       signals: torch.Tensor, hid: int, marks: int) -> None:
     """A device batch of `descs` (its writes land in `out`, for the
     dispatcher's bookkeeping) that signals every address of `signals` (a
-    CPU int64 tensor) as it ends."""
-    _enqueue(hid, descs, count, max_count, workspace, signals.tolist())
+    CPU int64 tensor) as it ends, or in `marks` parts (_enqueue)."""
+    _enqueue(hid, descs, count, max_count, workspace, signals.tolist(), marks=marks)
 
 
 _batch_signal_op = torch.library.custom_op("p2pt_dist::batch_signal", _batch_signal_body,
@@ -78,7 +83,7 @@ _batch_signal_op = torch.library.custom_op("p2pt_dist::batch_signal", _batch_sig
 
 
 @_batch_signal_op.register_fake
-def _(descs, count, max_count, workspace, out, sems, signals, hid):
+def _(descs, count, max_count, workspace, out, sems, signals, hid, marks):
     return None
 
 
@@ -132,7 +137,7 @@ class AlltoallV:
         self._link(*(share(t, group, handle=handle)
                      for t in (self.recv, self.back, self.slots, self.matrix, self.sems, self.y)))
         for t in (self.recv, self.y, self.matrix, self.mine, self.sems, self.descs, self.back,
-                  self.slots, self.my_slots, self.descs_k, self.own_descs,
+                  self.slots, self.my_slots, self.own_descs,
                   self.back_split):
             _handles._windows(self.h, self.device, [t.untyped_storage()])
         dist.barrier(group)  # every semaphore zeroed before any peer signals it
@@ -185,6 +190,7 @@ class AlltoallV:
         back_at = torch.cat([(rows_at + cols[cols != self.rank]).view(-1),
                              (rows_at + self.rank).view(-1)])
         n_back_peers = self.max_rows * (G - 1)
+        self._n_back_peers_int = n_back_peers
         self.back_split = torch.zeros(G * self.max_rows, 3, **i64)
         self._bk_r, self._bk_s = back_at // G, back_at % G
         # Row s + 1 of _bk_cum: the rows rank c holds from sources 0 to s,
@@ -226,13 +232,6 @@ class AlltoallV:
         self._col = self.matrix[:, self.rank]  # rows from each source, in recv's order
         self._r = self._k[:self.max_rows, None]
         self._n_own_back = self._n_own[self.max_rows:]
-        # The combine's pieces (all its chunks'), apart from the dispatch's;
-        # a chunked combine's, placed: each chunk's (and a sink chunk),
-        # and their counts.
-        self.pieces = torch.zeros(self.max_rows * G, 3, **i64)
-        self._pieces_tg = self.pieces.view(self.max_rows, G, 3)
-        self.descs_k = torch.zeros(_MAX_CHUNKS + 1, self.cap, 3, **i64)
-        self.n_k = torch.zeros(_MAX_CHUNKS, dtype=torch.int32, device=dev)
 
     def _link(self, peer_recv, peer_back, peer_slots, peer_matrix, peer_sems, peer_y):
         """Every rank's shared tensors, as mapped here (rank order): the
@@ -257,21 +256,22 @@ class AlltoallV:
         self._bk_back = self.back_base[self._bk_s]  # each combine piece's source's back
         self._back_describe()  # a combine before any dispatch: no rows, no bytes
 
-    def _batch(self, descs, n, max_count, out, k, ws=None, stream=None):
+    def _batch(self, descs, n, max_count, out, k, ws=None, stream=None, marks=1):
         """A device batch of the first n[0] pieces of descs, signalling
-        every peer's semaphore k as it ends (k None: no signal), on
-        `stream` (None: the current one). Eagerly the operation's body
+        every peer's semaphore k as it ends (k None: no signal), or, with
+        `marks` > 1, in that many parts, part j signalling semaphore k + j;
+        on `stream` (None: the current one). Eagerly the operation's body
         itself, without the dispatcher."""
         ws = self.ws if ws is None else ws
         if direct(out):
             bump(out, self.sems)
             _enqueue(self.hid, descs, n, max_count, ws,
-                     [] if k is None else self._signal_lists[k], stream)
+                     [] if k is None else self._signal_lists[k], stream, marks)
             return
         with _handles._stream(stream):
             torch.ops.p2pt_dist.batch_signal(descs, n, max_count, ws, out, self.sems,
                                              self._no_signals if k is None else self._signals[k],
-                                             self.hid)
+                                             self.hid, marks)
 
     def _split_send(self, peers, own, n_peers, n_own, out, k, before_own=None, beside=None):
         """Pieces split by where they go: the peers' (n_peers of `peers`)
@@ -455,15 +455,16 @@ class AlltoallV:
         off = self._above.sum(0)
         return torch.where(dest, upto + (off - 1), 0)
 
-    def _chunk_places(self, valid, slot, K):
-        """Each piece's row in descs_k (flat: chunk * cap + its place among
-        its chunk's pieces, in their order), and the pieces of each of the
-        K chunks. A piece's chunk is its token's (slot // G) * K //
-        max_rows; a piece not valid goes to chunk K, never launched."""
-        chunk = torch.where(valid, slot // self.G * K // self.max_rows, K).view(-1)
-        onehot = (chunk == self._k[:K + 1, None]).long()  # [K + 1, pieces]; no host sync
-        at = chunk * self.cap + (onehot.cumsum(1) * onehot).sum(0) - 1
-        return at, onehot[:K].sum(1)
+    def _chunks(self, K):
+        """The tokens [lo, hi) of each of K chunks of a combine whose peers'
+        batch runs in K parts: a peer's row for token t is piece
+        r * (G - 1) + i of its batch, r (this rank's rows to that peer
+        before t) at most t and i at most G - 2, so tokens below
+        hi = (the end of part c) // (G - 1) are all back once parts 0 to c
+        are; the last chunk ends at max_rows."""
+        n, G = self._n_back_peers_int, self.G
+        ends = [(c + 1) * n // K // (G - 1) for c in range(K)]
+        return list(zip([0] + ends[:-1], ends))
 
     def combine(self, dest, *, chunks=1, then=None):
         """Bring back, from every rank it went to, that rank's row of `y`
@@ -472,16 +473,16 @@ class AlltoallV:
 
         `then(lo, hi)`, if given, is called for tokens [lo, hi) once their
         rows are back: with chunks=1, then(0, T) on the current stream.
-        With `chunks` > 1 the rows come back in that many batches by token
-        (token t in chunk t * chunks // max_rows), and `then` runs for each
-        chunk on a second stream while the next chunks travel, so work that
-        reads back[lo:hi] (a weighted sum) overlaps the exchange; the
-        current stream waits for all of it before combine returns. (For MoE
-        combine on four H100s, 2 and 4 chunks measured slower than one
-        batch: their batches and descriptors cost more than the sum they
-        hide, bench/results/peer.md 5j.)
-        A chunk's batch holds this rank's own rows too: only a combine of
-        one batch runs them beside the peers'."""
+        With `chunks` = K > 1 the peers' batch runs in K parts that signal
+        apart (p2pt_copy_batch_device_marks_async), so the rows land about
+        in token order, and `then` runs for each of K chunks of the tokens
+        on a second stream as soon as that chunk is back, while the later
+        parts travel; the current stream waits for all of it before combine
+        returns. Work that reads back[lo:hi] (a weighted sum) so overlaps
+        the exchange, but only where it leaves the rows their speed: a
+        kernel that fills every SM with memory traffic slows the batch
+        beside it by about its own time, where one on a capped grid hides
+        (bench/results/peer.md 5m)."""
         rb, K = self.rb, chunks
         T = self._tokens(dest)
         if isinstance(K, bool) or not isinstance(K, int) or not 1 <= K <= _MAX_CHUNKS:
@@ -492,46 +493,26 @@ class AlltoallV:
             # the rows already on their way and the streams not joined.
             raise ValueError(f"p2pt.distributed.AlltoallV.combine: then must be a callable "
                              f"then(lo, hi) or None, not {type(then).__name__}")
-        if K == 1:
-            # The rest of the pieces came with the dispatch (_back_describe):
-            # only where each row goes back, from the slot that came with it.
-            torch.take(self.slots, self._bk_k, out=self._bk_slot)
-            torch.add(self._bk_back, self._bk_slot, alpha=rb, out=self._bk_dst)
+        # The rest of the pieces came with the dispatch (_back_describe):
+        # only where each row goes back, from the slot that came with it.
+        torch.take(self.slots, self._bk_k, out=self._bk_slot)
+        torch.add(self._bk_back, self._bk_slot, alpha=rb, out=self._bk_dst)
+        if K == 1 or self.G == 1:
             self._split_send(self._bk_peers, self._bk_own, self._n_back_peers, self._n_own_back,
                              self.back, _BACK)
             if then is not None:
                 then(0, T)
             return self.back[:T]
-        col, r = self._col, self._r
-        # Piece (r, s): row r of source s's region, sources interleaved
-        # (a batch laid out destination by destination is slower on NVLink).
-        valid = r < col
-        k = torch.where(valid, col.cumsum(0) - col + r, 0)
-        slot = self.slots[k]
-        pieces = self.pieces
-        torch.stack([torch.add(self.back_base, slot, alpha=rb),
-                     torch.add(self._y_at, k, alpha=rb), valid * rb], dim=-1, out=self._pieces_tg)
-        at, counts = self._chunk_places(valid, slot, K)
-        self.descs_k.view(-1, 3).index_copy_(0, at, pieces)
-        self.n_k[:K].copy_(counts)
-        # The second stream joins before the batches: joined after them, it
-        # waited for the last one, and every chunk's `then` ran after all
-        # the rows (bench/results/peer.md 5j).
         main, side = torch.cuda.current_stream(), self._side
         side.wait_stream(main)
-        done = []
-        for c in range(K):
-            self._batch(self.descs_k[c], self.n_k[c:c + 1], self.cap, self.back, _CHUNK0 + c)
-            done.append(torch.cuda.Event())
-            done[-1].record(main)
-        with torch.cuda.stream(side):
-            for c in range(K):
-                side.wait_event(done[c])
+        self._batch(self._bk_peers, self._n_back_peers, self._bk_peers.shape[0], self.back,
+                    _CHUNK0, marks=K)
+        self._batch(self._bk_own, self._n_own_back, self.max_rows, self.back, None, self.ws_own,
+                    side)
+        with torch.cuda.stream(side):  # each chunk after the own rows and its parts
+            for c, (lo, hi) in enumerate(self._chunks(K)):
                 self._wait(_CHUNK0 + c)
-                if then is not None:  # chunk c: t * K // max_rows == c
-                    lo = -(-c * self.max_rows // K)
-                    hi = min(-(-(c + 1) * self.max_rows // K), T)
-                    if lo < hi:
-                        then(lo, hi)
+                if then is not None and lo < min(hi, T):
+                    then(lo, min(hi, T))
         main.wait_stream(side)
         return self.back[:T]
