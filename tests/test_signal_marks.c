@@ -87,6 +87,7 @@ static void parts_setup(struct parts *P, CUcontext src_ctx, CUcontext dst_ctx)
     P->log = gt_alloc((size_t)PIECES * STRIDE + 16);
     GT_CHECK(tcu.cuMemAlloc(&P->sems, PARTS * P2PT_SEMAPHORE_BYTES));
     GT_CHECK(tcu.cuMemsetD8(P->sems, 0, PARTS * P2PT_SEMAPHORE_BYTES));
+    GT_CHECK(tcu.cuCtxSynchronize()); /* zeroed before any wait reads them */
     GT_CHECK(tcu.cuCtxSetCurrent(src_ctx));
     P->src = gt_alloc((size_t)PIECES * STRIDE + 16);
     gt_fill(&P->src, 4242);
