@@ -181,21 +181,40 @@ Test(signal_marks_gpu, each_part_is_in_when_its_semaphore_says_so_and_replays_co
     GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     GT_CHECK(tcu.cuStreamCreate(&r, CU_STREAM_NON_BLOCKING));
     p2pt_handle *h = gt_handle("tma");
+    /* Kernels loaded before any wait spins: a module loaded while a wait
+     * holds the GPU would wait for it, and the signal it waits for would
+     * never be enqueued (docs/SIGNALS.md). */
+    GT_OK(p2pt_prepare(h, 0));
     GT_OK(p2pt_window_register(h, 0, (void *)P.src.base, P.src.n + 2 * GT_GUARD));
     GT_OK(p2pt_window_register(h, 0, (void *)P.dst.base, P.dst.n + 2 * GT_GUARD));
     void *sems[1] = {(void *)P.sems};
-    /* The receiver's waits enqueued first: each holds until its part. */
+    /* The batch alone: every part's semaphore holds one signal after it. */
+    GT_OK(p2pt_copy_batch_device_marks_async(h, (const p2pt_copy_desc *)P.descs,
+                                             (const uint32_t *)P.count, PIECES, (void *)P.ws,
+                                             sems, 1, PARTS, s));
+    GT_CHECK(tcu.cuStreamSynchronize(s));
+    uint64_t v[PARTS * 4];
+    GT_CHECK(tcu.cuMemcpyDtoH(v, P.sems, sizeof(v)));
+    for (int j = 0; j < PARTS; j++)
+        cr_assert_eq(v[4 * j], 1ull << 32,
+                     "part %d's semaphore holds %#llx after the batch (parts 0-6: %#llx %#llx "
+                     "%#llx %#llx %#llx %#llx %#llx)", j, (unsigned long long)v[4 * j],
+                     (unsigned long long)v[0], (unsigned long long)v[4], (unsigned long long)v[8],
+                     (unsigned long long)v[12], (unsigned long long)v[16],
+                     (unsigned long long)v[20], (unsigned long long)v[24]);
+    /* Then the receiver's waits enqueued first: each holds until its part. */
+    gt_poison(&P.dst);
     take_parts(h, &P, r);
+    take_parts(h, &P, r); /* the first round's signals are there: one wait each passes */
     GT_OK(p2pt_copy_batch_device_marks_async(h, (const p2pt_copy_desc *)P.descs,
                                              (const uint32_t *)P.count, PIECES, (void *)P.ws,
                                              sems, 1, PARTS, s));
     GT_CHECK(tcu.cuStreamSynchronize(s));
     GT_CHECK(tcu.cuStreamSynchronize(r));
-    parts_check(&P, ctx, ctx, 1);
+    parts_check(&P, ctx, ctx, 2);
 
     /* Captured, replayed three times: every replay signals every part again. */
     if (tcu.cuStreamBeginCapture != NULL) {
-        GT_OK(p2pt_prepare(h, 0));
         CUgraph g;
         CUgraphExec x;
         GT_CHECK(tcu.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
@@ -210,7 +229,7 @@ Test(signal_marks_gpu, each_part_is_in_when_its_semaphore_says_so_and_replays_co
         for (int i = 0; i < 3; i++)
             GT_CHECK(tcu.cuGraphLaunch(x, s));
         GT_CHECK(tcu.cuStreamSynchronize(s));
-        parts_check(&P, ctx, ctx, 4);
+        parts_check(&P, ctx, ctx, 5);
         tcu.cuGraphExecDestroy(x);
         tcu.cuGraphDestroy(g);
     }
@@ -228,10 +247,12 @@ Test(signal_marks_gpu, parts_pushed_to_a_peer_land_in_order_of_their_semaphores)
     GT_CHECK(tcu.cuCtxSetCurrent(b));
     GT_CHECK(tcu.cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING));
     p2pt_handle *hb = gt_handle("tma");
+    GT_OK(p2pt_prepare(hb, 1)); /* before its waits spin (above) */
     take_parts(hb, &P, sb);
     GT_CHECK(tcu.cuCtxSetCurrent(a));
     GT_CHECK(tcu.cuStreamCreate(&sa, CU_STREAM_NON_BLOCKING));
     p2pt_handle *ha = gt_handle("tma");
+    GT_OK(p2pt_prepare(ha, 0));
     GT_OK(p2pt_window_register(ha, 0, (void *)P.src.base, P.src.n + 2 * GT_GUARD));
     GT_OK(p2pt_window_register(ha, 0, (void *)P.dst.base, P.dst.n + 2 * GT_GUARD));
     void *sems[1] = {(void *)P.sems};
