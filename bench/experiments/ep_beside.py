@@ -25,10 +25,10 @@ routing and identity expert), in CUDA graphs, 100 replays back to back
 If `combine || sum f` is `combine` plus little, a combine that sums each
 part on arrival would cost about `combine` + `sum (1 - f)`.
 
-The same with the sum in a kernel of N CTAs at most (`--sum-ctas`, a
-Triton kernel written here: a persistent grid, each CTA summing tokens
-pid, pid + N, ..., the slots not sent not read), which spreads the
-sum's HBM traffic over more of the batch: `tsum N f` alone and
+The same with the sum in a kernel of N CTAs at most (`--sum-ctas`: the
+example's `--sum capped`, a Triton kernel on a persistent grid, each CTA
+summing tokens pid, pid + N, ..., the slots not sent not read), which
+spreads the sum's HBM traffic over more of the batch: `tsum N f` alone and
 `ranked || tsum N f` beside the combine.
 
 Then what the rank's own rows, copied in a batch of their own on the
@@ -47,8 +47,6 @@ for var, val in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST",
 
 import torch
 import torch.distributed as dist
-import triton
-import triton.language as tl
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
 sys.path.insert(0, os.path.dirname(__file__))
@@ -56,23 +54,6 @@ import ep_dispatch as ep  # noqa: E402  (its argument parser, routing and sum)
 from ep_phases import back_to_back  # noqa: E402
 import p2pt.torch as pt  # noqa: E402
 from p2pt.torch import _handles  # noqa: E402
-
-
-@triton.jit
-def _tsum(rows, w, out, T, N, G: tl.constexpr, H: tl.constexpr, BLOCK: tl.constexpr):
-    """out[t] = sum over g of w[t, g] * rows[t, g] (bf16 rows, fp32 sum),
-    for t = pid, pid + N, ... < T; a slot of weight 0 is not read."""
-    pid = tl.program_id(0)
-    for t in range(pid, T, N):
-        for h0 in range(0, H, BLOCK):
-            offs = h0 + tl.arange(0, BLOCK)
-            m = offs < H
-            acc = tl.zeros([BLOCK], dtype=tl.float32)
-            for g in tl.static_range(G):
-                wg = tl.load(w + t * G + g)
-                r = tl.load(rows + (t * G + g) * H + offs, mask=m & (wg > 0), other=0.0)
-                acc += r.to(tl.float32) * wg
-            tl.store(out + t * H + offs, acc.to(tl.bfloat16), mask=m)
 
 
 def own_cases(a2a, s, own_ctas, device):
@@ -153,7 +134,8 @@ def main():
     def tpart(n_ctas, f):
         n = max(1, int(f * T))
         w = s.w.contiguous()
-        return lambda: _tsum[(n_ctas,)](spare.view(torch.bfloat16), w, spare_out, n, n_ctas, G=G, H=H, BLOCK=1024)
+        return lambda: ep.weighted_sum(spare[:n], w[:n], n, H, "capped", out=spare_out[:n],
+                                       ctas=n_ctas)
 
     def beside(f, ranked=False, fn=None):
         """The sum of f x T tokens (or fn) on a second stream beside the

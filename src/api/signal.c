@@ -37,28 +37,12 @@ p2pt_status p2pt_wait_async(p2pt_handle *h, void *sem, uint32_t count, void *str
     return run(h, "p2pt_wait_async", true, sem, count, stream);
 }
 
-p2pt_status p2pt_copy_batch_device_signal_async(p2pt_handle *h, const p2pt_copy_desc *descs,
-                                                const uint32_t *count, uint32_t max_count,
-                                                void *workspace, void *const *signals,
-                                                uint32_t n_signals, void *stream)
+/* A device batch that signals, as one (n_marks 1) or in parts. */
+static p2pt_status batch(p2pt_handle *h, const char *fn, const p2pt_copy_desc *descs,
+                         const uint32_t *count, uint32_t max_count, void *workspace,
+                         void *const *signals, uint32_t n_signals, uint32_t n_marks,
+                         void *stream)
 {
-    const char *fn = "p2pt_copy_batch_device_signal_async";
-    p2pt_status st = p2pt__check_handle(h, fn);
-    if (st != P2PT_SUCCESS)
-        return st;
-    struct p2pt_op op;
-    p2pt__op_device_batch(&op, fn, descs, count, max_count, workspace, stream);
-    op.device.signals = signals;
-    op.device.n_signals = n_signals;
-    return p2pt__op_run(h, &op, NULL);
-}
-
-p2pt_status p2pt_copy_batch_device_marks_async(p2pt_handle *h, const p2pt_copy_desc *descs,
-                                               const uint32_t *count, uint32_t max_count,
-                                               void *workspace, void *const *signals,
-                                               uint32_t n_signals, uint32_t n_marks, void *stream)
-{
-    const char *fn = "p2pt_copy_batch_device_marks_async";
     p2pt_status st = p2pt__check_handle(h, fn);
     if (st != P2PT_SUCCESS)
         return st;
@@ -68,6 +52,24 @@ p2pt_status p2pt_copy_batch_device_marks_async(p2pt_handle *h, const p2pt_copy_d
     op.device.n_signals = n_signals;
     op.device.n_marks = n_marks;
     return p2pt__op_run(h, &op, NULL);
+}
+
+p2pt_status p2pt_copy_batch_device_signal_async(p2pt_handle *h, const p2pt_copy_desc *descs,
+                                                const uint32_t *count, uint32_t max_count,
+                                                void *workspace, void *const *signals,
+                                                uint32_t n_signals, void *stream)
+{
+    return batch(h, "p2pt_copy_batch_device_signal_async", descs, count, max_count, workspace,
+                 signals, n_signals, 1, stream);
+}
+
+p2pt_status p2pt_copy_batch_device_marks_async(p2pt_handle *h, const p2pt_copy_desc *descs,
+                                               const uint32_t *count, uint32_t max_count,
+                                               void *workspace, void *const *signals,
+                                               uint32_t n_signals, uint32_t n_marks, void *stream)
+{
+    return batch(h, "p2pt_copy_batch_device_marks_async", descs, count, max_count, workspace,
+                 signals, n_signals, n_marks, stream);
 }
 
 p2pt_status p2pt_explain_signal(p2pt_handle *h, void *sem, void *stream, p2pt_choice *choice)
