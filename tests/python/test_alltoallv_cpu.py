@@ -387,6 +387,19 @@ def test_bad_routing_rows_and_chunks_get_a_clear_error(monkeypatch):
     assert len(a.log) == batches, "a refused combine enqueued a batch"
 
 
+def test_more_chunks_than_the_peers_pieces_get_a_clear_error(monkeypatch):
+    """A part of the peers' batch is at least one piece: 3 rows to one
+    peer make at most 3 chunks, refused before any batch."""
+    ranks = _ranks(2, 3, monkeypatch)
+    dest = torch.ones(3, 2, dtype=torch.bool)
+    with pytest.raises(ValueError, match=r"chunks 4: at most 3, the pieces to the peers "
+                                         r"\(max_rows 3 x 1 peers\)"):
+        ranks[0].combine(dest, chunks=4)
+    assert ranks[0].log == []
+    ranks[0].combine(dest, chunks=3)  # as many parts as pieces
+    assert ranks[0].chunk_batches[0][1] == 3
+
+
 def test_an_eager_batch_skips_the_dispatcher_and_a_mode_keeps_it(monkeypatch):
     """Eagerly a batch runs the operation's body itself (the dispatcher's
     ~20 us of host time saved) and bumps the versions of what it writes,

@@ -488,6 +488,10 @@ class AlltoallV:
         if isinstance(K, bool) or not isinstance(K, int) or not 1 <= K <= _MAX_CHUNKS:
             raise ValueError(f"p2pt.distributed.AlltoallV.combine: chunks must be an int of 1 "
                              f"to {_MAX_CHUNKS}, not {chunks!r}")
+        if self.G > 1 and K > self._n_back_peers_int:  # a part is at least one piece
+            raise ValueError(f"p2pt.distributed.AlltoallV.combine: chunks {K}: at most "
+                             f"{self._n_back_peers_int}, the pieces to the peers (max_rows "
+                             f"{self.max_rows} x {self.G - 1} peers)")
         if then is not None and not callable(then):
             # Checked before any batch: called later, it would fail with
             # the rows already on their way and the streams not joined.
