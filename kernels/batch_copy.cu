@@ -655,7 +655,8 @@ static __device__ void write_status(const struct p2pt_batch_dev_params &p, u32 s
  * counter of arrivals to keep between launches. The barrier makes the
  * CTA's writes (its status record, its pieces) happen before thread 0's
  * fence, and the fence, cumulative, orders them before the release at
- * system scope that the waiter's acquire reads.
+ * system scope that the waiter's acquire reads. A batch in parts signals
+ * part `mark` on the mark-th semaphore of each run.
  */
 static __device__ void signal_share(const struct p2pt_batch_dev_params &p, u32 mark)
 {
@@ -672,15 +673,6 @@ static __device__ void signal_share(const struct p2pt_batch_dev_params &p, u32 m
                      : "memory");
 }
 
-/*
- * A batch in parts (p2pt_copy_batch_device_marks_async, n_marks > 1): part
- * j is pieces [j * max_count / K, (j + 1) * max_count / K) of those under
- * the count, which every copy CTA walks as a batch of its own before its
- * share of part j's signal (to semaphore j of each destination's run).
- * No CTA waits for another between parts, so the link never drains
- * between them, and the parts land about in order: a receiver reads part
- * j while the later ones travel. One part is the plain batch.
- */
 extern "C" __global__ void __launch_bounds__(P2PT_BATCH_THREADS, P2PT_BATCH_CTAS_PER_SM)
 p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
 {
@@ -713,9 +705,17 @@ p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
         signal_share(p, 0);
 }
 
-/* A device batch in p.n_marks parts (above). An entry of its own, one CTA
- * an SM: copy_all inside the loop over the parts needs registers that two
- * CTAs an SM would spill, and the plain batch above keeps its code. */
+/*
+ * A device batch in p.n_marks parts (p2pt_copy_batch_device_marks_async):
+ * part j is pieces [j * max_count / K, (j + 1) * max_count / K) of those
+ * under the count, which every copy CTA walks as a batch of its own before
+ * its share of part j's signal (to semaphore j of each destination's run).
+ * No CTA waits for another between parts, so the link does not drain
+ * between them, and the parts land about in order: a receiver reads part
+ * j while the later ones travel. An entry of its own, one CTA an SM:
+ * copy_all inside the loop over the parts needs registers that two CTAs
+ * an SM would spill, and the plain batch above keeps its code.
+ */
 extern "C" __global__ void __launch_bounds__(P2PT_BATCH_THREADS, 1)
 p2pt_batch_copy_marks(const __grid_constant__ struct p2pt_batch_dev_params p)
 {
