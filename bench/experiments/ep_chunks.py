@@ -2,12 +2,14 @@
 """Where a chunked combine's time goes, one process per GPU:
 
     torchrun --nproc-per-node 4 bench/experiments/ep_chunks.py [--tokens 4096] [--ks=1,2,4]
+        [--sum capped [--sum-ctas 66]]
 
 After one dispatch (examples/ep_dispatch.py's routing and identity
 expert), p2pt's combine in K chunks for each K of --ks, captured in a
 CUDA graph and replayed from a barrier (median of --iters, largest over
-ranks): with the example's weighted sum (`then` on each chunk) and
-without it (the exchange alone, in K batches). Then one replay of each
+ranks): with the example's weighted sum (`then` on each chunk; --sum
+capped: on a capped grid while rows travel) and without it (the
+exchange alone: one batch in K parts since 5bf2428, K batches before). Then one replay of each
 K with its sum under torch.profiler on every rank, and rank 0's kernels
 printed as a timeline: start and length in microseconds from the
 replay's first kernel, and the stream each ran on."""
