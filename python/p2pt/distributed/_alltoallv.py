@@ -190,7 +190,6 @@ class AlltoallV:
         back_at = torch.cat([(rows_at + cols[cols != self.rank]).view(-1),
                              (rows_at + self.rank).view(-1)])
         n_back_peers = self.max_rows * (G - 1)
-        self._n_back_peers_int = n_back_peers
         self.back_split = torch.zeros(G * self.max_rows, 3, **i64)
         self._bk_r, self._bk_s = back_at // G, back_at % G
         # Row s + 1 of _bk_cum: the rows rank c holds from sources 0 to s,
@@ -220,7 +219,6 @@ class AlltoallV:
         self._sink_at_1 = self._sink_at - 1
         self._sink = torch.tensor(G * self.max_rows, **i64)  # my_slots' last: the unsent's
         self._row_off = rows * self.rb  # row t of x at x + t * rb
-        self._k = torch.arange(G * self.max_rows, **i64)  # the rows of recv and y
         self.descs[:G, 1] = self.my_slots.data_ptr() + self._sink_at * 8
         # Views every step reads or writes, made once (an eager step's host
         # time is mostly calls into torch): the runs' places and bytes, the
@@ -230,7 +228,6 @@ class AlltoallV:
         self._above = self.matrix[:self.rank]
         self._step = (None, None)
         self._col = self.matrix[:, self.rank]  # rows from each source, in recv's order
-        self._r = self._k[:self.max_rows, None]
         self._n_own_back = self._n_own[self.max_rows:]
 
     def _link(self, peer_recv, peer_back, peer_slots, peer_matrix, peer_sems, peer_y):
@@ -462,7 +459,7 @@ class AlltoallV:
         before t) at most t and i at most G - 2, so tokens below
         hi = (the end of part c) // (G - 1) are all back once parts 0 to c
         are; the last chunk ends at max_rows."""
-        n, G = self._n_back_peers_int, self.G
+        n, G = self._bk_peers.shape[0], self.G
         ends = [(c + 1) * n // K // (G - 1) for c in range(K)]
         return list(zip([0] + ends[:-1], ends))
 
@@ -488,9 +485,10 @@ class AlltoallV:
         if isinstance(K, bool) or not isinstance(K, int) or not 1 <= K <= _MAX_CHUNKS:
             raise ValueError(f"p2pt.distributed.AlltoallV.combine: chunks must be an int of 1 "
                              f"to {_MAX_CHUNKS}, not {chunks!r}")
-        if self.G > 1 and K > self._n_back_peers_int:  # a part is at least one piece
+        n_peers = self._bk_peers.shape[0]
+        if self.G > 1 and K > n_peers:  # a part is at least one piece
             raise ValueError(f"p2pt.distributed.AlltoallV.combine: chunks {K}: at most "
-                             f"{self._n_back_peers_int}, the pieces to the peers (max_rows "
+                             f"{n_peers}, the pieces to the peers (max_rows "
                              f"{self.max_rows} x {self.G - 1} peers)")
         if then is not None and not callable(then):
             # Checked before any batch: called later, it would fail with
@@ -509,8 +507,7 @@ class AlltoallV:
             return self.back[:T]
         main, side = torch.cuda.current_stream(), self._side
         side.wait_stream(main)
-        self._batch(self._bk_peers, self._n_back_peers, self._bk_peers.shape[0], self.back,
-                    _CHUNK0, marks=K)
+        self._batch(self._bk_peers, self._n_back_peers, n_peers, self.back, _CHUNK0, marks=K)
         self._batch(self._bk_own, self._n_own_back, self.max_rows, self.back, None, self.ws_own,
                     side)
         with torch.cuda.stream(side):  # each chunk after the own rows and its parts
