@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The signal entry points (p2pt.h): a signal, a wait, a device batch that
- * ends with signals or signals in parts, and their dry runs. Each checks the handle and hands
- * its operation to the pipeline (operation.c).
+ * ends with signals or signals in parts, and their dry runs. Each checks
+ * the handle and hands its operation to the pipeline (operation.c).
  */
 #include <stddef.h>
 
