@@ -51,6 +51,7 @@ import torch.distributed as dist
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
 sys.path.insert(0, os.path.dirname(__file__))
 import ep_dispatch as ep  # noqa: E402  (its argument parser, routing and sum)
+from ep_chunks import dispatched  # noqa: E402
 from ep_phases import back_to_back  # noqa: E402
 import p2pt.torch as pt  # noqa: E402
 from p2pt.torch import _handles  # noqa: E402
@@ -113,12 +114,7 @@ def main():
         opts[name] = [(float if name == "--fs" else int)(v) for v in vals.split(",") if v]
         sys.argv.remove(arg)  # (taken out before the example's parser sees the rest)
     fs, own_ctas, sum_ctas = opts["--fs"], opts["--own-ctas"], opts["--sum-ctas"]
-    a = ep.parse()
-    rank, G, device = ep.start()
-    s = ep.Step(a, rank, G, device, seed=1000 + rank)
-    p = ep.P2pt(a, G, rank, device)
-    recv, _ = p.dispatch(s)
-    p.expert(recv)
+    a, rank, G, device, s, p = dispatched()
     p.combine(s)  # the compiled sum of all T, eagerly, before any capture
     T, H = a.tokens, a.hidden
     spare = p.a2a.back[:T].clone()  # the rows a sum beside reads: not the combine's

@@ -45,17 +45,25 @@ def timeline(prof):
             f"{e['name'][:70]}" for e in ks]
 
 
-def main():
-    ks = [1, 2, 4]  # --ks=K,K,... (taken out before the example's parser sees the rest)
-    for arg in [v for v in sys.argv if v.startswith("--ks=")]:
-        ks = [int(k) for k in arg[5:].split(",")]
-        sys.argv.remove(arg)
+def dispatched():
+    """The example's arguments, this rank, the group's size, its GPU, its
+    routing (ep.Step) and p2pt's way after one dispatch and the identity
+    expert (y holds what arrived)."""
     a = ep.parse()
     rank, G, device = ep.start()
     s = ep.Step(a, rank, G, device, seed=1000 + rank)
     p = ep.P2pt(a, G, rank, device)
     recv, _ = p.dispatch(s)
     p.expert(recv)
+    return a, rank, G, device, s, p
+
+
+def main():
+    ks = [1, 2, 4]  # --ks=K,K,... (taken out before the example's parser sees the rest)
+    for arg in [v for v in sys.argv if v.startswith("--ks=")]:
+        ks = [int(k) for k in arg[5:].split(",")]
+        sys.argv.remove(arg)
+    a, rank, G, device, s, p = dispatched()
     pt.prepare()
     graphs, out = {}, []
     for k in ks:
