@@ -199,6 +199,7 @@ def test_a_chunked_combine_tells_each_chunk_once_its_parts_are_in(G, K, T, monke
             torch.bitwise_xor(a.recv, 1 + r + step, out=a.y)
             a.back.fill_(0)
             a.chunk_batches.clear()
+            a.told_parts = {}  # token -> the parts its chunk waited for
         told = []
         for a, dest in zip(ranks, dests):
             told.append([])
@@ -222,7 +223,6 @@ def test_a_chunked_combine_tells_each_chunk_once_its_parts_are_in(G, K, T, monke
             assert log.index(("batch", None)) < log.index(waits[0]), "the own rows first"
             for lo, hi in chunks:
                 at = log.index(("then", lo, hi))
-                a.told_parts = a.told_parts if hasattr(a, "told_parts") else {}
                 for t in range(lo, hi):
                     a.told_parts[t] = sum(w in log[:at] for w in waits)  # parts 0 .. c
         _check_back(ranks, xs, dests, step)
@@ -246,8 +246,6 @@ def test_a_chunked_combine_tells_each_chunk_once_its_parts_are_in(G, K, T, monke
                 sent.add((s, token))
             own = {(d, t) for t in range(T) if dests[d][t, d]}
             assert sent | own == {(s, t) for s in range(G) for t in range(T) if dests[s][t, d]}
-        for a in ranks:
-            a.told_parts = {}
 
 
 def _stream_log(ranks, monkeypatch):
