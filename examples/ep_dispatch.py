@@ -35,10 +35,12 @@ Ways, each checked byte for byte against `nccl`:
 A step is timed with CUDA events from a barrier, the count exchange
 included; `us` is the largest over the ranks of the median step. A
 combine step of p2pt and nccl includes the weighted sum (weighted_sum:
---sum compiled, the default, one torch.compile'd kernel in fp32, or bmm
-where PyTorch cannot compile; --sum bmm, a masked bf16 bmm; --sum capped,
-a Triton kernel in fp32 whose grid p2pt's chunks caps at --sum-ctas while
-rows still travel, one CTA a token otherwise).
+--sum capped, the default, a Triton kernel in fp32 whose grid p2pt's
+chunks cap at --sum-ctas while rows still travel, one CTA a token
+otherwise, with p2pt's combine in a part per 512 tokens up to 8
+(--chunks); --sum compiled, one torch.compile'd kernel in fp32 (bmm
+where PyTorch cannot compile), the default where PyTorch has no Triton,
+with one part; --sum bmm, a masked bf16 bmm).
 --csv writes gpus,tokens,hidden_bytes,topk,phase,way,us,gbps_per_rank,vs_nccl
 (gbps_per_rank: the bytes a rank sends to other ranks a step, the mean
 over ranks, over `us`). --overlap also times a bf16 GEMM on every rank
@@ -76,14 +78,21 @@ def parse():
     p.add_argument("--csv", default=None)
     p.add_argument("--overlap", action="store_true")
     p.add_argument("--gemm", type=int, default=8192)
-    p.add_argument("--sum", choices=("compiled", "bmm", "capped"), default="compiled",
-                   help="how combine sums the weighted rows (the same for every way)")
-    p.add_argument("--chunks", type=int, default=1,
+    p.add_argument("--sum", choices=("compiled", "bmm", "capped"), default=None,
+                   help="how combine sums the weighted rows (the same for every way; "
+                        "default capped, compiled where PyTorch has no Triton)")
+    p.add_argument("--chunks", type=int, default=None,
                    help="p2pt's combine in one batch of this many parts, each chunk of tokens "
-                        "summed as soon as it is back, beside the later parts")
+                        "summed as soon as it is back, beside the later parts (default: "
+                        "with --sum capped a chunk per 512 tokens up to 8, else 1)")
     p.add_argument("--sum-ctas", type=int, default=66,
                    help="--sum capped: the grid of a chunk's sum while rows still travel")
-    return p.parse_args()
+    a = p.parse_args()
+    if a.sum is None:
+        a.sum = "compiled" if triton is None else "capped"
+    if a.chunks is None:  # a chunk of fewer tokens costs more in waits than it hides
+        a.chunks = min(8, max(1, a.tokens // 512)) if a.sum == "capped" else 1
+    return a
 
 
 class Step:
@@ -124,7 +133,9 @@ else:
                     BLOCK: tl.constexpr):
         """_sum_fp32's formula, token by token: CTA p sums tokens p,
         p + N, ... (N CTAs, whatever the tokens), a slot of weight 0 not
-        read; each token's sum the same whatever N."""
+        read; each token's sum the same whatever N. A block of BLOCK
+        values of each of the G rows is loaded before any is summed: on a
+        capped grid the bytes in flight set the speed."""
         pid = tl.program_id(0)
         for t in range(pid, T, N):
             for h0 in range(0, H, BLOCK):
@@ -191,6 +202,14 @@ def _compiled_or(fn, fallback, what, *args):
         return fallback, fallback(*args)
 
 
+def capped_shape(H):
+    """_sum_capped's BLOCK and warps: a row's values up to 8,192 (a whole
+    14 KiB row: 56 KiB of a token's 4 rows in flight a CTA), 16 a thread
+    (16 warps at 8,192; measured against 8: bench/results/peer.md 5n)."""
+    block = min(triton.next_power_of_2(H), 8192)
+    return block, min(16, max(1, block // 512))
+
+
 def weighted_sum(back, w, T, H, how, out=None, ctas=None):
     """The combine's sum: every returned row times the token's weight on
     the rank it came from (slots not sent have weight 0 and are masked:
@@ -203,9 +222,11 @@ def weighted_sum(back, w, T, H, how, out=None, ctas=None):
         if triton is None:
             sys.exit("ep_dispatch.py: --sum capped needs Triton (PyTorch's CUDA builds have it)")
         res = torch.empty(T, H, dtype=torch.bfloat16, device=back.device) if out is None \
-            else out.view(T, H)
+            else out
         n = T if ctas is None else max(1, min(ctas, T))
-        _sum_capped[(n,)](rows, w.contiguous(), res, T, n, G=rows.shape[1], H=H, BLOCK=1024)
+        block, warps = capped_shape(H)
+        _sum_capped[(n,)](rows, w.contiguous(), res, T, n, G=rows.shape[1], H=H, BLOCK=block,
+                          num_warps=warps)
         return res
     key = (how, out is not None)
     args = (rows, w) if out is None else (rows, w, out.view(T, H))
@@ -223,7 +244,8 @@ class P2pt:
 
     def __init__(self, a, G, rank, device):
         self.a2a = pd.AlltoallV(a.tokens, a.hidden * 2)
-        self.T, self.H, self.how, self.chunks = a.tokens, a.hidden, a.sum, a.chunks
+        self.T, self.H, self.how = a.tokens, a.hidden, a.sum
+        self.chunks = max(1, min(a.chunks, a.tokens * (G - 1)))  # AlltoallV's limit
         self.sum_ctas = a.sum_ctas
         self.out = torch.empty(a.tokens, a.hidden, dtype=torch.bfloat16, device=device)
 

@@ -2,14 +2,16 @@
 """Where a chunked combine's time goes, one process per GPU:
 
     torchrun --nproc-per-node 4 bench/experiments/ep_chunks.py [--tokens 4096] [--ks=1,2,4]
-        [--sum capped [--sum-ctas 66]]
+        [--sum capped [--sum-ctas 66] [--capped=BLOCK:WARPS,...]]
 
 After one dispatch (examples/ep_dispatch.py's routing and identity
 expert), p2pt's combine in K chunks for each K of --ks, captured in a
 CUDA graph and replayed from a barrier (median of --iters, largest over
 ranks): with the example's weighted sum (`then` on each chunk; --sum
 capped: on a capped grid while rows travel) and without it (the
-exchange alone: one batch in K parts since 5bf2428, K batches before). Then one replay of each
+exchange alone: one batch in K parts since 5bf2428, K batches before);
+--capped: each of these shapes of the capped sum's kernel instead of
+the example's (capped_shape). Then one replay of each
 K with its sum under torch.profiler on every rank, and rank 0's kernels
 printed as a timeline: start and length in microseconds from the
 replay's first kernel, and the stream each ran on."""
@@ -60,34 +62,45 @@ def dispatched():
 
 def main():
     ks = [1, 2, 4]  # --ks=K,K,... (taken out before the example's parser sees the rest)
-    for arg in [v for v in sys.argv if v.startswith("--ks=")]:
-        ks = [int(k) for k in arg[5:].split(",")]
+    shapes = [None]  # --capped=BLOCK:WARPS,...: _sum_capped's shapes to try (None: the example's)
+    for arg in [v for v in sys.argv if v.startswith(("--ks=", "--capped="))]:
+        name, _, val = arg.partition("=")
+        if name == "--ks":
+            ks = [int(k) for k in val.split(",")]
+        else:
+            shapes = [tuple(int(x) for x in v.split(":")) for v in val.split(",")]
         sys.argv.remove(arg)
     a, rank, G, device, s, p = dispatched()
     pt.prepare()
+    example_shape = ep.capped_shape
     graphs, out = {}, []
     for k in ks:
         p.chunks = k
-        p.combine(s)  # the compiled sum for this chunk size, eagerly, before any capture
         p.a2a.combine(s.dest, chunks=k)
-        torch.cuda.synchronize()
-        for what, fn in (("sum", lambda: p.combine(s)),
-                         ("no sum", lambda: p.a2a.combine(s.dest, chunks=k))):
+        runs = [("no sum", None, lambda: p.a2a.combine(s.dest, chunks=k))]
+        runs += [("sum", shape, lambda: p.combine(s)) for shape in shapes]
+        for what, shape, fn in runs:
+            ep.capped_shape = example_shape if shape is None else (lambda H, sh=shape: sh)
+            fn()  # compiled before any capture
+            torch.cuda.synchronize()
             dist.barrier()
             g = torch.cuda.CUDAGraph()
             with torch.cuda.graph(g):
                 fn()
-            graphs[k, what] = g
+            graphs[k, what, shape] = g
             us = ep.timed(g.replay, a, device)
-            out.append((k, what, ep.largest(us, device), us))
+            out.append((k, what, shape, ep.largest(us, device), us))
+    ep.capped_shape = example_shape
     if rank == 0:
         print(f"# {G} ranks, {a.tokens} tokens of {a.hidden} bf16, top-{a.topk}: the combine in K "
-              f"chunks, in a graph, median of {a.iters} replays from a barrier")
-        for k, what, big, mine in out:
-            print(f"K={k:<2} {what:>7}: {big:8.1f} us (largest over ranks), rank 0 {mine:8.1f}")
+              f"chunks, in a graph, median of {a.iters} replays from a barrier (--sum {a.sum})")
+        for k, what, shape, big, mine in out:
+            tag = what if shape is None else f"{what} {shape[0]}:{shape[1]}"
+            print(f"K={k:<2} {tag:>12}: {big:8.1f} us (largest over ranks), rank 0 {mine:8.1f}")
     from torch.profiler import ProfilerActivity, profile
-    for k in ks:
-        g = graphs[k, "sum"]
+    for (k, what, shape), g in graphs.items():
+        if what != "sum":
+            continue
         g.replay()
         torch.cuda.synchronize()
         dist.barrier()
@@ -96,7 +109,8 @@ def main():
             torch.cuda.synchronize()
         dist.barrier()
         if rank == 0:
-            print(f"# K={k}, with the sum: rank 0's kernels (start, +length, us)")
+            tag = "" if shape is None else f" {shape[0]}:{shape[1]}"
+            print(f"# K={k}, with the sum{tag}: rank 0's kernels (start, +length, us)")
             print("\n".join(timeline(prof)), flush=True)
     dist.barrier()
     dist.destroy_process_group()

@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Shared fixtures of the pytest suite: the p2pt package under test (the
 installed one, else python/ of this source tree), whether it is installed,
-and the source root; and what test modules import from here: code run in a
-fresh interpreter (run_python)."""
+the source root and examples/ep_dispatch.py as a module (ep); and what
+test modules import from here: code run in a fresh interpreter
+(run_python)."""
+import importlib.util
 import os
 import subprocess
 import sys
@@ -40,3 +42,18 @@ def installed():
     one, `PYTHONPATH=python pytest` or a tree without one the source."""
     source = os.path.realpath(os.path.join(ROOT, "python", "p2pt"))
     return os.path.dirname(os.path.realpath(p2pt.__file__)) != source
+
+
+@pytest.fixture(scope="module")
+def ep():
+    """examples/ep_dispatch.py, imported (skips where it cannot be: it needs
+    torch and torch.distributed)."""
+    pytest.importorskip("torch")
+    path = os.path.join(ROOT, "examples", "ep_dispatch.py")
+    spec = importlib.util.spec_from_file_location("ep_dispatch_under_test", path)
+    mod = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(mod)
+    except SystemExit as e:  # p2pt.distributed needs torch.distributed
+        pytest.skip(str(e))
+    return mod

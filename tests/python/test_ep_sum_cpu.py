@@ -3,26 +3,9 @@
 output (p2pt's combine, whole or chunk by chunk) it is byte for byte the
 sum it returns (the `nccl` way's), for both ways of summing. The example's
 check against NCCL on GPUs rests on that."""
-import importlib.util
-import os
-
 import pytest
 
-from conftest import ROOT
-
 torch = pytest.importorskip("torch")
-
-
-@pytest.fixture(scope="module")
-def ep():
-    path = os.path.join(ROOT, "examples", "ep_dispatch.py")
-    spec = importlib.util.spec_from_file_location("ep_dispatch_under_test", path)
-    mod = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(mod)
-    except SystemExit as e:  # p2pt.distributed needs torch.distributed
-        pytest.skip(str(e))
-    return mod
 
 
 @pytest.mark.parametrize("how", ["bmm", "compiled"])
