@@ -478,8 +478,9 @@ class AlltoallV:
         returns. Work that reads back[lo:hi] (a weighted sum) so overlaps
         the exchange, but only where it leaves the rows their speed: a
         kernel that fills every SM with memory traffic slows the batch
-        beside it by about its own time, where one on a capped grid hides
-        (bench/results/peer.md 5m)."""
+        beside it by about its own time, where one on a capped grid with
+        a token's rows in flight a CTA hides (bench/results/peer.md 5m,
+        5n)."""
         rb, K = self.rb, chunks
         T = self._tokens(dest)
         if isinstance(K, bool) or not isinstance(K, int) or not 1 <= K <= _MAX_CHUNKS:
