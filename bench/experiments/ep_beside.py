@@ -2,6 +2,7 @@
 """Does a weighted sum beside the combine's rows slow them? One process per GPU:
 
     torchrun --nproc-per-node 4 bench/experiments/ep_beside.py [--tokens 4096] [--fs=0.25,0.5,0.75]
+        [--grids=66,132] [--own-ctas=8,16] [--sum compiled]
 
 A combine whose sum ran while its rows travel (each part of the tokens
 summed once its rows are back) could hide most of the sum, if the sum's
@@ -12,20 +13,22 @@ routing and identity expert), in CUDA graphs, 100 replays back to back
 (median of 5, largest over ranks):
 
 - `combine`: p2pt's one-batch combine, no sum;
-- `sum f`: the example's weighted sum of the first f x T tokens of a
-  copy of the returned rows (its own buffers: no dependence on the combine);
+- `sum f`: the example's weighted sum (its `--sum`; peer.md 5m ran
+  `--sum compiled`, then the default) of the first f x T tokens of a copy
+  of the returned rows (its own buffers: no dependence on the combine);
 - `combine || sum f`: both, the sum on a second stream forked at the
   graph's start, so it runs beside the combine's first kernels and its
   batch on every rank at once;
 - `ranked || sum f`: the same, the sum's stream of the lowest priority
   and the combine's of the highest (a sum's CTAs queued first otherwise
   take every SM before the batch's 32 start);
-- `combine; sum`: the example's step (the combine, then the sum of all T).
+- `combine; sum`: the example's step (its combine and sum as its
+  arguments say).
 
 If `combine || sum f` is `combine` plus little, a combine that sums each
 part on arrival would cost about `combine` + `sum (1 - f)`.
 
-The same with the sum in a kernel of N CTAs at most (`--sum-ctas`: the
+The same with the sum in a kernel of N CTAs at most (`--grids=N,...`: the
 example's `--sum capped`, a Triton kernel on a persistent grid, each CTA
 summing tokens pid, pid + N, ..., the slots not sent not read), which
 spreads the sum's HBM traffic over more of the batch: `tsum N f` alone and
@@ -108,14 +111,14 @@ def own_cases(a2a, s, own_ctas, device):
 
 
 def main():
-    opts = {"--fs": [0.25, 0.5, 0.75], "--own-ctas": [8, 16], "--sum-ctas": []}
+    opts = {"--fs": [0.25, 0.5, 0.75], "--own-ctas": [8, 16], "--grids": []}
     for arg in [v for v in sys.argv if v.partition("=")[0] in opts]:  # --fs=F,F,... and so on
         name, _, vals = arg.partition("=")
         opts[name] = [(float if name == "--fs" else int)(v) for v in vals.split(",") if v]
         sys.argv.remove(arg)  # (taken out before the example's parser sees the rest)
-    fs, own_ctas, sum_ctas = opts["--fs"], opts["--own-ctas"], opts["--sum-ctas"]
+    fs, own_ctas, sum_ctas = opts["--fs"], opts["--own-ctas"], opts["--grids"]
     a, rank, G, device, s, p = dispatched()
-    p.combine(s)  # the compiled sum of all T, eagerly, before any capture
+    p.combine(s)  # the sum of all T compiled, eagerly, before any capture
     T, H = a.tokens, a.hidden
     spare = p.a2a.back[:T].clone()  # the rows a sum beside reads: not the combine's
     spare_out = torch.empty(T, H, dtype=torch.bfloat16, device=device)
