@@ -2,7 +2,8 @@
 """examples/ep_dispatch.py's weighted sum on the CPU: stored into a given
 output (p2pt's combine, whole or chunk by chunk) it is byte for byte the
 sum it returns (the `nccl` way's), for both ways of summing. The example's
-check against NCCL on GPUs rests on that."""
+check against NCCL on GPUs rests on that. And which sum and how many
+combine parts its arguments give by default."""
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -26,3 +27,19 @@ def test_the_sum_stored_into_an_output_is_the_sum_returned(ep, how):
     for lo, hi in ((0, 17), (17, 40), (40, T)):  # as a chunked combine's `then` calls it
         ep.weighted_sum(back[lo:hi], w[lo:hi], hi - lo, H, how, out=chunked[lo:hi])
     assert torch.equal(chunked.view(torch.int16), want.view(torch.int16))
+
+
+@pytest.mark.parametrize("triton, argv, want", [
+    (True, [], ("capped", 8)),
+    (True, ["--tokens", "128"], ("capped", 1)),  # a part of 16 tokens costs more than it hides
+    (True, ["--tokens", "1024"], ("capped", 2)),
+    (True, ["--tokens", "100000"], ("capped", 8)),
+    (True, ["--sum", "compiled"], ("compiled", 1)),
+    (True, ["--chunks", "3"], ("capped", 3)),
+    (False, [], ("compiled", 1)),  # no Triton: the compiled sum, one part
+])
+def test_the_default_sum_and_parts(ep, monkeypatch, triton, argv, want):
+    monkeypatch.setattr(ep, "triton", object() if triton else None)
+    monkeypatch.setattr("sys.argv", ["ep_dispatch.py", *argv])
+    a = ep.parse()
+    assert (a.sum, a.chunks) == want
