@@ -279,7 +279,7 @@ p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h, const struct p2pt
         dev.signal[i] = (unsigned long long)(uintptr_t)b->signals[i];
     /* In parts: an entry of its own, one CTA an SM (kernels/batch_copy.cu). */
     const bool marks = b->n_marks > 1;
-    dev.n_marks = marks ? b->n_marks : 1;
+    dev.n_marks = b->n_marks;
     /* CTA 0 writes the status record; every other copies. The work is
      * unknown until the kernel runs, so the grid is all the cap allows, or
      * what a link needs: a layout's host link (block_layout.c) or a peer

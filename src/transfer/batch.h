@@ -164,7 +164,8 @@ struct p2pt_device_batch {
     uint32_t n_signals;
     /* Parts that signal apart (p2pt_copy_batch_device_marks_async): each
      * of `signals` is the first of n_marks semaphores in a row; 1 (set by
-     * p2pt__op_device_batch): the batch signals as one. */
+     * p2pt__op_device_batch): the batch signals as one. At least 1 past
+     * the argument check (args.c), which refuses 0. */
     uint32_t n_marks;
     CUstream stream;
     CUcontext ctx;

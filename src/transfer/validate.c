@@ -177,8 +177,7 @@ p2pt_status p2pt__validate_batch_signals(const struct p2pt_handle *h,
         return P2PT_SUCCESS;
     for (uint32_t i = 0; i < b->n_signals && st == P2PT_SUCCESS; i++) {
         snprintf(what, sizeof(what), "%s: signals[%u]", b->fn, i);
-        st = p2pt__check_range(what, b->signals[i],
-                               (size_t)P2PT_SEMAPHORE_BYTES * (b->n_marks ? b->n_marks : 1),
+        st = p2pt__check_range(what, b->signals[i], (size_t)P2PT_SEMAPHORE_BYTES * b->n_marks,
                                b->device, NULL);
     }
     return st;
