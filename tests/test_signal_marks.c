@@ -113,6 +113,24 @@ static void part_range(int j, uint32_t *lo, uint32_t *hi)
         *lo = *hi;
 }
 
+/* The sender's handle: the two buffers registered as windows of device
+ * `ordinal`, so that its batches check their pieces against them. */
+static void parts_register(p2pt_handle *h, int ordinal, const struct parts *P)
+{
+    GT_OK(p2pt_window_register(h, ordinal, (void *)P->src.base, P->src.n + 2 * GT_GUARD));
+    GT_OK(p2pt_window_register(h, ordinal, (void *)P->dst.base, P->dst.n + 2 * GT_GUARD));
+}
+
+/* The batch in PARTS parts on the sender's stream, each signalling its
+ * own semaphore of the run at P->sems. */
+static void send_parts(p2pt_handle *h, const struct parts *P, CUstream s)
+{
+    void *sems[1] = {(void *)P->sems};
+    GT_OK(p2pt_copy_batch_device_marks_async(h, (const p2pt_copy_desc *)P->descs,
+                                             (const uint32_t *)P->count, PIECES, (void *)P->ws,
+                                             sems, 1, PARTS, s));
+}
+
 /* On the receiver's stream: for each part, wait for its semaphore alone,
  * then copy the bytes that part wrote into the log (on that stream, so a
  * part read before it landed would leave poison in the log). */
@@ -185,13 +203,9 @@ Test(signal_marks_gpu, each_part_is_in_when_its_semaphore_says_so_and_replays_co
      * holds the GPU would wait for it, and the signal it waits for would
      * never be enqueued (docs/SIGNALS.md). */
     GT_OK(p2pt_prepare(h, 0));
-    GT_OK(p2pt_window_register(h, 0, (void *)P.src.base, P.src.n + 2 * GT_GUARD));
-    GT_OK(p2pt_window_register(h, 0, (void *)P.dst.base, P.dst.n + 2 * GT_GUARD));
-    void *sems[1] = {(void *)P.sems};
+    parts_register(h, 0, &P);
     /* The batch alone: every part's semaphore holds one signal after it. */
-    GT_OK(p2pt_copy_batch_device_marks_async(h, (const p2pt_copy_desc *)P.descs,
-                                             (const uint32_t *)P.count, PIECES, (void *)P.ws,
-                                             sems, 1, PARTS, s));
+    send_parts(h, &P, s);
     GT_CHECK(tcu.cuStreamSynchronize(s));
     uint64_t v[PARTS * 4];
     GT_CHECK(tcu.cuMemcpyDtoH(v, P.sems, sizeof(v)));
@@ -206,9 +220,7 @@ Test(signal_marks_gpu, each_part_is_in_when_its_semaphore_says_so_and_replays_co
     gt_poison(&P.dst);
     take_parts(h, &P, r);
     take_parts(h, &P, r); /* the first round's signals are there: one wait each passes */
-    GT_OK(p2pt_copy_batch_device_marks_async(h, (const p2pt_copy_desc *)P.descs,
-                                             (const uint32_t *)P.count, PIECES, (void *)P.ws,
-                                             sems, 1, PARTS, s));
+    send_parts(h, &P, s);
     GT_CHECK(tcu.cuStreamSynchronize(s));
     GT_CHECK(tcu.cuStreamSynchronize(r));
     parts_check(&P, ctx, ctx, 2);
@@ -218,9 +230,7 @@ Test(signal_marks_gpu, each_part_is_in_when_its_semaphore_says_so_and_replays_co
         CUgraph g;
         CUgraphExec x;
         GT_CHECK(tcu.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-        GT_OK(p2pt_copy_batch_device_marks_async(h, (const p2pt_copy_desc *)P.descs,
-                                                 (const uint32_t *)P.count, PIECES,
-                                                 (void *)P.ws, sems, 1, PARTS, s));
+        send_parts(h, &P, s);
         take_parts(h, &P, s);
         GT_CHECK(tcu.cuStreamEndCapture(s, &g));
         GT_CHECK(tcu.cuGraphInstantiateWithFlags(&x, g, 0));
@@ -253,12 +263,8 @@ Test(signal_marks_gpu, parts_pushed_to_a_peer_land_in_order_of_their_semaphores)
     GT_CHECK(tcu.cuStreamCreate(&sa, CU_STREAM_NON_BLOCKING));
     p2pt_handle *ha = gt_handle("tma");
     GT_OK(p2pt_prepare(ha, 0));
-    GT_OK(p2pt_window_register(ha, 0, (void *)P.src.base, P.src.n + 2 * GT_GUARD));
-    GT_OK(p2pt_window_register(ha, 0, (void *)P.dst.base, P.dst.n + 2 * GT_GUARD));
-    void *sems[1] = {(void *)P.sems};
-    GT_OK(p2pt_copy_batch_device_marks_async(ha, (const p2pt_copy_desc *)P.descs,
-                                             (const uint32_t *)P.count, PIECES, (void *)P.ws,
-                                             sems, 1, PARTS, sa));
+    parts_register(ha, 0, &P);
+    send_parts(ha, &P, sa);
     GT_CHECK(tcu.cuStreamSynchronize(sa));
     GT_CHECK(tcu.cuCtxSetCurrent(b));
     GT_CHECK(tcu.cuStreamSynchronize(sb));
