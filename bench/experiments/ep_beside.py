@@ -75,12 +75,12 @@ def own_cases(a2a, s, own_ctas, device):
         _handles._windows(_handles._get(hid), a2a.device, [t.untyped_storage() for t in (
             x, a2a.recv, a2a.y, a2a.back, a2a.own_descs, a2a.back_split, a2a.ws_own)])
 
-        def own_on_budget(descs, n, max_count, out, k, ws=None, stream=None):
+        def own_on_budget(descs, n, max_count, out, k, ws=None, stream=None, marks=1):
             if ws is not a2a.ws_own:
-                return batch(descs, n, max_count, out, k, ws, stream)
+                return batch(descs, n, max_count, out, k, ws, stream, marks)
             saved, a2a.hid = a2a.hid, hid
             try:
-                return batch(descs, n, max_count, out, k, ws, stream)
+                return batch(descs, n, max_count, out, k, ws, stream, marks)
             finally:
                 a2a.hid = saved
         return own_on_budget

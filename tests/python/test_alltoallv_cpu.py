@@ -8,10 +8,10 @@ GPUs. Checks the addresses the pieces carry: every row lands where its
 receiver reads it, each row's slot travels with it, and the combine brings
 every row back into its (token, rank) slot, over rounds whose routing
 changes; that a rank's rows to itself go in a batch of their own, and no
-other; that places() names where each row lies in every rank's y; that a chunked
-combine sends each row once, in one batch of K parts, and that each
-chunk's `then` runs only once every part that holds a row of its tokens
-is in."""
+other; that places() names where each row lies in every rank's y; that
+a chunked combine sends each row once, in one batch of K parts, and that
+each chunk's `then` runs only once every part that holds a row of its
+tokens is in."""
 import contextlib
 import ctypes
 import re
