@@ -44,7 +44,12 @@
  *                           checked against the registered windows in the
  *                           kernel and a refused one is skipped (not one of
  *                           its bytes is touched). CTA 0 writes the status
- *                           record; CTAs 1.. copy.
+ *                           record; CTAs 1.. copy, and CTA 0 too after the
+ *                           record where the grid is narrower than the SMs
+ *                           (status_copies: a link-bound batch's few CTAs
+ *                           each carry ~1/G of its bytes, and an SM left
+ *                           idle would be 1/G of its rate; on the full grid
+ *                           CTA 0 stays out so that no share starts late).
  *   p2pt_batch_expand       blocks moved by a mapping in GPU memory: the
  *                           mapping's rows and the layers become a device
  *                           batch's count and descriptors in its workspace,
@@ -598,7 +603,8 @@ p2pt_batch_copy_ring(const __grid_constant__ struct p2pt_batch_ring_params p)
 }
 
 /* CTA 0 of a device batch: check every descriptor and write the status
- * record, while the other CTAs copy. */
+ * record, while the other CTAs copy (and then copy the last share, with
+ * status_copies). */
 static __device__ void write_status(const struct p2pt_batch_dev_params &p, u32 seen, u32 n)
 {
     __shared__ u32 skipped, first_bad, reasons;
@@ -647,6 +653,16 @@ static __device__ void write_status(const struct p2pt_batch_dev_params &p, u32 s
     }
 }
 
+/* The copy CTAs of a device batch, G, and this one's place among them, c:
+ * CTAs 1.. are 0..; CTA 0, busy with the status record first, takes the
+ * last place (with few tiles, the one left empty) where it copies too. */
+static __device__ __forceinline__ void copier(const struct p2pt_batch_dev_params &p, u32 *G,
+                                              u32 *c)
+{
+    *G = gridDim.x - (p.status_copies ? 0 : 1);
+    *c = blockIdx.x == 0 ? *G - 1 : blockIdx.x - 1;
+}
+
 /*
  * The batch's signals (p2pt_copy_batch_device_signal_async): one signal is
  * 2^32 of a semaphore's value (kernels/signal.cu), and each CTA adds its
@@ -684,7 +700,8 @@ p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
     /* Read this thread's descriptor of the block it would serve if the
      * count were max_count together with the count itself: one round trip
      * instead of two whenever the count fills max_count's blocks alike. */
-    const u32 G = gridDim.x - 1, c = blockIdx.x - 1;
+    u32 G, c;
+    copier(p, &G, &c);
     const u32 max_blocks = (p.max_count + P2PT_BATCH_BLOCK - 1) / P2PT_BATCH_BLOCK;
     const u32 pre_block = blockIdx.x == 0 ? 0xffffffffu : first_block(c, G, max_blocks);
     const u32 i = pre_block * P2PT_BATCH_BLOCK + threadIdx.x;
@@ -695,7 +712,7 @@ p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
     const u32 n = seen < p.max_count ? seen : p.max_count;
     if (blockIdx.x == 0)
         write_status(p, seen, n);
-    else
+    if (blockIdx.x != 0 || p.status_copies)
         copy_all<FROM_DEVICE>(pieces{p.descs, 0, 0, 0}, n, c, G, &p, pre_block, pre);
 #ifdef BATCH_TRACE
     __syncthreads(); /* every warp's last tile */
@@ -721,17 +738,18 @@ p2pt_batch_copy_marks(const __grid_constant__ struct p2pt_batch_dev_params p)
 {
     pdl_launch_dependents();
     pdl_wait();
-    const u32 K = p.n_marks, G = gridDim.x - 1, c = blockIdx.x - 1;
+    const u32 K = p.n_marks;
+    u32 G, c;
+    copier(p, &G, &c);
     const u32 seen = *(const volatile u32 *)p.count;
     const u32 n = seen < p.max_count ? seen : p.max_count;
+    if (blockIdx.x == 0)
+        write_status(p, seen, n);
     for (u32 j = 0; j < K; j++) {
         const u32 lo = (u32)((u64)j * p.max_count / K);
         const u32 end = (u32)((u64)(j + 1) * p.max_count / K);
         const u32 hi = end < n ? end : n;
-        if (blockIdx.x == 0) {
-            if (j == 0)
-                write_status(p, seen, n);
-        } else if (lo < hi) {
+        if ((blockIdx.x != 0 || p.status_copies) && lo < hi) {
             copy_all<FROM_DEVICE>(pieces{p.descs + (u64)lo * sizeof(desc_t), 0, 0, 0}, hi - lo, c,
                                   G, &p, 0xffffffffu, desc_t{0, 0, 0});
         }

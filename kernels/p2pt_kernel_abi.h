@@ -212,13 +212,15 @@ struct p2pt_batch_dev_params {
     unsigned int n_windows;
     unsigned int n_signals; /* semaphores the batch signals as it ends */
     unsigned int n_marks;   /* parts that signal apart (0 or 1: the batch as one) */
+    unsigned int status_copies; /* 1: CTA 0 copies too, after the status record */
     struct p2pt_batch_window window[P2PT_BATCH_MAX_WINDOWS];
     unsigned long long signal[P2PT_BATCH_MAX_SIGNALS]; /* struct p2pt_semaphore addresses */
 };
 
 /*
  * The caller's workspace: the status record (public: p2pt_batch_status),
- * written by CTA 0 of the device batch kernel.
+ * written by CTA 0 of the device batch kernel (before its share of the
+ * copy where the grid is narrower than the SMs: status_copies).
  */
 struct p2pt_batch_status_record {
     unsigned int count;     /* the count read from GPU memory */

@@ -149,11 +149,15 @@ Test(batch_device, kernel_written_descriptors_replay_with_new_counts_in_a_graph)
     GT_OK(p2pt_finalize(h));
 }
 
-Test(batch_device, bad_descriptors_are_skipped_reported_and_touch_nothing)
+/* `options`: the handle's (NULL: the full grid, where CTA 0 only writes
+ * the status record; a cap narrower than the SMs, where it copies too). */
+static void bad_descriptors_skipped(const char *options)
 {
     gt_require_gpus(1);
     gt_use_device(0);
-    p2pt_handle *h = gt_handle("tma");
+    p2pt_init_args a = {sizeof(a), NULL, "tma", options};
+    p2pt_handle *h = NULL;
+    GT_OK(p2pt_init(&a, &h));
     CUstream s;
     GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     enum { MAX = 64, N = 40 };
@@ -240,6 +244,19 @@ Test(batch_device, bad_descriptors_are_skipped_reported_and_touch_nothing)
     gt_free(&outside);
     tcu.cuStreamDestroy(s);
     GT_OK(p2pt_finalize(h));
+}
+
+Test(batch_device, bad_descriptors_are_skipped_reported_and_touch_nothing)
+{
+    bad_descriptors_skipped(NULL);
+}
+
+/* 3 CTAs: CTA 0 checks every descriptor, writes the record, then copies
+ * the last third of the block's tiles, skipping the bad ones as the others
+ * do. */
+Test(batch_device, on_a_narrow_grid_the_status_cta_copies_and_still_skips_and_reports)
+{
+    bad_descriptors_skipped("P2P_TRANSPORT_MAX_CTAS=3");
 }
 
 Test(batch_device, windows_are_checked_when_registered)

@@ -174,7 +174,7 @@ Test(batch_kernel, pinned_host_memory_on_either_side)
     free(d);
 }
 
-Test(batch_kernel, a_cta_cap_down_to_one_copying_cta_is_still_byte_exact)
+Test(batch_kernel, a_cta_cap_down_to_one_is_still_byte_exact)
 {
     gt_require_gpus(1);
     gt_use_device(0);
@@ -184,14 +184,17 @@ Test(batch_kernel, a_cta_cap_down_to_one_copying_cta_is_still_byte_exact)
     p2pt_copy_desc *d = malloc(n * sizeof(*d));
     cr_assert_not_null(d);
     cr_assert(bt_layout(d, n, &dst, &src, 70000, 15));
-    /* 12 descriptor blocks: on 1, 2, 3, 4, 6 or 12 copying CTAs whole
-     * blocks each; on 5, 7, 8 or 9 a run of whole blocks each, then the
-     * last 12 % G split among the CTAs (a device batch's CTA 0 writes the
-     * status record, so it copies on one CTA fewer than the cap). */
+    /* 12 descriptor blocks: on 2, 3, 4, 6 or 12 copying CTAs whole blocks
+     * each; on 5, 7, 8 or 9 a run of whole blocks each, then the last
+     * 12 % G split among the CTAs; on 13 fewer blocks than CTAs. A grid
+     * narrower than the SMs copies on every CTA, CTA 0 after the status
+     * record in the last place (a cap of 1 launches the 2 CTAs a device
+     * batch needs); the host batches copy on every CTA of the cap, 1 too. */
     static const char *const caps[] = {
         "P2P_TRANSPORT_MAX_CTAS=1", "P2P_TRANSPORT_MAX_CTAS=2", "P2P_TRANSPORT_MAX_CTAS=3",
-        "P2P_TRANSPORT_MAX_CTAS=5", "P2P_TRANSPORT_MAX_CTAS=6", "P2P_TRANSPORT_MAX_CTAS=8",
-        "P2P_TRANSPORT_MAX_CTAS=9", "P2P_TRANSPORT_MAX_CTAS=13"};
+        "P2P_TRANSPORT_MAX_CTAS=4", "P2P_TRANSPORT_MAX_CTAS=5", "P2P_TRANSPORT_MAX_CTAS=7",
+        "P2P_TRANSPORT_MAX_CTAS=8", "P2P_TRANSPORT_MAX_CTAS=9", "P2P_TRANSPORT_MAX_CTAS=12",
+        "P2P_TRANSPORT_MAX_CTAS=13"};
     CUstream s;
     GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     for (size_t c = 0; c < P2PT_ARRAY_LEN(caps); c++) {

@@ -19,7 +19,8 @@
  *
  * Device descriptors: one launch; its CTAs read the count and the
  * descriptors from GPU memory and check them against the windows, passed in
- * the parameters. CTA 0 writes the status record into the workspace.
+ * the parameters. CTA 0 writes the status record into the workspace
+ * (and copies too on a grid narrower than the SMs).
  * Blocks in GPU memory (p2pt_copy_blocks_device_async) are a device batch
  * whose count and descriptors the expand kernel writes into the workspace
  * first, on the same stream: a launch per P2PT_EXPAND_LAYERS layers, each
@@ -283,11 +284,15 @@ p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h, const struct p2pt
     /* CTA 0 writes the status record; every other copies. The work is
      * unknown until the kernel runs, so the grid is all the cap allows, or
      * what a link needs: a layout's host link (block_layout.c) or a peer
-     * link where the windows hold another GPU's memory (operation.c). */
+     * link where the windows hold another GPU's memory (operation.c). On a
+     * grid narrower than the SMs CTA 0 copies too once the record is
+     * written: there each CTA is ~1/grid of the batch's rate (32 CTAs
+     * across NVLink, a budget beside a GEMM). */
     unsigned grid = p2pt__kernel_grid(h, &ls, m, marks ? 1 : P2PT_BATCH_CTAS_PER_SM);
     if (b->grid_cap != 0 && b->grid_cap < grid)
         grid = b->grid_cap;
     grid = grid < 2 ? 2 : grid;
+    dev.status_copies = grid < (unsigned)m->sm_count;
     void *params[] = {&dev};
     const int entry = marks ? P2PT_BATCH_ENTRY_MARKS : P2PT_BATCH_ENTRY_DEVICE;
     P2PT_TRY(p2pt__kernel_launch(h, &ls, m->fn[entry], grid, P2PT_BATCH_THREADS, 0, stream,
