@@ -46,7 +46,8 @@
  *                           its bytes is touched). CTA 0 writes the status
  *                           record; CTAs 1.. copy, and CTA 0 too after the
  *                           record where the grid is narrower than the SMs
- *                           (status_copies: a link-bound batch's few CTAs
+ *                           and a descriptor a CTA or more (status_copies
+ *                           and cta0_copies: a link-bound batch's few CTAs
  *                           each carry ~1/G of its bytes, and an SM left
  *                           idle would be 1/G of its rate; on the full grid
  *                           CTA 0 stays out so that no share starts late).
@@ -653,13 +654,22 @@ static __device__ void write_status(const struct p2pt_batch_dev_params &p, u32 s
     }
 }
 
-/* The copy CTAs of a device batch, G, and this one's place among them, c:
- * CTAs 1.. are 0..; CTA 0, busy with the status record first, takes the
- * last place (with few tiles, the one left empty) where it copies too. */
-static __device__ __forceinline__ void copier(const struct p2pt_batch_dev_params &p, u32 *G,
-                                              u32 *c)
+/* Whether CTA 0 copies too, after the status record, in a batch of `n`
+ * descriptors: where the grid is narrower than the SMs (status_copies) and
+ * there is at least a descriptor a CTA. With fewer, its place would get
+ * no tile, and its pass over the descriptors would only delay the end of
+ * the batch and its signal (a count exchange of a few pieces). */
+static __device__ __forceinline__ bool cta0_copies(const struct p2pt_batch_dev_params &p, u32 n)
 {
-    *G = gridDim.x - (p.status_copies ? 0 : 1);
+    return p.status_copies && n >= gridDim.x;
+}
+
+/* The copy CTAs, G, and this one's place among them, c: CTAs 1.. are
+ * 0..; CTA 0, busy with the status record first, takes the last place
+ * where it copies. */
+static __device__ __forceinline__ void copier(bool cta0, u32 *G, u32 *c)
+{
+    *G = gridDim.x - (cta0 ? 0 : 1);
     *c = blockIdx.x == 0 ? *G - 1 : blockIdx.x - 1;
 }
 
@@ -701,7 +711,7 @@ p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
      * count were max_count together with the count itself: one round trip
      * instead of two whenever the count fills max_count's blocks alike. */
     u32 G, c;
-    copier(p, &G, &c);
+    copier(cta0_copies(p, p.max_count), &G, &c);
     const u32 max_blocks = (p.max_count + P2PT_BATCH_BLOCK - 1) / P2PT_BATCH_BLOCK;
     const u32 pre_block = blockIdx.x == 0 ? 0xffffffffu : first_block(c, G, max_blocks);
     const u32 i = pre_block * P2PT_BATCH_BLOCK + threadIdx.x;
@@ -710,9 +720,13 @@ p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
         pre = descs[i];
     const u32 seen = *(const volatile u32 *)p.count;
     const u32 n = seen < p.max_count ? seen : p.max_count;
+    /* The places again for the count read (pre holds block pre_block's
+     * descriptors whatever they are; copy_block uses it only there). */
+    const bool cta0 = cta0_copies(p, n);
+    copier(cta0, &G, &c);
     if (blockIdx.x == 0)
         write_status(p, seen, n);
-    if (blockIdx.x != 0 || p.status_copies)
+    if (blockIdx.x != 0 || cta0)
         copy_all<FROM_DEVICE>(pieces{p.descs, 0, 0, 0}, n, c, G, &p, pre_block, pre);
 #ifdef BATCH_TRACE
     __syncthreads(); /* every warp's last tile */
@@ -739,17 +753,18 @@ p2pt_batch_copy_marks(const __grid_constant__ struct p2pt_batch_dev_params p)
     pdl_launch_dependents();
     pdl_wait();
     const u32 K = p.n_marks;
-    u32 G, c;
-    copier(p, &G, &c);
     const u32 seen = *(const volatile u32 *)p.count;
     const u32 n = seen < p.max_count ? seen : p.max_count;
+    const bool cta0 = cta0_copies(p, n);
+    u32 G, c;
+    copier(cta0, &G, &c);
     if (blockIdx.x == 0)
         write_status(p, seen, n);
     for (u32 j = 0; j < K; j++) {
         const u32 lo = (u32)((u64)j * p.max_count / K);
         const u32 end = (u32)((u64)(j + 1) * p.max_count / K);
         const u32 hi = end < n ? end : n;
-        if ((blockIdx.x != 0 || p.status_copies) && lo < hi) {
+        if ((blockIdx.x != 0 || cta0) && lo < hi) {
             copy_all<FROM_DEVICE>(pieces{p.descs + (u64)lo * sizeof(desc_t), 0, 0, 0}, hi - lo, c,
                                   G, &p, 0xffffffffu, desc_t{0, 0, 0});
         }
