@@ -92,6 +92,9 @@ def parse():
         a.sum = "compiled" if triton is None else "capped"
     if a.chunks is None:  # a chunk of fewer tokens costs more in waits than it hides
         a.chunks = min(8, max(1, a.tokens // 512)) if a.sum == "capped" else 1
+    elif not 1 <= a.chunks <= pd.AlltoallV.MAX_CHUNKS:
+        p.error(f"--chunks {a.chunks}: expected 1 to {pd.AlltoallV.MAX_CHUNKS} "
+                f"(p2pt.distributed.AlltoallV.combine's parts)")
     return a
 
 
@@ -243,9 +246,12 @@ class P2pt:
     name = "p2pt"
 
     def __init__(self, a, G, rank, device):
+        if G > 1 and a.chunks > a.tokens * (G - 1):  # a part is at least one piece
+            sys.exit(f"ep_dispatch.py: --chunks {a.chunks}: at most {a.tokens * (G - 1)}, "
+                     f"the pieces to the peers ({a.tokens} tokens x {G - 1} peers)")
         self.a2a = pd.AlltoallV(a.tokens, a.hidden * 2)
         self.T, self.H, self.how = a.tokens, a.hidden, a.sum
-        self.chunks = max(1, min(a.chunks, a.tokens * (G - 1)))  # AlltoallV's limit
+        self.chunks = a.chunks
         self.sum_ctas = a.sum_ctas
         self.out = torch.empty(a.tokens, a.hidden, dtype=torch.bfloat16, device=device)
 

@@ -166,8 +166,10 @@ p2pt_status p2pt__route_signal(struct p2pt_handle *h, const char *fn,
 p2pt_status p2pt__route_device_batch(struct p2pt_handle *h, const char *fn,
                                      const struct p2pt_transport **t, char *why, size_t len)
 {
-    /* Only a kernel reads descriptors from GPU memory, and the kernel needs
-     * a CTA for its status record besides those that copy. */
+    /* Only a kernel reads descriptors from GPU memory, and its CTA 0
+     * checks every descriptor for the status record before it copies
+     * anything: on one CTA that pass would stand in front of every byte, so
+     * a device batch takes two or more (docs/USAGE.md, the SM budget). */
     if (h->cfg.sm_budget == 0 || h->cfg.sm_budget == 1)
         return p2pt__fail(P2PT_NOT_SUPPORTED,
                           "%s: P2P_TRANSPORT_SM_BUDGET=%d, and a "

@@ -3,7 +3,8 @@
 output (p2pt's combine, whole or chunk by chunk) it is byte for byte the
 sum it returns (the `nccl` way's), for both ways of summing. The example's
 check against NCCL on GPUs rests on that. And which sum and how many
-combine parts its arguments give by default."""
+combine parts its arguments give by default, and the clear error for
+parts out of range."""
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -43,3 +44,22 @@ def test_the_default_sum_and_parts(ep, monkeypatch, triton, argv, want):
     monkeypatch.setattr("sys.argv", ["ep_dispatch.py", *argv])
     a = ep.parse()
     assert (a.sum, a.chunks) == want
+
+
+@pytest.mark.parametrize("chunks", ["0", "-2", "17"])
+def test_parts_out_of_range_are_a_clear_error(ep, monkeypatch, capsys, chunks):
+    monkeypatch.setattr("sys.argv", ["ep_dispatch.py", "--chunks", chunks])
+    with pytest.raises(SystemExit) as e:
+        ep.parse()
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--chunks {chunks}: expected 1 to 16" in err, err
+
+
+def test_more_parts_than_pieces_to_the_peers_are_a_clear_error(ep, monkeypatch):
+    monkeypatch.setattr("sys.argv", ["ep_dispatch.py", "--tokens", "4", "--chunks", "9"])
+    a = ep.parse()
+    with pytest.raises(SystemExit, match=r"--chunks 9: at most 8, the pieces to the peers "
+                                         r"\(4 tokens x 2 peers\)"):
+        ep.P2pt(a, 3, 0, "cpu")
+

@@ -112,6 +112,8 @@ class AlltoallV:
     after this rank's next dispatch, as for `back`.
     """
 
+    MAX_CHUNKS = _MAX_CHUNKS  # combine's parts at most (each has a semaphore of its own)
+
     def __init__(self, max_rows, row_bytes, group=None, *, handle=None):
         for name, v in (("max_rows", max_rows), ("row_bytes", row_bytes)):
             positive_int("p2pt.distributed.AlltoallV", name, v)
@@ -470,8 +472,10 @@ class AlltoallV:
 
         `then(lo, hi)`, if given, is called for tokens [lo, hi) once their
         rows are back: with chunks=1, then(0, T) on the current stream.
-        With `chunks` = K > 1 the peers' batch runs in K parts that signal
-        apart (p2pt_copy_batch_device_marks_async), so the rows land about
+        With `chunks` = K > 1 (at most MAX_CHUNKS, 16, and at most the
+        pieces to the peers, max_rows x (G - 1)) the peers' batch runs in K
+        parts that signal apart (p2pt_copy_batch_device_marks_async), so
+        the rows land about
         in token order, and `then` runs for each of K chunks of the tokens
         on a second stream as soon as that chunk is back, while the later
         parts travel; the current stream waits for all of it before combine
