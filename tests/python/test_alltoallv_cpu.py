@@ -373,6 +373,7 @@ def test_bad_routing_rows_and_chunks_get_a_clear_error(monkeypatch):
         with pytest.raises(ValueError, match=r"x must be 8 contiguous rows of 48 bytes") as e:
             a.dispatch(bad, dest)
         assert says in str(e.value)
+    assert av.AlltoallV.MAX_CHUNKS == av._MAX_CHUNKS == 16  # the public bound is the one checked
     for chunks in (0, av._MAX_CHUNKS + 1, 2.5, "2", True):
         with pytest.raises(ValueError, match=f"chunks must be an int of 1 to {av._MAX_CHUNKS}, "
                                              f"not {re.escape(repr(chunks))}"):
