@@ -475,11 +475,10 @@ class AlltoallV:
         With `chunks` = K > 1 (at most MAX_CHUNKS, 16, and at most the
         pieces to the peers, max_rows x (G - 1)) the peers' batch runs in K
         parts that signal apart (p2pt_copy_batch_device_marks_async), so
-        the rows land about
-        in token order, and `then` runs for each of K chunks of the tokens
-        on a second stream as soon as that chunk is back, while the later
-        parts travel; the current stream waits for all of it before combine
-        returns. Work that reads back[lo:hi] (a weighted sum) so overlaps
+        the rows land about in token order, and `then` runs for each of K
+        chunks of the tokens on a second stream as soon as that chunk is
+        back, while the later parts travel; the current stream waits for
+        all of it before combine returns. Work that reads back[lo:hi] (a weighted sum) so overlaps
         the exchange, but only where it leaves the rows their speed: a
         kernel that fills every SM with memory traffic slows the batch
         beside it by about its own time, where one on a capped grid with
