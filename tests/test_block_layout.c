@@ -24,6 +24,7 @@
 #include <stddef.h>
 
 #include "batch_test.h"
+#include "p2pt_kernel_abi.h"
 #include "p2pt_plugin.h"
 
 #define CREATE "p2pt_block_layout_create"
@@ -404,8 +405,11 @@ static void swaps_land(bool offload, bool on_gpu)
 
 /* A GPU mapping's device batch on `options`' handle: its widest grid, with
  * `dst` and `src` the pools (host, GPU or the second GPU pool). Twice on
- * one layout: the layers are located at the first swap only. */
-static uint32_t gpu_mapping_grid(const char *options, bool host_dst, bool host_src)
+ * one layout: the layers are located at the first swap only. Over the
+ * fake driver `*status_copies` is the launch's flag (CTA 0 copies after
+ * the status record), else -1. */
+static uint32_t gpu_mapping_grid(const char *options, bool host_dst, bool host_src,
+                                 int *status_copies)
 {
     p2pt_init_args a = {sizeof(a), NULL, "tma", options};
     p2pt_handle *h = NULL;
@@ -442,6 +446,20 @@ static uint32_t gpu_mapping_grid(const char *options, bool host_dst, bool host_s
     GT_CHECK(tcu.cuCtxSynchronize());
     const p2pt_properties p = gt_props(h);
     cr_assert_eq(p.device_batches, 2);
+    *status_copies = -1;
+    if (fake) {
+        void (*last)(char *, size_t, unsigned *, void *, size_t) =
+            (void (*)(char *, size_t, unsigned *, void *, size_t))gt_fake_sym(
+                "p2pt_fake_last_batch_launch");
+        char name[64];
+        unsigned grid = 0;
+        struct p2pt_batch_dev_params head;
+        last(name, sizeof(name), &grid, &head, offsetof(struct p2pt_batch_dev_params, window));
+        cr_assert_str_eq(name, "p2pt_batch_copy_dev");
+        cr_assert_eq(grid, p.max_grid, "the last launch's grid %u, the widest %u", grid,
+                     p.max_grid);
+        *status_copies = (int)head.status_copies;
+    }
     tcu.cuMemFree(m);
     tcu.cuMemFree(ws);
     GT_OK(p2pt_block_layout_destroy(lay));
@@ -451,17 +469,31 @@ static uint32_t gpu_mapping_grid(const char *options, bool host_dst, bool host_s
 }
 
 /* The built-in tables' link lines (any GPU these tests run on has one of
- * them, and the fake driver is an H100): 3 CTAs to the host, 8 to the GPU. */
+ * them, and the fake driver is an H100): 3 CTAs to the host, 8 to the GPU.
+ * CTA 0 copies too on a narrow grid (the last share, after the status
+ * record), except toward the host: there a third copying CTA slows a GEMM
+ * beside (bench/results/offload.md), so it writes the record only. */
 static void gpu_mapping_grids(void)
 {
-    const uint32_t d2h = gpu_mapping_grid(NULL, true, false),
-                   h2d = gpu_mapping_grid(NULL, false, true),
-                   local = gpu_mapping_grid(NULL, false, false),
-                   budget = gpu_mapping_grid("P2P_TRANSPORT_SM_BUDGET=2", true, false);
+    int c[5];
+    const uint32_t d2h = gpu_mapping_grid(NULL, true, false, &c[0]),
+                   h2d = gpu_mapping_grid(NULL, false, true, &c[1]),
+                   local = gpu_mapping_grid(NULL, false, false, &c[2]),
+                   budget = gpu_mapping_grid("P2P_TRANSPORT_SM_BUDGET=2", true, false, &c[3]),
+                   local_budget = gpu_mapping_grid("P2P_TRANSPORT_SM_BUDGET=4", false, false,
+                                                   &c[4]);
     cr_assert(d2h > 0 && d2h <= 3, "GPU to host: a grid of %u CTAs, expected 1 to 3", d2h);
     cr_assert(h2d > 3 && h2d <= 8, "host to GPU: a grid of %u CTAs, expected 4 to 8", h2d);
     cr_assert_gt(local, 8, "GPU to GPU is not capped: %u CTAs", local);
     cr_assert_leq(budget, 2, "budget 2: a grid of %u CTAs", budget);
+    cr_assert_leq(local_budget, 4, "budget 4: a grid of %u CTAs", local_budget);
+    if (c[0] < 0)
+        return; /* the flag is read over the fake driver only */
+    cr_expect_eq(c[0], 0, "GPU to host: CTA 0 copies (status_copies %d)", c[0]);
+    cr_expect_eq(c[3], 0, "GPU to host under budget 2: CTA 0 copies (status_copies %d)", c[3]);
+    cr_expect_eq(c[1], 1, "host to GPU on %u CTAs: CTA 0 only writes the record", h2d);
+    cr_expect_eq(c[2], 0, "the full grid of %u CTAs: CTA 0 copies", local);
+    cr_expect_eq(c[4], 1, "GPU to GPU under budget 4: CTA 0 only writes the record");
 }
 
 /* ---------------------------------------------------------- fake driver */

@@ -205,7 +205,7 @@ out:
  * it: a transport that reads no GPU descriptors is refused before any
  * driver call. */
 static p2pt_status link_cap(p2pt_handle *h, const char *fn, p2pt_block_layout *layout,
-                            void *stream, uint32_t *cap)
+                            void *stream, uint32_t *cap, int *way)
 {
     p2pt_status st = P2PT_SUCCESS;
     const struct p2pt_transport *t = NULL;
@@ -213,13 +213,15 @@ static p2pt_status link_cap(p2pt_handle *h, const char *fn, p2pt_block_layout *l
     uint64_t v = atomic_load_explicit(&layout->link, memory_order_relaxed);
 
     *cap = 0;
+    *way = -1;
     P2PT_TRY(p2pt__route_device_batch(h, fn, &t, NULL, 0));
     if ((v & LINK_KNOWN) == 0)
         P2PT_TRY(find_link(layout, stream, &v));
     if ((v & 0xff) == 0)
         return P2PT_SUCCESS;
     P2PT_TRY(p2pt__route_link(h, t, (int)(uint32_t)(v >> 8), link));
-    *cap = link[(v & 0xff) - 1];
+    *way = (int)(v & 0xff) - 1;
+    *cap = link[*way];
 out:
     return st;
 }
@@ -247,7 +249,11 @@ static p2pt_status swap_gpu(p2pt_handle *h, const char *fn, p2pt_block_layout *l
         atomic_fetch_add_explicit(&h->stats.rejected, 1, memory_order_relaxed);
         return st;
     }
-    P2PT_TRY(link_cap(h, fn, layout, stream, &op.device.grid_cap));
+    int way = -1;
+    P2PT_TRY(link_cap(h, fn, layout, stream, &op.device.grid_cap, &way));
+    /* Toward the host a third copying CTA slows a GEMM beside by ~0.25
+     * (bench/results/offload.md): CTA 0 writes the record and leaves. */
+    op.device.status_only = way == P2PT_LINK_D2H;
     st = p2pt__op_run(h, &op, NULL);
 out:
     return st;

@@ -287,12 +287,13 @@ p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h, const struct p2pt
      * link where the windows hold another GPU's memory (operation.c). On a
      * grid narrower than the SMs CTA 0 copies too once the record is
      * written: there each CTA is ~1/grid of the batch's rate (32 CTAs
-     * across NVLink, a budget beside a GEMM). */
+     * across NVLink, a budget beside a GEMM); not toward the host, where
+     * the link's CTAs are already what a GEMM beside bears. */
     unsigned grid = p2pt__kernel_grid(h, &ls, m, marks ? 1 : P2PT_BATCH_CTAS_PER_SM);
     if (b->grid_cap != 0 && b->grid_cap < grid)
         grid = b->grid_cap;
     grid = grid < 2 ? 2 : grid;
-    dev.status_copies = grid < (unsigned)m->sm_count;
+    dev.status_copies = grid < (unsigned)m->sm_count && !b->status_only;
     void *params[] = {&dev};
     const int entry = marks ? P2PT_BATCH_ENTRY_MARKS : P2PT_BATCH_ENTRY_DEVICE;
     P2PT_TRY(p2pt__kernel_launch(h, &ls, m->fn[entry], grid, P2PT_BATCH_THREADS, 0, stream,

@@ -157,6 +157,10 @@ struct p2pt_device_batch {
      * until the kernel runs, so the windows stand for them, and a batch
      * that may cross NVLink takes what the link needs. */
     uint32_t grid_cap;
+    /* CTA 0 writes the status record and copies nothing, even on a grid
+     * narrower than the SMs: set by a swap toward the host, whose link
+     * CTAs are what a GEMM beside bears (block_layout.c). */
+    bool status_only;
     /* Semaphores the batch signals as it ends (struct p2pt_semaphore in
      * GPU memory the stream's device reaches): the caller's array, read
      * before the call returns. */

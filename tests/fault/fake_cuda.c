@@ -1114,6 +1114,45 @@ static CUresult fake_cuFuncSetAttribute(CUfunction fn, CUfunction_attribute a, i
     return CUDA_SUCCESS;
 }
 
+/* The last launch of a device batch entry: its grid and the head of its
+ * parameters (struct p2pt_batch_dev_params), for tests of how the library
+ * launches what it cannot show through its API. Only these entries: their
+ * parameters are known to be at least LAUNCH_HEAD bytes. */
+enum { LAUNCH_HEAD = 64 };
+static pthread_mutex_t launch_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    char name[64];
+    unsigned grid;
+    unsigned char head[LAUNCH_HEAD];
+} last_launch;
+
+static void record_launch(CUfunction fn, unsigned grid, void **params)
+{
+    const char *name = ((struct fake_function *)fn)->name;
+    if (params == NULL || params[0] == NULL ||
+        (strcmp(name, "p2pt_batch_copy_dev") != 0 && strcmp(name, "p2pt_batch_copy_marks") != 0))
+        return;
+    pthread_mutex_lock(&launch_lock);
+    snprintf(last_launch.name, sizeof(last_launch.name), "%s", name);
+    last_launch.grid = grid;
+    memcpy(last_launch.head, params[0], LAUNCH_HEAD);
+    pthread_mutex_unlock(&launch_lock);
+}
+
+/* The last device batch launch: its entry's name (empty: none yet), grid
+ * and the first `n` bytes (at most 64) of its parameters. */
+EXPORT void p2pt_fake_last_batch_launch(char *name, size_t name_n, unsigned *grid, void *head,
+                                        size_t n);
+EXPORT void p2pt_fake_last_batch_launch(char *name, size_t name_n, unsigned *grid, void *head,
+                                        size_t n)
+{
+    pthread_mutex_lock(&launch_lock);
+    snprintf(name, name_n, "%s", last_launch.name);
+    *grid = last_launch.grid;
+    memcpy(head, last_launch.head, n < LAUNCH_HEAD ? n : LAUNCH_HEAD);
+    pthread_mutex_unlock(&launch_lock);
+}
+
 static CUresult fake_cuLaunchKernel(CUfunction fn, unsigned gx, unsigned gy, unsigned gz,
                                     unsigned bx, unsigned by, unsigned bz, unsigned smem,
                                     CUstream s, void **params, void **extra)
@@ -1124,6 +1163,7 @@ static CUresult fake_cuLaunchKernel(CUfunction fn, unsigned gx, unsigned gy, uns
         return CUDA_ERROR_INVALID_VALUE;
     if (strcmp(((struct fake_function *)fn)->name, "p2pt_test_fault") == 0)
         sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+    record_launch(fn, gx, params);
     return CUDA_SUCCESS;
 }
 
@@ -1134,6 +1174,7 @@ static CUresult fake_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction fn, vo
     (void)extra;
     if (c == NULL || fn == NULL || params == NULL || c->gridDimX == 0 || c->blockDimX == 0)
         return CUDA_ERROR_INVALID_VALUE;
+    record_launch(fn, c->gridDimX, params);
     return CUDA_SUCCESS;
 }
 
