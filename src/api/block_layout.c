@@ -251,7 +251,7 @@ static p2pt_status swap_gpu(p2pt_handle *h, const char *fn, p2pt_block_layout *l
     }
     int way = -1;
     P2PT_TRY(link_cap(h, fn, layout, stream, &op.device.grid_cap, &way));
-    /* Toward the host a third copying CTA slows a GEMM beside by ~0.25
+    /* Toward the host a third copying CTA slows a GEMM beside by 0.15-0.26
      * (bench/results/offload.md): CTA 0 writes the record and leaves. */
     op.device.status_only = way == P2PT_LINK_D2H;
     st = p2pt__op_run(h, &op, NULL);
