@@ -51,12 +51,13 @@ def phases(a2a, x, dest):
         a2a._batch(a2a.count_descs, a2a.count_n, G, a2a.matrix, av._COUNTS)
         a2a._wait(av._COUNTS)
 
-    def descs():  # as dispatch orders them: the rows described while the counts travel
+    def descs():  # dispatch's work in its order, on one stream: the rows described while the counts travel
         T, upto = a2a._place(dest)
         a2a._counts_out(dest)
         a2a._describe_rows(dest, upto)
         a2a._describe_sources(x, dest)
         a2a._wait(av._COUNTS)
+        a2a._describe_starts()
         a2a._describe_places(T)
 
     def rows():  # the gather that splits the peers' pieces from the own, both batches, the wait

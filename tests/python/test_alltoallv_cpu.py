@@ -81,7 +81,8 @@ def _ranks(G, max_rows, monkeypatch):
         a.G, a.rank, a.max_rows, a.rb, a.handle = G, r, max_rows, ROW, None
         a._local(torch.device("cpu"))
         a.sems = torch.zeros(a.sems_n, SEMAPHORE_WORDS, dtype=torch.int64)
-        a._side, a.ws_own, a.chunk_batches, a.log = _Stream(), object(), [], []
+        a._side, a._side2 = _Stream(), _Stream()
+        a.ws_own, a.chunk_batches, a.log = object(), [], []
         a._batch = _batch_of(a)
         ranks.append(a)
     for a in ranks:
@@ -92,6 +93,7 @@ def _ranks(G, max_rows, monkeypatch):
 
 def _rows_phase(a, x, dest):
     """Rank a's rows, once every rank's counts are here."""
+    a._describe_starts()
     a._describe_places(dest.shape[0])
     a._rows_out(x, dest)
 
@@ -268,7 +270,7 @@ def _stream_log(ranks, monkeypatch):
     monkeypatch.setattr(av.torch.cuda, "current_stream", lambda *_: main)
     monkeypatch.setattr(av.torch.cuda, "stream", on)
     for a in ranks:
-        a.log, a._side = log, _LoggedStream("side", log)
+        a.log, a._side, a._side2 = log, _LoggedStream("side", log), _LoggedStream("side2", log)
     return log
 
 
@@ -306,21 +308,24 @@ def test_the_dispatch_writes_the_combines_pieces_beside_its_peers_batch(monkeypa
 
 
 def test_the_dispatch_describes_its_rows_beside_the_count_exchange(monkeypatch):
-    """dispatch() sends its counts on the current stream, then writes
-    what they do not decide (the rows' places, slots, sources and bytes)
-    on the side stream (joined to the current one first), while the
-    current stream waits for the peers' counts; the current stream joins
-    the side stream before the rows' places, which read the side stream's
-    work; this rank's own rows are described on the side stream after the
-    peers' batch is launched. Its places, kept in the rank's buffers, are
-    _place's."""
+    """dispatch() sums and sends its counts on the current stream, and
+    writes what they do not decide on two side streams while the current
+    stream waits for the peers' counts: the rows' places and slots on one
+    (joined to the current stream before the sum), their sources and
+    bytes on the other, which reads the sum (the runs' bytes), so it joins
+    the current stream after the sum. Where the rows start in each rank
+    (the count matrix alone) is written before the current stream joins
+    both, the rows' places after; this rank's own rows are described on the
+    side stream after the peers' batch is launched. Its places, kept in
+    the rank's buffers, are _place's."""
     G, T = 3, 37
     ranks = _ranks(G, T, monkeypatch)
     log = _stream_log(ranks, monkeypatch)
     monkeypatch.setattr(av._handles, "_windows", lambda *_: None)
     a = ranks[1]
     a.h, a.device = None, None
-    for name, what in (("_describe_rows", "rows"), ("_describe_sources", "sources"),
+    for name, what in (("_count_rows", "sum"), ("_describe_rows", "rows"),
+                       ("_describe_sources", "sources"), ("_describe_starts", "starts"),
                        ("_describe_places", "places"), ("_describe_own", "own")):
         monkeypatch.setattr(a, name, lambda *args, f=getattr(a, name), w=what:
                             (log.append((w,)), f(*args))[1])
@@ -331,9 +336,12 @@ def test_the_dispatch_describes_its_rows_beside_the_count_exchange(monkeypatch):
         log.clear()
         a.dispatch(x, dest)
         counts = a._sem_rows[av._COUNTS].data_ptr()
-        assert log[:13] == [("wait_stream", "side", "main"), ("batch", av._COUNTS),
-                            ("enter", "side"), ("rows",), ("sources",), ("leave", "side"),
-                            ("wait", counts), ("wait_stream", "main", "side"), ("places",),
+        assert log[:19] == [("wait_stream", "side", "main"), ("sum",),
+                            ("wait_stream", "side2", "main"), ("batch", av._COUNTS),
+                            ("enter", "side"), ("rows",), ("leave", "side"),
+                            ("enter", "side2"), ("sources",), ("leave", "side2"),
+                            ("wait", counts), ("starts",), ("wait_stream", "main", "side"),
+                            ("wait_stream", "main", "side2"), ("places",),
                             ("wait_stream", "side", "main"), ("batch", av._ROWS),
                             ("enter", "side"), ("own",)], log
         _, kept = a._place(dest, kept=True)

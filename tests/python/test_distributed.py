@@ -5,7 +5,8 @@ tensor shared and written by a put into a peer, ordered by signal and
 wait; an AlltoallV of rows whose counts only the GPU knows, byte for byte
 against the rows gathered on every rank, and its combine over rounds whose
 rows change; the same captured in a CUDA graph and replayed with new
-routing; a tensor of PyTorch's symmetric memory
+routing; the same with the sum of a rank's counts held back on its
+stream; a tensor of PyTorch's symmetric memory
 shared as PyTorch mapped it (skipped where PyTorch cannot make one); the
 AlltoallV of a group of one. Skips below two GPUs."""
 import os
@@ -81,6 +82,7 @@ def _worker(rank, world, path):
         assert bool((got == (prv * 50 + r) % 251).all()), f"round {r}: a stale byte"
         dist.barrier()  # nobody overwrites buf before its owner read it
     _alltoallv(rank, world, dev)
+    _late_counts(rank, world, dev)
     dist.barrier()
     dist.destroy_process_group()
 
@@ -144,6 +146,32 @@ def _alltoallv(rank, world, dev):
         assert torch.equal(g_recv[:want.shape[0]], want), f"replay {r}: rows"
         _check_back(g_back, nx, nd, 11 + r, f"replay {r}")
         _check_back(got, nx, nd, 11 + r, f"replay {r}, then's copies")
+
+
+def _late_counts(rank, world, dev):
+    """A dispatch whose sum of its counts starts late on the current
+    stream (a sleep of ~1 ms before it, long after the side streams have
+    described the rows): what reads those counts (the runs of slots that
+    travel with the rows) waits for them, so the rows land and the combine
+    brings every row back, round after round of new routing."""
+    import p2pt.distributed as pd
+    T = 512
+    a2a = pd.AlltoallV(T, ROW)
+    count = a2a._count_rows
+
+    def late(dest):
+        torch.cuda._sleep(2_000_000)
+        count(dest)
+
+    a2a._count_rows = late
+    for r in range(3):
+        x, dest = _routing(T, world, 500 + 10 * r + rank, dev)
+        recv, counts = a2a.dispatch(x, dest)
+        want, want_counts = _expected(x, dest, rank, world)
+        assert torch.equal(counts, want_counts), f"late counts, round {r}: counts"
+        assert torch.equal(recv[:want.shape[0]], want), f"late counts, round {r}: rows"
+        torch.bitwise_xor(recv, 20 + r, out=a2a.y)
+        _check_back(a2a.combine(dest), x, dest, 20 + r, f"late counts, round {r}")
 
 
 def test_shared_tensors_signals_and_an_alltoallv_across_processes():

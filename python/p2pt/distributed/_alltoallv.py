@@ -134,7 +134,12 @@ class AlltoallV:
         self.ws = torch.zeros(self.h.workspace_bytes(self.cap), dtype=torch.uint8, device=dev)
         self.ws_own = torch.zeros(self.h.workspace_bytes(self.max_rows), dtype=torch.uint8,
                                   device=dev)
+        # Two side streams for what a dispatch describes while its counts
+        # travel: the rows' places and slots (a scan, its longest chain),
+        # and beside it, once this rank's counts are summed, the rows'
+        # sources and bytes. The first also carries the own rows' batch.
         self._side = torch.cuda.Stream(dev)
+        self._side2 = torch.cuda.Stream(dev)
         torch.cuda.synchronize(dev)
         self._link(*(share(t, group, handle=handle)
                      for t in (self.recv, self.back, self.slots, self.matrix, self.sems, self.y)))
@@ -156,6 +161,7 @@ class AlltoallV:
         self._y_at = torch.tensor(self.y.data_ptr(), **i64)
         self.matrix = torch.zeros(G, G, **i64)
         self.mine = torch.zeros(G, **i64)
+        self._off = torch.zeros(G, **i64)  # where my rows start in each rank's recv
         self.back = torch.empty(self.max_rows, G, self.rb, **u8)
         # slots[k]: the slot (token * G + rank) in its source's back of the
         # row recv[k]; sent packed by destination from mine[d] beside the rows.
@@ -357,17 +363,24 @@ class AlltoallV:
                              f"not {described(x)}")
         _handles._windows(self.h, self.device, [x.untyped_storage()])
         main = torch.cuda.current_stream()
-        self._side.wait_stream(main)
-        self._counts_out(dest)
-        # What the counts do not decide, on the side stream while they
+        # What the counts do not decide, on the side streams while they
         # travel and the current stream waits for them (behind the count
         # batch, three kernels more would lengthen a short step's wait).
+        # The sources and bytes read this rank's counts (the runs' bytes):
+        # their stream joins the current one after the sum, not before.
+        self._side.wait_stream(main)
+        self._count_rows(dest)
+        self._side2.wait_stream(main)
+        self._send_counts()
         with torch.cuda.stream(self._side):
             _, upto = self._place(dest, kept=True)
             self._describe_rows(dest, upto)
+        with torch.cuda.stream(self._side2):
             self._describe_sources(x, dest)
         self._wait(_COUNTS)
+        self._describe_starts()
         main.wait_stream(self._side)
+        main.wait_stream(self._side2)
         self._describe_places(T)
         self._rows_out(x, dest)
         return self.recv, self._col
@@ -382,12 +395,20 @@ class AlltoallV:
     def _counts_out(self, dest):
         """My row of the count matrix into every rank's, signalling each;
         once G - 1 signals are here, so is the whole matrix."""
+        self._count_rows(dest)
+        self._send_counts()
+
+    def _count_rows(self, dest):
+        """My row of the count matrix: the rows to each rank."""
         torch.sum(dest, 0, out=self.mine)  # int64, as the bool's sum is
+
+    def _send_counts(self):
         self._batch(self.count_descs, self.count_n, self.G, self.matrix, _COUNTS)
 
     def _describe_sources(self, x, dest):
         """Each row's source and bytes (0 where not sent, and in the
-        peers' batch where sent to this rank), and the runs' bytes."""
+        peers' batch where sent to this rank), and the runs' bytes (8 a
+        row of this rank's counts: after _count_rows on its stream)."""
         v = self._views(dest.shape[0])
         torch.add(v.row_off, x.data_ptr(), out=v.src)
         torch.mul(dest, self._rb_to, out=v.size)
@@ -412,14 +433,18 @@ class AlltoallV:
         torch.add(self._row_off[:T], x.data_ptr(), out=own[:, 1])
         torch.mul(dest[:, self.rank], self.rb, out=own[:, 2])
 
+    def _describe_starts(self):
+        """Where my rows and their slots start in each rank's buffers:
+        after every rank's rows to it from lower ranks (the count matrix).
+        Reads the counts alone, so it runs before the side streams join."""
+        torch.sum(self._above, 0, out=self._off)
+        torch.add(self.slots_base, self._off, alpha=8, out=self._runs_dst)
+
     def _describe_places(self, T):
-        """Where my rows of a step of T tokens and their slots land in
-        each rank's buffers: after every rank's rows to it from lower
-        ranks (the count matrix)."""
-        dst = self._views(T).dst
-        off = self._above.sum(0)  # where my rows start in each rank's recv
-        dst.add_(off, alpha=self.rb)
-        torch.add(self.slots_base, off, alpha=8, out=self._runs_dst)
+        """Where my rows of a step of T tokens land in each rank's recv:
+        their places among my rows to it (_describe_rows) after its start
+        (_describe_starts)."""
+        self._views(T).dst.add_(self._off, alpha=self.rb)
 
     def _back_describe(self):
         """What a one-batch combine's pieces take from the counts alone,
