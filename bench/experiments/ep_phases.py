@@ -8,8 +8,9 @@ CUDA graph and replayed from a barrier (median of --iters, largest over
 ranks): the counts (summed from the routing, then exchanged), the
 exchange alone (the batch of G pieces of G counts that signals every
 peer, and the wait for the G - 1 peers), the counts and the descriptors
-built on the GPU, the row batches alone (the peers' and, beside it, the
-rank's own; their descriptors already built) and the wait, the whole dispatch, the combine
+built on the GPU, the row batches alone (the runs of slots, the peers'
+rows and, beside them, the rank's own; their descriptors already built)
+and the wait, the whole dispatch, the combine
 without the weighted sum, the dispatch and the combine together; the GPU
 time of the counts, of the exchange alone, of the dispatch, of the combine
 and of both, from 100 replays back to back (no barrier's skew); then one
@@ -55,12 +56,14 @@ def phases(a2a, x, dest):
         T, upto = a2a._place(dest)
         a2a._counts_out(dest)
         a2a._describe_rows(dest, upto)
+        a2a._describe_slots(dest, upto)
         a2a._describe_sources(x, dest)
         a2a._wait(av._COUNTS)
         a2a._describe_starts()
         a2a._describe_places(T)
 
-    def rows():  # the gather that splits the peers' pieces from the own, both batches, the wait
+    def rows():  # the runs of slots, the rows' batches (their descriptors built), the wait
+        a2a._batch(a2a._runs, a2a.count_n, G, a2a.slots, av._ROWS, a2a.ws_slots)
         a2a._rows_out(x, dest)
 
     def whole():

@@ -41,6 +41,12 @@ class _Stream:
     def wait_stream(self, other):
         pass
 
+    def record_event(self):
+        return None
+
+    def wait_event(self, event):
+        pass
+
 
 def _inside(addr, t):
     return t.data_ptr() <= addr < t.data_ptr() + t.nbytes
@@ -50,11 +56,19 @@ def _batch_of(a):
     """Rank a's device batch, carried out, after checking the split: a
     batch with no signal (k None) holds a's rows to itself alone, in a
     workspace of its own (it runs beside the other); a signalling one, none
-    of them."""
+    of them; the runs of slots go in a signalling batch of their own, on the
+    second side stream in a third workspace, into the ranks' slots."""
     def batch(descs, n, max_count, out, k, ws=None, stream=None, marks=1):
         assert int(n[0]) <= max_count <= descs.shape[0] and max_count >= 1  # as the library
         assert 1 <= marks <= min(max_count, av._MAX_CHUNKS) and (marks == 1 or k is not None)
-        assert ws is (a.ws_own if k is None else None)
+        slots = ws is a.ws_slots  # the runs of slots, beside the rows
+        assert ws is (a.ws_own if k is None else None) or slots
+        if slots:
+            assert k == av._ROWS and stream is a._side2 and descs.data_ptr() == a.descs.data_ptr()
+            assert int(n[0]) == a.G
+            for dst, _, size in descs[:a.G].tolist():
+                assert not size or any(_inside(dst, t) for t in a.peer_slots), \
+                    f"rank {a.rank}'s slots batch writes outside the ranks' slots"
         for dst, _, size in descs[:int(n[0])].tolist():
             own = _inside(dst, a.recv) or _inside(dst, a.back)
             if size and k is None:
@@ -63,14 +77,21 @@ def _batch_of(a):
                 raise AssertionError(f"rank {a.rank}'s batch to its peers writes its own rows")
         if k is not None and k >= av._CHUNK0:
             a.chunk_batches.append((k - av._CHUNK0, marks, max_count, descs[:int(n[0])].clone()))
-        a.log.append(("batch", k))
+        a.log.append(("batch", k, "slots") if slots else ("batch", k))
         _run(descs, n[0])
     return batch
 
 
+def _signals(G, ranks, sem):
+    """The signals a wait on `sem` must count: two a peer for a dispatch's
+    rows (the rows and the runs of slots), one for the rest."""
+    rows = any(sem.data_ptr() == a._sem_rows[av._ROWS].data_ptr() for a in ranks)
+    return (2 if rows else 1) * (G - 1)
+
+
 def _ranks(G, max_rows, monkeypatch):
     def wait(sem, count, **_):  # the library refuses a wait for no signal
-        assert 1 <= count == G - 1
+        assert 1 <= count == _signals(G, ranks, sem)
 
     monkeypatch.setattr(av, "wait", wait)
     monkeypatch.setattr(av.torch.cuda, "current_stream", lambda *_: _Stream())
@@ -82,7 +103,7 @@ def _ranks(G, max_rows, monkeypatch):
         a._local(torch.device("cpu"))
         a.sems = torch.zeros(a.sems_n, SEMAPHORE_WORDS, dtype=torch.int64)
         a._side, a._side2 = _Stream(), _Stream()
-        a.ws_own, a.chunk_batches, a.log = object(), [], []
+        a.ws_own, a.ws_slots, a.chunk_batches, a.log = object(), object(), [], []
         a._batch = _batch_of(a)
         ranks.append(a)
     for a in ranks:
@@ -92,8 +113,9 @@ def _ranks(G, max_rows, monkeypatch):
 
 
 def _rows_phase(a, x, dest):
-    """Rank a's rows, once every rank's counts are here."""
+    """Rank a's rows and their slots, once every rank's counts are here."""
     a._describe_starts()
+    a._batch(a._runs, a.count_n, a.G, a.slots, av._ROWS, a.ws_slots, a._side2)
     a._describe_places(dest.shape[0])
     a._rows_out(x, dest)
 
@@ -110,6 +132,7 @@ def _dispatch(ranks, T, g, rows=_rows_phase):
     for a, x, dest, (_, upto) in zip(ranks, xs, dests, places):
         a._counts_out(dest)
         a._describe_rows(dest, upto)
+        a._describe_slots(dest, upto)
         a._describe_sources(x, dest)
     for a, x, dest in zip(ranks, xs, dests):  # every rank's counts are here
         rows(a, x, dest)
@@ -171,8 +194,20 @@ class _LoggedStream:
     def wait_stream(self, other):
         self.log.append(("wait_stream", self.name, getattr(other, "name", None)))
 
+    def record_event(self):
+        self.log.append(("record", self.name))
+        return _Event(self.name)
+
     def wait_event(self, event):
         self.log.append(("wait_event", self.name, event.at))
+
+
+class _Event:
+    """Where a _LoggedStream's event was recorded: on its stream, after
+    what was logged before."""
+
+    def __init__(self, at):
+        self.at = at
 
 
 @pytest.mark.parametrize("G,K,T", [(1, 3, 37), (2, 2, 37), (3, 4, 30), (4, 16, 37), (3, 5, 37)])
@@ -187,7 +222,7 @@ def test_a_chunked_combine_tells_each_chunk_once_its_parts_are_in(G, K, T, monke
     ranks = _ranks(G, max_rows, monkeypatch)
 
     def wait(sem, count, **_):
-        assert 1 <= count == G - 1
+        assert 1 <= count == _signals(G, ranks, sem)
         log.append(("wait", sem.data_ptr()))
 
     log = []
@@ -290,7 +325,8 @@ def test_the_dispatch_writes_the_combines_pieces_beside_its_peers_batch(monkeypa
     def rows(a, x, dest):
         log.clear()
         _rows_phase(a, x, dest)
-        assert log == [("wait_stream", "side", "main"), ("batch", av._ROWS),
+        assert log == [("batch", av._ROWS, "slots"),
+                       ("wait_stream", "side", "main"), ("batch", av._ROWS),
                        ("enter", "side"), ("leave", "side"), ("batch", None),  # own places, batch
                        ("enter", "side"), ("describe back",), ("leave", "side"),
                        ("wait", a._sem_rows[av._ROWS].data_ptr()),
@@ -310,14 +346,17 @@ def test_the_dispatch_writes_the_combines_pieces_beside_its_peers_batch(monkeypa
 def test_the_dispatch_describes_its_rows_beside_the_count_exchange(monkeypatch):
     """dispatch() sums and sends its counts on the current stream, and
     writes what they do not decide on two side streams while the current
-    stream waits for the peers' counts: the rows' places and slots on one
-    (joined to the current stream before the sum), their sources and
-    bytes on the other, which reads the sum (the runs' bytes), so it joins
-    the current stream after the sum. Where the rows start in each rank
-    (the count matrix alone) is written before the current stream joins
-    both, the rows' places after; this rank's own rows are described on the
-    side stream after the peers' batch is launched. Its places, kept in
-    the rank's buffers, are _place's."""
+    stream waits for the peers' counts: the rows' places, then their slots,
+    on one (joined to the current stream before the sum), their sources
+    and bytes on the other, which reads the sum (the runs' bytes), so it
+    joins the current stream after the sum. Where the rows start in each
+    rank (the count matrix alone) is written before the current stream
+    joins the second stream and the first where its places are written
+    (not its slots); then the second stream joins the current one and the
+    first where the slots are written, and sends the runs of slots; the
+    rows' places, then the peers' rows on the current stream and this
+    rank's own rows on the side stream; the current stream joins the second
+    at the end. Its places, kept in the rank's buffers, are _place's."""
     G, T = 3, 37
     ranks = _ranks(G, T, monkeypatch)
     log = _stream_log(ranks, monkeypatch)
@@ -325,8 +364,9 @@ def test_the_dispatch_describes_its_rows_beside_the_count_exchange(monkeypatch):
     a = ranks[1]
     a.h, a.device = None, None
     for name, what in (("_count_rows", "sum"), ("_describe_rows", "rows"),
-                       ("_describe_sources", "sources"), ("_describe_starts", "starts"),
-                       ("_describe_places", "places"), ("_describe_own", "own")):
+                       ("_describe_slots", "slots"), ("_describe_sources", "sources"),
+                       ("_describe_starts", "starts"), ("_describe_places", "places"),
+                       ("_describe_own", "own")):
         monkeypatch.setattr(a, name, lambda *args, f=getattr(a, name), w=what:
                             (log.append((w,)), f(*args))[1])
     g = torch.Generator().manual_seed(5)
@@ -336,14 +376,17 @@ def test_the_dispatch_describes_its_rows_beside_the_count_exchange(monkeypatch):
         log.clear()
         a.dispatch(x, dest)
         counts = a._sem_rows[av._COUNTS].data_ptr()
-        assert log[:19] == [("wait_stream", "side", "main"), ("sum",),
+        assert log[:25] == [("wait_stream", "side", "main"), ("sum",),
                             ("wait_stream", "side2", "main"), ("batch", av._COUNTS),
-                            ("enter", "side"), ("rows",), ("leave", "side"),
-                            ("enter", "side2"), ("sources",), ("leave", "side2"),
-                            ("wait", counts), ("starts",), ("wait_stream", "main", "side"),
-                            ("wait_stream", "main", "side2"), ("places",),
+                            ("enter", "side"), ("rows",), ("record", "side"), ("slots",),
+                            ("record", "side"), ("leave", "side"), ("enter", "side2"),
+                            ("sources",), ("leave", "side2"), ("wait", counts), ("starts",),
+                            ("wait_event", "main", "side"), ("wait_stream", "main", "side2"),
+                            ("wait_stream", "side2", "main"), ("wait_event", "side2", "side"),
+                            ("batch", av._ROWS, "slots"), ("places",),
                             ("wait_stream", "side", "main"), ("batch", av._ROWS),
                             ("enter", "side"), ("own",)], log
+        assert log[-1] == ("wait_stream", "main", "side2"), log
         _, kept = a._place(dest, kept=True)
         assert torch.equal(kept, a._place(dest)[1])
 

@@ -9,9 +9,10 @@ combine), with no host sync, so a captured graph replays with new counts
    second stream describes what the counts do not decide;
 2. each rank works out on the GPU where its rows land in every receiver's
    buffer (rows from lower ranks first, then in token order) and puts them
-   there, and with them, packed the same way, the slot each row returns
-   to: one device batch that ends with a signal to every peer; each waits
-   for G - 1 signals, then reads what arrived.
+   there: one device batch that ends with a signal to every peer; beside
+   it, packed the same way, the slot each row returns to, in a batch of G
+   small pieces that signals too; each waits for 2 (G - 1) signals, then
+   reads what arrived.
 
 A rank's rows to itself never cross a link: they go in a batch of their
 own on a second stream, beside the peers' batch (which the policy holds to
@@ -134,10 +135,13 @@ class AlltoallV:
         self.ws = torch.zeros(self.h.workspace_bytes(self.cap), dtype=torch.uint8, device=dev)
         self.ws_own = torch.zeros(self.h.workspace_bytes(self.max_rows), dtype=torch.uint8,
                                   device=dev)
+        self.ws_slots = torch.zeros(self.h.workspace_bytes(self.G), dtype=torch.uint8,
+                                    device=dev)
         # Two side streams for what a dispatch describes while its counts
-        # travel: the rows' places and slots (a scan, its longest chain),
-        # and beside it, once this rank's counts are summed, the rows'
-        # sources and bytes. The first also carries the own rows' batch.
+        # travel: the rows' places (a scan, its longest chain) and then
+        # their slots, and beside it, once this rank's counts are summed,
+        # the rows' sources and bytes. The first also carries the own rows'
+        # batch, the second the slots' batch.
         self._side = torch.cuda.Stream(dev)
         self._side2 = torch.cuda.Stream(dev)
         torch.cuda.synchronize(dev)
@@ -172,10 +176,12 @@ class AlltoallV:
         self.sems_n = _CHUNK0 + _MAX_CHUNKS
         self.count_n = torch.tensor([G], dtype=torch.int32, device=dev)
         # A dispatch's pieces: to each rank the run of slots of my rows to
-        # it, then T * G rows (row t to rank d at G + t * G + d). Nothing
-        # else writes descs, so the runs' sources are written once.
+        # it (a batch of their own), then T * G rows (row t to rank d at
+        # G + t * G + d). Nothing else writes descs, so the runs' sources
+        # are written once.
         self.cap = self.max_rows * G + G
         self.descs = torch.zeros(self.cap, 3, **i64)
+        self._runs, self._peer_rows = self.descs[:G], self.descs[G:]
         self._n_none = torch.zeros(1, dtype=torch.int32, device=dev)  # ready()'s pieces
         # A step's pieces split by where they go. The peers' batch is descs
         # itself (the runs of slots, then rows token by token, ranks
@@ -217,7 +223,7 @@ class AlltoallV:
         # The counts of the peers' and the own batch of a dispatch of T
         # tokens at [T], and of the combine's: constants, so no step
         # writes a count.
-        self._n_peers = (G + G * torch.arange(self.max_rows + 1, **i64)).to(torch.int32)
+        self._n_peers = (G * torch.arange(self.max_rows + 1, **i64)).to(torch.int32)
         self._n_own = torch.arange(self.max_rows + 1, dtype=torch.int32, device=dev)
         self._n_back_peers = torch.tensor([n_back_peers], dtype=torch.int32, device=dev)
         self._no_signals = torch.zeros(0, dtype=torch.int64)
@@ -278,13 +284,14 @@ class AlltoallV:
                                              self._no_signals if k is None else self._signals[k],
                                              self.hid, marks)
 
-    def _split_send(self, peers, own, n_peers, n_own, out, k, before_own=None, beside=None):
+    def _split_send(self, peers, own, n_peers, n_own, out, k, before_own=None, beside=None,
+                    waits=1):
         """Pieces split by where they go: the peers' (n_peers of `peers`)
-        into `out` with a signal to each, then a wait for theirs on
-        semaphore k; beside them, on the side stream, `before_own()` if
-        given, this rank's own pieces (n_own of `own`), which need no link
-        and no signal, then `beside()` if given. The current stream waits
-        for all of it."""
+        into `out` with a signal to each, then a wait for `waits` signals
+        of each peer on semaphore k; beside them, on the side stream,
+        `before_own()` if given, this rank's own pieces (n_own of `own`),
+        which need no link and no signal, then `beside()` if given. The
+        current stream waits for all of it."""
         main = torch.cuda.current_stream()
         self._side.wait_stream(main)
         if peers.shape[0]:  # a group of one has no peer piece
@@ -296,7 +303,7 @@ class AlltoallV:
         if beside is not None:
             with torch.cuda.stream(self._side):
                 beside()
-        self._wait(k)
+        self._wait(k, waits)
         main.wait_stream(self._side)
 
     def _send(self, descs, n, out, k):
@@ -306,11 +313,11 @@ class AlltoallV:
         self._batch(descs, n, descs.shape[0], out, k)
         self._wait(k)
 
-    def _wait(self, k):
-        """Hold the stream until the G - 1 peers' signals of this step
-        reach semaphore k (nothing to wait for in a group of one)."""
+    def _wait(self, k, n=1):
+        """Hold the stream until the G - 1 peers' n signals each of this
+        step reach semaphore k (nothing to wait for in a group of one)."""
         if self.G > 1:
-            wait(self._sem_rows[k], self.G - 1, handle=self.handle)
+            wait(self._sem_rows[k], n * (self.G - 1), handle=self.handle)
 
     def _tokens(self, dest):
         if not isinstance(dest, torch.Tensor) or dest.dtype != torch.bool or dest.dim() != 2 \
@@ -375,22 +382,34 @@ class AlltoallV:
         with torch.cuda.stream(self._side):
             _, upto = self._place(dest, kept=True)
             self._describe_rows(dest, upto)
+            placed = self._side.record_event()
+            # The slots travel in a batch of their own on the second side
+            # stream: the rows' batch does not wait for them.
+            self._describe_slots(dest, upto)
+            slotted = self._side.record_event()
         with torch.cuda.stream(self._side2):
             self._describe_sources(x, dest)
         self._wait(_COUNTS)
         self._describe_starts()
-        main.wait_stream(self._side)
+        main.wait_event(placed)
         main.wait_stream(self._side2)
+        self._side2.wait_stream(main)  # the runs' places (_describe_starts)
+        self._side2.wait_event(slotted)
+        self._batch(self._runs, self.count_n, self.G, self.slots, _ROWS, self.ws_slots,
+                    self._side2)
         self._describe_places(T)
         self._rows_out(x, dest)
+        main.wait_stream(self._side2)
         return self.recv, self._col
 
     def _rows_out(self, x, dest):
-        """The described pieces of x's rows to `dest`: descs to the peers,
-        and this rank's own rows in own_descs, described beside."""
+        """The described pieces of x's rows to `dest`: the rows of descs
+        to the peers, and this rank's own rows in own_descs, described
+        beside; then a wait for two signals of each peer, its rows' and its
+        runs of slots' (dispatch sends the runs)."""
         v = self._views(dest.shape[0])
-        self._split_send(self.descs, self.own_descs, v.n_peers, v.n_own, self.recv, _ROWS,
-                         lambda: self._describe_own(x, dest), self._back_describe)
+        self._split_send(self._peer_rows, self.own_descs, v.n_peers, v.n_own, self.recv, _ROWS,
+                         lambda: self._describe_own(x, dest), self._back_describe, waits=2)
 
     def _counts_out(self, dest):
         """My row of the count matrix into every rank's, signalling each;
@@ -416,13 +435,15 @@ class AlltoallV:
 
     def _describe_rows(self, dest, upto):
         """Each row's place in each rank's recv but for the rows of lower
-        ranks there, and its slot packed by destination as its row is (a
-        sink for the unsent), for the combine's way back. Kernels that
-        write only this rank's memory."""
-        v = self._views(dest.shape[0])
-        torch.add(self._recv_before, upto, alpha=self.rb, out=v.dst)
+        ranks there (this rank's memory only)."""
+        torch.add(self._recv_before, upto, alpha=self.rb, out=self._views(dest.shape[0]).dst)
+
+    def _describe_slots(self, dest, upto):
+        """Each row's slot packed by destination as its row is (a sink
+        for the unsent), for the combine's way back (this rank's memory
+        only)."""
         at = torch.where(dest, upto + self._sink_at_1, self._sink)
-        self.my_slots.scatter_(0, at.view(-1), v.slot_of)
+        self.my_slots.scatter_(0, at.view(-1), self._views(dest.shape[0]).slot_of)
 
     def _describe_own(self, x, dest):
         """This rank's rows to itself in own_descs: their places (written
