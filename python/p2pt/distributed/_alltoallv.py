@@ -5,8 +5,8 @@ combine), with no host sync, so a captured graph replays with new counts
 
 1. each rank puts its row of the count matrix (rows it sends to each rank)
    into every peer's matrix: one device batch of G small pieces that ends
-   with a signal to every peer; each waits for G - 1 signals, while a
-   second stream describes what the counts do not decide;
+   with a signal to every peer; each waits for G - 1 signals, while two
+   more streams describe what the counts do not decide;
 2. each rank works out on the GPU where its rows land in every receiver's
    buffer (rows from lower ranks first, then in token order) and puts them
    there: one device batch that ends with a signal to every peer; beside
@@ -183,13 +183,13 @@ class AlltoallV:
         self.descs = torch.zeros(self.cap, 3, **i64)
         self._runs, self._peer_rows = self.descs[:G], self.descs[G:]
         self._n_none = torch.zeros(1, dtype=torch.int32, device=dev)  # ready()'s pieces
-        # A step's pieces split by where they go. The peers' batch is descs
-        # itself (the runs of slots, then rows token by token, ranks
-        # interleaved: a batch laid out destination by destination is
-        # slower on NVLink), where a row to this rank carries no bytes;
-        # this rank's own rows go in a batch of their own, own_descs,
-        # written on the side stream. So nothing gathers the step's pieces
-        # between the count exchange and the peers' batch.
+        # A step's pieces split by where they go. The peers' batch is the
+        # rows of descs (token by token, ranks interleaved: a batch laid
+        # out destination by destination is slower on NVLink), where a row
+        # to this rank carries no bytes, and the runs of slots a batch
+        # beside it; this rank's own rows go in a batch of their own,
+        # own_descs, written on the side stream. So nothing gathers the
+        # step's pieces between the count exchange and the peers' batch.
         self.own_descs = torch.zeros(self.max_rows, 3, **i64)
         self._rb_to = torch.full((G,), self.rb, **i64)
         self._rb_to[self.rank] = 0  # a row's bytes in the peers' batch, by destination
