@@ -32,9 +32,17 @@ Ways, each checked byte for byte against `nccl`:
   torch_symm   PyTorch's symmetric memory (all_to_all_vdev on its NVSHMEM
                backend), dispatch only, where it runs
 
-A step is timed with CUDA events from a barrier, the count exchange
-included; `us` is the largest over the ranks of the median step. A
-combine step of p2pt and nccl includes the weighted sum (weighted_sum:
+A step is timed with CUDA events from a common start on the GPUs, the
+count exchange included: a host barrier, a one-value NCCL all_reduce
+that every rank's stream leaves within a few microseconds of the others,
+then 200 us of spinning on each GPU while its host enqueues the step. So
+a step's time holds neither the host barrier's skew nor the latency of
+its first launch, as in a model where the step is one part of a longer
+stream of work (the alltoall's ce_packed, the bandwidth yardstick, times
+rounds back to back from a common start). --step-start barrier times
+from the host barrier alone, as bench/results/peer.md's runs up to
+section 5s did. `us` is the largest over the ranks of the median step.
+A combine step of p2pt and nccl includes the weighted sum (weighted_sum:
 --sum capped, the default, a Triton kernel in fp32 whose grid p2pt's
 chunks cap at --sum-ctas while rows still travel, one CTA a token
 otherwise, with p2pt's combine in a part per 512 tokens up to 8
@@ -76,6 +84,10 @@ def parse():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--replays", type=int, default=3, help="graph replays with new routing")
     p.add_argument("--csv", default=None)
+    p.add_argument("--step-start", choices=("gpu", "barrier"), default="gpu",
+                   help="where a timed step starts: every GPU's stream after a one-value "
+                        "all_reduce and a 200 us spin that the step's launches queue behind "
+                        "(default), or each rank's host after a barrier")
     p.add_argument("--overlap", action="store_true")
     p.add_argument("--gemm", type=int, default=8192)
     p.add_argument("--sum", choices=("compiled", "bmm", "capped"), default=None,
@@ -390,12 +402,38 @@ class TorchSymm:
         return self.out, self.splits[1]
 
 
+def spin_cycles(us, device, _per_us={}):
+    """Clock cycles of torch.cuda._sleep that take about `us` on `device`
+    (measured once)."""
+    if device not in _per_us:
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(1000)
+        e0.record()
+        torch.cuda._sleep(1_000_000)
+        e1.record()
+        e1.synchronize()
+        _per_us[device] = 1_000_000 / (e0.elapsed_time(e1) * 1000)
+    return int(_per_us[device] * us)
+
+
+def common_start(device, how="gpu"):
+    """Every rank idle, then leaving a host barrier; with how="gpu" also
+    every GPU's current stream leaving a one-value all_reduce (within a
+    few microseconds of the others) and spinning ~200 us, so that what is
+    enqueued next starts together on every GPU, its launches queued."""
+    torch.cuda.synchronize(device)
+    dist.barrier()
+    if how == "gpu":
+        dist.all_reduce(torch.ones(1, device=device))  # the current stream waits for it
+        torch.cuda._sleep(spin_cycles(200, device))
+
+
 def timed(fn, a, device):
-    """Median of a.iters steps, each from a barrier, in microseconds."""
+    """Median of a.iters steps in microseconds, each from a common start
+    (common_start, --step-start)."""
     t = []
     for i in range(a.warmup + a.iters):
-        torch.cuda.synchronize(device)
-        dist.barrier()
+        common_start(device, a.step_start)
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         e0.record()
         fn()

@@ -6,15 +6,15 @@
 
 After one dispatch (examples/ep_dispatch.py's routing and identity
 expert), p2pt's combine in K chunks for each K of --ks, captured in a
-CUDA graph and replayed from a barrier (median of --iters, largest over
-ranks): with the example's weighted sum (`then` on each chunk; --sum
-capped: on a capped grid while rows travel) and without it (the
-exchange alone: one batch in K parts since 5bf2428, K batches before);
---capped: each of these shapes of the capped sum's kernel instead of
-the example's (capped_shape). Then one replay of each
-K with its sum under torch.profiler on every rank, and rank 0's kernels
-printed as a timeline: start and length in microseconds from the
-replay's first kernel, and the stream each ran on."""
+CUDA graph and replayed from a common start (examples/ep_dispatch.py's
+`timed`, --step-start; median of --iters, largest over ranks): with the
+example's weighted sum (`then` on each chunk; --sum capped: on a capped
+grid while rows travel) and without it (the exchange alone: one batch in
+K parts since 5bf2428, K batches before); --capped: each of these shapes
+of the capped sum's kernel instead of the example's (capped_shape). Then
+one replay of each K with its sum under torch.profiler on every rank,
+and rank 0's kernels printed as a timeline: start and length in
+microseconds from the replay's first kernel, and the stream each ran on."""
 import json
 import os
 import sys
@@ -40,6 +40,9 @@ def timeline(prof):
         with open(path) as f:
             events = json.load(f)["traceEvents"]
     ks = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"])
+    # What common_start ran (an all_reduce, a spin) is not the replay's.
+    spins = [i for i, e in enumerate(ks) if "spin_kernel" in e["name"]]
+    ks = ks[spins[-1] + 1:] if spins else ks
     if not ks:
         return ["  (no kernel traced)"]
     t0 = ks[0]["ts"]
@@ -93,7 +96,7 @@ def main():
     ep.capped_shape = example_shape
     if rank == 0:
         print(f"# {G} ranks, {a.tokens} tokens of {a.hidden} bf16, top-{a.topk}: the combine in K "
-              f"chunks, in a graph, median of {a.iters} replays from a barrier (--sum {a.sum})")
+              f"chunks, in a graph, median of {a.iters} replays from a {a.step_start} start (--sum {a.sum})")
         for k, what, shape, big, mine in out:
             tag = what if shape is None else f"{what} {shape[0]}:{shape[1]}"
             print(f"K={k:<2} {tag:>12}: {big:8.1f} us (largest over ranks), rank 0 {mine:8.1f}")
@@ -102,9 +105,8 @@ def main():
         if what != "sum":
             continue
         g.replay()
-        torch.cuda.synchronize()
-        dist.barrier()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            ep.common_start(device, a.step_start)
             g.replay()
             torch.cuda.synchronize()
         dist.barrier()

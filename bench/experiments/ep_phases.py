@@ -4,21 +4,22 @@
     torchrun --nproc-per-node 4 bench/experiments/ep_phases.py [--tokens 4096]
 
 Each phase of p2pt.distributed.AlltoallV.dispatch, captured alone in a
-CUDA graph and replayed from a barrier (median of --iters, largest over
-ranks): the counts (summed from the routing, then exchanged), the
-exchange alone (the batch of G pieces of G counts that signals every
-peer, and the wait for the G - 1 peers), the counts and the descriptors
-built on the GPU, the row batches alone (the runs of slots, the peers'
-rows and, beside them, the rank's own; their descriptors already built)
-and the wait, the whole dispatch, the combine
-without the weighted sum, the dispatch and the combine together; the GPU
-time of the counts, of the exchange alone, of the dispatch, of the combine
-and of both, from 100 replays back to back (no barrier's skew); then one
-replay of the dispatch and one of the combine under torch.profiler on
-every rank, rank 0's kernels printed as a timeline (ep_chunks.timeline:
-start and length from the replay's first kernel, and the stream); then
-the kernels of eager dispatches and combines on rank 0, from
-torch.profiler. Same routing as examples/ep_dispatch.py."""
+CUDA graph and replayed from a common start (examples/ep_dispatch.py's
+`timed`, --step-start; median of --iters, largest over ranks): the
+counts (summed from the routing, then exchanged), the exchange alone
+(the batch of G pieces of G counts that signals every peer, and the wait
+for the G - 1 peers), the counts and the descriptors built on the GPU,
+the row batches alone (the runs of slots, the peers' rows and, beside
+them, the rank's own; their descriptors already built) and the wait, the
+whole dispatch, the combine without the weighted sum, the dispatch and
+the combine together; the GPU time of the counts, of the exchange alone,
+of the dispatch, of the combine and of both, from 100 replays back to
+back (no barrier's skew); then one replay of the dispatch and one of the
+combine under torch.profiler on every rank, rank 0's kernels printed as
+a timeline (ep_chunks.timeline: start and length from the replay's first
+kernel, and the stream); then the kernels of eager dispatches and
+combines on rank 0, from torch.profiler. Same routing as
+examples/ep_dispatch.py."""
 import os
 import statistics
 import sys
@@ -117,14 +118,13 @@ def main():
             out.append((f"{name}, 100 back to back", ep.largest(us, device), us))
     if rank == 0:
         print(f"# {G} ranks, {a.tokens} tokens of {a.hidden} bf16, top-{a.topk}: each phase "
-              f"alone in a graph, median of {a.iters} replays from a barrier")
+              f"alone in a graph, median of {a.iters} replays from a {a.step_start} start")
         for name, big, mine in out:
             print(f"{name:>18}: {big:9.1f} us (largest over ranks), rank 0 {mine:9.1f}")
     from torch.profiler import ProfilerActivity, profile
     for name in ("dispatch", "combine, no sum"):
-        torch.cuda.synchronize()
-        dist.barrier()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            ep.common_start(device, a.step_start)
             graphs[name].replay()
             torch.cuda.synchronize()
         dist.barrier()

@@ -12,7 +12,8 @@ ready") each rank sums, in one torch.compile'd kernel, the rows of every
 rank's `y` (read across NVLink through the shared mapping) at the places
 the dispatch put them (the example's _pull_fp32, the sum of its
 p2pt_pull way). Timed, each captured in a CUDA graph and replayed
-from a barrier (median of --iters, largest over ranks):
+from a common start (examples/ep_dispatch.py's `timed`, --step-start;
+median of --iters, largest over ranks):
 
   push_sum   AlltoallV.combine, then the example's compiled weighted sum
   pull_sum   the signal round, then the one-pass sum over the peers' y
