@@ -497,8 +497,9 @@ class AlltoallV:
         row places[t, d] of peer_y[d] (0 where not dest[t, d]). On the
         current stream; no host sync."""
         _, upto = self._place(dest)
-        off = self._above.sum(0)
-        return torch.where(dest, upto + (off - 1), 0)
+        # self._off: where this rank's rows start in each rank's y, summed
+        # from the counts by the last dispatch (_describe_starts).
+        return torch.where(dest, upto + (self._off - 1), 0)
 
     def _chunks(self, K):
         """The tokens [lo, hi) of each of K chunks of a combine whose peers'
