@@ -30,6 +30,7 @@ import ep_dispatch as ep  # noqa: E402  (its argument parser and routing)
 import p2pt.distributed as pd  # noqa: E402
 import p2pt.torch as pt  # noqa: E402
 from p2pt.distributed import _alltoallv as av  # noqa: E402
+from ep_phases import back_to_back  # noqa: E402  (100 replays back to back)
 
 
 class Padded(pd.AlltoallV):
@@ -74,18 +75,6 @@ class Padded(pd.AlltoallV):
         self._wait(av._COUNTS)
         main.wait_stream(side)
         return self.recv, self._col
-
-
-def back_to_back(g, n, device):
-    torch.cuda.synchronize(device)
-    dist.barrier()
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    e0.record()
-    for _ in range(n):
-        g.replay()
-    e1.record()
-    e1.synchronize()
-    return e0.elapsed_time(e1) * 1000 / n
 
 
 def main():
