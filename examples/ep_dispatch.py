@@ -32,6 +32,10 @@ Ways, each checked byte for byte against `nccl`:
   torch_symm   PyTorch's symmetric memory (all_to_all_vdev on its NVSHMEM
                backend), dispatch only, where it runs
 
+p2pt's batches across NVLink take the table's `link peer` CTAs (32 on
+sm_90); P2P_TRANSPORT_LINK_PEER=64 in the environment widens them where
+the SMs can be spared (bench/results/peer.md 5t).
+
 A step is timed with CUDA events from a common start on the GPUs, the
 count exchange included: a host barrier, a one-value NCCL all_reduce
 that every rank's stream leaves within a few microseconds of the others,

@@ -611,6 +611,23 @@ Test(config, stream_min_takes_sizes_and_zero_and_rejects_junk)
     expect_rejected("P2P_TRANSPORT_STREAM_MIN", "2T", "to 1T bytes");
 }
 
+Test(config, link_peer_widens_the_peer_grid_and_rejects_what_is_out_of_range)
+{
+    unsetenv("P2P_TRANSPORT_LINK_PEER");
+    cr_assert_eq(p2pt__config_read(&cfg, NULL, NULL), P2PT_SUCCESS);
+    cr_assert_eq(cfg.link_peer, 0, "default: the table's 'link peer'");
+    cr_assert_eq(read_with("P2P_TRANSPORT_LINK_PEER", "64"), P2PT_SUCCESS, "%s",
+                 p2pt__last_error_text());
+    cr_assert_eq(cfg.link_peer, 64);
+    cr_assert_eq(read_with("P2P_TRANSPORT_LINK_PEER", "0"), P2PT_SUCCESS);
+    cr_assert_eq(cfg.link_peer, 0);
+    expect_rejected("P2P_TRANSPORT_LINK_PEER", "4097", "from 0 (the table's 'link peer'");
+    expect_rejected("P2P_TRANSPORT_LINK_PEER", "-1", "to 4096");
+    expect_rejected("P2P_TRANSPORT_LINK_PEER", "wide", NULL);
+    expect_rejected("P2P_TRANSPORT_LINK_PEER", "", NULL);
+    unsetenv("P2P_TRANSPORT_LINK_PEER");
+}
+
 Test(config, auto_table_path_is_read_and_its_length_checked)
 {
     cr_assert_eq(read_with("P2P_TRANSPORT_AUTO_TABLE", "/tmp/x.table"), P2PT_SUCCESS);

@@ -293,6 +293,43 @@ static void grids_follow_the_link(void)
     dev_batch_free(&b);
     p2pt_finalize(h);
 
+    /* P2P_TRANSPORT_LINK_PEER=48 widens the peer grid, under either
+     * policy, and explain names it; a budget still caps it. */
+    memset(p.used, 0, sizeof(p.used));
+    pushes(&p, d, N, false);
+    for (int e = 0; e < 2; e++) {
+        p2pt_init_args aw = {sizeof(aw), NULL, engines[e], "P2P_TRANSPORT_LINK_PEER=48"};
+        GT_OK(p2pt_init(&aw, &h));
+        GT_OK(p2pt_explain_batch(h, d, N, s, &c));
+        cr_assert(strstr(c.reason, "at most 48") && strstr(c.reason, "P2P_TRANSPORT_LINK_PEER"),
+                  "%s: %s", engines[e], c.reason);
+        GT_OK(p2pt_copy_batch_async(h, d, N, s));
+        cr_assert_leq(gt_props(h).max_grid, 48, "%s: a grid of %u", engines[e],
+                      gt_props(h).max_grid);
+        b = dev_batch_make(d, N);
+        windows(h, &p, true);
+        c = dev_batch_explain(h, &b, s);
+        cr_assert(strstr(c.reason, "at most 48 CTAs (P2P_TRANSPORT_LINK_PEER)"), "%s: %s",
+                  engines[e], c.reason);
+        GT_OK(dev_batch_run(h, &b, s));
+        const uint32_t grid = gt_props(h).max_grid;
+        cr_assert(grid > peer_ctas && grid <= 48, "%s: a device batch's grid of %u", engines[e],
+                  grid);
+        windows(h, &p, false);
+        dev_batch_free(&b);
+        p2pt_finalize(h);
+    }
+    p2pt_init_args aw20 = {sizeof(aw20), NULL, "auto",
+                           "P2P_TRANSPORT_LINK_PEER=48 P2P_TRANSPORT_SM_BUDGET=20"};
+    GT_OK(p2pt_init(&aw20, &h));
+    b = dev_batch_make(d, N);
+    windows(h, &p, true);
+    GT_OK(dev_batch_run(h, &b, s));
+    cr_assert_leq(gt_props(h).max_grid, 20, "the budget caps the widened grid");
+    windows(h, &p, false);
+    dev_batch_free(&b);
+    p2pt_finalize(h);
+
     /* A budget of 8: no wider; a budget of 0: the copy engine for the host
      * batch (no kernel) and status 6 for the device batch. */
     memset(p.used, 0, sizeof(p.used));

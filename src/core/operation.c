@@ -410,7 +410,6 @@ static p2pt_status device_validate(struct p2pt_handle *h, struct p2pt_op *op,
 static p2pt_status device_describe(struct p2pt_handle *h, struct p2pt_op *op,
                                    const struct p2pt_transport *t, p2pt_choice *c)
 {
-    (void)h;
     const struct p2pt_device_batch *b = &op->device;
     c->transport = t->name;
     c->path = "batch";
@@ -420,8 +419,9 @@ static p2pt_status device_describe(struct p2pt_handle *h, struct p2pt_op *op,
         used < sizeof(c->reason))
         snprintf(c->reason + used, sizeof(c->reason) - used,
                  "; %d of the windows of device %d hold another GPU's memory, so at most %u "
-                 "CTAs (the table's 'link peer')",
-                 b->windows->n_peer, b->device, b->grid_cap);
+                 "CTAs (%s)",
+                 b->windows->n_peer, b->device, b->grid_cap,
+                 h->cfg.link_peer > 0 ? "P2P_TRANSPORT_LINK_PEER" : "the table's 'link peer'");
     return P2PT_SUCCESS;
 }
 

@@ -59,7 +59,6 @@ bool p2pt__tma_link_kernel(const struct p2pt_batch *b)
 void p2pt__tma_batch_describe(const struct p2pt_handle *h, const struct p2pt_batch *b,
                               const struct p2pt_batch_sink *s, char *why, size_t len)
 {
-    (void)h;
     (void)s;
     const uint32_t cap = p2pt__batch_link_cap(b);
     if (cap != 0 && len > 0 && b->peer == 0)
@@ -71,6 +70,7 @@ void p2pt__tma_batch_describe(const struct p2pt_handle *h, const struct p2pt_bat
     else if (cap != 0 && len > 0)
         snprintf(why, len,
                  "; every piece crosses a link (%zu to or from a peer GPU, %zu h2d, %zu d2h), "
-                 "so at most %u CTAs (the table's 'link' lines)",
-                 b->peer, b->h2d, b->d2h, cap);
+                 "so at most %u CTAs (the table's 'link' lines%s)",
+                 b->peer, b->h2d, b->d2h, cap,
+                 h->cfg.link_peer > 0 ? "; P2P_TRANSPORT_LINK_PEER for the peer link" : "");
 }

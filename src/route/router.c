@@ -138,7 +138,13 @@ p2pt_status p2pt__route_link(struct p2pt_handle *h, const struct p2pt_transport 
         link[i] = 0;
     if (!runs_kernels(t) || h->policy->link_ctas == NULL)
         return P2PT_SUCCESS;
-    return h->policy->link_ctas(h, device, link);
+    p2pt_status st = h->policy->link_ctas(h, device, link);
+    /* A framework that can spare the SMs widens the peer grid: at 32 CTAs
+     * a peer batch is bound by each SM's NVLink writes (bench/results/peer.md
+     * 5t: 64 take 38-56 us off a four-rank MoE combine). */
+    if (st == P2PT_SUCCESS && h->cfg.link_peer > 0)
+        link[P2PT_LINK_PEER] = (uint32_t)h->cfg.link_peer;
+    return st;
 }
 
 p2pt_status p2pt__route_signal(struct p2pt_handle *h, const char *fn,

@@ -200,11 +200,21 @@ static const struct p2pt_setting sm_budget_item = {
                 "(at most that many CTAs per launch)",
 };
 
+static const struct p2pt_setting link_peer_item = {
+    .name = "P2P_TRANSPORT_LINK_PEER",
+    .kind = P2PT_SETTING_INT,
+    .offset = offsetof(struct p2pt_config, link_peer),
+    .min = 0,
+    .max = P2PT_SM_BUDGET_MAX,
+    .accepted = "an integer from 0 (the table's 'link peer': 32 on sm_90) to 4096 (the CTAs "
+                "of a kernel whose pieces all cross a peer link)",
+};
+
 /* The shared variables; each engine's come from its declarations. */
 static const char *const shared_vars[] = {
     "P2P_TRANSPORT",           "P2P_TRANSPORT_LOG",       "P2P_TRANSPORT_SM_BUDGET",
     "P2P_TRANSPORT_VALIDATE",  "P2P_CUDA_LIBRARY",        "P2P_NVRTC_LIBRARY",
-    "P2P_TRANSPORT_CACHE_DIR", "P2P_TRANSPORT_AUTO_TABLE",
+    "P2P_TRANSPORT_CACHE_DIR", "P2P_TRANSPORT_AUTO_TABLE", "P2P_TRANSPORT_LINK_PEER",
 };
 
 size_t p2pt__config_known_vars(const struct p2pt_config_known *known, const char **names,
@@ -439,6 +449,9 @@ p2pt_status p2pt__config_parse(struct p2pt_config *cfg, const char *options_text
     P2PT_TRY(setting(opts, validate_item.name, var, &v));
     if (v != NULL)
         P2PT_TRY(p2pt__setting_read(&validate_item, cfg, var, v));
+    P2PT_TRY(setting(opts, link_peer_item.name, var, &v));
+    if (v != NULL)
+        P2PT_TRY(p2pt__setting_read(&link_peer_item, cfg, var, v));
     P2PT_TRY(setting(opts, "P2P_CUDA_LIBRARY", var, &v));
     if (v != NULL)
         P2PT_TRY(read_path(cfg->cuda_library, sizeof(cfg->cuda_library), var, v));

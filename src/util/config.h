@@ -35,6 +35,9 @@ struct p2pt_config {
     int sm_budget;                /* P2P_TRANSPORT_SM_BUDGET: -1 = none, 0 = no kernel,
                                      N = at most N CTAs per launch */
     int validate;                 /* P2P_TRANSPORT_VALIDATE, 0 or 1 */
+    int link_peer;                /* P2P_TRANSPORT_LINK_PEER: 0 = the policy's table,
+                                     N = the CTAs of a kernel whose pieces all cross
+                                     a peer link */
     char cuda_library[P2PT_PATH_MAX];  /* P2P_CUDA_LIBRARY */
     char nvrtc_library[P2PT_PATH_MAX]; /* P2P_NVRTC_LIBRARY, "" = search */
     char cache_dir[P2PT_PATH_MAX];     /* P2P_TRANSPORT_CACHE_DIR, "" = no cache */
