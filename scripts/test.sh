@@ -291,7 +291,7 @@ if [ "$use_valgrind" != 0 ]; then
   echo "== valgrind memcheck: CPU tests [${SECONDS} s]"
   begin_phase valgrind
   set +e
-  P2PT_TEST_NO_GPU=1 valgrind --trace-children=yes --trace-children-skip='*/sh,*/nm' \
+  P2PT_TEST_NO_GPU=1 P2PT_TEST_UNDER_VALGRIND=1 valgrind --trace-children=yes --trace-children-skip='*/sh,*/nm' \
     --error-exitcode=9 --leak-check=full \
     --errors-for-leak-kinds=definite --show-leak-kinds=definite -q \
     "$BUILD/p2pt-tests" --jobs "$jobs" --verbose "${criterion_args[@]}" >"$BUILD/valgrind.log" 2>&1

@@ -36,6 +36,26 @@ static void require_nvrtc(void)
         cr_skip_test("no NVRTC: %s", p2pt__last_error_text());
 }
 
+/* NVRTC compiling every kernel runs for minutes under valgrind (244 s for
+ * the spill check alone), most of the CI's time, and checks NVRTC's memory
+ * more than p2pt's: scripts/test.sh's valgrind phase sets
+ * P2PT_TEST_UNDER_VALGRIND=1 and these tests skip there; the sanitizer and
+ * plain phases run them. One compile (kernel_compiles_to_an_sm90_cubin)
+ * and the failing one stay under valgrind. */
+static void skip_under_valgrind(void)
+{
+    const char *v = getenv("P2PT_TEST_UNDER_VALGRIND");
+    if (v != NULL && strcmp(v, "1") == 0)
+        cr_skip_test("under valgrind: NVRTC compiles every kernel for minutes there; the "
+                     "sanitizer and plain phases run this test");
+}
+
+static void require_nvrtc_not_under_valgrind(void)
+{
+    skip_under_valgrind();
+    require_nvrtc();
+}
+
 Test(jit, embedded_source_is_the_kernel_file)
 {
     size_t len;
@@ -84,7 +104,7 @@ Test(jit, the_generated_source_table_is_every_file_of_kernels)
 
 Test(jit, every_kernel_of_every_transport_compiles_for_sm90_with_its_entry_points)
 {
-    require_nvrtc();
+    require_nvrtc_not_under_valgrind();
     for (int k = 0; k < p2pt__kernel_count(&p2pt__transport_tma); k++) {
         const struct p2pt_kernel *kn = p2pt__transport_tma.kernels[k];
         char *ptx = NULL;
@@ -140,7 +160,7 @@ Test(jit, no_kernel_entry_spills_registers_on_sm90)
      * (~/.nv/ComputeCache) without running ptxas, and then logs nothing:
      * the second run of this test on a machine read 0 entries. */
     setenv("CUDA_CACHE_DISABLE", "1", 1);
-    require_nvrtc();
+    require_nvrtc_not_under_valgrind();
     int entries = 0;
     char first_log[1024] = "";
     for (int k = 0; k < p2pt__kernel_count(&p2pt__transport_tma); k++) {
@@ -191,6 +211,7 @@ Test(jit, kernel_compiles_to_an_sm90_cubin)
 Test(jit, an_empty_nvrtc_path_means_the_default_search)
 {
     /* The first load in this process, through "" rather than NULL. */
+    skip_under_valgrind();
     void *cubin = NULL;
     size_t size = 0;
     p2pt_status st = p2pt__jit_compile(p2pt__tma_copy_source, NULL, 90, "", &cubin, &size);
@@ -203,7 +224,7 @@ Test(jit, an_empty_nvrtc_path_means_the_default_search)
 
 Test(jit, ptx_has_bulk_loads_stores_and_mbarrier_waits)
 {
-    require_nvrtc();
+    require_nvrtc_not_under_valgrind();
     char *ptx = NULL;
     p2pt_status st = p2pt__jit_compile_ptx(p2pt__tma_copy_source, NULL, 90, NULL, &ptx);
     cr_assert_eq(st, P2PT_SUCCESS, "%s", p2pt__last_error_text());
