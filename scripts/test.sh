@@ -116,6 +116,8 @@ phase_counts=""
 phase="" phase_counted=1
 SKIPS=$(mktemp)
 begin_phase() { phase=$1; phase_counted=0; }
+# header TEXT: a phase's first line, with the seconds since the start.
+header() { echo "== $1 [${SECONDS} s]"; }
 # count NAME PASSED FAILED SKIPPED
 count() {
   total_pass=$((total_pass + $2)) total_fail=$((total_fail + $3)) total_skip=$((total_skip + $4))
@@ -215,7 +217,7 @@ run_suite() {
 }
 
 if [ "${P2PT_TEST_SANITIZE:-1}" != 0 ]; then
-  echo "== ASan + UBSan build: CPU tests (GPU tests skip under the sanitizers) [${SECONDS} s]"
+  header "ASan + UBSan build: CPU tests (GPU tests skip under the sanitizers)"
   begin_phase asan
   cmake -S . -B "$ASAN_DIR" -DP2PT_SANITIZE=ON -DP2PT_BUILD_BENCH=OFF "${cmake_args[@]}" >/dev/null
   cmake --build "$ASAN_DIR" -j"$jobs" >/dev/null
@@ -235,17 +237,17 @@ if [ "${P2PT_TEST_SANITIZE:-1}" != 0 ]; then
     fi
     count "$name" "$points" 0 0
   }
-  echo "== fault injection: every driver, NVRTC and cubin-cache failure point, under the sanitizers [${SECONDS} s]"
+  header "fault injection: every driver, NVRTC and cubin-cache failure point, under the sanitizers"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 fault_loop fault "$ASAN_DIR/fault.log" \
     "$ASAN_DIR/p2pt-fault-loop" "$ASAN_DIR/p2pt-fault-workload" "$ASAN_DIR/libp2pt_fake_cuda.so" \
     "$ASAN_DIR/libp2pt_fake_nvrtc.so" "$jobs"
-  echo "== the same loop through the GPU shim (libp2pt_fault_cuda.so), here over the fake driver [${SECONDS} s]"
+  header "the same loop through the GPU shim (libp2pt_fault_cuda.so), here over the fake driver"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 P2PT_FAULT_SKIP=cuda \
     P2PT_FAULT_REAL_CUDA="$ASAN_DIR/libp2pt_fake_cuda.so" fault_loop fault-shim \
     "$ASAN_DIR/fault-shim.log" "$ASAN_DIR/p2pt-fault-loop" \
     "$ASAN_DIR/p2pt-fault-workload" "$ASAN_DIR/libp2pt_fault_cuda.so" \
     "$ASAN_DIR/libp2pt_fake_nvrtc.so" "$jobs"
-  echo "== sticky errors over the fake driver (a kernel that faults poisons its context) [${SECONDS} s]"
+  header "sticky errors over the fake driver (a kernel that faults poisons its context)"
   begin_phase sticky
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 P2P_CUDA_LIBRARY="$ASAN_DIR/libp2pt_fake_cuda.so" \
     P2P_NVRTC_LIBRARY="$ASAN_DIR/libp2pt_fake_nvrtc.so" run_suite sticky \
@@ -253,7 +255,7 @@ if [ "${P2PT_TEST_SANITIZE:-1}" != 0 ]; then
 fi
 
 if [ "$fuzz_seconds" != 0 ]; then
-  echo "== libFuzzer: config parsing, chunk planning, batch planning and auto-table parsing, ${fuzz_seconds}s each [${SECONDS} s]"
+  header "libFuzzer: config parsing, chunk planning, batch planning and auto-table parsing, ${fuzz_seconds}s each"
   begin_phase fuzz
   CC=clang cmake -S . -B "$FUZZ_DIR" -DP2PT_FUZZ=ON -DP2PT_SANITIZE=ON -DP2PT_BUILD_TESTS=OFF \
     -DP2PT_BUILD_BENCH=OFF -DP2PT_WERROR=ON >/dev/null
@@ -277,7 +279,7 @@ fi
 
 # Release is what users ship; -g only adds debug info for valgrind's reports
 # and changes no warning.
-echo "== plain build: Release, -Werror [${SECONDS} s]"
+header "plain build: Release, -Werror"
 begin_phase build
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS_RELEASE="-O3 -DNDEBUG -g" \
   -DCMAKE_INSTALL_PREFIX=/usr "${cmake_args[@]}" >/dev/null
@@ -288,7 +290,7 @@ if [ "$use_valgrind" != 0 ]; then
   # no memory error and no definite leak. Children that the tests popen (sh,
   # nm) are not followed: a forked shell's copy of the test's heap reads as
   # leaked at exec, and nm's plugin loading trips a known ld.so false report.
-  echo "== valgrind memcheck: CPU tests [${SECONDS} s]"
+  header "valgrind memcheck: CPU tests"
   begin_phase valgrind
   set +e
   P2PT_TEST_NO_GPU=1 P2PT_TEST_UNDER_VALGRIND=1 valgrind --trace-children=yes --trace-children-skip='*/sh,*/nm' \
@@ -306,7 +308,7 @@ if [ "$use_valgrind" != 0 ]; then
   grep -E "Synthesis" "$BUILD/valgrind.log" | sed 's/^/valgrind: /'
 fi
 
-echo "== install: pkg-config and find_package consumers build and run [${SECONDS} s]"
+header "install: pkg-config and find_package consumers build and run"
 begin_phase install
 # As a distribution packages it: prefix /usr (so a multiarch libdir on
 # Debian) under DESTDIR; pkg-config is pointed at the staged tree.
@@ -351,7 +353,7 @@ count install 6 0 0
 # default skips the phase then, saying why; 0 skips it.
 python_mode=${P2PT_TEST_PYTHON:-auto}
 if [ "$python_mode" != 0 ]; then
-  echo "== Python package: pip install . into a fresh venv, then pytest tests/python [${SECONDS} s]"
+  header "Python package: pip install . into a fresh venv, then pytest tests/python"
   begin_phase pytest
   PYDIR=$BUILD_ROOT/build-python
   rm -rf "$PYDIR" && mkdir -p "$PYDIR"
@@ -396,12 +398,12 @@ if [ "$python_mode" != 0 ]; then
   fi
 fi
 
-echo "== plain suite [${SECONDS} s]"
+header "plain suite"
 begin_phase plain
 run_suite plain "$BUILD/suite.log" "$BUILD/p2pt-tests" --jobs "$jobs" "${criterion_args[@]}"
 
 if [ "${P2PT_TEST_HIDDEN:-1}" != 0 ]; then
-  echo "== elsewhere: the tree under a hidden folder, its CPU suite [${SECONDS} s]"
+  header "elsewhere: the tree under a hidden folder, its CPU suite"
   begin_phase elsewhere
   if ! git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
     echo "test.sh: phase 8 skipped: $ROOT is not a git checkout (its file list comes from git)"
