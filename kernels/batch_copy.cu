@@ -14,11 +14,13 @@
  * before the previous one's stores (load_small and the loop in copy_block).
  *
  * Mapping work without a global prefix sum: the descriptors are cut into
- * blocks of P2PT_BATCH_BLOCK. With G copy CTAs and `nb` blocks, CTA c
- * serves block c % nb and is one of the ~G / nb CTAs that split that
- * block's tiles into equal contiguous ranges (with more blocks than CTAs, a
- * CTA walks nb / G consecutive blocks of its own, then the CTAs share the
- * last nb % G: copy_all). Each CTA reads its block's descriptors
+ * blocks of P2PT_BATCH_BLOCK. Host descriptors: with G copy CTAs and `nb`
+ * blocks, CTA c serves block c % nb and is one of the ~G / nb CTAs that
+ * split that block's tiles (with more blocks than CTAs, a CTA walks
+ * nb / G consecutive blocks of its own, then the CTAs share the last
+ * nb % G). Device descriptors: CTA c takes an equal share of the pieces,
+ * n / G of them, and of a block it shares the same fraction of its tiles
+ * (copy_all says why). Each CTA reads its blocks' descriptors
  * (one per thread), scans their tile counts in shared memory, and its warps
  * take the tiles of its range in turn, finding each tile's piece by a
  * binary search in shared memory. So a 1 MiB piece is spread over every
@@ -383,9 +385,9 @@ static __device__ __forceinline__ desc_t piece_at(const pieces &P, u32 i)
 }
 
 template <int FROM>
-static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 split, u32 splits,
-                                  const struct p2pt_batch_dev_params *p, block_smem &S,
-                                  u32 pre_block, const desc_t &pre)
+static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 split, u32 splits, u64 u0,
+                                  u64 u1, u32 per, const struct p2pt_batch_dev_params *p,
+                                  block_smem &S, u32 pre_block, const desc_t &pre)
 {
     const u32 t = threadIdx.x, lane = t & 31, w = t >> 5;
     const u32 first = b * P2PT_BATCH_BLOCK;
@@ -409,12 +411,21 @@ static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 split, u32 
     if (FROM == FROM_PARAMS)
         pdl_wait();
     const u64 total = S.begin[P2PT_BATCH_BLOCK];
-    /* Tiles dealt round-robin over the block's CTAs and their warps: the
-     * tiles in flight at any moment lie together (0-1.5 % faster than a
-     * contiguous range per CTA: bench/results/batches-2026-11-23.md; a run
-     * per warp, bench/results/peer.md 3b, no faster across NVLink). */
-    const u64 hi = total, step = (u64)splits * WARPS;
-    const u64 g0 = split + (u64)splits * w;
+    /* This CTA's tiles of the block: all of them (per == 0), or the share
+     * [u0, u1) of the block's nb * per units (copy_all), which cuts the
+     * tiles in proportion. Tiles dealt round-robin over the block's CTAs
+     * (split of splits) and their warps: the tiles in flight at any
+     * moment lie together (0-1.5 % faster than a contiguous range per CTA
+     * on one GPU: bench/results/batches-2026-11-23.md; a run per warp,
+     * bench/results/peer.md 3b, no faster across NVLink). */
+    u64 t0 = 0, hi = total;
+    if (per != 0) {
+        const u64 den = (u64)nb * per;
+        t0 = total * u0 / den;
+        hi = u1 < den ? total * u1 / den : total;
+    }
+    const u64 step = (u64)splits * WARPS;
+    const u64 g0 = t0 + split + (u64)splits * w;
     /* The warp's tiles g0, g0 + step, ... below hi. A run of small tiles
      * goes two at a time, unrolled by two so that each one's half of `a`
      * is known when the kernel is compiled. */
@@ -457,29 +468,58 @@ static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 split, u32 
 }
 
 /*
- * More blocks than CTAs: CTA c takes the R = blocks / G whole blocks
+ * How the copy CTAs share a batch. Two ways:
+ *
+ * Host descriptors (FROM_PARAMS, FROM_RING): by whole blocks. With more
+ * blocks than CTAs, CTA c takes the R = blocks / G whole blocks
  * c * R .. c * R + R - 1, then the CTAs share the last blocks % G blocks
- * as they share a batch of fewer blocks than CTAs. So no CTA is left with
- * a whole extra block after the others are done (a block of 64 KiB pieces
- * is 16 MiB), and at any moment the CTAs work on blocks spread over the
- * whole batch: a batch laid out destination by destination (an alltoallv)
- * keeps every peer's link busy at once instead of one after another
+ * as they share a batch of fewer blocks than CTAs: CTA c serves block
+ * c % blocks, split among the CTAs that serve it (the ring's shared_block
+ * relies on CTA b being one of block b's). So no CTA is left with a whole
+ * extra block after the others are done (a block of 64 KiB pieces is
+ * 16 MiB). But where the blocks do not divide among the CTAs evenly, some
+ * CTAs carry more: 6 blocks over 32 CTAs split 6, 6, 5, 5, 5, 5 ways,
+ * and the CTAs of a 5-way block carry 1.07x the mean.
+ *
+ * Device descriptors (FROM_DEVICE): by equal shares of the pieces. CTA c
+ * takes pieces [c n / G, (c + 1) n / G), a fraction of a block at either
+ * end, and within a block a fraction of the pieces is the same fraction
+ * of its tiles (copy_block's per). Pieces of one size (rows) so divide
+ * exactly, whatever n and G, which matters where each CTA's rate is the
+ * limit: a link-bound batch's few CTAs each carry ~1/G of its bytes, and
+ * the CTA with the most sets its end (bench/results/peer.md 5u: rows to
+ * one peer 9 % faster; level where the links are the limit). A piece
+ * larger than its neighbours still spreads over the CTAs whose shares
+ * cover it.
+ *
+ * Either way, at any moment the CTAs work on blocks spread over the whole
+ * batch: a batch laid out destination by destination (an alltoallv) keeps
+ * every peer's link busy at once instead of one after another
  * (bench/results/peer.md).
  */
 
-/* The first block CTA c of G serves when there are `blocks` blocks. */
+/* The first block CTA c of G serves: of `blocks` blocks of host
+ * descriptors, or of `n` device descriptors. */
 static __device__ __forceinline__ u32 first_block(u32 c, u32 G, u32 blocks)
 {
     return blocks <= G ? c % blocks : c * (blocks / G);
 }
 
-/* The copy CTAs (`G` of them, this one `c`) over `n` descriptors: CTA c's
- * R whole blocks, then its turn at the last blocks % G, shared. With no
- * more blocks than CTAs, R is 0 (or 1 when they are as many) and the
- * shared turn is the whole batch. One call of copy_block, so that each
- * instantiation inlines it once: the ring kernel instantiates copy_all
- * twice, and with a call site per case it spilled registers
- * (tests/test_jit.c checks every entry). */
+static __device__ __forceinline__ u32 first_share_block(u32 c, u32 G, u32 n)
+{
+    return (u32)((u64)c * n / ((u64)P2PT_BATCH_BLOCK * G));
+}
+
+/* The copy CTAs (`G` of them, this one `c`) over `n` descriptors. Host
+ * descriptors: CTA c's R whole blocks, then its turn at the last
+ * blocks % G, shared (with no more blocks than CTAs, R is 0, or 1 when
+ * they are as many, and the shared turn is the whole batch). Device
+ * descriptors: the blocks that its share of the pieces touches, counted
+ * in units of 1/G of a piece (G units a piece, P2PT_BATCH_BLOCK * G a
+ * whole block). One call of copy_block, so that each instantiation
+ * inlines it once: the ring kernel instantiates copy_all twice, and with a
+ * call site per case it spilled registers (tests/test_jit.c checks every
+ * entry). */
 template <int FROM>
 static __device__ void copy_all(const pieces &P, u32 n, u32 c, u32 G,
                                 const struct p2pt_batch_dev_params *p, u32 pre_block,
@@ -492,16 +532,26 @@ static __device__ void copy_all(const pieces &P, u32 n, u32 c, u32 G,
             pdl_wait();
         return;
     }
-    const u32 R = blocks / G, rest = blocks - R * G, turns = R + (rest != 0);
+    const bool shares = FROM == FROM_DEVICE;
+    const u32 R = blocks / G, rest = blocks - R * G;
+    const u32 b0 = shares ? first_share_block(c, G, n) : 0;
+    const u32 last = (u32)(((u64)(c + 1) * n - 1) / ((u64)P2PT_BATCH_BLOCK * G));
+    const u32 turns = shares ? last - b0 + 1 : R + (rest != 0);
     for (u32 r = 0; r < turns; r++) {
         u32 b = c * R + r, split = 0, splits = 1;
-        if (r == R) { /* block R * G + k, split among the CTAs c with c % rest == k */
+        u64 u0 = 0, u1 = 0;
+        if (shares) { /* recomputed here: fewer registers live across the turns */
+            b = b0 + r;
+            const u64 at = (u64)b * P2PT_BATCH_BLOCK * G, lo = (u64)c * n;
+            u0 = lo > at ? lo - at : 0;
+            u1 = lo + n - at;
+        } else if (r == R) { /* block R * G + k, split among the CTAs c with c % rest == k */
             const u32 k = c % rest;
             b = R * G + k;
             split = c / rest;
             splits = (G - 1 - k) / rest + 1;
         }
-        copy_block<FROM>(P, n, b, split, splits, p, S, pre_block, pre);
+        copy_block<FROM>(P, n, b, split, splits, u0, u1, shares ? G : 0, p, S, pre_block, pre);
     }
 }
 
@@ -707,13 +757,13 @@ p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
     pdl_wait();
     TRACE(1);
     const desc_t *descs = (const desc_t *)p.descs;
-    /* Read this thread's descriptor of the block it would serve if the
-     * count were max_count together with the count itself: one round trip
-     * instead of two whenever the count fills max_count's blocks alike. */
+    /* Read this thread's descriptor of the block its share would start in
+     * if the count were max_count together with the count itself: one
+     * round trip instead of two wherever the count's share starts in the
+     * same block (the count at max_count, or near it for the first CTAs). */
     u32 G, c;
     copier(cta0_copies(p, p.max_count), &G, &c);
-    const u32 max_blocks = (p.max_count + P2PT_BATCH_BLOCK - 1) / P2PT_BATCH_BLOCK;
-    const u32 pre_block = blockIdx.x == 0 ? 0xffffffffu : first_block(c, G, max_blocks);
+    const u32 pre_block = blockIdx.x == 0 ? 0xffffffffu : first_share_block(c, G, p.max_count);
     const u32 i = pre_block * P2PT_BATCH_BLOCK + threadIdx.x;
     desc_t pre = {0, 0, 0};
     if (blockIdx.x != 0 && i < p.max_count)
