@@ -18,9 +18,9 @@
  * blocks, CTA c serves block c % nb and is one of the ~G / nb CTAs that
  * split that block's tiles (with more blocks than CTAs, a CTA walks
  * nb / G consecutive blocks of its own, then the CTAs share the last
- * nb % G). Device descriptors: CTA c takes an equal share of the pieces,
- * n / G of them, and of a block it shares the same fraction of its tiles
- * (copy_all says why). Each CTA reads its blocks' descriptors
+ * nb % G). Device batches across NVLink on a narrow grid: CTA c takes
+ * an equal share of the pieces, n / G of them, and of a block it shares
+ * the same fraction of its tiles (copy_all says why). Each CTA reads its blocks' descriptors
  * (one per thread), scans their tile counts in shared memory, and its warps
  * take the tiles of its range in turn, finding each tile's piece by a
  * binary search in shared memory. So a 1 MiB piece is spread over every
@@ -470,27 +470,32 @@ static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 split, u32 
 /*
  * How the copy CTAs share a batch. Two ways:
  *
- * Host descriptors (FROM_PARAMS, FROM_RING): by whole blocks. With more
- * blocks than CTAs, CTA c takes the R = blocks / G whole blocks
+ * By whole blocks (host descriptors, and device batches but those below).
+ * With more blocks than CTAs, CTA c takes the R = blocks / G whole blocks
  * c * R .. c * R + R - 1, then the CTAs share the last blocks % G blocks
  * as they share a batch of fewer blocks than CTAs: CTA c serves block
  * c % blocks, split among the CTAs that serve it (the ring's shared_block
  * relies on CTA b being one of block b's). So no CTA is left with a whole
  * extra block after the others are done (a block of 64 KiB pieces is
- * 16 MiB). But where the blocks do not divide among the CTAs evenly, some
- * CTAs carry more: 6 blocks over 32 CTAs split 6, 6, 5, 5, 5, 5 ways,
- * and the CTAs of a 5-way block carry 1.07x the mean.
+ * 16 MiB), and each CTA reads one block where the blocks are fewer. But
+ * where they do not divide among the CTAs evenly, some CTAs carry more:
+ * 6 blocks over 32 CTAs split 6, 6, 5, 5, 5, 5 ways, and the CTAs of a
+ * 5-way block carry 1.07x the mean.
  *
- * Device descriptors (FROM_DEVICE): by equal shares of the pieces. CTA c
- * takes pieces [c n / G, (c + 1) n / G), a fraction of a block at either
- * end, and within a block a fraction of the pieces is the same fraction
- * of its tiles (copy_block's per). Pieces of one size (rows) so divide
- * exactly, whatever n and G, which matters where each CTA's rate is the
- * limit: a link-bound batch's few CTAs each carry ~1/G of its bytes, and
- * the CTA with the most sets its end (bench/results/peer.md 5u: rows to
- * one peer 9 % faster; level where the links are the limit). A piece
- * larger than its neighbours still spreads over the CTAs whose shares
- * cover it.
+ * By equal shares (`shares`: a device batch across NVLink on a grid
+ * narrower than the SMs, p->equal_shares, which the host launches as
+ * p2pt_batch_copy_marks). CTA c takes pieces [c n / G, (c + 1) n / G), a
+ * fraction of a block at either end, and within a block a fraction of
+ * the pieces is the same fraction of its tiles (copy_block's per). Pieces
+ * of one size (rows) so divide exactly whatever n and G, which matters
+ * where each CTA's rate is the limit: a link-bound batch's few CTAs each
+ * carry ~1/G of its bytes, and the CTA with the most sets its end
+ * (bench/results/peer.md 5u: rows to one peer 9 % faster, level where the
+ * links are the limit). A piece larger than its neighbours still spreads
+ * over the CTAs whose shares cover it. Not on the full grid: there a
+ * share that crosses a block's end reads and scans a second block, a
+ * round trip more on a batch of ~10 µs (1024 rows of 14 KiB 15 % slower
+ * on one H200, peer.md 5u).
  *
  * Either way, at any moment the CTAs work on blocks spread over the whole
  * batch: a batch laid out destination by destination (an alltoallv) keeps
@@ -498,8 +503,8 @@ static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 split, u32 
  * (bench/results/peer.md).
  */
 
-/* The first block CTA c of G serves: of `blocks` blocks of host
- * descriptors, or of `n` device descriptors. */
+/* The first block CTA c of G serves: by whole blocks, of `blocks`
+ * blocks; by equal shares, of `n` descriptors. */
 static __device__ __forceinline__ u32 first_block(u32 c, u32 G, u32 blocks)
 {
     return blocks <= G ? c % blocks : c * (blocks / G);
@@ -510,18 +515,18 @@ static __device__ __forceinline__ u32 first_share_block(u32 c, u32 G, u32 n)
     return (u32)((u64)c * n / ((u64)P2PT_BATCH_BLOCK * G));
 }
 
-/* The copy CTAs (`G` of them, this one `c`) over `n` descriptors. Host
- * descriptors: CTA c's R whole blocks, then its turn at the last
+/* The copy CTAs (`G` of them, this one `c`) over `n` descriptors. By
+ * whole blocks: CTA c's R whole blocks, then its turn at the last
  * blocks % G, shared (with no more blocks than CTAs, R is 0, or 1 when
- * they are as many, and the shared turn is the whole batch). Device
- * descriptors: the blocks that its share of the pieces touches, counted
+ * they are as many, and the shared turn is the whole batch). By equal
+ * shares: the blocks that its share of the pieces touches, counted
  * in units of 1/G of a piece (G units a piece, P2PT_BATCH_BLOCK * G a
  * whole block). One call of copy_block, so that each instantiation
  * inlines it once: the ring kernel instantiates copy_all twice, and with a
  * call site per case it spilled registers (tests/test_jit.c checks every
  * entry). */
 template <int FROM>
-static __device__ void copy_all(const pieces &P, u32 n, u32 c, u32 G,
+static __device__ void copy_all(const pieces &P, u32 n, u32 c, u32 G, bool shares,
                                 const struct p2pt_batch_dev_params *p, u32 pre_block,
                                 const desc_t &pre)
 {
@@ -532,17 +537,16 @@ static __device__ void copy_all(const pieces &P, u32 n, u32 c, u32 G,
             pdl_wait();
         return;
     }
-    const bool shares = FROM == FROM_DEVICE;
-    const u32 R = blocks / G, rest = blocks - R * G;
-    const u32 b0 = shares ? first_share_block(c, G, n) : 0;
-    const u32 last = (u32)(((u64)(c + 1) * n - 1) / ((u64)P2PT_BATCH_BLOCK * G));
-    const u32 turns = shares ? last - b0 + 1 : R + (rest != 0);
+    const u64 unit = (u64)P2PT_BATCH_BLOCK * G;
+    const u32 turns = shares ? (u32)(((u64)(c + 1) * n - 1) / unit) - first_share_block(c, G, n) + 1
+                             : blocks / G + (blocks % G != 0);
     for (u32 r = 0; r < turns; r++) {
+        const u32 R = blocks / G, rest = blocks - R * G;
         u32 b = c * R + r, split = 0, splits = 1;
         u64 u0 = 0, u1 = 0;
-        if (shares) { /* recomputed here: fewer registers live across the turns */
-            b = b0 + r;
-            const u64 at = (u64)b * P2PT_BATCH_BLOCK * G, lo = (u64)c * n;
+        if (shares) {
+            b = first_share_block(c, G, n) + r;
+            const u64 at = (u64)b * unit, lo = (u64)c * n;
             u0 = lo > at ? lo - at : 0;
             u1 = lo + n - at;
         } else if (r == R) { /* block R * G + k, split among the CTAs c with c % rest == k */
@@ -566,7 +570,7 @@ template <typename P> static __device__ void host_batch(const P &p)
     if (i < p.count)
         pre = p.desc[i];
     const pieces from = {(u64)p.desc, 0, 0, 0};
-    copy_all<FROM_PARAMS>(from, p.count, blockIdx.x, gridDim.x, nullptr, b, pre);
+    copy_all<FROM_PARAMS>(from, p.count, blockIdx.x, gridDim.x, false, nullptr, b, pre);
 }
 
 extern "C" __global__ void __launch_bounds__(P2PT_BATCH_THREADS, P2PT_BATCH_CTAS_PER_SM)
@@ -648,9 +652,9 @@ p2pt_batch_copy_ring(const __grid_constant__ struct p2pt_batch_ring_params p)
     else if (i < p.count)
         pre = piece_at(P, i);
     if (host)
-        copy_all<FROM_PARAMS>(P, p.count, blockIdx.x, gridDim.x, nullptr, b, pre);
+        copy_all<FROM_PARAMS>(P, p.count, blockIdx.x, gridDim.x, false, nullptr, b, pre);
     else
-        copy_all<FROM_RING>(P, p.count, blockIdx.x, gridDim.x, nullptr, b, pre);
+        copy_all<FROM_RING>(P, p.count, blockIdx.x, gridDim.x, false, nullptr, b, pre);
 }
 
 /* CTA 0 of a device batch: check every descriptor and write the status
@@ -757,13 +761,13 @@ p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
     pdl_wait();
     TRACE(1);
     const desc_t *descs = (const desc_t *)p.descs;
-    /* Read this thread's descriptor of the block its share would start in
-     * if the count were max_count together with the count itself: one
-     * round trip instead of two wherever the count's share starts in the
-     * same block (the count at max_count, or near it for the first CTAs). */
+    /* Read this thread's descriptor of the block it would serve if the
+     * count were max_count together with the count itself: one round trip
+     * instead of two whenever the count fills max_count's blocks alike. */
     u32 G, c;
     copier(cta0_copies(p, p.max_count), &G, &c);
-    const u32 pre_block = blockIdx.x == 0 ? 0xffffffffu : first_share_block(c, G, p.max_count);
+    const u32 max_blocks = (p.max_count + P2PT_BATCH_BLOCK - 1) / P2PT_BATCH_BLOCK;
+    const u32 pre_block = blockIdx.x == 0 ? 0xffffffffu : first_block(c, G, max_blocks);
     const u32 i = pre_block * P2PT_BATCH_BLOCK + threadIdx.x;
     desc_t pre = {0, 0, 0};
     if (blockIdx.x != 0 && i < p.max_count)
@@ -777,7 +781,7 @@ p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
     if (blockIdx.x == 0)
         write_status(p, seen, n);
     if (blockIdx.x != 0 || cta0)
-        copy_all<FROM_DEVICE>(pieces{p.descs, 0, 0, 0}, n, c, G, &p, pre_block, pre);
+        copy_all<FROM_DEVICE>(pieces{p.descs, 0, 0, 0}, n, c, G, false, &p, pre_block, pre);
 #ifdef BATCH_TRACE
     __syncthreads(); /* every warp's last tile */
     TRACE(3);
@@ -795,14 +799,17 @@ p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
  * between them, and the parts land about in order: a receiver reads part
  * j while the later ones travel. An entry of its own, one CTA an SM:
  * copy_all inside the loop over the parts needs registers that two CTAs
- * an SM would spill, and the plain batch above keeps its code.
+ * an SM would spill, and the plain batch above keeps its code. A batch
+ * across NVLink on a grid narrower than the SMs comes here too, in one
+ * part (n_marks 1), for its equal shares (p.equal_shares): both ways of
+ * sharing in one entry need registers that two CTAs an SM would spill.
  */
 extern "C" __global__ void __launch_bounds__(P2PT_BATCH_THREADS, 1)
 p2pt_batch_copy_marks(const __grid_constant__ struct p2pt_batch_dev_params p)
 {
     pdl_launch_dependents();
     pdl_wait();
-    const u32 K = p.n_marks;
+    const u32 K = p.n_marks > 1 ? p.n_marks : 1;
     const u32 seen = *(const volatile u32 *)p.count;
     const u32 n = seen < p.max_count ? seen : p.max_count;
     const bool cta0 = cta0_copies(p, n);
@@ -816,7 +823,7 @@ p2pt_batch_copy_marks(const __grid_constant__ struct p2pt_batch_dev_params p)
         const u32 hi = end < n ? end : n;
         if ((blockIdx.x != 0 || cta0) && lo < hi) {
             copy_all<FROM_DEVICE>(pieces{p.descs + (u64)lo * sizeof(desc_t), 0, 0, 0}, hi - lo, c,
-                                  G, &p, 0xffffffffu, desc_t{0, 0, 0});
+                                  G, p.equal_shares != 0, &p, 0xffffffffu, desc_t{0, 0, 0});
         }
         if (p.n_signals != 0)
             signal_share(p, j);

@@ -213,6 +213,7 @@ struct p2pt_batch_dev_params {
     unsigned int n_signals; /* semaphores the batch signals as it ends */
     unsigned int n_marks;   /* parts that signal apart (0 or 1: the batch as one) */
     unsigned int status_copies; /* 1: CTA 0 copies too, after the status record */
+    unsigned int equal_shares;  /* 1: each copy CTA takes n / G of the pieces (copy_all) */
     struct p2pt_batch_window window[P2PT_BATCH_MAX_WINDOWS];
     unsigned long long signal[P2PT_BATCH_MAX_SIGNALS]; /* struct p2pt_semaphore addresses */
 };

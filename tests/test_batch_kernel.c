@@ -8,8 +8,7 @@
  * spread over every CTA beside many small ones); 100,000 pieces (more descriptor blocks than CTAs); pinned
  * host memory as source or destination, inside registered windows and
  * not; a CTA cap down to one copying CTA, and caps that leave the last
- * blocks shared; rows of one size whose device batch the CTAs cut into
- * equal shares inside blocks and rows. Every byte of every destination
+ * blocks shared. Every byte of every destination
  * pool is checked, the gaps between pieces and the guards around the pool
  * included, after poisoning.
  */
@@ -185,11 +184,9 @@ Test(batch_kernel, a_cta_cap_down_to_one_is_still_byte_exact)
     p2pt_copy_desc *d = malloc(n * sizeof(*d));
     cr_assert_not_null(d);
     cr_assert(bt_layout(d, n, &dst, &src, 70000, 15));
-    /* 12 descriptor blocks. Host descriptors: on 2, 3, 4, 6 or 12 copying
-     * CTAs whole blocks each; on 5, 7, 8 or 9 a run of whole blocks each,
-     * then the last 12 % G split among the CTAs; on 13 fewer blocks than
-     * CTAs. Device descriptors: 3000 / G pieces each, cut inside blocks
-     * wherever G does not divide 3000 into 256s. A grid
+    /* 12 descriptor blocks: on 2, 3, 4, 6 or 12 copying CTAs whole blocks
+     * each; on 5, 7, 8 or 9 a run of whole blocks each, then the last
+     * 12 % G split among the CTAs; on 13 fewer blocks than CTAs. A grid
      * narrower than the SMs copies on every CTA, CTA 0 after the status
      * record in the last place (a cap of 1 launches the 2 CTAs a device
      * batch needs); the host batches copy on every CTA of the cap, 1 too. */
@@ -203,56 +200,6 @@ Test(batch_kernel, a_cta_cap_down_to_one_is_still_byte_exact)
     for (size_t c = 0; c < P2PT_ARRAY_LEN(caps); c++) {
         p2pt_handle *h = tma_handle(caps[c]);
         bt_both_ways(h, 0, s, &dst, &src, d, n, caps[c]);
-        p2pt_finalize(h);
-    }
-    tcu.cuStreamDestroy(s);
-    free(d);
-    gt_free(&dst);
-    gt_free(&src);
-}
-
-/* Rows of one size, as an alltoallv's: a device batch's CTAs take equal
- * shares of the pieces, so at most counts and grids a share ends inside a
- * descriptor block and inside a row, between two of its tiles. Counts
- * around the 256-descriptor block, grids of 2 CTAs to the full width,
- * rows at odd offsets (every fifth one shifted off its source's alignment),
- * and one 3 MiB piece among them that several shares cut. */
-Test(batch_kernel, equal_rows_cut_into_shares_at_any_count_and_grid)
-{
-    gt_require_gpus(1);
-    gt_use_device(0);
-    enum { MOST = 3001, ROW = 14336 };
-    const uint64_t big = (3ull << 20) + 5;
-    struct gt_buf dst = gt_alloc((size_t)MOST * (ROW + 64) + big + 4096);
-    struct gt_buf src = gt_alloc((size_t)(MOST + 1) * ROW + big + 4096);
-    gt_fill(&src, 16);
-    p2pt_copy_desc *d = malloc(MOST * sizeof(*d));
-    cr_assert_not_null(d);
-    static const uint32_t counts[] = {1, 7, 255, 257, 1536, 3001};
-    static const char *const caps[] = {"P2P_TRANSPORT_MAX_CTAS=2", "P2P_TRANSPORT_MAX_CTAS=5",
-                                       "P2P_TRANSPORT_MAX_CTAS=32", "P2P_TRANSPORT_MAX_CTAS=33",
-                                       "P2P_TRANSPORT_MAX_CTAS=64", NULL};
-    CUstream s;
-    GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    for (size_t c = 0; c < P2PT_ARRAY_LEN(caps); c++) {
-        p2pt_handle *h = tma_handle(caps[c]);
-        for (size_t k = 0; k < P2PT_ARRAY_LEN(counts); k++) {
-            const uint32_t n = counts[k];
-            size_t dat = 7, sat = 7;
-            for (uint32_t i = 0; i < n; i++) {
-                const uint64_t bytes = n > 2 && i == n / 2 ? big : ROW;
-                const size_t shift = i % 5 == 4 ? 9 : 0;
-                d[i].dst = (void *)(uintptr_t)(dst.ptr + dat + shift);
-                d[i].src = (const void *)(uintptr_t)(src.ptr + sat);
-                d[i].bytes = bytes;
-                dat += bytes + 48;
-                sat += bytes;
-            }
-            char what[96];
-            snprintf(what, sizeof(what), "%u rows, %s", n,
-                     caps[c] != NULL ? caps[c] : "the full grid");
-            bt_both_ways(h, 0, s, &dst, &src, d, n, what);
-        }
         p2pt_finalize(h);
     }
     tcu.cuStreamDestroy(s);

@@ -12,10 +12,16 @@
  * local pieces keeps the whole grid. The SM budget applies: 0 sends host
  * batches to the copy engine and refuses device batches, N caps the grid.
  * A peer that is not mapped is refused with the remedy, nothing written.
+ * Such a device batch's CTAs take equal shares of its pieces (the marks
+ * entry in one part), cut inside blocks and rows at any count and grid;
+ * one on GPU 0 alone keeps whole blocks.
  * Over the fake driver (the routing and the grids, on any machine) and on
  * two to four GPUs.
  */
+#include <stddef.h>
+
 #include "batch_test.h"
+#include "p2pt_kernel_abi.h"
 
 #define MAX_GPUS 4
 #define PIECES 2000
@@ -236,6 +242,26 @@ static size_t pushes(struct pools *p, p2pt_copy_desc *d, size_t n, bool local)
     return n;
 }
 
+/* Over the fake driver, which records each device batch's launch: its
+ * entry, and whether its CTAs take equal shares of the pieces (a batch
+ * across NVLink on a narrow grid: kernels/batch_copy.cu, copy_all). */
+static void expect_last_launch(const char *entry, unsigned equal_shares)
+{
+    if (!gt_on_fake_driver())
+        return;
+    void (*last)(char *, size_t, unsigned *, void *, size_t) =
+        (void (*)(char *, size_t, unsigned *, void *, size_t))gt_fake_sym(
+            "p2pt_fake_last_batch_launch");
+    char name[64];
+    unsigned grid = 0;
+    struct p2pt_batch_dev_params head;
+    last(name, sizeof(name), &grid, &head, offsetof(struct p2pt_batch_dev_params, window));
+    cr_assert_str_eq(name, entry, "launched %s, expected %s", name, entry);
+    cr_assert_eq(head.equal_shares, equal_shares, "%s: equal_shares %u, expected %u", entry,
+                 head.equal_shares, equal_shares);
+    cr_assert_eq(head.n_marks, 1u, "%s: in %u parts", entry, head.n_marks);
+}
+
 static void grids_follow_the_link(void)
 {
     gt_enable_peers();
@@ -268,6 +294,7 @@ static void grids_follow_the_link(void)
                   "%s", c.reason);
         GT_OK(dev_batch_run(h, &b, s));
         cr_assert_leq(gt_props(h).max_grid, peer_ctas);
+        expect_last_launch("p2pt_batch_copy_marks", 1);
         windows(h, &p, false);
         dev_batch_free(&b);
         p2pt_finalize(h);
@@ -290,6 +317,7 @@ static void grids_follow_the_link(void)
     p2pt_properties before = gt_props(h);
     GT_OK(dev_batch_run(h, &b, s));
     cr_assert_gt(gt_props(h).kernel_launches, before.kernel_launches);
+    expect_last_launch("p2pt_batch_copy_dev", 0);
     dev_batch_free(&b);
     p2pt_finalize(h);
 
@@ -326,6 +354,7 @@ static void grids_follow_the_link(void)
     windows(h, &p, true);
     GT_OK(dev_batch_run(h, &b, s));
     cr_assert_leq(gt_props(h).max_grid, 20, "the budget caps the widened grid");
+    expect_last_launch("p2pt_batch_copy_marks", 1);
     windows(h, &p, false);
     dev_batch_free(&b);
     p2pt_finalize(h);
@@ -354,6 +383,64 @@ static void grids_follow_the_link(void)
     GT_CHECK(tcu.cuStreamSynchronize(s));
     tcu.cuStreamDestroy(s);
     pools_free(&p);
+}
+
+/* Rows of one size across NVLink as a device batch (an alltoallv's): on a
+ * narrow grid its CTAs take equal shares of the pieces, so at most counts
+ * and grids a share ends inside a descriptor block and inside a row.
+ * Counts around the 256-descriptor block, peer grids of 2 to 64 CTAs,
+ * rows pushed to GPU 1 and (every third) pulled from it at random offsets,
+ * and one piece of 900 KiB that several shares cut. */
+static void equal_shares(void)
+{
+    gt_enable_peers();
+    struct pools p;
+    pools_make(&p, 2, 11);
+    CUstream s;
+    GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    enum { MOST = 3001, ROW = 14336 };
+    const uint64_t big = (900u << 10) + 5;
+    p2pt_copy_desc *d = malloc(MOST * sizeof(*d));
+    cr_assert_not_null(d);
+    static const uint32_t counts[] = {1, 7, 257, 1536, MOST};
+    static const char *const grids[] = {"P2P_TRANSPORT_LINK_PEER=2", "P2P_TRANSPORT_LINK_PEER=5",
+                                        "P2P_TRANSPORT_LINK_PEER=33",
+                                        "P2P_TRANSPORT_LINK_PEER=64"};
+    for (size_t g = 0; g < P2PT_ARRAY_LEN(grids); g++) {
+        p2pt_init_args a = {sizeof(a), NULL, "tma", grids[g]};
+        p2pt_handle *h = NULL;
+        GT_OK(p2pt_init(&a, &h));
+        windows(h, &p, true);
+        for (size_t k = 0; k < P2PT_ARRAY_LEN(counts); k++) {
+            const uint32_t n = counts[k];
+            struct bt_rng r = {31 + k};
+            memset(p.used, 0, sizeof(p.used));
+            for (uint32_t i = 0; i < n; i++) {
+                const int from = i % 3 == 2 ? 1 : 0;
+                d[i] = piece(&p, &r, from, 1 - from, n > 2 && i == n / 2 ? big : ROW);
+            }
+            poison_pools(&p);
+            struct dev_batch b = dev_batch_make(d, n);
+            GT_OK(dev_batch_run(h, &b, s));
+            GT_CHECK(tcu.cuStreamSynchronize(s));
+            char what[96];
+            snprintf(what, sizeof(what), "%u rows, %s", n, grids[g]);
+            expect_pools(&p, d, n, what);
+            dev_batch_free(&b);
+        }
+        windows(h, &p, false);
+        p2pt_finalize(h);
+    }
+    free(d);
+    tcu.cuStreamDestroy(s);
+    pools_free(&p);
+}
+
+Test(peer_gpu, equal_rows_cut_into_shares_at_any_count_and_grid)
+{
+    gt_require_gpus(2);
+    gt_use_device(0);
+    equal_shares();
 }
 
 Test(peer_fake, link_bound_batches_take_the_peer_links_ctas_and_the_budget_applies)

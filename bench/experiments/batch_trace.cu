@@ -24,9 +24,9 @@
  *               copy CTAs end, percentiles of its last CTA's end, and the
  *               correlation of those ends between two traces (do the same
  *               SMs finish last every time?)
- *   trace_split the copy CTAs' mean end by how many descriptor blocks
- *               their equal share of the pieces touches (one, or two
- *               where it crosses a block's end: one more read and scan)
+ *   trace_split the copy CTAs' mean end by how many CTAs share their
+ *               block (a CTA of a block split 4 ways has more tiles than
+ *               one split 5 ways)
  *   trace_units GPU µs of unit_copy (unit_copy.cuh): a CTA per 8 KiB
  *               unit mapped by tables built before the launch, the
  *               ceiling of a pre-pass design (shapes whose pieces are
@@ -279,6 +279,7 @@ static void one_shape(gpu &g, const batch_shape &sh)
         t0 = std::min(t0, tr[5 * c + 1]);
     std::vector<double> wait, plan, end;
     std::map<unsigned, std::vector<double>> by_split;
+    const unsigned blocks = (unsigned)((count + P2PT_BATCH_BLOCK - 1) / P2PT_BATCH_BLOCK);
     std::vector<unsigned long long> all;
     for (unsigned c = 1; c < G; c++) {
         const unsigned long long *r = &tr[5 * c];
@@ -289,11 +290,9 @@ static void one_shape(gpu &g, const batch_shape &sh)
             plan.push_back((r[2] - r[1]) / 1e3);
         end.push_back((r[3] - t0) / 1e3);
         tend = std::max(tend, r[3]);
-        { /* copy CTA c - 1 of G - 1: pieces [(c-1) n / (G-1), c n / (G-1)) */
-            const unsigned long long unit = (unsigned long long)P2PT_BATCH_BLOCK * (G - 1);
-            const unsigned first = (unsigned)((unsigned long long)(c - 1) * count / unit);
-            const unsigned last = (unsigned)(((unsigned long long)c * count - 1) / unit);
-            by_split[last - first + 1].push_back((r[3] - t0) / 1e3);
+        if (blocks <= G - 1) {
+            const unsigned b = (c - 1) % blocks;
+            by_split[(G - 2 - b) / blocks + 1].push_back((r[3] - t0) / 1e3);
         }
         all.push_back(r[1]);
         all.push_back(r[3]);
@@ -338,7 +337,7 @@ static void one_shape(gpu &g, const batch_shape &sh)
         double m = 0;
         for (double e : kv.second)
             m += e;
-        printf("trace_split shape=%s blocks_touched=%u ctas=%zu mean_end_us=%.2f max_end_us=%.2f\n",
+        printf("trace_split shape=%s ctas_per_block=%u ctas=%zu mean_end_us=%.2f max_end_us=%.2f\n",
                sh.name, kv.first, kv.second.size(), m / kv.second.size(),
                *std::max_element(kv.second.begin(), kv.second.end()));
     }

@@ -294,8 +294,17 @@ p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h, const struct p2pt
         grid = b->grid_cap;
     grid = grid < 2 ? 2 : grid;
     dev.status_copies = grid < (unsigned)m->sm_count && !b->status_only;
+    /* Across NVLink on a narrow grid each CTA carries ~1/grid of the batch:
+     * there its CTAs take equal shares of the pieces (rows to one peer 9 %
+     * faster), which the marks entry does in one part. The full grid keeps
+     * whole descriptor blocks (a share crossing a block's end costs a
+     * round trip more: 1024 x 14 KiB 15 % slower), and so do narrow grids
+     * on one GPU or toward the host, not measured with shares
+     * (kernels/batch_copy.cu, bench/results/peer.md 5u). */
+    dev.equal_shares = dev.status_copies && b->windows != NULL && b->windows->n_peer > 0;
     void *params[] = {&dev};
-    const int entry = marks ? P2PT_BATCH_ENTRY_MARKS : P2PT_BATCH_ENTRY_DEVICE;
+    const int entry =
+        marks || dev.equal_shares ? P2PT_BATCH_ENTRY_MARKS : P2PT_BATCH_ENTRY_DEVICE;
     P2PT_TRY(p2pt__kernel_launch(h, &ls, m->fn[entry], grid, P2PT_BATCH_THREADS, 0, stream,
                                  params));
     atomic_fetch_add_explicit(&p2pt__tma_counters(h)->batch_launches, 1, memory_order_relaxed);
