@@ -5,13 +5,27 @@
  * and one destination pool, with poisoned gaps between the destinations,
  * random block mappings, and the check that the whole destination pool
  * holds exactly the pieces and poison everywhere else (every gap is a
- * guard). Static inline so each
- * test file stays self-contained.
+ * guard), and the last device batch launch the fake driver recorded.
+ * Static inline so each test file stays self-contained.
  */
 #ifndef P2PT_BATCH_TEST_H
 #define P2PT_BATCH_TEST_H
 
+#include <stddef.h>
+
 #include "gpu_test.h"
+#include "p2pt_kernel_abi.h"
+
+/* Over the fake driver: the last device batch it launched, its entry's
+ * name, its grid and its parameters up to the windows. */
+static inline void bt_fake_last_batch_launch(char *name, size_t name_n, unsigned *grid,
+                                             struct p2pt_batch_dev_params *head)
+{
+    void (*last)(char *, size_t, unsigned *, void *, size_t) =
+        (void (*)(char *, size_t, unsigned *, void *, size_t))gt_fake_sym(
+            "p2pt_fake_last_batch_launch");
+    last(name, name_n, grid, head, offsetof(struct p2pt_batch_dev_params, window));
+}
 
 /* `st` is `want` and the last error holds every one of `parts` (NULL-ended). */
 static inline void bt_expect_refusal(p2pt_status st, p2pt_status want, const char *what,

@@ -448,13 +448,10 @@ static uint32_t gpu_mapping_grid(const char *options, bool host_dst, bool host_s
     cr_assert_eq(p.device_batches, 2);
     *status_copies = -1;
     if (fake) {
-        void (*last)(char *, size_t, unsigned *, void *, size_t) =
-            (void (*)(char *, size_t, unsigned *, void *, size_t))gt_fake_sym(
-                "p2pt_fake_last_batch_launch");
         char name[64];
         unsigned grid = 0;
         struct p2pt_batch_dev_params head;
-        last(name, sizeof(name), &grid, &head, offsetof(struct p2pt_batch_dev_params, window));
+        bt_fake_last_batch_launch(name, sizeof(name), &grid, &head);
         cr_assert_str_eq(name, "p2pt_batch_copy_dev");
         cr_assert_eq(grid, p.max_grid, "the last launch's grid %u, the widest %u", grid,
                      p.max_grid);

@@ -18,10 +18,7 @@
  * Over the fake driver (the routing and the grids, on any machine) and on
  * two to four GPUs.
  */
-#include <stddef.h>
-
 #include "batch_test.h"
-#include "p2pt_kernel_abi.h"
 
 #define MAX_GPUS 4
 #define PIECES 2000
@@ -249,13 +246,10 @@ static void expect_last_launch(const char *entry, unsigned equal_shares)
 {
     if (!gt_on_fake_driver())
         return;
-    void (*last)(char *, size_t, unsigned *, void *, size_t) =
-        (void (*)(char *, size_t, unsigned *, void *, size_t))gt_fake_sym(
-            "p2pt_fake_last_batch_launch");
     char name[64];
     unsigned grid = 0;
     struct p2pt_batch_dev_params head;
-    last(name, sizeof(name), &grid, &head, offsetof(struct p2pt_batch_dev_params, window));
+    bt_fake_last_batch_launch(name, sizeof(name), &grid, &head);
     cr_assert_str_eq(name, entry, "launched %s, expected %s", name, entry);
     cr_assert_eq(head.equal_shares, equal_shares, "%s: equal_shares %u, expected %u", entry,
                  head.equal_shares, equal_shares);
