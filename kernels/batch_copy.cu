@@ -14,18 +14,19 @@
  * before the previous one's stores (load_small and the loop in copy_block).
  *
  * Mapping work without a global prefix sum: the descriptors are cut into
- * blocks of P2PT_BATCH_BLOCK. Host descriptors: with G copy CTAs and `nb`
- * blocks, CTA c serves block c % nb and is one of the ~G / nb CTAs that
- * split that block's tiles (with more blocks than CTAs, a CTA walks
- * nb / G consecutive blocks of its own, then the CTAs share the last
- * nb % G). Device batches across NVLink on a narrow grid: CTA c takes
- * an equal share of the pieces, n / G of them, and of a block it shares
- * the same fraction of its tiles (copy_all says why). Each CTA reads its blocks' descriptors
- * (one per thread), scans their tile counts in shared memory, and its warps
- * take the tiles of its range in turn, finding each tile's piece by a
- * binary search in shared memory. So a 1 MiB piece is spread over every
- * SM, thousands of 2 KiB pieces are packed a few per warp, and the only
- * cost of the mapping is one read of a descriptor block per CTA.
+ * blocks of P2PT_BATCH_BLOCK. Mostly by whole blocks: with G copy CTAs
+ * and `nb` blocks, CTA c serves block c % nb and is one of the ~G / nb
+ * CTAs that split that block's tiles (with more blocks than CTAs, a CTA
+ * walks nb / G consecutive blocks of its own, then the CTAs share the
+ * last nb % G). A device batch across NVLink on a narrow grid by equal
+ * shares: CTA c takes n / G of the pieces, and of a block it shares the
+ * same fraction of its tiles (copy_all says why). Each CTA reads its
+ * blocks' descriptors (one per thread), scans their tile counts in shared
+ * memory, and its warps take the tiles of its range in turn, finding each
+ * tile's piece by a binary search in shared memory. So a 1 MiB piece is
+ * spread over every SM, thousands of 2 KiB pieces are packed a few per
+ * warp, and the only cost of the mapping is one read of a descriptor block
+ * per CTA (two where an equal share crosses a block's end).
  *
  * A piece whose source is not co-aligned with its destination (dst and src
  * differ modulo 16) is moved with the same aligned 16-byte stores: each lane
@@ -503,13 +504,13 @@ static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 split, u32 
  * (bench/results/peer.md).
  */
 
-/* The first block CTA c of G serves: by whole blocks, of `blocks`
- * blocks; by equal shares, of `n` descriptors. */
+/* The first block CTA c of G serves by whole blocks, of `blocks`. */
 static __device__ __forceinline__ u32 first_block(u32 c, u32 G, u32 blocks)
 {
     return blocks <= G ? c % blocks : c * (blocks / G);
 }
 
+/* The block where CTA c's equal share of `n` descriptors starts. */
 static __device__ __forceinline__ u32 first_share_block(u32 c, u32 G, u32 n)
 {
     return (u32)((u64)c * n / ((u64)P2PT_BATCH_BLOCK * G));
