@@ -491,7 +491,8 @@ static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 split, u32 
  * of one size (rows) so divide exactly whatever n and G, which matters
  * where each CTA's rate is the limit: a link-bound batch's few CTAs each
  * carry ~1/G of its bytes, and the CTA with the most sets its end
- * (bench/results/peer.md 5u: rows to one peer 9 % faster, level where the
+ * (bench/results/peer.md 5u: the rows to one peer 9 % faster in four
+ * pairs of runs on one machine, mixed in two on another; level where the
  * links are the limit). A piece larger than its neighbours still spreads
  * over the CTAs whose shares cover it. Not on the full grid: there a
  * share that crosses a block's end reads and scans a second block, a

@@ -105,9 +105,12 @@ static void expect_pools(const struct pools *p, const p2pt_copy_desc *d, size_t 
                    (size_t)d[i].bytes);
         }
         gt_read(dst, got, dst->base, total);
-        for (size_t k = 0; k < total; k++)
-            cr_assert_eq(got[k], want[k], "%s: GPU %d's destination pool byte %zu is 0x%02x, "
-                                          "expected 0x%02x", what, g, k, got[k], want[k]);
+        /* Byte by byte only where they differ: a check per byte of two
+         * 80 MB pools took most of a test's 34 s. */
+        if (memcmp(got, want, total) != 0)
+            for (size_t k = 0; k < total; k++)
+                cr_assert_eq(got[k], want[k], "%s: GPU %d's destination pool byte %zu is 0x%02x, "
+                                              "expected 0x%02x", what, g, k, got[k], want[k]);
         free(want);
         free(got);
     }
