@@ -446,12 +446,8 @@ p2pt_status p2pt__config_parse(struct p2pt_config *cfg, const char *options_text
     P2PT_TRY(setting(opts, sm_budget_item.name, var, &v));
     if (v != NULL && strcasecmp(v, "none") != 0)
         P2PT_TRY(p2pt__setting_read(&sm_budget_item, cfg, var, v));
-    P2PT_TRY(setting(opts, validate_item.name, var, &v));
-    if (v != NULL)
-        P2PT_TRY(p2pt__setting_read(&validate_item, cfg, var, v));
-    P2PT_TRY(setting(opts, link_peer_item.name, var, &v));
-    if (v != NULL)
-        P2PT_TRY(p2pt__setting_read(&link_peer_item, cfg, var, v));
+    P2PT_TRY(read_declared(opts, &validate_item, cfg, var));
+    P2PT_TRY(read_declared(opts, &link_peer_item, cfg, var));
     P2PT_TRY(setting(opts, "P2P_CUDA_LIBRARY", var, &v));
     if (v != NULL)
         P2PT_TRY(read_path(cfg->cuda_library, sizeof(cfg->cuda_library), var, v));
