@@ -45,6 +45,15 @@
             cr_skip_test("no CUDA device: P2PT_TEST_NO_GPU=1 asks for none");  \
     } while (0)
 
+/* Whether scripts/test.sh's valgrind phase runs this test
+ * (P2PT_TEST_UNDER_VALGRIND=1): there NVRTC's compiles and long random
+ * loops take minutes. */
+static inline bool gt_under_valgrind(void)
+{
+    const char *v = getenv("P2PT_TEST_UNDER_VALGRIND");
+    return v != NULL && strcmp(v, "1") == 0;
+}
+
 /* Skip unless `n` CUDA devices are usable. */
 static inline void gt_require_gpus(int n)
 {

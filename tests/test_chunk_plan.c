@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_test.h"
 #include "p2pt_internal.h"
 
 /* Plain checks in the hot loop, a Criterion assertion only on failure:
@@ -159,8 +160,7 @@ Test(chunk_plan, large_random_cases_add_up)
     /* Under valgrind (scripts/test.sh's P2PT_TEST_UNDER_VALGRIND=1) 200,000
      * cases take 225 s, a sixth of the CI: there the first 10,000, the
      * sanitizer and plain phases all of them. */
-    const char *v = getenv("P2PT_TEST_UNDER_VALGRIND");
-    const int cases = v != NULL && strcmp(v, "1") == 0 ? 10000 : 200000;
+    const int cases = gt_under_valgrind() ? 10000 : 200000;
     uint64_t x = 88172645463325252ull;
     for (int i = 0; i < cases; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;

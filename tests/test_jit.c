@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_test.h"
 #include "p2pt_internal.h"
 
 static char *read_file(const char *path, size_t *len)
@@ -44,8 +45,7 @@ static void require_nvrtc(void)
  * and the failing one stay under valgrind. */
 static void skip_under_valgrind(void)
 {
-    const char *v = getenv("P2PT_TEST_UNDER_VALGRIND");
-    if (v != NULL && strcmp(v, "1") == 0)
+    if (gt_under_valgrind())
         cr_skip_test("under valgrind: NVRTC compiles every kernel for minutes there; the "
                      "sanitizer and plain phases run this test");
 }

@@ -296,10 +296,10 @@ p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h, const struct p2pt
     dev.status_copies = grid < (unsigned)m->sm_count && !b->status_only;
     /* Across NVLink on a narrow grid each CTA carries ~1/grid of the batch:
      * there its CTAs take equal shares of the pieces (so no CTA carries
-     * more than another), which the marks entry does in one part. The full grid keeps
-     * whole descriptor blocks (a share crossing a block's end costs a
-     * round trip more: 1024 x 14 KiB 15 % slower), and so do narrow grids
-     * on one GPU or toward the host, not measured with shares
+     * more than another), which the marks entry does in one part. The full
+     * grid keeps whole descriptor blocks (a share crossing a block's end
+     * costs a round trip more: 1024 x 14 KiB 15 % slower), and so do narrow
+     * grids on one GPU or toward the host, not measured with shares
      * (kernels/batch_copy.cu, bench/results/peer.md 5u). */
     dev.equal_shares = dev.status_copies && b->windows != NULL && b->windows->n_peer > 0;
     void *params[] = {&dev};
