@@ -511,12 +511,6 @@ static __device__ __forceinline__ u32 first_block(u32 c, u32 G, u32 blocks)
     return blocks <= G ? c % blocks : c * (blocks / G);
 }
 
-/* The block where CTA c's equal share of `n` descriptors starts. */
-static __device__ __forceinline__ u32 first_share_block(u32 c, u32 G, u32 n)
-{
-    return (u32)((u64)c * n / ((u64)P2PT_BATCH_BLOCK * G));
-}
-
 /* The copy CTAs (`G` of them, this one `c`) over `n` descriptors. By
  * whole blocks: CTA c's R whole blocks, then its turn at the last
  * blocks % G, shared (with no more blocks than CTAs, R is 0, or 1 when
@@ -539,16 +533,17 @@ static __device__ void copy_all(const pieces &P, u32 n, u32 c, u32 G, bool share
             pdl_wait();
         return;
     }
-    const u64 unit = (u64)P2PT_BATCH_BLOCK * G;
-    const u32 turns = shares ? (u32)(((u64)(c + 1) * n - 1) / unit) - first_share_block(c, G, n) + 1
-                             : blocks / G + (blocks % G != 0);
+    /* Equal shares: CTA c's share is units [lo, lo + n) of the batch's
+     * n * G, and a block holds `unit` of them. */
+    const u64 unit = (u64)P2PT_BATCH_BLOCK * G, lo = (u64)c * n;
+    const u32 R = blocks / G, rest = blocks - R * G;
+    const u32 b0 = shares ? (u32)(lo / unit) : c * R;
+    const u32 turns = shares ? (u32)((lo + n - 1) / unit) - b0 + 1 : R + (rest != 0);
     for (u32 r = 0; r < turns; r++) {
-        const u32 R = blocks / G, rest = blocks - R * G;
-        u32 b = c * R + r, split = 0, splits = 1;
+        u32 b = b0 + r, split = 0, splits = 1;
         u64 u0 = 0, u1 = 0;
         if (shares) {
-            b = first_share_block(c, G, n) + r;
-            const u64 at = (u64)b * unit, lo = (u64)c * n;
+            const u64 at = (u64)b * unit;
             u0 = lo > at ? lo - at : 0;
             u1 = lo + n - at;
         } else if (r == R) { /* block R * G + k, split among the CTAs c with c % rest == k */
