@@ -60,8 +60,9 @@ def phases(a2a, x, dest):
         a2a._describe_slots(dest, upto)
         a2a._describe_sources(x, dest)
         a2a._wait(av._COUNTS)
-        a2a._describe_starts()
-        a2a._describe_places(T)
+        starts = a2a._describe_starts()
+        a2a._describe_runs()
+        a2a._describe_places(T, starts)
 
     def rows():  # the runs of slots, the rows' batches (their descriptors built), the wait
         a2a._batch(a2a._runs, a2a.count_n, G, a2a.slots, av._ROWS, a2a.ws_slots)

@@ -114,9 +114,10 @@ def _ranks(G, max_rows, monkeypatch):
 
 def _rows_phase(a, x, dest):
     """Rank a's rows and their slots, once every rank's counts are here."""
-    a._describe_starts()
+    starts = a._describe_starts()
+    a._describe_runs()
     a._batch(a._runs, a.count_n, a.G, a.slots, av._ROWS, a.ws_slots, a._side2)
-    a._describe_places(dest.shape[0])
+    a._describe_places(dest.shape[0], starts)
     a._rows_out(x, dest)
 
 
@@ -353,7 +354,8 @@ def test_the_dispatch_describes_its_rows_beside_the_count_exchange(monkeypatch):
     rank (the count matrix alone) is written before the current stream
     joins the second stream and the first where its places are written
     (not its slots); then the second stream joins the current one and the
-    first where the slots are written, and sends the runs of slots; the
+    first where the slots are written, writes where the runs of slots
+    start (rank 1 and up; rank 0's never change) and sends them; the
     rows' places, then the peers' rows on the current stream and this
     rank's own rows on the side stream; the current stream joins the second
     at the end. Its places, kept in the rank's buffers, are _place's."""
@@ -365,8 +367,8 @@ def test_the_dispatch_describes_its_rows_beside_the_count_exchange(monkeypatch):
     a.h, a.device = None, None
     for name, what in (("_count_rows", "sum"), ("_describe_rows", "rows"),
                        ("_describe_slots", "slots"), ("_describe_sources", "sources"),
-                       ("_describe_starts", "starts"), ("_describe_places", "places"),
-                       ("_describe_own", "own")):
+                       ("_describe_starts", "starts"), ("_describe_runs", "runs"),
+                       ("_describe_places", "places"), ("_describe_own", "own")):
         monkeypatch.setattr(a, name, lambda *args, f=getattr(a, name), w=what:
                             (log.append((w,)), f(*args))[1])
     g = torch.Generator().manual_seed(5)
@@ -376,13 +378,14 @@ def test_the_dispatch_describes_its_rows_beside_the_count_exchange(monkeypatch):
         log.clear()
         a.dispatch(x, dest)
         counts = a._sem_rows[av._COUNTS].data_ptr()
-        assert log[:25] == [("wait_stream", "side", "main"), ("sum",),
+        assert log[:28] == [("wait_stream", "side", "main"), ("sum",),
                             ("wait_stream", "side2", "main"), ("batch", av._COUNTS),
                             ("enter", "side"), ("rows",), ("record", "side"), ("slots",),
                             ("record", "side"), ("leave", "side"), ("enter", "side2"),
                             ("sources",), ("leave", "side2"), ("wait", counts), ("starts",),
                             ("wait_event", "main", "side"), ("wait_stream", "main", "side2"),
                             ("wait_stream", "side2", "main"), ("wait_event", "side2", "side"),
+                            ("enter", "side2"), ("runs",), ("leave", "side2"),
                             ("batch", av._ROWS, "slots"), ("places",),
                             ("wait_stream", "side", "main"), ("batch", av._ROWS),
                             ("enter", "side"), ("own",)], log

@@ -258,6 +258,7 @@ class AlltoallV:
         self._recv_before = self.recv_base - self.rb  # row 1 of a run lands at its base
         self.back_base = torch.tensor([t.data_ptr() for t in peer_back], **i64)
         self.slots_base = torch.tensor([t.data_ptr() for t in peer_slots], **i64)
+        self._runs_dst.copy_(self.slots_base)  # rank 0's for good (_describe_runs)
         # The count exchange's pieces never change: my row into every matrix.
         self.count_descs = torch.tensor(
             [[peer_matrix[d].data_ptr() + self.rank * G * 8, self.mine.data_ptr(), G * 8]
@@ -390,14 +391,16 @@ class AlltoallV:
         with torch.cuda.stream(self._side2):
             self._describe_sources(x, dest)
         self._wait(_COUNTS)
-        self._describe_starts()
+        starts = self._describe_starts()
         main.wait_event(placed)
         main.wait_stream(self._side2)
-        self._side2.wait_stream(main)  # the runs' places (_describe_starts)
+        self._side2.wait_stream(main)  # the counts, and the starts summed
         self._side2.wait_event(slotted)
+        with torch.cuda.stream(self._side2):
+            self._describe_runs()
         self._batch(self._runs, self.count_n, self.G, self.slots, _ROWS, self.ws_slots,
                     self._side2)
-        self._describe_places(T)
+        self._describe_places(T, starts)
         self._rows_out(x, dest)
         main.wait_stream(self._side2)
         return self.recv, self._col
@@ -455,17 +458,34 @@ class AlltoallV:
         torch.mul(dest[:, self.rank], self.rb, out=own[:, 2])
 
     def _describe_starts(self):
-        """Where my rows and their slots start in each rank's buffers:
-        after every rank's rows to it from lower ranks (the count matrix).
-        Reads the counts alone, so it runs before the side streams join."""
-        torch.sum(self._above, 0, out=self._off)
-        torch.add(self.slots_base, self._off, alpha=8, out=self._runs_dst)
+        """Where my rows start in each rank's buffers: after every rank's
+        rows to it from lower ranks (the count matrix), or None for rank
+        0, whose rows start at 0 everywhere. Only ranks from 2 on sum
+        them (a kernel on the current stream, between the counts' arrival
+        and the rows' batch); rank 1's starts are rank 0's row of the
+        matrix itself. Reads the counts alone, so it runs before the side
+        streams join."""
+        if self.rank >= 2:
+            torch.sum(self._above, 0, out=self._off)
+            return self._off
+        return self.matrix[0] if self.rank == 1 else None
 
-    def _describe_places(self, T):
+    def _describe_runs(self):
+        """Where my runs of slots start in each rank's slots, and the
+        starts kept in _off for places() (the matrix changes with the
+        peers' next counts): on the second side stream, off the rows'
+        path. Rank 0's were written once (_link)."""
+        if self.rank == 1:
+            self._off.copy_(self.matrix[0])
+        if self.rank:
+            torch.add(self.slots_base, self._off, alpha=8, out=self._runs_dst)
+
+    def _describe_places(self, T, starts):
         """Where my rows of a step of T tokens land in each rank's recv:
-        their places among my rows to it (_describe_rows) after its start
-        (_describe_starts)."""
-        self._views(T).dst.add_(self._off, alpha=self.rb)
+        their places among my rows to it (_describe_rows) after its
+        start (`starts`, _describe_starts; None: nothing to add)."""
+        if starts is not None:
+            self._views(T).dst.add_(starts, alpha=self.rb)
 
     def _back_describe(self):
         """What a one-batch combine's pieces take from the counts alone,
@@ -497,8 +517,8 @@ class AlltoallV:
         row places[t, d] of peer_y[d] (0 where not dest[t, d]). On the
         current stream; no host sync."""
         _, upto = self._place(dest)
-        # self._off: where this rank's rows start in each rank's y, summed
-        # from the counts by the last dispatch (_describe_starts).
+        # self._off: where this rank's rows start in each rank's y, kept
+        # from the counts by the last dispatch (_describe_runs).
         return torch.where(dest, upto + (self._off - 1), 0)
 
     def _chunks(self, K):
