@@ -525,8 +525,7 @@ def main():
     pt.prepare()
     g_step = Step(a, rank, G, device, seed=5000 + rank)
     g = torch.cuda.CUDAGraph()
-    torch.cuda.synchronize()
-    dist.barrier()
+    common_start(device, "barrier")
     with torch.cuda.graph(g):
         g_recv, g_counts = p.dispatch(g_step)
         p.expert(g_recv)
@@ -534,8 +533,7 @@ def main():
     for r in range(a.replays):
         fresh = Step(a, rank, G, device, seed=7000 + 10 * r + rank)
         g_step.load(fresh)
-        torch.cuda.synchronize()
-        dist.barrier()
+        common_start(device, "barrier")
         g.replay()
         want_recv, want_counts, want_out = reference(ways["nccl"], fresh)
         check(g_counts, want_counts, f"replay {r}'s counts", rank)
@@ -553,8 +551,7 @@ def main():
     rows = []
     graphs = {}
     for phase in ("dispatch", "combine"):
-        torch.cuda.synchronize()
-        dist.barrier()
+        common_start(device, "barrier")
         graphs[phase] = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graphs[phase]):
             if phase == "dispatch":
@@ -562,12 +559,10 @@ def main():
             else:
                 p.combine(s)
         if phase == "dispatch":
-            torch.cuda.synchronize()
-            dist.barrier()
+            common_start(device, "barrier")
             graphs[phase].replay()
             p.expert(p.a2a.recv)
-    torch.cuda.synchronize()
-    dist.barrier()
+    common_start(device, "barrier")
     graphs["exchange"] = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graphs["exchange"]):
         p.a2a.combine(s.dest)
@@ -575,13 +570,11 @@ def main():
     # step s's): byte-exact against nccl eagerly and replayed.
     pull = P2ptPull(p)
     check(pull.combine(s), ref_out, "p2pt_pull's combine", rank)
-    torch.cuda.synchronize()
-    dist.barrier()
+    common_start(device, "barrier")
     graphs["pull"] = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graphs["pull"]):
         pull_out = pull.combine(s)
-    torch.cuda.synchronize()
-    dist.barrier()
+    common_start(device, "barrier")
     graphs["pull"].replay()
     check(pull_out, ref_out, "p2pt_pull's combine, replayed", rank)
     for phase in ("dispatch", "combine"):
@@ -646,8 +639,7 @@ def overlap(a, steps, device):
     out = []
 
     def gemm_time(step):
-        torch.cuda.synchronize(device)
-        dist.barrier()
+        common_start(device, "barrier")
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         if step is not None:
             with torch.cuda.stream(side):
