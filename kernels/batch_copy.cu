@@ -18,9 +18,9 @@
  * and `nb` blocks, CTA c serves block c % nb and is one of the ~G / nb
  * CTAs that split that block's tiles (with more blocks than CTAs, a CTA
  * walks nb / G consecutive blocks of its own, then the CTAs share the
- * last nb % G). A device batch across NVLink on a narrow grid by equal
- * shares: CTA c takes n / G of the pieces, and of a block it shares the
- * same fraction of its tiles (copy_all says why). Each CTA reads its
+ * last nb % G). A device batch of more than one block across NVLink on
+ * a narrow grid by equal shares: CTA c takes n / G of the pieces, and of
+ * a block it shares the same fraction of its tiles (copy_all says why). Each CTA reads its
  * blocks' descriptors (one per thread), scans their tile counts in shared
  * memory, and its warps take the tiles of its range in turn, finding each
  * tile's piece by a binary search in shared memory. So a 1 MiB piece is
@@ -484,8 +484,8 @@ static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 split, u32 
  * 5-way block carry 1.07x the mean.
  *
  * By equal shares (`shares`: a device batch across NVLink on a grid
- * narrower than the SMs, p->equal_shares, which the host launches as
- * p2pt_batch_copy_marks). CTA c takes pieces [c n / G, (c + 1) n / G), a
+ * narrower than the SMs, of more than one block, p->equal_shares, which
+ * the host launches as p2pt_batch_copy_marks). CTA c takes pieces [c n / G, (c + 1) n / G), a
  * fraction of a block at either end, and within a block a fraction of
  * the pieces is the same fraction of its tiles (copy_block's per). Pieces
  * of one size (rows) so divide exactly whatever n and G, which matters
@@ -797,9 +797,10 @@ p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
  * j while the later ones travel. An entry of its own, one CTA an SM:
  * copy_all inside the loop over the parts needs registers that two CTAs
  * an SM would spill, and the plain batch above keeps its code. A batch
- * across NVLink on a grid narrower than the SMs comes here too, in one
- * part (n_marks 1), for its equal shares (p.equal_shares): both ways of
- * sharing in one entry need registers that two CTAs an SM would spill.
+ * across NVLink on a grid narrower than the SMs, of more than one block,
+ * comes here too, in one part (n_marks 1), for its equal shares
+ * (p.equal_shares): both ways of sharing in one entry need registers
+ * that two CTAs an SM would spill.
  */
 extern "C" __global__ void __launch_bounds__(P2PT_BATCH_THREADS, 1)
 p2pt_batch_copy_marks(const __grid_constant__ struct p2pt_batch_dev_params p)

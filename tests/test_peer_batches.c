@@ -292,8 +292,19 @@ static void grids_follow_the_link(void)
         GT_OK(dev_batch_run(h, &b, s));
         cr_assert_leq(gt_props(h).max_grid, peer_ctas);
         expect_last_launch("p2pt_batch_copy_marks", 1);
-        windows(h, &p, false);
         dev_batch_free(&b);
+        /* Of one descriptor block at most (a count exchange's G pieces):
+         * the plain entry, whose CTAs share the block's tiles. */
+        static const size_t small[] = {2, P2PT_BATCH_BLOCK, P2PT_BATCH_BLOCK + 1};
+        for (size_t k = 0; k < P2PT_ARRAY_LEN(small); k++) {
+            b = dev_batch_make(d, small[k]);
+            GT_OK(dev_batch_run(h, &b, s));
+            const bool one_block = small[k] <= P2PT_BATCH_BLOCK;
+            expect_last_launch(one_block ? "p2pt_batch_copy_dev" : "p2pt_batch_copy_marks",
+                               one_block ? 0 : 1);
+            dev_batch_free(&b);
+        }
+        windows(h, &p, false);
         p2pt_finalize(h);
     }
     /* A local piece among them: the batch is not bound by the link. */
