@@ -20,13 +20,14 @@
  * walks nb / G consecutive blocks of its own, then the CTAs share the
  * last nb % G). A device batch of more than one block across NVLink on
  * a narrow grid by equal shares: CTA c takes n / G of the pieces, and of
- * a block it shares the same fraction of its tiles (copy_all says why). Each CTA reads its
- * blocks' descriptors (one per thread), scans their tile counts in shared
- * memory, and its warps take the tiles of its range in turn, finding each
- * tile's piece by a binary search in shared memory. So a 1 MiB piece is
- * spread over every SM, thousands of 2 KiB pieces are packed a few per
- * warp, and the only cost of the mapping is one read of a descriptor block
- * per CTA (two where an equal share crosses a block's end).
+ * a block it shares the same fraction of its tiles (copy_all says why).
+ * Each CTA reads its blocks' descriptors (one per thread), scans their
+ * tile counts in shared memory, and its warps take the tiles of its range
+ * in turn, finding each tile's piece by a binary search in shared memory.
+ * So a 1 MiB piece is spread over every SM, thousands of 2 KiB pieces are
+ * packed a few per warp, and the only cost of the mapping is one read of
+ * a descriptor block per CTA (two where an equal share crosses a block's
+ * end).
  *
  * A piece whose source is not co-aligned with its destination (dst and src
  * differ modulo 16) is moved with the same aligned 16-byte stores: each lane
@@ -485,12 +486,13 @@ static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 split, u32 
  *
  * By equal shares (`shares`: a device batch across NVLink on a grid
  * narrower than the SMs, of more than one block, p->equal_shares, which
- * the host launches as p2pt_batch_copy_marks). CTA c takes pieces [c n / G, (c + 1) n / G), a
- * fraction of a block at either end, and within a block a fraction of
- * the pieces is the same fraction of its tiles (copy_block's per). Pieces
- * of one size (rows) so divide exactly whatever n and G, which matters
- * where each CTA's rate is the limit: a link-bound batch's few CTAs each
- * carry ~1/G of its bytes, and the CTA with the most sets its end
+ * the host launches as p2pt_batch_copy_marks). CTA c takes pieces
+ * [c n / G, (c + 1) n / G), a fraction of a block at either end, and
+ * within a block a fraction of the pieces is the same fraction of its
+ * tiles (copy_block's per). Pieces of one size (rows) so divide exactly
+ * whatever n and G, which matters where each CTA's rate is the limit: a
+ * link-bound batch's few CTAs each carry ~1/G of its bytes, and the CTA
+ * with the most sets its end
  * (bench/results/peer.md 5u: the rows to one peer 9 % faster in four
  * pairs of runs on one machine, mixed in two on another; level where the
  * links are the limit). A piece larger than its neighbours still spreads
