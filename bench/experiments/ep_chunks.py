@@ -12,11 +12,14 @@ example's weighted sum (`then` on each chunk; --sum capped: on a capped
 grid while rows travel) and without it (the exchange alone: one batch in
 K parts since 5bf2428, K batches before); --capped: each of these shapes
 of the capped sum's kernel instead of the example's (capped_shape). Then
-one replay of each K with its sum under torch.profiler on every rank,
+the GPU time of a replay over 100 back to back (no start's skew;
+median of 5, largest over ranks). Then one replay of each K with its sum
+under torch.profiler on every rank,
 and rank 0's kernels printed as a timeline: start and length in
 microseconds from the replay's first kernel, and the stream each ran on."""
 import json
 import os
+import statistics
 import sys
 import tempfile
 
@@ -48,6 +51,20 @@ def timeline(prof):
     t0 = ks[0]["ts"]
     return [f"  {e['ts'] - t0:9.1f} +{e['dur']:8.1f}  stream {e['args'].get('stream', '?'):>3}  "
             f"{e['name'][:70]}" for e in ks]
+
+
+def back_to_back(g, n, device):
+    """GPU microseconds a replay of `g`, over `n` replays back to back
+    from a barrier (each waits for the peers' signals of the same replay)."""
+    torch.cuda.synchronize(device)
+    dist.barrier()
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    for _ in range(n):
+        g.replay()
+    e1.record()
+    e1.synchronize()
+    return e0.elapsed_time(e1) * 1000 / n
 
 
 def dispatched():
@@ -92,14 +109,16 @@ def main():
                 fn()
             graphs[k, what, shape] = g
             us = ep.timed(g.replay, a, device)
-            out.append((k, what, shape, ep.largest(us, device), us))
+            b2b = statistics.median(back_to_back(g, 100, device) for _ in range(5))
+            out.append((k, what, shape, ep.largest(us, device), us, ep.largest(b2b, device)))
     ep.capped_shape = example_shape
     if rank == 0:
         print(f"# {G} ranks, {a.tokens} tokens of {a.hidden} bf16, top-{a.topk}: the combine in K "
               f"chunks, in a graph, median of {a.iters} replays from a {a.step_start} start (--sum {a.sum})")
-        for k, what, shape, big, mine in out:
+        for k, what, shape, big, mine, b2b in out:
             tag = what if shape is None else f"{what} {shape[0]}:{shape[1]}"
-            print(f"K={k:<2} {tag:>12}: {big:8.1f} us (largest over ranks), rank 0 {mine:8.1f}")
+            print(f"K={k:<2} {tag:>12}: {big:8.1f} us (largest over ranks), rank 0 {mine:8.1f}; "
+                  f"back to back {b2b:8.1f}")
     from torch.profiler import ProfilerActivity, profile
     for (k, what, shape), g in graphs.items():
         if what != "sum":

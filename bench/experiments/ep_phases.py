@@ -33,7 +33,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
 import ep_dispatch as ep  # noqa: E402  (its argument parser and routing)
-from ep_chunks import timeline  # noqa: E402
+from ep_chunks import back_to_back, timeline  # noqa: E402
 import p2pt.distributed as pd  # noqa: E402
 import p2pt.torch as pt  # noqa: E402
 from p2pt.distributed import _alltoallv as av  # noqa: E402
@@ -80,20 +80,6 @@ def phases(a2a, x, dest):
 
     return [("counts", counts), ("exchange alone", exchange), ("counts+descs", descs), ("rows batch+wait", rows),
             ("dispatch", whole), ("combine, no sum", back), ("dispatch+combine", step)]
-
-
-def back_to_back(g, n, device):
-    """GPU microseconds a replay of `g`, over `n` replays back to back
-    from a barrier (each waits for the peers' signals of the same replay)."""
-    torch.cuda.synchronize(device)
-    dist.barrier()
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    e0.record()
-    for _ in range(n):
-        g.replay()
-    e1.record()
-    e1.synchronize()
-    return e0.elapsed_time(e1) * 1000 / n
 
 
 def main():
