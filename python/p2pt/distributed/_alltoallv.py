@@ -15,9 +15,12 @@ combine), with no host sync, so a captured graph replays with new counts
    reads what arrived.
 
 A rank's rows to itself never cross a link: they go in a batch of their
-own on a second stream, beside the peers' batch (which the policy holds to
-the link's CTAs, since its windows are other GPUs' memory), and the step
-waits for both. The combine's own rows, the same.
+own on a second stream, beside the peers' batch, and the step waits for
+both. The combine's own rows, the same. The policy holds both batches to
+the link's CTAs, since the handle's windows hold other GPUs' memory and
+a device batch's pieces are known only when it runs: at two ranks the
+own rows take ~68 us of a ~180 us step on those CTAs, beside the peers'
+(bench/results/peer.md 5w).
 
 The combine is the dispatch pushed backwards: each rank puts every row of
 its `y` into the slot (token, rank) of the rank it came from, whose index
