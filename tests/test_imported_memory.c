@@ -360,32 +360,10 @@ static void device_batch_in(struct importer *im, p2pt_handle *h, uint32_t region
 
 Test(imported_gpu, ipc_handles_opened_in_either_context_and_pool_imports_move_where_an_engine_reaches_them)
 {
-    /* Fork before this process touches CUDA: a child of an initialised
-     * CUDA process cannot use CUDA. */
-    GT_SKIP_NO_GPU_ASKED();
-    int sv[2];
-    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        close(sv[0]);
-        _exit(exporter(sv[1]));
-    }
-    close(sv[1]);
     struct imsg m;
-    int fd = -1;
-    int got = recv_imsg(sv[0], &m, &fd);
-    if (got != 0 || m.kind == 'S') {
-        int status = 0;
-        waitpid(pid, &status, 0);
-        cr_assert_eq(got, 0, "the exporter died before answering (exit %d)",
-                     WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-        gt_require_gpus(2); /* skips with the reason */
-        cr_skip_test("needs 2 CUDA devices: the exporter could not share GPU 1 memory");
-    }
-    cr_assert_eq(m.kind, 'R');
-    cr_assert(fd >= 0, "no pool descriptor arrived");
-    gt_require_gpus(2);
+    int fd;
+    pid_t pid;
+    const int sock = it_start_child(exporter, "the exporter", &m, sizeof(m), &fd, &pid);
 
     /* As PyTorch opens a handle: in the owning device's context. */
     gt_use_device(1);
@@ -469,14 +447,8 @@ Test(imported_gpu, ipc_handles_opened_in_either_context_and_pool_imports_move_wh
     device_batch_in(&im, tma, 1, pooled, 3 * SLOT + 1, 65537);
     GT_CHECK(tcu.cuStreamSynchronize(im.s));
 
-    cr_assert_eq(send_imsg(sv[0], &im.done, -1), 0);
     struct imsg verdict;
-    cr_assert_eq(recv_imsg(sv[0], &verdict, NULL), 0, "the exporter gave no verdict");
-    int status = 0;
-    waitpid(pid, &status, 0);
-    cr_assert_eq(verdict.kind, 'K', "%s", verdict.why);
-    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the exporter's exit status %d",
-              WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    it_finish_child(sock, pid, &im.done, &verdict, sizeof(verdict), verdict.why, "the exporter");
     p2pt_finalize(ce);
     p2pt_finalize(tma);
     p2pt_finalize(aut);
@@ -487,5 +459,5 @@ Test(imported_gpu, ipc_handles_opened_in_either_context_and_pool_imports_move_wh
     tcu.cuIpcCloseMemHandle(in0);
     gt_use_device(1);
     tcu.cuIpcCloseMemHandle(in1);
-    close(sv[0]);
+    close(sock);
 }

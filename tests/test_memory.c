@@ -290,32 +290,10 @@ static int ipc_owner(int sock)
 
 Test(ipc, another_process_exports_memory_and_tma_pushes_into_it)
 {
-    /* Fork before this process touches CUDA: a child of an initialised
-     * CUDA process cannot use CUDA. */
-    GT_SKIP_NO_GPU_ASKED();
-    int sv[2];
-    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        close(sv[0]);
-        _exit(ipc_owner(sv[1]));
-    }
-    close(sv[1]);
     struct ipc_msg m;
-    int fd = -1;
-    int got = recv_msg(sv[0], &m, &fd);
-    if (got != 0 || m.kind == 'S') {
-        int status = 0;
-        waitpid(pid, &status, 0);
-        cr_assert_eq(got, 0, "owner process died before answering (exit %d)",
-                     WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-        gt_require_gpus(2); /* skips with the reason */
-        cr_skip_test("needs 2 CUDA devices: the owner process could not set up GPU 1 memory");
-    }
-    cr_assert_eq(m.kind, 'R');
-    cr_assert(fd >= 0, "no file descriptor arrived");
-    gt_require_gpus(2);
+    int fd;
+    pid_t pid;
+    const int sock = it_start_child(ipc_owner, "the owner process", &m, sizeof(m), &fd, &pid);
     gt_use_device(0);
     CUmemGenericAllocationHandle hnd;
     GT_CHECK(tcu.cuMemImportFromShareableHandle(&hnd, (void *)(uintptr_t)fd,
@@ -349,19 +327,13 @@ Test(ipc, another_process_exports_memory_and_tma_pushes_into_it)
     done.seed = 99;
     done.offset = off;
     done.bytes = IPC_BYTES;
-    cr_assert_eq(send_msg(sv[0], &done, -1), 0);
     struct ipc_msg verdict;
-    cr_assert_eq(recv_msg(sv[0], &verdict, NULL), 0, "owner gave no verdict");
-    int status = 0;
-    waitpid(pid, &status, 0);
-    cr_assert_eq(verdict.kind, 'K', "%s", verdict.why);
-    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "owner exit status %d",
-              WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    it_finish_child(sock, pid, &done, &verdict, sizeof(verdict), verdict.why, "the owner process");
     p2pt_finalize(tma);
     tcu.cuStreamDestroy(s);
     gt_free(&src);
     tcu.cuMemUnmap(va, m.size);
     tcu.cuMemAddressFree(va, m.size);
     tcu.cuMemRelease(hnd);
-    close(sv[0]);
+    close(sock);
 }
