@@ -75,6 +75,14 @@
 
 typedef struct p2pt_batch_desc desc_t;
 
+/* A barrier of the copying threads alone (named barrier 1): every entry's
+ * CTA is its P2PT_BATCH_THREADS, but for the marks entry's signalling warp,
+ * which never waits on it. */
+static __device__ __forceinline__ void copiers_sync()
+{
+    asm volatile("bar.sync 1, %0;" ::"n"(P2PT_BATCH_THREADS) : "memory");
+}
+
 /* bench/experiments/batch_trace.cu: with BATCH_TRACE, thread 0 of each CTA
  * writes the global timer at point `at` (0 entry, 1 after the wait for the
  * previous grid, 2 its first block planned, 3 its last tile done) and its
@@ -332,7 +340,7 @@ static __device__ u64 block_scan(u64 x, block_smem &S)
     }
     if (lane == 31)
         S.warp_sum[w] = inc;
-    __syncthreads();
+    copiers_sync();
     u64 before = 0;
     for (u32 i = 0; i < w; i++)
         before += S.warp_sum[i];
@@ -407,7 +415,7 @@ static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 split, u32 
     S.src[t] = src;
     S.bytes[t] = bytes;
     S.begin[t] = block_scan(P2PT_BATCH_TILES(dst, bytes), S);
-    __syncthreads();
+    copiers_sync();
     if (b == pre_block)
         TRACE(2);
     if (FROM == FROM_PARAMS)
@@ -466,7 +474,7 @@ static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 split, u32 
             st_vecs<HALF, HALF>(pd1, pl1, lane, a);
         }
     }
-    __syncthreads(); /* S is refilled by the next block */
+    copiers_sync(); /* S is refilled by the next block */
 }
 
 /*
@@ -668,7 +676,7 @@ static __device__ void write_status(const struct p2pt_batch_dev_params &p, u32 s
         first_bad = 0xffffffffu;
         reasons = 0;
     }
-    __syncthreads();
+    copiers_sync();
     u32 my_skipped = 0, my_first = 0xffffffffu, my_reasons = 0;
     /* STATUS_UNROLL descriptors per thread in flight at once: one CTA reads
      * them all, and a round trip per descriptor would make it the last CTA
@@ -696,7 +704,7 @@ static __device__ void write_status(const struct p2pt_batch_dev_params &p, u32 s
         atomicMin(&first_bad, my_first);
         atomicOr(&reasons, my_reasons);
     }
-    __syncthreads();
+    copiers_sync();
     if (threadIdx.x == 0) {
         struct p2pt_batch_status_record *st = (struct p2pt_batch_status_record *)p.workspace;
         st->count = seen;
@@ -790,26 +798,77 @@ p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
 }
 
 /*
+ * The marks entry's signalling warp: part j's share of its signal once
+ * the copying threads have passed part j (`done`, which their thread 0
+ * raises after their barrier), while they copy the later parts. So the
+ * fence, which waits for the CTA's writes in flight across the link to
+ * land, holds this warp alone, and not the copying warps at the next
+ * part's barriers. Parts found done together share one fence. The
+ * copiers' barrier makes their writes of part j happen before thread 0's
+ * release, which this lane's acquire reads; the fence, cumulative, orders
+ * them before the releases at system scope (signal_share's argument).
+ * Both ends are atomics: compute-sanitizer's racecheck takes a plain
+ * acquire load and release store of shared memory for a race.
+ */
+static __device__ void signal_parts(const struct p2pt_batch_dev_params &p, u32 K, const u32 *done)
+{
+    const unsigned long long unit = P2PT_SIGNAL_UNIT, c = blockIdx.x, G = gridDim.x;
+    const unsigned long long share = (c + 1) * unit / G - c * unit / G;
+    if ((threadIdx.x & 31) != 0)
+        return;
+    for (u32 j = 0; j < K;) {
+        u32 d;
+        for (;;) {
+            asm volatile("atom.acquire.cta.shared.or.b32 %0, [%1], 0;"
+                         : "=r"(d)
+                         : "r"(smem_u32(done))
+                         : "memory");
+            if (d > j)
+                break;
+            __nanosleep(100);
+        }
+        asm volatile("fence.acq_rel.sys;" ::: "memory");
+        for (; j < d; j++)
+            for (u32 s = 0; s < p.n_signals; s++)
+                asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(
+                                 p.signal[s] + (unsigned long long)j * sizeof(struct p2pt_semaphore)),
+                             "l"(share)
+                             : "memory");
+    }
+}
+
+/*
  * A device batch in p.n_marks parts (p2pt_copy_batch_device_marks_async):
  * part j is pieces [j * max_count / K, (j + 1) * max_count / K) of those
  * under the count, which every copy CTA walks as a batch of its own before
  * its share of part j's signal (to semaphore j of each destination's run).
  * No CTA waits for another between parts, so the link does not drain
  * between them, and the parts land about in order: a receiver reads part
- * j while the later ones travel. An entry of its own, one CTA an SM:
- * copy_all inside the loop over the parts needs registers that two CTAs
- * an SM would spill, and the plain batch above keeps its code. A batch
- * across NVLink on a grid narrower than the SMs, of more than one block,
- * comes here too, in one part (n_marks 1), for its equal shares
- * (p.equal_shares): both ways of sharing in one entry need registers
- * that two CTAs an SM would spill.
+ * j while the later ones travel. P2PT_BATCH_MARKS_THREADS: the copying
+ * threads and a warp that signals (signal_parts), so no copying warp
+ * waits for a part's fence. An entry of its own, one CTA an SM: copy_all
+ * inside the loop over the parts needs registers that two CTAs an SM
+ * would spill, and the plain batch above keeps its code. A batch across
+ * NVLink on a grid narrower than the SMs, of more than one block, comes
+ * here too, in one part (n_marks 1), for its equal shares
+ * (p.equal_shares): both ways of sharing in one entry need registers that
+ * two CTAs an SM would spill.
  */
-extern "C" __global__ void __launch_bounds__(P2PT_BATCH_THREADS, 1)
+extern "C" __global__ void __launch_bounds__(P2PT_BATCH_MARKS_THREADS, 1)
 p2pt_batch_copy_marks(const __grid_constant__ struct p2pt_batch_dev_params p)
 {
+    __shared__ u32 done; /* parts the copying threads have passed */
     pdl_launch_dependents();
     pdl_wait();
     const u32 K = p.n_marks > 1 ? p.n_marks : 1;
+    if (threadIdx.x == 0)
+        done = 0;
+    __syncthreads();
+    if (threadIdx.x >= P2PT_BATCH_THREADS) {
+        if (p.n_signals != 0)
+            signal_parts(p, K, &done);
+        return;
+    }
     const u32 seen = *(const volatile u32 *)p.count;
     const u32 n = seen < p.max_count ? seen : p.max_count;
     const bool cta0 = cta0_copies(p, n);
@@ -825,8 +884,13 @@ p2pt_batch_copy_marks(const __grid_constant__ struct p2pt_batch_dev_params p)
             copy_all<FROM_DEVICE>(pieces{p.descs + (u64)lo * sizeof(desc_t), 0, 0, 0}, hi - lo, c,
                                   G, p.equal_shares != 0, &p, 0xffffffffu, desc_t{0, 0, 0});
         }
-        if (p.n_signals != 0)
-            signal_share(p, j);
+        if (p.n_signals != 0) {
+            copiers_sync();
+            if (threadIdx.x == 0)
+                asm volatile("atom.release.cta.shared.exch.b32 _, [%0], %1;" ::"r"(smem_u32(&done)),
+                             "r"(j + 1)
+                             : "memory");
+        }
     }
 }
 

@@ -59,6 +59,9 @@
  * thread when a CTA reads its block of P2PT_BATCH_BLOCK descriptors. */
 #define P2PT_BATCH_THREADS 256
 #define P2PT_BATCH_BLOCK 256
+/* The entry of batches in parts (p2pt_batch_copy_marks) has one warp more,
+ * which signals each part while the others copy the next. */
+#define P2PT_BATCH_MARKS_THREADS (P2PT_BATCH_THREADS + 32)
 /* CTAs per SM the batch kernel is sized for (its launch bounds: 512
  * threads, at most 128 registers each: a lane holds a whole tile's share). */
 #ifndef P2PT_BATCH_CTAS_PER_SM

@@ -309,8 +309,9 @@ p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h, const struct p2pt
     void *params[] = {&dev};
     const int entry =
         marks || dev.equal_shares ? P2PT_BATCH_ENTRY_MARKS : P2PT_BATCH_ENTRY_DEVICE;
-    P2PT_TRY(p2pt__kernel_launch(h, &ls, m->fn[entry], grid, P2PT_BATCH_THREADS, 0, stream,
-                                 params));
+    const unsigned threads =
+        entry == P2PT_BATCH_ENTRY_MARKS ? P2PT_BATCH_MARKS_THREADS : P2PT_BATCH_THREADS;
+    P2PT_TRY(p2pt__kernel_launch(h, &ls, m->fn[entry], grid, threads, 0, stream, params));
     atomic_fetch_add_explicit(&p2pt__tma_counters(h)->batch_launches, 1, memory_order_relaxed);
 out:
     return st;
