@@ -57,9 +57,12 @@ def _batch_of(a):
     batch with no signal (k None) holds a's rows to itself alone, in a
     workspace of its own (it runs beside the other); a signalling one, none
     of them; the runs of slots go in a signalling batch of their own, on the
-    second side stream in a third workspace, into the ranks' slots."""
-    def batch(descs, n, max_count, out, k, ws=None, stream=None, marks=1):
+    second side stream in a third workspace, into the ranks' slots. The
+    own rows' batch goes through the own rows' handle, every other through
+    the step's."""
+    def batch(descs, n, max_count, out, k, ws=None, stream=None, marks=1, hid=None):
         assert int(n[0]) <= max_count <= descs.shape[0] and max_count >= 1  # as the library
+        assert hid is (a._own_hid if k is None else None)
         assert 1 <= marks <= min(max_count, av._MAX_CHUNKS) and (marks == 1 or k is not None)
         slots = ws is a.ws_slots  # the runs of slots, beside the rows
         assert ws is (a.ws_own if k is None else None) or slots
@@ -100,6 +103,7 @@ def _ranks(G, max_rows, monkeypatch):
     for r in range(G):
         a = av.AlltoallV.__new__(av.AlltoallV)
         a.G, a.rank, a.max_rows, a.rb, a.handle = G, r, max_rows, ROW, None
+        a._own_h, a._own_hid = None, object()  # a handle of its own, whatever G
         a._local(torch.device("cpu"))
         a.sems = torch.zeros(a.sems_n, SEMAPHORE_WORDS, dtype=torch.int64)
         a._side, a._side2 = _Stream(), _Stream()
@@ -497,3 +501,9 @@ def test_an_eager_batch_skips_the_dispatcher_and_a_mode_keeps_it(monkeypatch):
     a._batch(a.own_descs, a._n_own[:1], a.max_rows, a.recv, None, a.ws_own, a._side)
     _, _, _, _, ws, signals, stream, _ = enqueued[0]
     assert ws is a.ws_own and signals == [] and stream is a._side  # no signal; its stream
+
+
+def test_own_rows_keep_the_links_grid_at_two_ranks_and_narrow_it_beyond():
+    """The own rows' batches: the step's handle (the link's CTAs) below
+    three ranks, else 32 // G CTAs, at least one."""
+    assert [av._own_ctas(G) for G in (1, 2, 3, 4, 8, 64)] == [None, None, 10, 8, 4, 1]

@@ -101,6 +101,13 @@ def _alltoallv(rank, world, dev):
     a2a.y.copy_(recv)
     back = a2a.combine(dest)
     _check_back(back, x, dest, 0, "eager")
+    # The own rows' batches: on the link's CTAs at two ranks, else through
+    # a handle of their own on 32 // world CTAs.
+    if world >= 3:
+        assert a2a._own_h is not a2a.h
+        assert 1 <= a2a._own_h.properties()["max_grid"] <= 32 // world
+    else:
+        assert a2a._own_h is a2a.h
     # Rounds whose rows and routing change, y a function of each round:
     # a stale slot, from any earlier round, fails.
     # Rounds 2 and 3 come back in 2 and 3 chunks, each copied out by

@@ -16,11 +16,16 @@ combine), with no host sync, so a captured graph replays with new counts
 
 A rank's rows to itself never cross a link: they go in a batch of their
 own on a second stream, beside the peers' batch, and the step waits for
-both. The combine's own rows, the same. The policy holds both batches to
-the link's CTAs, since the handle's windows hold other GPUs' memory and
-a device batch's pieces are known only when it runs: at two ranks the
-own rows take ~68 us of a ~180 us step on those CTAs, beside the peers'
-(bench/results/peer.md 5w).
+both. The combine's own rows, the same. Through the step's handle the
+policy holds both batches to the link's CTAs (its windows hold other
+GPUs' memory, and a device batch's pieces are known only when it runs):
+there a local copy as large as the rows to a peer runs at memory speed
+beside the peers' batch, and slows its NVLink writes (by ~23 us of a
+~500 us combine at four ranks, bench/results/peer.md 5x). So from three
+ranks on they go through a handle of their own on 32 // G CTAs, about
+the pace of the peers' batch (_own_ctas). At two ranks they keep the
+link's 32: the combine's sums wait for them, and on 8 CTAs they made it
+80 us longer.
 
 The combine is the dispatch pushed backwards: each rank puts every row of
 its `y` into the slot (token, rank) of the rank it came from, whose index
@@ -42,7 +47,7 @@ from collections import namedtuple
 import torch
 import torch.distributed as dist
 
-from .._handle import BATCH_SIGNALS_MAX
+from .._handle import BATCH_SIGNALS_MAX, Handle
 from ..torch import _handles
 from ._args import described, positive_int
 from ._share import share
@@ -50,6 +55,14 @@ from ._signals import bump, direct, semaphores, wait
 
 _COUNTS, _ROWS, _BACK, _READY, _CHUNK0 = range(5)  # each rank's semaphores: chunk c's is _CHUNK0 + c
 _MAX_CHUNKS = 16
+_LINK_CTAS = 32  # the peer link's built-in grid (P2P_TRANSPORT_LINK_PEER)
+
+
+def _own_ctas(G):
+    """The grid of a rank's own rows' batches in a group of G ranks: None
+    (the step's handle, the link's CTAs) below three ranks, else 32 // G
+    CTAs (module docstring)."""
+    return None if G < 3 else max(1, _LINK_CTAS // G)
 # A step of T tokens' views (AlltoallV._views): its rows' dst, src and
 # bytes columns in descs, each row's offset in x, each slot, and the counts
 # of the peers' and the own batch.
@@ -130,6 +143,8 @@ class AlltoallV:
         self.rank = dist.get_rank(group)
         self.handle, self.hid = handle, _handles._hid(handle)
         self.h = _handles._get(self.hid)
+        self._own_h = self._own_handle(_own_ctas(self.G))
+        self._own_hid = self._own_h.pointer
         self.device = torch.cuda.current_device()
         self.max_rows, self.rb = int(max_rows), int(row_bytes)
         dev = torch.device("cuda", self.device)
@@ -154,7 +169,26 @@ class AlltoallV:
                   self.slots, self.my_slots, self.own_descs,
                   self.back_split):
             _handles._windows(self.h, self.device, [t.untyped_storage()])
+        if self._own_h is not self.h:
+            _handles._ready(self._own_h, self.device)
+            for t in (self.recv, self.y, self.back, self.own_descs, self.back_split, self.ws_own):
+                _handles._windows(self._own_h, self.device, [t.untyped_storage()])
         dist.barrier(group)  # every semaphore zeroed before any peer signals it
+
+    def _own_handle(self, ctas):
+        """The handle of this rank's own rows' batches: the step's where
+        `ctas` is None, else one of the step's transport and SM budget
+        whose launches take at most `ctas` CTAs (P2P_TRANSPORT_MAX_CTAS)
+        and whose windows hold this GPU's memory alone."""
+        if ctas is None:
+            return self.h
+        props = self.h.properties()
+        if props["max_ctas"] > 0:
+            ctas = min(ctas, props["max_ctas"])
+        options = {"P2P_TRANSPORT_MAX_CTAS": ctas}
+        if props["sm_budget"] >= 0:
+            options["P2P_TRANSPORT_SM_BUDGET"] = props["sm_budget"]
+        return Handle(transport=props["transport"], options=options)
 
     def _local(self, dev):
         """This rank's buffers and constants on `dev` (G, rank, max_rows and
@@ -271,22 +305,24 @@ class AlltoallV:
         self._bk_back = self.back_base[self._bk_s]  # each combine piece's source's back
         self._back_describe()  # a combine before any dispatch: no rows, no bytes
 
-    def _batch(self, descs, n, max_count, out, k, ws=None, stream=None, marks=1):
+    def _batch(self, descs, n, max_count, out, k, ws=None, stream=None, marks=1, hid=None):
         """A device batch of the first n[0] pieces of descs, signalling
         every peer's semaphore k as it ends (k None: no signal), or, with
         `marks` > 1, in that many parts, part j signalling semaphore k + j;
-        on `stream` (None: the current one). Eagerly the operation's body
-        itself, without the dispatcher."""
+        on `stream` (None: the current one); through the handle `hid`
+        (None: the step's). Eagerly the operation's body itself, without
+        the dispatcher."""
         ws = self.ws if ws is None else ws
+        hid = self.hid if hid is None else hid
         if direct(out):
             bump(out, self.sems)
-            _enqueue(self.hid, descs, n, max_count, ws,
+            _enqueue(hid, descs, n, max_count, ws,
                      [] if k is None else self._signal_lists[k], stream, marks)
             return
         with _handles._stream(stream):
             torch.ops.p2pt_dist.batch_signal(descs, n, max_count, ws, out, self.sems,
                                              self._no_signals if k is None else self._signals[k],
-                                             self.hid, marks)
+                                             hid, marks)
 
     def _split_send(self, peers, own, n_peers, n_own, out, k, before_own=None, beside=None,
                     waits=1):
@@ -303,7 +339,8 @@ class AlltoallV:
         if before_own is not None:
             with torch.cuda.stream(self._side):
                 before_own()
-        self._batch(own, n_own, self.max_rows, out, None, self.ws_own, self._side)
+        self._batch(own, n_own, self.max_rows, out, None, self.ws_own, self._side,
+                    hid=self._own_hid)
         if beside is not None:
             with torch.cuda.stream(self._side):
                 beside()
@@ -373,6 +410,8 @@ class AlltoallV:
                              f"rows of {self.rb} bytes (dest's rows) on {self._dev}, "
                              f"not {described(x)}")
         _handles._windows(self.h, self.device, [x.untyped_storage()])
+        if self._own_h is not self.h:
+            _handles._windows(self._own_h, self.device, [x.untyped_storage()])
         main = torch.cuda.current_stream()
         # What the counts do not decide, on the side streams while they
         # travel and the current stream waits for them (behind the count
@@ -583,7 +622,7 @@ class AlltoallV:
         side.wait_stream(main)
         self._batch(self._bk_peers, self._n_back_peers, n_peers, self.back, _CHUNK0, marks=K)
         self._batch(self._bk_own, self._n_own_back, self.max_rows, self.back, None, self.ws_own,
-                    side)
+                    side, hid=self._own_hid)
         with torch.cuda.stream(side):  # each chunk after the own rows and its parts
             for c, (lo, hi) in enumerate(self._chunks(K)):
                 self._wait(_CHUNK0 + c)
