@@ -127,6 +127,12 @@ class AlltoallV:
     `dest` of a combine is the last dispatch's. After `ready()` the peers
     read this rank's `y` until their own next dispatch: write `y` only
     after this rank's next dispatch, as for `back`.
+
+    `handle`: the p2pt handle of the step's batches (None: p2pt.torch's
+    default). From three ranks on, a rank's rows to itself go through a
+    second handle that AlltoallV makes, with the same transport and SM
+    budget and at most 32 // G CTAs (module docstring): its counters, not
+    `handle`'s, count those batches.
     """
 
     MAX_CHUNKS = _MAX_CHUNKS  # combine's parts at most (each has a semaphore of its own)
