@@ -63,6 +63,8 @@ def _own_ctas(G):
     (the step's handle, the link's CTAs) below three ranks, else 32 // G
     CTAs (module docstring)."""
     return None if G < 3 else max(1, _LINK_CTAS // G)
+
+
 # A step of T tokens' views (AlltoallV._views): its rows' dst, src and
 # bytes columns in descs, each row's offset in x, each slot, and the counts
 # of the peers' and the own batch.
