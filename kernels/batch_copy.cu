@@ -734,6 +734,26 @@ static __device__ __forceinline__ void copier(bool cta0, u32 *G, u32 *c)
     *c = blockIdx.x == 0 ? *G - 1 : blockIdx.x - 1;
 }
 
+/* This CTA's share of one signal: P2PT_SIGNAL_UNIT split over the grid so
+ * that the shares add up to exactly one signal whatever its size. */
+static __device__ __forceinline__ unsigned long long cta_share()
+{
+    const unsigned long long unit = P2PT_SIGNAL_UNIT, c = blockIdx.x, G = gridDim.x;
+    return (c + 1) * unit / G - c * unit / G;
+}
+
+/* `share` added, a release at system scope, to semaphore `mark` of each
+ * of the batch's runs (after the caller's fence). */
+static __device__ __forceinline__ void add_share(const struct p2pt_batch_dev_params &p, u32 mark,
+                                                 unsigned long long share)
+{
+    const unsigned long long at = (unsigned long long)mark * sizeof(struct p2pt_semaphore);
+    for (u32 s = 0; s < p.n_signals; s++)
+        asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p.signal[s] + at),
+                     "l"(share)
+                     : "memory");
+}
+
 /*
  * The batch's signals (p2pt_copy_batch_device_signal_async): one signal is
  * 2^32 of a semaphore's value (kernels/signal.cu), and each CTA adds its
@@ -742,22 +762,17 @@ static __device__ __forceinline__ void copier(bool cta0, u32 *G, u32 *c)
  * counter of arrivals to keep between launches. The barrier makes the
  * CTA's writes (its status record, its pieces) happen before thread 0's
  * fence, and the fence, cumulative, orders them before the release at
- * system scope that the waiter's acquire reads. A batch in parts signals
- * part `mark` on the mark-th semaphore of each run.
+ * system scope that the waiter's acquire reads. (A batch in parts
+ * signals from a warp of its own: signal_parts.)
  */
-static __device__ void signal_share(const struct p2pt_batch_dev_params &p, u32 mark)
+static __device__ void signal_share(const struct p2pt_batch_dev_params &p)
 {
-    const unsigned long long unit = P2PT_SIGNAL_UNIT, c = blockIdx.x, G = gridDim.x;
-    const unsigned long long share = (c + 1) * unit / G - c * unit / G;
-    const unsigned long long at = (unsigned long long)mark * sizeof(struct p2pt_semaphore);
+    const unsigned long long share = cta_share();
     __syncthreads();
     if (threadIdx.x != 0)
         return;
     asm volatile("fence.acq_rel.sys;" ::: "memory");
-    for (u32 s = 0; s < p.n_signals; s++)
-        asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p.signal[s] + at),
-                     "l"(share)
-                     : "memory");
+    add_share(p, 0, share);
 }
 
 extern "C" __global__ void __launch_bounds__(P2PT_BATCH_THREADS, P2PT_BATCH_CTAS_PER_SM)
@@ -794,7 +809,7 @@ p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
     TRACE(3);
 #endif
     if (p.n_signals != 0)
-        signal_share(p, 0);
+        signal_share(p);
 }
 
 /*
@@ -812,8 +827,7 @@ p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
  */
 static __device__ void signal_parts(const struct p2pt_batch_dev_params &p, u32 K, const u32 *done)
 {
-    const unsigned long long unit = P2PT_SIGNAL_UNIT, c = blockIdx.x, G = gridDim.x;
-    const unsigned long long share = (c + 1) * unit / G - c * unit / G;
+    const unsigned long long share = cta_share();
     if ((threadIdx.x & 31) != 0)
         return;
     for (u32 j = 0; j < K;) {
@@ -829,11 +843,7 @@ static __device__ void signal_parts(const struct p2pt_batch_dev_params &p, u32 K
         }
         asm volatile("fence.acq_rel.sys;" ::: "memory");
         for (; j < d; j++)
-            for (u32 s = 0; s < p.n_signals; s++)
-                asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(
-                                 p.signal[s] + (unsigned long long)j * sizeof(struct p2pt_semaphore)),
-                             "l"(share)
-                             : "memory");
+            add_share(p, j, share);
     }
 }
 
