@@ -83,6 +83,35 @@ static __device__ __forceinline__ void copiers_sync()
     asm volatile("bar.sync 1, %0;" ::"n"(P2PT_BATCH_THREADS) : "memory");
 }
 
+/* The marks entry: the parts whose fence the signalling warp has completed
+ * (signal_parts). */
+__shared__ u32 fenced_parts;
+
+/* Each copying warp waits until parts 0 .. gate - 1 are fenced (gate 0:
+ * no wait), before its first store of part `gate`: a fence at system scope
+ * waits for the SM's stores still in flight, the later ones too, so stores
+ * issued during it hold it until they land, and with them the part's
+ * signal (at two ranks the first part's came at the batch's end,
+ * bench/results/peer.md 5y). Performance only: ordering needs no gate. */
+static __device__ __forceinline__ void wait_fenced(u32 gate)
+{
+    if (gate == 0)
+        return;
+    if ((threadIdx.x & 31) == 0) {
+        for (;;) {
+            u32 f;
+            asm volatile("atom.acquire.cta.shared.or.b32 %0, [%1], 0;"
+                         : "=r"(f)
+                         : "r"(smem_u32(&fenced_parts))
+                         : "memory");
+            if (f >= gate)
+                break;
+            __nanosleep(32);
+        }
+    }
+    __syncwarp();
+}
+
 /* bench/experiments/batch_trace.cu: with BATCH_TRACE, thread 0 of each CTA
  * writes the global timer at point `at` (0 entry, 1 after the wait for the
  * previous grid, 2 its first block planned, 3 its last tile done) and its
@@ -397,7 +426,7 @@ static __device__ __forceinline__ desc_t piece_at(const pieces &P, u32 i)
 template <int FROM>
 static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 split, u32 splits, u64 u0,
                                   u64 u1, u32 per, const struct p2pt_batch_dev_params *p,
-                                  block_smem &S, u32 pre_block, const desc_t &pre)
+                                  block_smem &S, u32 pre_block, const desc_t &pre, u32 gate)
 {
     const u32 t = threadIdx.x, lane = t & 31, w = t >> 5;
     const u32 first = b * P2PT_BATCH_BLOCK;
@@ -420,6 +449,7 @@ static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 split, u32 
         TRACE(2);
     if (FROM == FROM_PARAMS)
         pdl_wait();
+    wait_fenced(gate);
     const u64 total = S.begin[P2PT_BATCH_BLOCK];
     /* This CTA's tiles of the block: all of them (per == 0), or the share
      * [u0, u1) of the block's nb * per units (copy_all), which cuts the
@@ -534,7 +564,7 @@ static __device__ __forceinline__ u32 first_block(u32 c, u32 G, u32 blocks)
 template <int FROM>
 static __device__ void copy_all(const pieces &P, u32 n, u32 c, u32 G, bool shares,
                                 const struct p2pt_batch_dev_params *p, u32 pre_block,
-                                const desc_t &pre)
+                                const desc_t &pre, u32 gate = 0)
 {
     __shared__ block_smem S;
     const u32 blocks = (n + P2PT_BATCH_BLOCK - 1) / P2PT_BATCH_BLOCK;
@@ -562,7 +592,8 @@ static __device__ void copy_all(const pieces &P, u32 n, u32 c, u32 G, bool share
             split = c / rest;
             splits = (G - 1 - k) / rest + 1;
         }
-        copy_block<FROM>(P, n, b, split, splits, u0, u1, shares ? G : 0, p, S, pre_block, pre);
+        copy_block<FROM>(P, n, b, split, splits, u0, u1, shares ? G : 0, p, S, pre_block, pre,
+                         r == 0 ? gate : 0);
     }
 }
 
@@ -742,14 +773,16 @@ static __device__ __forceinline__ unsigned long long cta_share()
     return (c + 1) * unit / G - c * unit / G;
 }
 
-/* `share` added, a release at system scope, to semaphore `mark` of each
- * of the batch's runs (after the caller's fence). */
+/* `share` added to semaphore `mark` of each of the batch's runs. After the
+ * caller's fence.acq_rel.sys a relaxed atomic at system scope is a release
+ * (the PTX memory model's release pattern); red.release.sys would issue a
+ * fence of its own for each run. */
 static __device__ __forceinline__ void add_share(const struct p2pt_batch_dev_params &p, u32 mark,
                                                  unsigned long long share)
 {
     const unsigned long long at = (unsigned long long)mark * sizeof(struct p2pt_semaphore);
     for (u32 s = 0; s < p.n_signals; s++)
-        asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p.signal[s] + at),
+        asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(p.signal[s] + at),
                      "l"(share)
                      : "memory");
 }
@@ -815,10 +848,12 @@ p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
 /*
  * The marks entry's signalling warp: part j's share of its signal once
  * the copying threads have passed part j (`done`, which their thread 0
- * raises after their barrier), while they copy the later parts. So the
- * fence, which waits for the CTA's writes in flight across the link to
- * land, holds this warp alone, and not the copying warps at the next
- * part's barriers. Parts found done together share one fence. The
+ * raises after their barrier), while they read the next part's
+ * descriptors. So the fence, which waits for the SM's writes in flight
+ * across the link to land, holds this warp alone, and the copying warps
+ * store again once it has completed (`fenced_parts`, wait_fenced), so
+ * that their new stores do not hold it. Parts found done together share
+ * one fence. The
  * copiers' barrier makes their writes of part j happen before thread 0's
  * release, which this lane's acquire reads; the fence, cumulative, orders
  * them before the releases at system scope (signal_share's argument).
@@ -842,6 +877,10 @@ static __device__ void signal_parts(const struct p2pt_batch_dev_params &p, u32 K
             __nanosleep(100);
         }
         asm volatile("fence.acq_rel.sys;" ::: "memory");
+        asm volatile("atom.release.cta.shared.exch.b32 _, [%0], %1;" ::"r"(
+                         smem_u32(&fenced_parts)),
+                     "r"(d)
+                     : "memory");
         for (; j < d; j++)
             add_share(p, j, share);
     }
@@ -852,11 +891,12 @@ static __device__ void signal_parts(const struct p2pt_batch_dev_params &p, u32 K
  * part j is pieces [j * max_count / K, (j + 1) * max_count / K) of those
  * under the count, which every copy CTA walks as a batch of its own before
  * its share of part j's signal (to semaphore j of each destination's run).
- * No CTA waits for another between parts, so the link does not drain
- * between them, and the parts land about in order: a receiver reads part
- * j while the later ones travel. P2PT_BATCH_MARKS_THREADS: the copying
- * threads and a warp that signals (signal_parts), so no copying warp
- * waits for a part's fence. An entry of its own, one CTA an SM: copy_all
+ * No CTA waits for another between parts, and the parts land about in
+ * order: a receiver reads part j while the later ones travel.
+ * P2PT_BATCH_MARKS_THREADS: the copying threads and a warp that signals
+ * (signal_parts), so the copying warps read part j + 1's descriptors
+ * while part j's fence completes, and wait for it only before they store
+ * (wait_fenced). An entry of its own, one CTA an SM: copy_all
  * inside the loop over the parts needs registers that two CTAs an SM
  * would spill, and the plain batch above keeps its code. A batch across
  * NVLink on a grid narrower than the SMs, of more than one block, comes
@@ -871,8 +911,10 @@ p2pt_batch_copy_marks(const __grid_constant__ struct p2pt_batch_dev_params p)
     pdl_launch_dependents();
     pdl_wait();
     const u32 K = p.n_marks > 1 ? p.n_marks : 1;
-    if (threadIdx.x == 0)
+    if (threadIdx.x == 0) {
         done = 0;
+        fenced_parts = 0;
+    }
     __syncthreads();
     if (threadIdx.x >= P2PT_BATCH_THREADS) {
         if (p.n_signals != 0)
@@ -892,7 +934,8 @@ p2pt_batch_copy_marks(const __grid_constant__ struct p2pt_batch_dev_params p)
         const u32 hi = end < n ? end : n;
         if ((blockIdx.x != 0 || cta0) && lo < hi) {
             copy_all<FROM_DEVICE>(pieces{p.descs + (u64)lo * sizeof(desc_t), 0, 0, 0}, hi - lo, c,
-                                  G, p.equal_shares != 0, &p, 0xffffffffu, desc_t{0, 0, 0});
+                                  G, p.equal_shares != 0, &p, 0xffffffffu, desc_t{0, 0, 0},
+                                  p.n_signals != 0 ? j : 0);
         }
         if (p.n_signals != 0) {
             copiers_sync();
