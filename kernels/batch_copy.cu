@@ -83,6 +83,26 @@ static __device__ __forceinline__ void copiers_sync()
     asm volatile("bar.sync 1, %0;" ::"n"(P2PT_BATCH_THREADS) : "memory");
 }
 
+/* The marks entry's counts in shared memory between its copying warps and
+ * its signalling warp, read and raised by atomics at CTA scope:
+ * compute-sanitizer's racecheck takes a plain acquire load and release
+ * store of shared memory for a race. */
+static __device__ __forceinline__ u32 smem_acquire(const u32 *x)
+{
+    u32 v;
+    asm volatile("atom.acquire.cta.shared.or.b32 %0, [%1], 0;"
+                 : "=r"(v)
+                 : "r"(smem_u32(x))
+                 : "memory");
+    return v;
+}
+
+static __device__ __forceinline__ void smem_release(u32 *x, u32 v)
+{
+    asm volatile("atom.release.cta.shared.exch.b32 _, [%0], %1;" ::"r"(smem_u32(x)), "r"(v)
+                 : "memory");
+}
+
 /* The marks entry: the parts whose fence the signalling warp has completed
  * (signal_parts). */
 __shared__ u32 fenced_parts;
@@ -91,24 +111,16 @@ __shared__ u32 fenced_parts;
  * no wait), before its first store of part `gate`: a fence at system scope
  * waits for the SM's stores still in flight, the later ones too, so stores
  * issued during it hold it until they land, and with them the part's
- * signal (at two ranks the first part's came at the batch's end,
- * bench/results/peer.md 5y). Performance only: ordering needs no gate. */
+ * signal (at two ranks the first of 8 parts' came 93-196 us into a batch
+ * of ~190, bench/results/peer.md 5y). Performance only: ordering needs no
+ * gate. */
 static __device__ __forceinline__ void wait_fenced(u32 gate)
 {
     if (gate == 0)
         return;
-    if ((threadIdx.x & 31) == 0) {
-        for (;;) {
-            u32 f;
-            asm volatile("atom.acquire.cta.shared.or.b32 %0, [%1], 0;"
-                         : "=r"(f)
-                         : "r"(smem_u32(&fenced_parts))
-                         : "memory");
-            if (f >= gate)
-                break;
+    if ((threadIdx.x & 31) == 0)
+        while (smem_acquire(&fenced_parts) < gate)
             __nanosleep(32);
-        }
-    }
     __syncwarp();
 }
 
@@ -857,8 +869,6 @@ p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
  * copiers' barrier makes their writes of part j happen before thread 0's
  * release, which this lane's acquire reads; the fence, cumulative, orders
  * them before the releases at system scope (signal_share's argument).
- * Both ends are atomics: compute-sanitizer's racecheck takes a plain
- * acquire load and release store of shared memory for a race.
  */
 static __device__ void signal_parts(const struct p2pt_batch_dev_params &p, u32 K, const u32 *done)
 {
@@ -867,20 +877,10 @@ static __device__ void signal_parts(const struct p2pt_batch_dev_params &p, u32 K
         return;
     for (u32 j = 0; j < K;) {
         u32 d;
-        for (;;) {
-            asm volatile("atom.acquire.cta.shared.or.b32 %0, [%1], 0;"
-                         : "=r"(d)
-                         : "r"(smem_u32(done))
-                         : "memory");
-            if (d > j)
-                break;
+        while ((d = smem_acquire(done)) <= j)
             __nanosleep(100);
-        }
         asm volatile("fence.acq_rel.sys;" ::: "memory");
-        asm volatile("atom.release.cta.shared.exch.b32 _, [%0], %1;" ::"r"(
-                         smem_u32(&fenced_parts)),
-                     "r"(d)
-                     : "memory");
+        smem_release(&fenced_parts, d);
         for (; j < d; j++)
             add_share(p, j, share);
     }
@@ -940,9 +940,7 @@ p2pt_batch_copy_marks(const __grid_constant__ struct p2pt_batch_dev_params p)
         if (p.n_signals != 0) {
             copiers_sync();
             if (threadIdx.x == 0)
-                asm volatile("atom.release.cta.shared.exch.b32 _, [%0], %1;" ::"r"(smem_u32(&done)),
-                             "r"(j + 1)
-                             : "memory");
+                smem_release(&done, j + 1);
         }
     }
 }
