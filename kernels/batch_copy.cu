@@ -103,6 +103,18 @@ static __device__ __forceinline__ void smem_release(u32 *x, u32 v)
                  : "memory");
 }
 
+/* Spins until *x is at least v, a nap of `ns` between reads, and returns
+ * what it read: the copying warps' wait for a fence and the signalling
+ * warp's wait for a part (wait_fenced, signal_parts). */
+template <unsigned ns>
+static __device__ __forceinline__ u32 smem_wait_at_least(const u32 *x, u32 v)
+{
+    u32 d;
+    while ((d = smem_acquire(x)) < v)
+        __nanosleep(ns);
+    return d;
+}
+
 /* The marks entry: the parts whose fence the signalling warp has completed
  * (signal_parts). */
 __shared__ u32 fenced_parts;
@@ -119,8 +131,7 @@ static __device__ __forceinline__ void wait_fenced(u32 gate)
     if (gate == 0)
         return;
     if ((threadIdx.x & 31) == 0)
-        while (smem_acquire(&fenced_parts) < gate)
-            __nanosleep(32);
+        smem_wait_at_least<32>(&fenced_parts, gate);
     __syncwarp();
 }
 
@@ -876,9 +887,7 @@ static __device__ void signal_parts(const struct p2pt_batch_dev_params &p, u32 K
     if ((threadIdx.x & 31) != 0)
         return;
     for (u32 j = 0; j < K;) {
-        u32 d;
-        while ((d = smem_acquire(done)) <= j)
-            __nanosleep(100);
+        const u32 d = smem_wait_at_least<100>(done, j + 1);
         asm volatile("fence.acq_rel.sys;" ::: "memory");
         smem_release(&fenced_parts, d);
         for (; j < d; j++)
