@@ -196,30 +196,34 @@ bool bench_nccl_group_end(struct bench_nccl *n)
     return true;
 }
 
-bool bench_nccl_send(struct bench_nccl *n, int rank, CUdeviceptr buf, size_t bytes, int peer,
-                     CUstream s)
+/* ncclSend or ncclRecv of `bytes` between `rank` and `peer`, named in the
+ * error with both ranks. */
+static bool p2p_call(struct bench_nccl *n, bool send, int rank, CUdeviceptr buf, size_t bytes,
+                     int peer, CUstream s)
 {
-    nccl_result r = nccl_send(bench_dptr(buf), bytes, NCCL_INT8, peer, n->comm[rank], s);
+    void *p = bench_dptr(buf);
+    nccl_result r = send ? nccl_send(p, bytes, NCCL_INT8, peer, n->comm[rank], s)
+                         : nccl_recv(p, bytes, NCCL_INT8, peer, n->comm[rank], s);
     if (r != 0) {
         char call[64];
-        snprintf(call, sizeof(call), "ncclSend (rank %d to %d)", rank, peer);
+        snprintf(call, sizeof(call), send ? "ncclSend (rank %d to %d)" : "ncclRecv (rank %d from %d)",
+                 rank, peer);
         nccl_fail(r, call, n->comm[rank]);
         return false;
     }
     return true;
 }
 
+bool bench_nccl_send(struct bench_nccl *n, int rank, CUdeviceptr buf, size_t bytes, int peer,
+                     CUstream s)
+{
+    return p2p_call(n, true, rank, buf, bytes, peer, s);
+}
+
 bool bench_nccl_recv(struct bench_nccl *n, int rank, CUdeviceptr buf, size_t bytes, int peer,
                      CUstream s)
 {
-    nccl_result r = nccl_recv(bench_dptr(buf), bytes, NCCL_INT8, peer, n->comm[rank], s);
-    if (r != 0) {
-        char call[64];
-        snprintf(call, sizeof(call), "ncclRecv (rank %d from %d)", rank, peer);
-        nccl_fail(r, call, n->comm[rank]);
-        return false;
-    }
-    return true;
+    return p2p_call(n, false, rank, buf, bytes, peer, s);
 }
 
 bool bench_nccl_healthy(struct bench_nccl *n)
