@@ -32,15 +32,15 @@
 /* ------------------------------------------------------------- batches */
 
 /*
- * The batch kernel (batch_copy.cu) cuts every piece into tiles: tile k of a
- * piece is up to P2PT_BATCH_TILE bytes of its 16-byte aligned destination
- * body, one warp's work (32 lanes x P2PT_BATCH_TILE / 512 vectors of 16
- * bytes, every load in flight before the first store). The tile size and
- * the CTAs per SM were chosen among the variants of
+ * The batch kernel (batch_copy.cu, batch_tiles.cuh) cuts every piece into
+ * tiles: tile k of a piece is up to P2PT_BATCH_TILE bytes of its 16-byte
+ * aligned destination body, one warp's work (32 lanes x P2PT_BATCH_TILE /
+ * 512 vectors of 16 bytes, every load in flight before the first store). The
+ * tile size and the CTAs per SM were chosen among the variants of
  * bench/experiments/batch_variants.cu (bench/RESULTS.md). Tile 0 also moves
- * the unaligned destination head bytes (< 16) and the last tile the tail;
- * a piece too small for a body is one tile of head bytes. The same macros
- * size a batch on the host (src/plans/batch_plan.c) and in the kernel.
+ * the unaligned destination head bytes (< 16) and the last tile the tail; a
+ * piece too small for a body is one tile of head bytes. The same macros size
+ * a batch on the host (src/plans/batch_plan.c) and in the kernel.
  */
 #ifndef P2PT_BATCH_TILE /* bench/experiments/batch_variants.cu tries others */
 #define P2PT_BATCH_TILE 8192u

@@ -71,8 +71,8 @@ Test(jit, embedded_source_is_the_kernel_file)
  * every kernel a transport describes is one of its rows. */
 Test(jit, the_generated_source_table_is_every_file_of_kernels)
 {
-    static const char *const files[] = {"batch_copy.cu", "p2pt_kernel_abi.h", "stream_copy.cu",
-                                        "tma_copy.cu", "tma_ptx.cuh"};
+    static const char *const files[] = {"batch_copy.cu", "batch_tiles.cuh", "p2pt_kernel_abi.h",
+                                        "stream_copy.cu", "tma_copy.cu", "tma_ptx.cuh"};
     int rows = 0;
     while (p2pt__kernel_sources[rows].file != NULL)
         rows++;
@@ -121,8 +121,8 @@ Test(jit, every_kernel_of_every_transport_compiles_for_sm90_with_its_entry_point
  * (jit.c's options), with ptxas reporting each entry's resources. */
 static char *ptxas_report(const struct p2pt_kernel *kn)
 {
-    static const char *const names[] = {"p2pt_kernel_abi.h", "tma_ptx.cuh"};
-    const char *const texts[] = {p2pt__p2pt_kernel_abi_source, p2pt__tma_ptx_source};
+    const char *const *names, *const *texts;
+    const int n_headers = p2pt__jit_headers(&names, &texts);
     const char *opts[12] = {"--gpu-architecture=sm_90", "--std=c++17", "--ptxas-options=-v"};
     int n = 3;
     for (int i = 0; kn->defines[i] != NULL && n < 11; i++)
@@ -130,13 +130,14 @@ static char *ptxas_report(const struct p2pt_kernel *kn)
     opts[n++] = "-minimal";
     nvrtcProgram prog = NULL;
     cr_assert_eq(
-        p2pt__nv.nvrtcCreateProgram(&prog, kn->source, "p2pt_kernel.cu", 2, texts, names),
+        p2pt__nv.nvrtcCreateProgram(&prog, kn->source, "p2pt_kernel.cu", n_headers, texts,
+                                    names),
         NVRTC_SUCCESS);
     nvrtcResult r = p2pt__nv.nvrtcCompileProgram(prog, n, opts);
     if (r == NVRTC_ERROR_INVALID_OPTION) { /* an NVRTC before -minimal, as in jit.c */
         p2pt__nv.nvrtcDestroyProgram(&prog);
-        cr_assert_eq(p2pt__nv.nvrtcCreateProgram(&prog, kn->source, "p2pt_kernel.cu", 2, texts,
-                                                 names),
+        cr_assert_eq(p2pt__nv.nvrtcCreateProgram(&prog, kn->source, "p2pt_kernel.cu", n_headers,
+                                                 texts, names),
                      NVRTC_SUCCESS);
         r = p2pt__nv.nvrtcCompileProgram(prog, n - 1, opts);
     }

@@ -244,7 +244,7 @@ static size_t pushes(struct pools *p, p2pt_copy_desc *d, size_t n, bool local)
 
 /* Over the fake driver, which records each device batch's launch: its
  * entry, and whether its CTAs take equal shares of the pieces (a batch
- * across NVLink on a narrow grid: kernels/batch_copy.cu, copy_all). */
+ * across NVLink on a narrow grid: kernels/batch_tiles.cuh, copy_all). */
 static void expect_last_launch(const char *entry, unsigned equal_shares)
 {
     if (!gt_on_fake_driver())

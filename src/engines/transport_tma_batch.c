@@ -300,7 +300,7 @@ p2pt_status p2pt__tma_copy_batch_device(struct p2pt_handle *h, const struct p2pt
      * grid keeps whole descriptor blocks (a share crossing a block's end
      * costs a round trip more: 1024 x 14 KiB 15 % slower), and so do narrow
      * grids on one GPU or toward the host, not measured with shares
-     * (kernels/batch_copy.cu, bench/results/peer.md 5u). So does a batch
+     * (kernels/batch_tiles.cuh, copy_all; bench/results/peer.md 5u). So does a batch
      * of one block at most (a count exchange's few pieces): its CTAs share
      * that block's tiles either way, and the plain entry reads its
      * descriptors beside the count (bench/results/peer.md 5v). */

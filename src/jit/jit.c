@@ -113,11 +113,20 @@ static void log_excerpt(const char *log, char *out, size_t len)
 }
 
 /* The headers every kernel sees, handed to NVRTC in memory: the constants
- * the host shares with the kernels, and the PTX helpers. Their text is part
- * of every cubin's cache key (cubin_locked), in this order. */
-static const char *const header_names[] = {"p2pt_kernel_abi.h", "tma_ptx.cuh"};
-static const char *const header_texts[] = {p2pt__p2pt_kernel_abi_source, p2pt__tma_ptx_source};
+ * the host shares with the kernels, the PTX helpers, and the batch kernel's
+ * tiles. Their text is part of every cubin's cache key (cubin_locked), in
+ * this order. */
+static const char *const header_names[] = {"p2pt_kernel_abi.h", "tma_ptx.cuh", "batch_tiles.cuh"};
+static const char *const header_texts[] = {p2pt__p2pt_kernel_abi_source, p2pt__tma_ptx_source,
+                                           p2pt__batch_tiles_source};
 #define N_HEADERS ((int)P2PT_ARRAY_LEN(header_names))
+
+int p2pt__jit_headers(const char *const **names, const char *const **texts)
+{
+    *names = header_names;
+    *texts = header_texts;
+    return N_HEADERS;
+}
 
 /* The options every kernel is compiled with, besides the architecture and
  * its own defines, and the text of them that goes into the cache key. */

@@ -7,8 +7,9 @@
  * own code: its source file (embedded at build time), its entry points, the
  * lowest compute capability it runs on, and the `-D` defines it is built
  * with. Every kernel also sees kernels/p2pt_kernel_abi.h,
- * the constants and layouts the host code uses too, and kernels/tma_ptx.cuh,
- * the PTX helpers. NVRTC runs once per
+ * the constants and layouts the host code uses too, kernels/tma_ptx.cuh,
+ * the PTX helpers, and kernels/batch_tiles.cuh, the batch kernel's tiles
+ * (p2pt__jit_headers). NVRTC runs once per
  * process, kernel and architecture; cubins are cached on disk per (kernel,
  * architecture, options); modules are loaded once per context.
  */
@@ -57,6 +58,9 @@ P2PT_INTERNAL p2pt_status p2pt__jit_compile(const char *source, const char *cons
                                             int arch, const char *nvrtc_path, void **cubin,
                                             size_t *cubin_size);
 /* PTX for compute_<arch> (malloc'd, NUL-terminated), for build checks. */
+/* The headers handed to NVRTC with every kernel, by name and text, as
+ * NVRTC takes them: returns how many. */
+P2PT_INTERNAL int p2pt__jit_headers(const char *const **names, const char *const **texts);
 P2PT_INTERNAL p2pt_status p2pt__jit_compile_ptx(const char *source,
                                                 const char *const *defines, int arch,
                                                 const char *nvrtc_path, char **ptx);
