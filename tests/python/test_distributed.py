@@ -8,7 +8,9 @@ rows change; the same captured in a CUDA graph and replayed with new
 routing; the same with the sum of a rank's counts held back on its
 stream; a tensor of PyTorch's symmetric memory
 shared as PyTorch mapped it (skipped where PyTorch cannot make one); the
-AlltoallV of a group of one. Skips below two GPUs."""
+AlltoallV of a group of one; a rank whose tensor to share, or whose
+AlltoallV sizes, differ from its peers' (a ValueError on every rank,
+and the group still shares). Skips below two GPUs."""
 import os
 import tempfile
 
@@ -247,3 +249,58 @@ def test_a_symmetric_memory_tensor_is_shared_as_pytorch_mapped_it():
     if all(s.startswith("unavailable") for s in said):
         pytest.skip(f"PyTorch's symmetric memory: {said[0]}")
     assert said == ["ok"] * WORLD, said
+
+
+def _mismatch_worker(rank, world, path, out):
+    """Every rank but the last shares a tensor of one shape, the last one
+    of another; then every rank makes an AlltoallV, the last with another
+    max_rows. Writes `out`.rank with what each call raised, one a line;
+    then shares a tensor of one shape on every rank, to show the group
+    still works."""
+    import p2pt.distributed as pd
+    import p2pt.torch as pt
+    _init(rank, world, path)
+    dev = torch.device("cuda", rank)
+    said = []
+    n = 4096 if rank < world - 1 else 2048
+    try:
+        pd.share(torch.zeros(n, dtype=torch.uint8, device=dev))
+        said.append("no error")
+    except ValueError as e:
+        said.append(str(e))
+    try:
+        pd.AlltoallV(64 if rank < world - 1 else 32, 16)
+        said.append("no error")
+    except ValueError as e:
+        said.append(str(e))
+    mine = torch.full((16,), rank, dtype=torch.uint8, device=dev)
+    torch.cuda.synchronize()
+    peers = pd.share(mine)
+    got = torch.empty(len(peers), 16, dtype=torch.uint8, device=dev)
+    for r, p in enumerate(peers):
+        pt.copy_(got[r], p)  # a get from each peer
+    said.append(" ".join(str(int(v)) for v in got[:, 0].tolist()))
+    with open(f"{out}.{rank}", "w") as f:
+        f.write("\n".join(said))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def test_a_rank_with_another_shape_or_size_gets_a_clear_error_on_every_rank():
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "result")
+        mp.spawn(_mismatch_worker, args=(WORLD, os.path.join(d, "rendezvous"), out),
+                 nprocs=WORLD, join=True)
+        said = [open(f"{out}.{r}").read().split("\n") for r in range(WORLD)]
+    last = WORLD - 1
+    for r, (share_err, a2a_err, peers) in enumerate(said):
+        assert share_err.startswith("p2pt.distributed.share: every rank passes a tensor of one "
+                                    "shape and dtype"), share_err
+        other = f"rank {last} passed [2048] torch.uint8" if r < last else \
+            "rank 0 passed [4096] torch.uint8"
+        assert other in share_err and f"rank {r} (this one)" in share_err, share_err
+        assert a2a_err.startswith("p2pt.distributed.AlltoallV: every rank gives the same "
+                                  "max_rows and row_bytes"), a2a_err
+        other = f"rank {last} gave 32 and 16" if r < last else "rank 0 gave 64 and 16"
+        assert other in a2a_err, a2a_err
+        assert peers == " ".join(str(p) for p in range(WORLD)), peers

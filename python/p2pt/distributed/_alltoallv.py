@@ -109,8 +109,9 @@ def _(descs, count, max_count, workspace, out, sems, signals, hid, marks):
 class AlltoallV:
     """Rows of `row_bytes` bytes from every rank to every rank of `group`,
     at most `max_rows` from one rank to another a step. Collective to make
-    (every rank calls it): it allocates and shares the receive buffers, the
-    count matrix and the semaphores. Then each step:
+    (every rank calls it, with the same max_rows and row_bytes, else a
+    ValueError on every rank names both): it allocates and shares the
+    receive buffers, the count matrix and the semaphores. Then each step:
 
         recv, counts = a2a.dispatch(x, dest)   # x: [T, row_bytes] view, dest: [T, G] bool
         ...                                    # write what goes back into a2a.y
@@ -149,6 +150,13 @@ class AlltoallV:
                              f"signals at most {BATCH_SIGNALS_MAX} peers, so at most "
                              f"{BATCH_SIGNALS_MAX + 1} ranks")
         self.rank = dist.get_rank(group)
+        sizes = [None] * self.G
+        dist.all_gather_object(sizes, (max_rows, row_bytes), group=group)
+        for r, z in enumerate(sizes):
+            if z != (max_rows, row_bytes):
+                raise ValueError(f"p2pt.distributed.AlltoallV: every rank gives the same "
+                                 f"max_rows and row_bytes; rank {r} gave {z[0]} and {z[1]}, "
+                                 f"rank {self.rank} (this one) {max_rows} and {row_bytes}")
         self.handle, self.hid = handle, _handles._hid(handle)
         self.h = _handles._get(self.hid)
         self._own_h = self._own_handle(_own_ctas(self.G))

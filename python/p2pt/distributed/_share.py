@@ -57,8 +57,10 @@ def share(tensor, group=None, *, handle=None):
     contiguous CUDA tensor of this rank's device), as a list indexed by
     rank: this rank's own tensor, and a view of each peer's memory mapped
     for this device, in which p2pt's copies, batches and signals put and
-    get. Collective: every rank of `group` calls it. The peers' memory
-    stays mapped while a returned tensor over it lives."""
+    get. Collective: every rank of `group` calls it; a rank whose tensor
+    has another shape or dtype than a peer's gets a ValueError on every
+    rank, naming both. The peers' memory stays mapped while a returned
+    tensor over it lives."""
     if not isinstance(tensor, torch.Tensor) or not tensor.is_cuda or not tensor.is_contiguous():
         raise ValueError(f"p2pt.distributed.share: expected a contiguous CUDA tensor, "
                          f"not {described(tensor)}")
@@ -70,14 +72,24 @@ def share(tensor, group=None, *, handle=None):
         for t in peers:
             _handles._windows(h, device, [t.untyped_storage()])
         return peers
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    # Every rank's shape and dtype first, so that a rank that passed
+    # another raises on every rank, before anything is exported.
+    kind = (tuple(tensor.shape), str(tensor.dtype))
+    kinds = [None] * world
+    dist.all_gather_object(kinds, kind, group=group)
+    for r, k in enumerate(kinds):
+        if k != kind:
+            raise ValueError(f"p2pt.distributed.share: every rank passes a tensor of one shape "
+                             f"and dtype; rank {r} passed {list(k[0])} {k[1]}, rank {rank} "
+                             f"(this one) {list(kind[0])} {kind[1]}")
     s = tensor.untyped_storage()
     # The whole storage crosses (a view may start inside it), with the
     # tensor's offset in it.
     blobs = h.share_export(s.data_ptr(), s.nbytes())
     mine = (blobs, tensor.data_ptr() - s.data_ptr(), tensor.nbytes)
-    every = [None] * dist.get_world_size(group)
+    every = [None] * world
     dist.all_gather_object(every, mine, group=group)
-    rank = dist.get_rank(group)
     out = []
     for r, (peer_blobs, offset, nbytes) in enumerate(every):
         if r == rank:
