@@ -240,12 +240,18 @@ def _symmetric_worker(rank, world, path, out):
     dist.destroy_process_group()
 
 
-def test_a_symmetric_memory_tensor_is_shared_as_pytorch_mapped_it():
+def _spawn_said(worker):
+    """worker(rank, WORLD, rendezvous, out) on every rank; what each rank
+    wrote to `out`.rank."""
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "result")
-        mp.spawn(_symmetric_worker, args=(WORLD, os.path.join(d, "rendezvous"), out),
-                 nprocs=WORLD, join=True)
-        said = [open(f"{out}.{r}").read() for r in range(WORLD)]
+        mp.spawn(worker, args=(WORLD, os.path.join(d, "rendezvous"), out), nprocs=WORLD,
+                 join=True)
+        return [open(f"{out}.{r}").read() for r in range(WORLD)]
+
+
+def test_a_symmetric_memory_tensor_is_shared_as_pytorch_mapped_it():
+    said = _spawn_said(_symmetric_worker)
     if all(s.startswith("unavailable") for s in said):
         pytest.skip(f"PyTorch's symmetric memory: {said[0]}")
     assert said == ["ok"] * WORLD, said
@@ -287,11 +293,7 @@ def _mismatch_worker(rank, world, path, out):
 
 
 def test_a_rank_with_another_shape_or_size_gets_a_clear_error_on_every_rank():
-    with tempfile.TemporaryDirectory() as d:
-        out = os.path.join(d, "result")
-        mp.spawn(_mismatch_worker, args=(WORLD, os.path.join(d, "rendezvous"), out),
-                 nprocs=WORLD, join=True)
-        said = [open(f"{out}.{r}").read().split("\n") for r in range(WORLD)]
+    said = [s.split("\n") for s in _spawn_said(_mismatch_worker)]
     last = WORLD - 1
     for r, (share_err, a2a_err, peers) in enumerate(said):
         assert share_err.startswith("p2pt.distributed.share: every rank passes a tensor of one "

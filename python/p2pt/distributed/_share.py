@@ -59,8 +59,10 @@ def share(tensor, group=None, *, handle=None):
     for this device, in which p2pt's copies, batches and signals put and
     get. Collective: every rank of `group` calls it; a rank whose tensor
     has another shape or dtype than a peer's gets a ValueError on every
-    rank, naming both. The peers' memory stays mapped while a returned
-    tensor over it lives."""
+    rank, naming both. A tensor of PyTorch's symmetric memory is shared
+    through PyTorch's rendezvous, which waits for every rank: pass one on
+    every rank or on none. The peers' memory stays mapped while a
+    returned tensor over it lives."""
     if not isinstance(tensor, torch.Tensor) or not tensor.is_cuda or not tensor.is_contiguous():
         raise ValueError(f"p2pt.distributed.share: expected a contiguous CUDA tensor, "
                          f"not {described(tensor)}")
