@@ -206,8 +206,8 @@ static bool p2p_call(struct bench_nccl *n, bool send, int rank, CUdeviceptr buf,
                          : nccl_recv(p, bytes, NCCL_INT8, peer, n->comm[rank], s);
     if (r != 0) {
         char call[64];
-        snprintf(call, sizeof(call), send ? "ncclSend (rank %d to %d)" : "ncclRecv (rank %d from %d)",
-                 rank, peer);
+        snprintf(call, sizeof(call),
+                 send ? "ncclSend (rank %d to %d)" : "ncclRecv (rank %d from %d)", rank, peer);
         nccl_fail(r, call, n->comm[rank]);
         return false;
     }

@@ -57,10 +57,10 @@ struct p2pt_module {
 P2PT_INTERNAL p2pt_status p2pt__jit_compile(const char *source, const char *const *defines,
                                             int arch, const char *nvrtc_path, void **cubin,
                                             size_t *cubin_size);
-/* PTX for compute_<arch> (malloc'd, NUL-terminated), for build checks. */
 /* The headers handed to NVRTC with every kernel, by name and text, as
  * NVRTC takes them: returns how many. */
 P2PT_INTERNAL int p2pt__jit_headers(const char *const **names, const char *const **texts);
+/* PTX for compute_<arch> (malloc'd, NUL-terminated), for build checks. */
 P2PT_INTERNAL p2pt_status p2pt__jit_compile_ptx(const char *source,
                                                 const char *const *defines, int arch,
                                                 const char *nvrtc_path, char **ptx);
