@@ -73,7 +73,8 @@ def _worker(rank, world, path):
     # A put and its signal: each rank writes into the next one's buffer.
     buf = torch.zeros(4096, dtype=torch.uint8, device=dev)
     sems = pd.semaphores(1)
-    peers, peer_sems = pd.share(buf), pd.share(sems)
+    # The group named once, and once left to its default.
+    peers, peer_sems = pd.share(buf, dist.group.WORLD), pd.share(sems)
     nxt, prv = (rank + 1) % world, (rank - 1) % world
     for r in range(50):
         data = torch.full((4096,), (rank * 50 + r) % 251, dtype=torch.uint8, device=dev)
@@ -212,7 +213,7 @@ def _symmetric_worker(rank, world, path, out):
     try:
         from torch.distributed import _symmetric_memory as symm_mem
         buf = symm_mem.empty(8192 + 7, dtype=torch.uint8, device=dev)
-        symm_mem.rendezvous(buf, dist.group.WORLD.group_name)
+        sh = symm_mem.rendezvous(buf, dist.group.WORLD.group_name)
     except Exception as e:  # no symmetric memory in this PyTorch or on this machine
         with open(f"{out}.{rank}", "w") as f:
             f.write(f"unavailable: {type(e).__name__}: {e}".splitlines()[0])
@@ -222,6 +223,9 @@ def _symmetric_worker(rank, world, path, out):
     sems = pd.semaphores(1)
     peers, peer_sems = pd.share(buf), pd.share(sems)
     nxt, prv = (rank + 1) % world, (rank - 1) % world
+    others = [r for r in range(world) if r != rank]
+    assert [peers[r].data_ptr() for r in others] == [sh.buffer_ptrs[r] for r in others], \
+        "share did not hand back PyTorch's own mapping of the peers' buffers"
     g = torch.Generator(device=dev).manual_seed(40 + rank)
     data = torch.randint(0, 256, (8192,), dtype=torch.uint8, device=dev, generator=g)
     torch.cuda.synchronize()

@@ -45,8 +45,13 @@ def _symmetric_peers(tensor, group):
     except ImportError:
         return None
     try:
-        sh = symm_mem.rendezvous(tensor, group)
+        # PyTorch's rendezvous takes a group or its name, not None; it
+        # returns None for a tensor not of its memory (PyTorch 2.11), or
+        # raises (earlier ones).
+        sh = symm_mem.rendezvous(tensor, group if group is not None else dist.group.WORLD)
     except Exception:
+        return None
+    if sh is None:
         return None
     return [sh.get_buffer(r, tensor.shape, tensor.dtype) if r != sh.rank else tensor
             for r in range(sh.world_size)]
