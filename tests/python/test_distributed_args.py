@@ -2,13 +2,15 @@
 """p2pt.distributed's argument checks, on the CPU: each bad argument of
 semaphores, signal, wait, share and AlltoallV's constructor gets a
 ValueError that names what was expected and what came, before any GPU
-work or collective."""
+work or collective; and the check of a value every rank must give alike
+(share's shape and dtype, AlltoallV's sizes), over gloo."""
 import pytest
 
 torch = pytest.importorskip("torch")
 try:
     import p2pt.distributed as pd
     from p2pt.distributed import _alltoallv as av
+    from p2pt.distributed._args import same_on_every_rank
 except ImportError as e:  # p2pt.distributed needs torch.distributed
     pytest.skip(f"p2pt.distributed: {e}", allow_module_level=True)
 
@@ -65,3 +67,35 @@ def test_alltoallv_refuses_a_group_its_batches_cannot_signal(monkeypatch):
     with pytest.raises(ValueError, match=f"a group of {av.BATCH_SIGNALS_MAX + 2} ranks; a batch "
                                          f"signals at most {av.BATCH_SIGNALS_MAX} peers"):
         pd.AlltoallV(16, 16)
+
+
+def _agree_worker(rank, world, path, out):
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"file://{path}", rank=rank, world_size=world)
+    try:
+        same_on_every_rank("where", "every rank gives one n", "gave", (8 if rank else 4, 2),
+                              lambda z: f"{z[0]} and {z[1]}", None)
+        said = "no error"
+    except ValueError as e:
+        said = str(e)
+    same_on_every_rank("where", "every rank gives one n", "gave", 3, str, None)
+    with open(f"{out}.{rank}", "w") as f:
+        f.write(said)
+    dist.destroy_process_group()
+
+
+def test_a_value_that_differs_between_ranks_is_named_on_every_rank():
+    """The check share and AlltoallV make before they export, over gloo on
+    the CPU: both ranks raise, naming the other's value and their own, and
+    the group goes on (a second, agreeing check passes)."""
+    import os
+    import tempfile
+    import torch.multiprocessing as mp
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "said")
+        mp.spawn(_agree_worker, args=(2, os.path.join(d, "rendezvous"), out), nprocs=2, join=True)
+        said = [open(f"{out}.{r}").read() for r in range(2)]
+    assert said == ["where: every rank gives one n; rank 1 gave 8 and 2, rank 0 (this one) "
+                    "4 and 2",
+                    "where: every rank gives one n; rank 0 gave 4 and 2, rank 1 (this one) "
+                    "8 and 2"], said

@@ -49,7 +49,7 @@ import torch.distributed as dist
 
 from .._handle import BATCH_SIGNALS_MAX, Handle
 from ..torch import _handles
-from ._args import described, positive_int
+from ._args import described, positive_int, same_on_every_rank
 from ._share import share
 from ._signals import bump, direct, semaphores, wait
 
@@ -150,13 +150,9 @@ class AlltoallV:
                              f"signals at most {BATCH_SIGNALS_MAX} peers, so at most "
                              f"{BATCH_SIGNALS_MAX + 1} ranks")
         self.rank = dist.get_rank(group)
-        sizes = [None] * self.G
-        dist.all_gather_object(sizes, (max_rows, row_bytes), group=group)
-        for r, z in enumerate(sizes):
-            if z != (max_rows, row_bytes):
-                raise ValueError(f"p2pt.distributed.AlltoallV: every rank gives the same "
-                                 f"max_rows and row_bytes; rank {r} gave {z[0]} and {z[1]}, "
-                                 f"rank {self.rank} (this one) {max_rows} and {row_bytes}")
+        same_on_every_rank("p2pt.distributed.AlltoallV", "every rank gives the same max_rows "
+                           "and row_bytes", "gave", (max_rows, row_bytes),
+                           lambda z: f"{z[0]} and {z[1]}", group)
         self.handle, self.hid = handle, _handles._hid(handle)
         self.h = _handles._get(self.hid)
         self._own_h = self._own_handle(_own_ctas(self.G))

@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 
 from ..torch import _handles
-from ._args import described
+from ._args import described, same_on_every_rank
 
 
 def _as_tensor(ptr, nbytes, device, owner):
@@ -79,17 +79,12 @@ def share(tensor, group=None, *, handle=None):
         for t in peers:
             _handles._windows(h, device, [t.untyped_storage()])
         return peers
-    rank, world = dist.get_rank(group), dist.get_world_size(group)
     # Every rank's shape and dtype first, so that a rank that passed
     # another raises on every rank, before anything is exported.
-    kind = (tuple(tensor.shape), str(tensor.dtype))
-    kinds = [None] * world
-    dist.all_gather_object(kinds, kind, group=group)
-    for r, k in enumerate(kinds):
-        if k != kind:
-            raise ValueError(f"p2pt.distributed.share: every rank passes a tensor of one shape "
-                             f"and dtype; rank {r} passed {list(k[0])} {k[1]}, rank {rank} "
-                             f"(this one) {list(kind[0])} {kind[1]}")
+    same_on_every_rank("p2pt.distributed.share", "every rank passes a tensor of one shape and "
+                       "dtype", "passed", (tuple(tensor.shape), str(tensor.dtype)),
+                       lambda k: f"{list(k[0])} {k[1]}", group)
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
     s = tensor.untyped_storage()
     # The whole storage crosses (a view may start inside it), with the
     # tensor's offset in it.
