@@ -349,10 +349,11 @@ def test_the_dispatch_writes_the_combines_pieces_beside_its_peers_batch(monkeypa
 
 
 def test_the_dispatch_describes_its_rows_beside_the_count_exchange(monkeypatch):
-    """dispatch() sums and sends its counts on the current stream, and
-    writes what they do not decide on two side streams while the current
-    stream waits for the peers' counts: the rows' places, then their slots,
-    on one (joined to the current stream before the sum), their sources
+    """dispatch() casts the routing, sums and sends its counts on the
+    current stream, and writes what they do not decide on two side streams
+    while the current stream waits for the peers' counts: the rows' places,
+    then their slots, on one (joined to the current stream after the cast,
+    which the places read too, and before the sum), their sources
     and bytes on the other, which reads the sum (the runs' bytes), so it
     joins the current stream after the sum. Where the rows start in each
     rank (the count matrix alone) is written before the current stream
@@ -369,7 +370,7 @@ def test_the_dispatch_describes_its_rows_beside_the_count_exchange(monkeypatch):
     monkeypatch.setattr(av._handles, "_windows", lambda *_: None)
     a = ranks[1]
     a.h, a.device = None, None
-    for name, what in (("_count_rows", "sum"), ("_describe_rows", "rows"),
+    for name, what in (("_cast", "cast"), ("_count_rows", "sum"), ("_describe_rows", "rows"),
                        ("_describe_slots", "slots"), ("_describe_sources", "sources"),
                        ("_describe_starts", "starts"), ("_describe_runs", "runs"),
                        ("_describe_places", "places"), ("_describe_own", "own")):
@@ -382,7 +383,7 @@ def test_the_dispatch_describes_its_rows_beside_the_count_exchange(monkeypatch):
         log.clear()
         a.dispatch(x, dest)
         counts = a._sem_rows[av._COUNTS].data_ptr()
-        assert log[:28] == [("wait_stream", "side", "main"), ("sum",),
+        assert log[:29] == [("cast",), ("wait_stream", "side", "main"), ("sum",),
                             ("wait_stream", "side2", "main"), ("batch", av._COUNTS),
                             ("enter", "side"), ("rows",), ("record", "side"), ("slots",),
                             ("record", "side"), ("leave", "side"), ("enter", "side2"),

@@ -220,7 +220,7 @@ class AlltoallV:
         # row recv[k]; sent packed by destination from mine[d] beside the rows.
         self.slots = torch.zeros(G * self.max_rows, **i64)
         self.my_slots = torch.zeros(G * self.max_rows + 1, **i64)  # the last: a sink
-        self._dest_t = torch.zeros(G * self.max_rows, **i64)  # _place's, as int64: one copy casts
+        self._dest_t = torch.zeros(G * self.max_rows, **i64)  # dest transposed, as int64 (_cast)
         self._upto = torch.zeros(G * self.max_rows, **i64)
         self.sems_n = _CHUNK0 + _MAX_CHUNKS
         self.count_n = torch.tensor([G], dtype=torch.int32, device=dev)
@@ -405,11 +405,22 @@ class AlltoallV:
         # an H100, more than the rows' batch); along the last dim it is ~10 us.
         if not kept:
             return T, dest.t().contiguous().cumsum(1, dtype=torch.int64).t()
-        n = self.G * T
-        dest_t, upto = self._dest_t[:n].view(self.G, T), self._upto[:n].view(self.G, T)
-        dest_t.copy_(dest.t())  # transposed and cast in one kernel
+        return T, self._scan(self._cast(dest))
+
+    def _cast(self, dest):
+        """dest transposed and cast to int64 in this rank's buffers, [G, T]
+        (one kernel): what the counts (_count_rows) and the places (_scan)
+        read."""
+        T = dest.shape[0]
+        dest_t = self._dest_t[:self.G * T].view(self.G, T)
+        dest_t.copy_(dest.t())
+        return dest_t
+
+    def _scan(self, dest_t):
+        """_place's upto from _cast's dest_t, in this rank's buffers."""
+        upto = self._upto[:dest_t.numel()].view(dest_t.shape)
         torch.cumsum(dest_t, 1, out=upto)
-        return T, upto.t()
+        return upto.t()
 
     def dispatch(self, x, dest):
         """Send row t of `x` to every rank d with dest[t, d]; returns this
@@ -428,14 +439,19 @@ class AlltoallV:
         # What the counts do not decide, on the side streams while they
         # travel and the current stream waits for them (behind the count
         # batch, three kernels more would lengthen a short step's wait).
-        # The sources and bytes read this rank's counts (the runs' bytes):
-        # their stream joins the current one after the sum, not before.
+        # The counts and the places both read dest cast once, on the
+        # current stream: the first side stream joins it after the cast.
+        # (Cast apart on each stream, the side stream's cast started up to
+        # 11 us late in a replay, and the dispatch took 5-6 us longer:
+        # bench/results/peer.md 5zb.) The sources and bytes read this
+        # rank's counts (the runs' bytes): their stream joins after the sum.
+        dest_t = self._cast(dest)
         self._side.wait_stream(main)
-        self._count_rows(dest)
+        self._count_rows(dest_t)
         self._side2.wait_stream(main)
         self._send_counts()
         with torch.cuda.stream(self._side):
-            _, upto = self._place(dest, kept=True)
+            upto = self._scan(dest_t)
             self._describe_rows(dest, upto)
             placed = self._side.record_event()
             # The slots travel in a batch of their own on the second side
@@ -471,12 +487,15 @@ class AlltoallV:
     def _counts_out(self, dest):
         """My row of the count matrix into every rank's, signalling each;
         once G - 1 signals are here, so is the whole matrix."""
-        self._count_rows(dest)
+        self._count_rows(self._cast(dest))
         self._send_counts()
 
-    def _count_rows(self, dest):
-        """My row of the count matrix: the rows to each rank."""
-        torch.sum(dest, 0, out=self.mine)  # int64, as the bool's sum is
+    def _count_rows(self, dest_t):
+        """My row of the count matrix, the rows to each rank, from _cast's
+        dest_t: a sum along its rows, one kernel (a sum down dest's
+        columns casts first: two kernels, 8.7 us at T = 4,096 on an H200,
+        bench/results/peer.md 5zb)."""
+        torch.sum(dest_t, 1, out=self.mine)
 
     def _send_counts(self):
         self._batch(self.count_descs, self.count_n, self.G, self.matrix, _COUNTS)
