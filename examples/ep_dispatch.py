@@ -39,7 +39,8 @@ the SMs can be spared (bench/results/peer.md 5t).
 A step is timed with CUDA events from a common start on the GPUs, the
 count exchange included: a host barrier, a one-value NCCL all_reduce
 that every rank's stream leaves within a few microseconds of the others,
-then 200 us of spinning on each GPU while its host enqueues the step. So
+200 us of spinning on each GPU while its host enqueues the step, and a
+second all_reduce that realigns the GPUs after their spins. So
 a step's time holds neither the host barrier's skew nor the latency of
 its first launch, as in a model where the step is one part of a longer
 stream of work (the alltoall's ce_packed, the bandwidth yardstick, times
@@ -423,13 +424,19 @@ def spin_cycles(us, device, _per_us={}):
 def common_start(device, how="gpu"):
     """Every rank idle, then leaving a host barrier; with how="gpu" also
     every GPU's current stream leaving a one-value all_reduce (within a
-    few microseconds of the others) and spinning ~200 us, so that what is
-    enqueued next starts together on every GPU, its launches queued."""
+    few microseconds of the others), spinning ~200 us while the host
+    queues what comes next, and leaving a second all_reduce, so that what
+    is enqueued next starts together on every GPU, its launches queued.
+    Without the second, spins of the same count of cycles did not end
+    together: one rank's step started tens of microseconds after the
+    other's (bench/results/peer.md 5zb)."""
     torch.cuda.synchronize(device)
     dist.barrier()
     if how == "gpu":
-        dist.all_reduce(torch.ones(1, device=device))  # the current stream waits for it
+        one = torch.ones(1, device=device)
+        dist.all_reduce(one)  # the current stream waits for it
         torch.cuda._sleep(spin_cycles(200, device))
+        dist.all_reduce(one)
 
 
 def timed(fn, a, device):

@@ -2,6 +2,7 @@
 """Where the time of p2pt's EP dispatch goes, one process per GPU:
 
     torchrun --nproc-per-node 4 bench/experiments/ep_phases.py [--tokens 4096]
+    EP_PHASES="exchange alone,dispatch" torchrun ... ep_phases.py   # those phases only
 
 Each phase of p2pt.distributed.AlltoallV.dispatch, captured alone in a
 CUDA graph and replayed from a common start (examples/ep_dispatch.py's
@@ -17,9 +18,9 @@ of the dispatch, of the combine and of both, from 100 replays back to
 back (no barrier's skew); then one replay of the dispatch and one of the
 combine under torch.profiler on every rank, rank 0's kernels printed as
 a timeline (ep_chunks.timeline: start and length from the replay's first
-kernel, and the stream); then the kernels of eager dispatches and
-combines on rank 0, from torch.profiler. Same routing as
-examples/ep_dispatch.py."""
+kernel, and the stream), and with EP_PHASES every rank's; then, without
+EP_PHASES, the kernels of eager dispatches and combines on rank 0, from
+torch.profiler. Same routing as examples/ep_dispatch.py."""
 import os
 import statistics
 import sys
@@ -91,7 +92,11 @@ def main():
     a2a.dispatch(x, s.dest)  # descriptors for the row batch alone
     pt.prepare()
     out, graphs = [], {}
+    only = os.environ.get("EP_PHASES")
+    only = None if only is None else only.split(",")
     for name, fn in phases(a2a, x, s.dest):
+        if only is not None and name not in only:
+            continue
         torch.cuda.synchronize()
         dist.barrier()
         g = torch.cuda.CUDAGraph()
@@ -110,16 +115,23 @@ def main():
             print(f"{name:>18}: {big:9.1f} us (largest over ranks), rank 0 {mine:9.1f}")
     from torch.profiler import ProfilerActivity, profile
     for name in ("dispatch", "combine, no sum"):
+        if name not in graphs:
+            continue
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             ep.common_start(device, a.step_start)
             graphs[name].replay()
             torch.cuda.synchronize()
         dist.barrier()
-        if rank == 0:
-            print(f"# {name}, one replay: rank 0's kernels (start, +length, us)")
-            print("\n".join(timeline(prof)), flush=True)
+        for r in range(G if only is not None else 1):
+            if rank == r:
+                print(f"# {name}, one replay: rank {r}'s kernels (start, +length, us)")
+                print("\n".join(timeline(prof)), flush=True)
+            dist.barrier()
     torch.cuda.synchronize()
     dist.barrier()
+    if only is not None:
+        dist.destroy_process_group()
+        return
     if rank == 0:
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             for _ in range(5):
