@@ -94,6 +94,10 @@ def main():
     out, graphs = [], {}
     only = os.environ.get("EP_PHASES")
     only = None if only is None else only.split(",")
+    names = [name for name, _ in phases(a2a, x, s.dest)]
+    if only is not None and not set(only) <= set(names):
+        sys.exit(f"ep_phases.py: EP_PHASES names {sorted(set(only) - set(names))}; "
+                 f"the phases are {names}")
     for name, fn in phases(a2a, x, s.dest):
         if only is not None and name not in only:
             continue
