@@ -34,7 +34,8 @@ Ways, each checked byte for byte against `nccl`:
 
 p2pt's batches across NVLink take the table's `link peer` CTAs (32 on
 sm_90); P2P_TRANSPORT_LINK_PEER=64 in the environment widens them where
-the SMs can be spared (bench/results/peer.md 5t).
+the SMs can be spared: a shorter combine at four ranks, a dispatch 4 us
+longer at two (bench/results/peer.md 5t, 5zb).
 
 A step is timed with CUDA events from a common start on the GPUs, the
 count exchange included: a host barrier, a one-value NCCL all_reduce
