@@ -428,9 +428,9 @@ def common_start(device, how="gpu"):
     few microseconds of the others), spinning ~200 us while the host
     queues what comes next, and leaving a second all_reduce, so that what
     is enqueued next starts together on every GPU, its launches queued.
-    Without the second, spins of the same count of cycles did not end
-    together: one rank's step started tens of microseconds after the
-    other's (bench/results/peer.md 5zb)."""
+    Without the second, one rank's step could start tens of microseconds
+    after the other's: spins of the same count of cycles need not end
+    together (bench/results/peer.md 5zb)."""
     torch.cuda.synchronize(device)
     dist.barrier()
     if how == "gpu":
