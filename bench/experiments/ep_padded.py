@@ -54,10 +54,10 @@ class Padded(pd.AlltoallV):
             torch.mul(dest, self._rb_to, out=v.size)
             sourced = side2.record_event()
         with torch.cuda.stream(side):  # the counts, beside the rows
-            self._count_rows(dest)
+            self._count_rows(self._cast(dest))
         self._batch(self.count_descs, self.count_n, self.G, self.matrix, av._COUNTS,
                     stream=side)
-        _, upto = self._place(dest, kept=True)
+        _, upto = self._place(dest)  # not _cast's buffer: the side stream's
         self._describe_rows(dest, upto)  # final places: the region is known
         placed = main.record_event()
         main.wait_event(sourced)

@@ -94,11 +94,12 @@ def main():
     out, graphs = [], {}
     only = os.environ.get("EP_PHASES")
     only = None if only is None else only.split(",")
-    names = [name for name, _ in phases(a2a, x, s.dest)]
+    steps = phases(a2a, x, s.dest)
+    names = [name for name, _ in steps]
     if only is not None and not set(only) <= set(names):
         sys.exit(f"ep_phases.py: EP_PHASES names {sorted(set(only) - set(names))}; "
                  f"the phases are {names}")
-    for name, fn in phases(a2a, x, s.dest):
+    for name, fn in steps:
         if only is not None and name not in only:
             continue
         torch.cuda.synchronize()

@@ -363,7 +363,7 @@ def test_the_dispatch_describes_its_rows_beside_the_count_exchange(monkeypatch):
     start (rank 1 and up; rank 0's never change) and sends them; the
     rows' places, then the peers' rows on the current stream and this
     rank's own rows on the side stream; the current stream joins the second
-    at the end. Its places, kept in the rank's buffers, are _place's."""
+    at the end. Its places, kept in the rank's buffers (_scan), are _place's."""
     G, T = 3, 37
     ranks = _ranks(G, T, monkeypatch)
     log = _stream_log(ranks, monkeypatch)
@@ -395,7 +395,7 @@ def test_the_dispatch_describes_its_rows_beside_the_count_exchange(monkeypatch):
                             ("wait_stream", "side", "main"), ("batch", av._ROWS),
                             ("enter", "side"), ("own",)], log
         assert log[-1] == ("wait_stream", "main", "side2"), log
-        _, kept = a._place(dest, kept=True)
+        kept = a._scan(a._cast(dest))
         assert torch.equal(kept, a._place(dest)[1])
 
 

@@ -394,18 +394,15 @@ class AlltoallV:
             self._step = (T, v)
         return v
 
-    def _place(self, dest, kept=False):
+    def _place(self, dest):
         """The tokens, and upto[t, d]: this rank's rows to d up to and
-        including row t (row t's place among them, plus one); `kept`: in
-        this rank's buffers, not in memory of the current stream (the
-        dispatch makes it on its side stream and reads it on the other)."""
+        including row t (row t's place among them, plus one), in memory of
+        the current stream (the dispatch's, in this rank's buffers: _scan)."""
         T = self._tokens(dest)
         # Scanned along rows of dest's transpose: a scan along dim 0 of a
         # [T, G] tensor runs G threads down T rows (650 us at T = 4,096 on
         # an H100, more than the rows' batch); along the last dim it is ~10 us.
-        if not kept:
-            return T, dest.t().contiguous().cumsum(1, dtype=torch.int64).t()
-        return T, self._scan(self._cast(dest))
+        return T, dest.t().contiguous().cumsum(1, dtype=torch.int64).t()
 
     def _cast(self, dest):
         """dest transposed and cast to int64 in this rank's buffers, [G, T]
@@ -417,7 +414,8 @@ class AlltoallV:
         return dest_t
 
     def _scan(self, dest_t):
-        """_place's upto from _cast's dest_t, in this rank's buffers."""
+        """_place's upto from _cast's dest_t, in this rank's buffers (the
+        dispatch makes it on its side stream and reads it on the other)."""
         upto = self._upto[:dest_t.numel()].view(dest_t.shape)
         torch.cumsum(dest_t, 1, out=upto)
         return upto.t()
