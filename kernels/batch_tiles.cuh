@@ -326,11 +326,27 @@ static __device__ __forceinline__ void load_small(u64 d, u64 s, u64 n, u64 k, u3
     *pl = left;
 }
 
-/* The descriptors of one block, their tile counts scanned. */
+/* Whole blocks a CTA plans at once where it walks several in a row (a
+ * turn, copy_all): between turns its warps meet at a barrier and wait for
+ * the next descriptors and their scan with nothing in flight, so fewer,
+ * longer turns keep a narrow grid's few CTAs busier (2 KiB pieces on 8
+ * CTAs 7-8 % faster with 2, 9 % with 4; 4 KiB pieces toward the host on
+ * 3 CTAs 0.86-0.88 -> 0.89-0.90 of the contiguous copy). Not 4: with its
+ * 33 KiB of shared memory a CTA, a GEMM beside 16 and 64 KiB pieces toward
+ * the host slowed ~0.02 more (bench/results/batches.md, "Turns of two
+ * blocks"). */
+#ifndef P2PT_BATCH_TURN_BLOCKS
+#define P2PT_BATCH_TURN_BLOCKS 2
+#endif
+#define TURN (P2PT_BATCH_TURN_BLOCKS * P2PT_BATCH_BLOCK)
+
+/* The descriptors of one turn (up to P2PT_BATCH_TURN_BLOCKS blocks), their
+ * tile counts scanned. */
 struct block_smem {
-    u64 dst[P2PT_BATCH_BLOCK], src[P2PT_BATCH_BLOCK], bytes[P2PT_BATCH_BLOCK];
-    u64 begin[P2PT_BATCH_BLOCK + 1];
-    u64 warp_sum[WARPS];
+    u64 dst[TURN], src[TURN], bytes[TURN];
+    u64 begin[TURN];
+    u64 warp_sum[2][WARPS]; /* by block parity: a warp may scan the next block while
+                               another still adds up this one's totals */
 };
 
 /* Why descriptor {dst, src, bytes} may not be copied (0: it may). */
@@ -353,9 +369,9 @@ static __device__ u32 refuse(u64 dst, u64 src, u64 bytes, const struct p2pt_batc
     return 0;
 }
 
-/* Exclusive scan of one value per thread over the CTA; returns the prefix
- * and leaves the total in S.begin[P2PT_BATCH_BLOCK]. */
-static __device__ u64 block_scan(u64 x, block_smem &S)
+/* Exclusive scan of one value per thread over the CTA; returns the prefix.
+ * After the caller's next barrier S.warp_sum[h] holds each warp's total. */
+static __device__ u64 block_scan(u64 x, block_smem &S, u32 h)
 {
     const u32 t = threadIdx.x, lane = t & 31, w = t >> 5;
     u64 inc = x;
@@ -366,31 +382,29 @@ static __device__ u64 block_scan(u64 x, block_smem &S)
             inc += y;
     }
     if (lane == 31)
-        S.warp_sum[w] = inc;
+        S.warp_sum[h][w] = inc;
     copiers_sync();
     u64 before = 0;
     for (u32 i = 0; i < w; i++)
-        before += S.warp_sum[i];
-    if (t == P2PT_BATCH_THREADS - 1)
-        S.begin[P2PT_BATCH_BLOCK] = before + inc;
+        before += S.warp_sum[h][i];
     return before + inc - x;
 }
 
 
-/*
- * Block `b` of the descriptors at `descs` (a generic address: kernel
- * parameters or GPU memory), `n` of them in all: read, check (device
- * descriptors), scan, then copy split `split` of `splits` of its tiles.
- * `pre` is this thread's descriptor of block `pre_block`, already loaded
- * (any other block is read here). Host descriptors are kernel parameters,
- * which no earlier grid writes: their CTAs plan while the previous grid
- * drains and wait for it (griddepcontrol.wait) only before the first copy.
- */
-/* The last piece of a block whose first tile is <= g, searched from piece
- * `lo` on (a warp's tiles only grow). */
-static __device__ __forceinline__ u32 piece_of(const block_smem &S, u64 g, u32 lo, u32 nb)
+/* The last piece of a turn whose first tile is <= g, searched from piece
+ * `lo` on (a warp's tiles only grow): first among the `win` pieces from
+ * lo, where a warp's next tile mostly lies (it is `step` tiles on), else
+ * among all the rest. Searched over a whole turn of four blocks at once,
+ * 2 KiB pieces on 8 CTAs were 7 % slower than with one-block turns; with
+ * the window, 9 % faster (bench/results/batches.md). */
+static __device__ __forceinline__ u32 piece_of(const block_smem &S, u64 g, u32 lo, u32 nb,
+                                               u32 win)
 {
-    u32 hi_piece = nb;
+    u32 hi_piece = nb - lo > win ? lo + win : nb;
+    if (S.begin[hi_piece - 1] <= g) {
+        lo = hi_piece - 1;
+        hi_piece = nb;
+    }
     while (hi_piece - lo > 1) {
         const u32 mid = (lo + hi_piece) / 2;
         if (S.begin[mid] <= g)
@@ -400,7 +414,6 @@ static __device__ __forceinline__ u32 piece_of(const block_smem &S, u64 g, u32 l
     }
     return lo;
 }
-
 
 /* Where a launch's descriptors come from. FROM_PARAMS: written by the host
  * before the launch (kernel parameters, or the pinned staging ring read in
@@ -421,34 +434,65 @@ static __device__ __forceinline__ desc_t piece_at(const pieces &P, u32 i)
     return p2pt_block_piece(P.descs, P.flags, P.layers, P.rows, i);
 }
 
+/*
+ * Blocks b .. b + kb - 1 of the descriptors at `descs` (a generic address:
+ * kernel parameters or GPU memory), `n` of them in all: read, check
+ * (device descriptors), scan, then copy split `split` of `splits` of their
+ * tiles. This thread's descriptor of block `pre_block` is already in
+ * S at its place (copy_all; any other block is read here). Host descriptors are kernel
+ * parameters, which no earlier grid writes: their CTAs plan while the
+ * previous grid drains and wait for it (griddepcontrol.wait) only before
+ * the first copy.
+ */
 template <int FROM>
-static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 split, u32 splits, u64 u0,
-                                  u64 u1, u32 per, const struct p2pt_batch_dev_params *p,
-                                  block_smem &S, u32 pre_block, const desc_t &pre, u32 gate)
+static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 kb, u32 split, u32 splits,
+                                  u64 u0, u64 u1, u32 per, const struct p2pt_batch_dev_params *p,
+                                  block_smem &S, u32 pre_block, u32 gate)
 {
     const u32 t = threadIdx.x, lane = t & 31, w = t >> 5;
     const u32 first = b * P2PT_BATCH_BLOCK;
-    const u32 nb = n - first < P2PT_BATCH_BLOCK ? n - first : P2PT_BATCH_BLOCK;
-    u64 dst = 0, src = 0, bytes = 0;
-    if (t < nb) {
-        const desc_t dd = b == pre_block ? pre : piece_at(P, first + t);
-        dst = dd.dst;
-        src = dd.src;
-        bytes = dd.bytes;
-        if (FROM == FROM_DEVICE && refuse(dst, src, bytes, *p) != 0)
-            bytes = 0;
+    const u32 span = kb * P2PT_BATCH_BLOCK;
+    const u32 nb = n - first < span ? n - first : span;
+    /* Every block's descriptor of this thread read at once (one round
+     * trip), then each block checked and scanned in turn. */
+    desc_t dd[P2PT_BATCH_TURN_BLOCKS];
+#pragma unroll
+    for (u32 j = 0; j < P2PT_BATCH_TURN_BLOCKS; j++) {
+        const u32 i = j * P2PT_BATCH_BLOCK + t;
+        dd[j] = desc_t{0, 0, 0};
+        if (j < kb && i < nb)
+            dd[j] = j == 0 && b == pre_block ? desc_t{S.dst[t], S.src[t], S.bytes[t]}
+                                             : piece_at(P, first + i);
     }
-    S.dst[t] = dst;
-    S.src[t] = src;
-    S.bytes[t] = bytes;
-    S.begin[t] = block_scan(P2PT_BATCH_TILES(dst, bytes), S);
-    copiers_sync();
+#pragma unroll
+    for (u32 j = 0; j < P2PT_BATCH_TURN_BLOCKS; j++) {
+        const u32 i = j * P2PT_BATCH_BLOCK + t;
+        if (j < kb) {
+            S.dst[i] = dd[j].dst;
+            S.src[i] = dd[j].src;
+            S.bytes[i] = dd[j].bytes;
+        }
+    }
+    u64 total = 0;
+#pragma unroll
+    for (u32 j = 0; j < P2PT_BATCH_TURN_BLOCKS; j++) {
+        if (j >= kb)
+            continue;
+        const u32 i = j * P2PT_BATCH_BLOCK + t;
+        const u64 dst = S.dst[i];
+        u64 bytes = S.bytes[i];
+        if (FROM == FROM_DEVICE && refuse(dst, S.src[i], bytes, *p) != 0)
+            S.bytes[i] = bytes = 0;
+        S.begin[i] = total + block_scan(P2PT_BATCH_TILES(dst, bytes), S, j & 1);
+        copiers_sync();
+        for (u32 k = 0; k < WARPS; k++)
+            total += S.warp_sum[j & 1][k];
+    }
     if (b == pre_block)
         TRACE(2);
     if (FROM == FROM_PARAMS)
         pdl_wait();
     wait_fenced(gate);
-    const u64 total = S.begin[P2PT_BATCH_BLOCK];
     /* This CTA's tiles of the block: all of them (per == 0), or the share
      * [u0, u1) of the block's nb * per units (copy_all), which cuts the
      * tiles in proportion. Tiles dealt round-robin over the block's CTAs
@@ -463,6 +507,7 @@ static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 split, u32 
         hi = u1 < den ? total * u1 / den : total;
     }
     const u64 step = (u64)splits * WARPS;
+    const u32 win = 4 * splits * WARPS;
     const u64 g0 = t0 + split + (u64)splits * w;
     /* The warp's tiles g0, g0 + step, ... below hi. A run of small tiles
      * goes two at a time, unrolled by two so that each one's half of `a`
@@ -470,7 +515,7 @@ static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 split, u32 
     u32 lo = 0;
     int4 a[PER_LANE];
     for (u64 g = g0; g < hi;) {
-        lo = piece_of(S, g, lo, nb);
+        lo = piece_of(S, g, lo, nb, win);
         if (!small_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo])) {
             copy_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo], lane, a);
             g += step;
@@ -482,7 +527,7 @@ static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 split, u32 
         for (;;) {
             g += step;
             if (g < hi)
-                lo = piece_of(S, g, lo, nb);
+                lo = piece_of(S, g, lo, nb, win);
             if (g >= hi || !small_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo])) {
                 st_vecs<0, HALF>(pd0, pl0, lane, a);
                 break;
@@ -492,7 +537,7 @@ static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 split, u32 
             st_vecs<0, HALF>(pd0, pl0, lane, a);
             g += step;
             if (g < hi)
-                lo = piece_of(S, g, lo, nb);
+                lo = piece_of(S, g, lo, nb, win);
             if (g >= hi || !small_tile(S.dst[lo], S.src[lo], S.bytes[lo], g - S.begin[lo])) {
                 st_vecs<HALF, HALF>(pd1, pl1, lane, a);
                 break;
@@ -502,7 +547,7 @@ static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 split, u32 
             st_vecs<HALF, HALF>(pd1, pl1, lane, a);
         }
     }
-    copiers_sync(); /* S is refilled by the next block */
+    copiers_sync(); /* S is refilled by the next turn */
 }
 
 /*
@@ -543,6 +588,12 @@ static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 split, u32 
  * (bench/results/peer.md).
  */
 
+#define NO_BLOCK 0xffffffffu
+
+/* A turn's descriptors: one for every instantiation of copy_all in an
+ * entry (the ring entry has two). */
+__shared__ block_smem turn_smem;
+
 /* The first block CTA c of G serves by whole blocks, of `blocks`. */
 static __device__ __forceinline__ u32 first_block(u32 c, u32 G, u32 blocks)
 {
@@ -550,9 +601,10 @@ static __device__ __forceinline__ u32 first_block(u32 c, u32 G, u32 blocks)
 }
 
 /* The copy CTAs (`G` of them, this one `c`) over `n` descriptors. By
- * whole blocks: CTA c's R whole blocks, then its turn at the last
- * blocks % G, shared (with no more blocks than CTAs, R is 0, or 1 when
- * they are as many, and the shared turn is the whole batch). By equal
+ * whole blocks: CTA c's R whole blocks, P2PT_BATCH_TURN_BLOCKS to a turn,
+ * then its turn at the last blocks % G, shared (with no more blocks than
+ * CTAs, R is 0, or 1 when they are as many, and the shared turn is the
+ * whole batch). By equal
  * shares: the blocks that its share of the pieces touches, counted
  * in units of 1/G of a piece (G units a piece, P2PT_BATCH_BLOCK * G a
  * whole block). One call of copy_block, so that each instantiation
@@ -564,34 +616,49 @@ static __device__ void copy_all(const pieces &P, u32 n, u32 c, u32 G, bool share
                                 const struct p2pt_batch_dev_params *p, u32 pre_block,
                                 const desc_t &pre, u32 gate = 0)
 {
-    __shared__ block_smem S;
+    block_smem &S = turn_smem;
     const u32 blocks = (n + P2PT_BATCH_BLOCK - 1) / P2PT_BATCH_BLOCK;
     if (blocks == 0) {
         if (FROM == FROM_PARAMS)
             pdl_wait();
         return;
     }
+    /* The descriptor read early, kept in S where copy_block reads it (this
+     * thread's own place), not in registers through every turn: so only
+     * the first turn may take it (the count may have moved block
+     * pre_block to a later turn, whose S the first one overwrites). */
+    if (pre_block != NO_BLOCK) {
+        S.dst[threadIdx.x] = pre.dst;
+        S.src[threadIdx.x] = pre.src;
+        S.bytes[threadIdx.x] = pre.bytes;
+    }
     /* Equal shares: CTA c's share is units [lo, lo + n) of the batch's
      * n * G, and a block holds `unit` of them. */
     const u64 unit = (u64)P2PT_BATCH_BLOCK * G, lo = (u64)c * n;
     const u32 R = blocks / G, rest = blocks - R * G;
     const u32 b0 = shares ? (u32)(lo / unit) : c * R;
-    const u32 turns = shares ? (u32)((lo + n - 1) / unit) - b0 + 1 : R + (rest != 0);
+    /* By whole blocks: W turns over the R whole blocks, then the shared one. */
+    const u32 W = (R + P2PT_BATCH_TURN_BLOCKS - 1) / P2PT_BATCH_TURN_BLOCKS;
+    const u32 turns = shares ? (u32)((lo + n - 1) / unit) - b0 + 1 : W + (rest != 0);
     for (u32 r = 0; r < turns; r++) {
-        u32 b = b0 + r, split = 0, splits = 1;
+        u32 b = b0 + r, kb = 1, split = 0, splits = 1;
         u64 u0 = 0, u1 = 0;
         if (shares) {
             const u64 at = (u64)b * unit;
             u0 = lo > at ? lo - at : 0;
             u1 = lo + n - at;
-        } else if (r == R) { /* block R * G + k, split among the CTAs c with c % rest == k */
+        } else if (r < W) {
+            b = b0 + r * P2PT_BATCH_TURN_BLOCKS;
+            kb = R - r * P2PT_BATCH_TURN_BLOCKS;
+            kb = kb < P2PT_BATCH_TURN_BLOCKS ? kb : P2PT_BATCH_TURN_BLOCKS;
+        } else { /* block R * G + k, split among the CTAs c with c % rest == k */
             const u32 k = c % rest;
             b = R * G + k;
             split = c / rest;
             splits = (G - 1 - k) / rest + 1;
         }
-        copy_block<FROM>(P, n, b, split, splits, u0, u1, shares ? G : 0, p, S, pre_block, pre,
-                         r == 0 ? gate : 0);
+        copy_block<FROM>(P, n, b, kb, split, splits, u0, u1, shares ? G : 0, p, S,
+                         r == 0 ? pre_block : NO_BLOCK, r == 0 ? gate : 0);
     }
 }
 

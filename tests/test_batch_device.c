@@ -88,23 +88,36 @@ static p2pt_batch_status status_of(const struct dev_batch *b)
     return st;
 }
 
-Test(batch_device, kernel_written_descriptors_replay_with_new_counts_in_a_graph)
+/* One round of replays: `n` descriptors of at most `max` bytes each. */
+struct replay_round {
+    uint32_t n;
+    uint64_t max;
+};
+
+/* A device batch of max_count `max_count` captured once behind the kernel
+ * that writes it, through a handle of `options`, replayed with each
+ * round's count and sizes: every byte checked, guards and all. */
+static void replays_with_new_counts(const char *options, uint32_t max_count, uint64_t pool_max,
+                                    const struct replay_round *rounds, size_t n_rounds)
 {
     gt_require_gpus(1);
     gt_use_device(0);
     cr_assert_not_null(tcu.cuStreamBeginCapture, "driver lacks stream capture");
-    p2pt_handle *h = gt_handle("tma");
+    p2pt_init_args a = {sizeof(a), NULL, "tma", options};
+    p2pt_handle *h = NULL;
+    GT_OK(p2pt_init(&a, &h));
     GT_OK(p2pt_prepare(h, 0));
     CUstream s;
     GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    enum { MAX = 4096 };
+    const uint32_t MAX = max_count;
     struct dev_batch b = dev_batch_alloc(MAX);
     struct gt_buf src = gt_alloc(64 * 1024);
-    struct gt_buf dst = gt_alloc(bt_pool_bytes(MAX, 30000));
+    struct gt_buf dst = gt_alloc(bt_pool_bytes(MAX, pool_max));
     GT_OK(p2pt_window_register(h, 0, (void *)(uintptr_t)src.base, src.n + 2 * GT_GUARD));
     GT_OK(p2pt_window_register(h, 0, (void *)(uintptr_t)dst.base, dst.n + 2 * GT_GUARD));
     struct gen g = gen_load();
-    static p2pt_copy_desc d[MAX];
+    p2pt_copy_desc *d = calloc(MAX, sizeof(*d));
+    cr_assert_not_null(d);
 
     GT_CHECK(tcu.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     gen_launch(&g, s, b.descs, b.proposed, MAX * 3, b.count, b.want);
@@ -115,11 +128,7 @@ Test(batch_device, kernel_written_descriptors_replay_with_new_counts_in_a_graph)
     GT_CHECK(tcu.cuStreamEndCapture(s, &graph));
     GT_CHECK(tcu.cuGraphInstantiateWithFlags(&ge, graph, 0));
 
-    static const struct {
-        uint32_t n;
-        uint64_t max;
-    } rounds[] = {{1, 30000}, {1024, 14336}, {4096, 7168}, {17, 30000}, {0, 100}, {3000, 4000}};
-    for (size_t r = 0; r < P2PT_ARRAY_LEN(rounds); r++) {
+    for (size_t r = 0; r < n_rounds; r++) {
         uint32_t n = rounds[r].n;
         gt_fill(&src, 500 + r);
         gt_poison(&dst);
@@ -129,7 +138,7 @@ Test(batch_device, kernel_written_descriptors_replay_with_new_counts_in_a_graph)
         GT_CHECK(tcu.cuGraphLaunch(ge, s));
         GT_CHECK(tcu.cuStreamSynchronize(s));
         char what[64];
-        snprintf(what, sizeof(what), "replay %zu, %u descriptors", r, n);
+        snprintf(what, sizeof(what), "replay %zu, %u descriptors of %u", r, n, MAX);
         bt_expect(&dst, &src, src_host, d, n, NULL, what);
         p2pt_batch_status st = status_of(&b);
         cr_assert_eq(st.count, n, "%s: status count %u", what, st.count);
@@ -142,11 +151,35 @@ Test(batch_device, kernel_written_descriptors_replay_with_new_counts_in_a_graph)
     tcu.cuGraphExecDestroy(ge);
     tcu.cuGraphDestroy(graph);
     tcu.cuModuleUnload(g.mod);
+    free(d);
     dev_batch_free(&b);
     gt_free(&src);
     gt_free(&dst);
     tcu.cuStreamDestroy(s);
     GT_OK(p2pt_finalize(h));
+}
+
+Test(batch_device, kernel_written_descriptors_replay_with_new_counts_in_a_graph)
+{
+    static const struct replay_round rounds[] = {{1, 30000},   {1024, 14336}, {4096, 7168},
+                                                 {17, 30000},  {0, 100},      {3000, 4000}};
+    replays_with_new_counts(NULL, 4096, 30000, rounds, P2PT_ARRAY_LEN(rounds));
+}
+
+/* On 3 CTAs a CTA walks its whole blocks two to a turn, and a count below
+ * max_count moves blocks between turns: the block whose descriptors a CTA
+ * reads before the count (first_block at max_count, 18 blocks here) can
+ * come in a later turn (at 4 blocks of 18: CTA 2's second; at 7, 12 and
+ * 13, after a turn of two), where the first turn has since refilled the
+ * shared memory it was kept in. Odd counts end inside a block. */
+Test(batch_device, on_three_ctas_turns_of_blocks_follow_each_count)
+{
+    static const struct replay_round rounds[] = {
+        {4 * 256, 1500},      {7 * 256, 1500},      {12 * 256, 1500}, {13 * 256 + 17, 1500},
+        {18 * 256, 1500},     {9 * 256 - 1, 1500},  {1, 1500},        {2 * 256 + 1, 1500},
+        {17 * 256 + 255, 1500}, {5 * 256, 1500}};
+    replays_with_new_counts("P2P_TRANSPORT_MAX_CTAS=3", 18 * 256, 1500, rounds,
+                            P2PT_ARRAY_LEN(rounds));
 }
 
 /* `options`: the handle's (NULL: the full grid, where CTA 0 only writes
