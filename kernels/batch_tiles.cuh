@@ -400,10 +400,13 @@ static __device__ u64 block_scan(u64 x, block_smem &S, u32 h)
 static __device__ __forceinline__ u32 piece_of(const block_smem &S, u64 g, u32 lo, u32 nb,
                                                u32 win)
 {
-    u32 hi_piece = nb - lo > win ? lo + win : nb;
-    if (S.begin[hi_piece - 1] <= g) {
-        lo = hi_piece - 1;
-        hi_piece = nb;
+    u32 hi_piece = nb;
+    if (nb - lo > win) {
+        hi_piece = lo + win;
+        if (S.begin[hi_piece - 1] <= g) {
+            lo = hi_piece - 1;
+            hi_piece = nb;
+        }
     }
     while (hi_piece - lo > 1) {
         const u32 mid = (lo + hi_piece) / 2;
@@ -453,40 +456,61 @@ static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 kb, u32 spl
     const u32 first = b * P2PT_BATCH_BLOCK;
     const u32 span = kb * P2PT_BATCH_BLOCK;
     const u32 nb = n - first < span ? n - first : span;
-    /* Every block's descriptor of this thread read at once (one round
-     * trip), then each block checked and scanned in turn. */
-    desc_t dd[P2PT_BATCH_TURN_BLOCKS];
-#pragma unroll
-    for (u32 j = 0; j < P2PT_BATCH_TURN_BLOCKS; j++) {
-        const u32 i = j * P2PT_BATCH_BLOCK + t;
-        dd[j] = desc_t{0, 0, 0};
-        if (j < kb && i < nb)
-            dd[j] = j == 0 && b == pre_block ? desc_t{S.dst[t], S.src[t], S.bytes[t]}
-                                             : piece_at(P, first + i);
-    }
-#pragma unroll
-    for (u32 j = 0; j < P2PT_BATCH_TURN_BLOCKS; j++) {
-        const u32 i = j * P2PT_BATCH_BLOCK + t;
-        if (j < kb) {
-            S.dst[i] = dd[j].dst;
-            S.src[i] = dd[j].src;
-            S.bytes[i] = dd[j].bytes;
-        }
-    }
     u64 total = 0;
-#pragma unroll
-    for (u32 j = 0; j < P2PT_BATCH_TURN_BLOCKS; j++) {
-        if (j >= kb)
-            continue;
-        const u32 i = j * P2PT_BATCH_BLOCK + t;
-        const u64 dst = S.dst[i];
-        u64 bytes = S.bytes[i];
-        if (FROM == FROM_DEVICE && refuse(dst, S.src[i], bytes, *p) != 0)
-            S.bytes[i] = bytes = 0;
-        S.begin[i] = total + block_scan(P2PT_BATCH_TILES(dst, bytes), S, j & 1);
+    if (kb == 1) {
+        /* One block (most turns): each descriptor checked as it is read. */
+        u64 dst = 0, src = 0, bytes = 0;
+        if (t < nb) {
+            const desc_t d = b == pre_block ? desc_t{S.dst[t], S.src[t], S.bytes[t]}
+                                            : piece_at(P, first + t);
+            dst = d.dst;
+            src = d.src;
+            bytes = d.bytes;
+            if (FROM == FROM_DEVICE && refuse(dst, src, bytes, *p) != 0)
+                bytes = 0;
+        }
+        S.dst[t] = dst;
+        S.src[t] = src;
+        S.bytes[t] = bytes;
+        S.begin[t] = block_scan(P2PT_BATCH_TILES(dst, bytes), S, 0);
         copiers_sync();
         for (u32 k = 0; k < WARPS; k++)
-            total += S.warp_sum[j & 1][k];
+            total += S.warp_sum[0][k];
+    } else {
+        /* Every block's descriptor of this thread read at once (one round
+         * trip), then each block checked and scanned in turn. */
+        desc_t dd[P2PT_BATCH_TURN_BLOCKS];
+#pragma unroll
+        for (u32 j = 0; j < P2PT_BATCH_TURN_BLOCKS; j++) {
+            const u32 i = j * P2PT_BATCH_BLOCK + t;
+            dd[j] = desc_t{0, 0, 0};
+            if (j < kb && i < nb)
+                dd[j] = j == 0 && b == pre_block ? desc_t{S.dst[t], S.src[t], S.bytes[t]}
+                                                 : piece_at(P, first + i);
+        }
+#pragma unroll
+        for (u32 j = 0; j < P2PT_BATCH_TURN_BLOCKS; j++) {
+            const u32 i = j * P2PT_BATCH_BLOCK + t;
+            if (j < kb) {
+                S.dst[i] = dd[j].dst;
+                S.src[i] = dd[j].src;
+                S.bytes[i] = dd[j].bytes;
+            }
+        }
+#pragma unroll
+        for (u32 j = 0; j < P2PT_BATCH_TURN_BLOCKS; j++) {
+            if (j >= kb)
+                continue;
+            const u32 i = j * P2PT_BATCH_BLOCK + t;
+            const u64 dst = S.dst[i];
+            u64 bytes = S.bytes[i];
+            if (FROM == FROM_DEVICE && refuse(dst, S.src[i], bytes, *p) != 0)
+                S.bytes[i] = bytes = 0;
+            S.begin[i] = total + block_scan(P2PT_BATCH_TILES(dst, bytes), S, j & 1);
+            copiers_sync();
+            for (u32 k = 0; k < WARPS; k++)
+                total += S.warp_sum[j & 1][k];
+        }
     }
     if (b == pre_block)
         TRACE(2);
