@@ -20,12 +20,14 @@
  * and `nb` blocks, CTA c serves block c % nb and is one of the ~G / nb
  * CTAs that split that block's tiles (with more blocks than CTAs, a CTA
  * walks nb / G consecutive blocks of its own, then the CTAs share the
- * last nb % G). A device batch of more than one block across NVLink on
- * a narrow grid by equal shares: CTA c takes n / G of the pieces, and of
- * a block it shares the same fraction of its tiles (copy_all says why).
- * Each CTA reads its blocks' descriptors (one per thread), scans their
+ * last nb % G; its own blocks it plans P2PT_BATCH_TURN_BLOCKS at a time,
+ * a turn). A device batch of more than one block across NVLink on a
+ * narrow grid by equal shares: CTA c takes n / G of the pieces, and of a
+ * block it shares the same fraction of its tiles (copy_all says why).
+ * Each CTA reads a turn's descriptors (one a thread a block), scans their
  * tile counts in shared memory, and its warps take the tiles of its range
- * in turn, finding each tile's piece by a binary search in shared memory.
+ * in turn, finding each tile's piece by a search in shared memory, first
+ * among the pieces after the warp's last one (piece_of).
  * So a 1 MiB piece is spread over every SM, thousands of 2 KiB pieces are
  * packed a few per warp, and the only cost of the mapping is one read of
  * a descriptor block per CTA (two where an equal share crosses a block's
