@@ -268,7 +268,7 @@ p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
     u32 G, c;
     copier(cta0_copies(p, p.max_count), &G, &c);
     const u32 max_blocks = (p.max_count + P2PT_BATCH_BLOCK - 1) / P2PT_BATCH_BLOCK;
-    const u32 pre_block = blockIdx.x == 0 ? 0xffffffffu : first_block(c, G, max_blocks);
+    const u32 pre_block = blockIdx.x == 0 ? NO_BLOCK : first_block(c, G, max_blocks);
     const u32 i = pre_block * P2PT_BATCH_BLOCK + threadIdx.x;
     desc_t pre = {0, 0, 0};
     if (blockIdx.x != 0 && i < p.max_count)
@@ -366,7 +366,7 @@ p2pt_batch_copy_marks(const __grid_constant__ struct p2pt_batch_dev_params p)
         const u32 hi = end < n ? end : n;
         if ((blockIdx.x != 0 || cta0) && lo < hi) {
             copy_all<FROM_DEVICE>(pieces{p.descs + (u64)lo * sizeof(desc_t), 0, 0, 0}, hi - lo, c,
-                                  G, p.equal_shares != 0, &p, 0xffffffffu, desc_t{0, 0, 0},
+                                  G, p.equal_shares != 0, &p, NO_BLOCK, desc_t{0, 0, 0},
                                   p.n_signals != 0 ? j : 0);
         }
         if (p.n_signals != 0) {

@@ -443,11 +443,11 @@ static __device__ __forceinline__ desc_t piece_at(const pieces &P, u32 i)
  * Blocks b .. b + kb - 1 of the descriptors at `descs` (a generic address:
  * kernel parameters or GPU memory), `n` of them in all: read, check
  * (device descriptors), scan, then copy split `split` of `splits` of their
- * tiles. This thread's descriptor of block `pre_block` is already in
- * S at its place (copy_all; any other block is read here). Host descriptors are kernel
- * parameters, which no earlier grid writes: their CTAs plan while the
- * previous grid drains and wait for it (griddepcontrol.wait) only before
- * the first copy.
+ * tiles. This thread's descriptor of block `pre_block` is already in S
+ * at its place (copy_all; any other block is read here). Host
+ * descriptors are kernel parameters, which no earlier grid writes: their
+ * CTAs plan while the previous grid drains and wait for it
+ * (griddepcontrol.wait) only before the first copy.
  */
 template <int FROM>
 static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 kb, u32 split, u32 splits,
@@ -460,7 +460,10 @@ static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 kb, u32 spl
     const u32 nb = n - first < span ? n - first : span;
     u64 total = 0;
     if (kb == 1) {
-        /* One block (most turns): each descriptor checked as it is read. */
+        /* One block (most turns): each descriptor checked as it is read.
+         * Through the turn's path below, short batches on the full grid
+         * took 1-2 % longer (bench/results/batches.md, "Turns of two
+         * blocks"). */
         u64 dst = 0, src = 0, bytes = 0;
         if (t < nb) {
             const desc_t d = b == pre_block ? desc_t{S.dst[t], S.src[t], S.bytes[t]}
@@ -480,7 +483,9 @@ static __device__ void copy_block(const pieces &P, u32 n, u32 b, u32 kb, u32 spl
             total += S.warp_sum[0][k];
     } else {
         /* Every block's descriptor of this thread read at once (one round
-         * trip), then each block checked and scanned in turn. */
+         * trip) and stored, then each block checked and scanned in turn
+         * from shared memory (checked from registers, four blocks a turn
+         * spilled). */
         desc_t dd[P2PT_BATCH_TURN_BLOCKS];
 #pragma unroll
         for (u32 j = 0; j < P2PT_BATCH_TURN_BLOCKS; j++) {
@@ -630,8 +635,8 @@ static __device__ __forceinline__ u32 first_block(u32 c, u32 G, u32 blocks)
  * whole blocks: CTA c's R whole blocks, P2PT_BATCH_TURN_BLOCKS to a turn,
  * then its turn at the last blocks % G, shared (with no more blocks than
  * CTAs, R is 0, or 1 when they are as many, and the shared turn is the
- * whole batch). By equal
- * shares: the blocks that its share of the pieces touches, counted
+ * whole batch). By equal shares: the blocks that its share of the pieces
+ * touches, counted
  * in units of 1/G of a piece (G units a piece, P2PT_BATCH_BLOCK * G a
  * whole block). One call of copy_block, so that each instantiation
  * inlines it once: the ring kernel instantiates copy_all twice, and with a

@@ -161,8 +161,8 @@ static void replays_with_new_counts(const char *options, uint32_t max_count, uin
 
 Test(batch_device, kernel_written_descriptors_replay_with_new_counts_in_a_graph)
 {
-    static const struct replay_round rounds[] = {{1, 30000},   {1024, 14336}, {4096, 7168},
-                                                 {17, 30000},  {0, 100},      {3000, 4000}};
+    static const struct replay_round rounds[] = {{1, 30000}, {1024, 14336}, {4096, 7168},
+                                                 {17, 30000}, {0, 100}, {3000, 4000}};
     replays_with_new_counts(NULL, 4096, 30000, rounds, P2PT_ARRAY_LEN(rounds));
 }
 
@@ -175,8 +175,8 @@ Test(batch_device, kernel_written_descriptors_replay_with_new_counts_in_a_graph)
 Test(batch_device, on_three_ctas_turns_of_blocks_follow_each_count)
 {
     static const struct replay_round rounds[] = {
-        {4 * 256, 1500},      {7 * 256, 1500},      {12 * 256, 1500}, {13 * 256 + 17, 1500},
-        {18 * 256, 1500},     {9 * 256 - 1, 1500},  {1, 1500},        {2 * 256 + 1, 1500},
+        {4 * 256, 1500},  {7 * 256, 1500},     {12 * 256, 1500}, {13 * 256 + 17, 1500},
+        {18 * 256, 1500}, {9 * 256 - 1, 1500}, {1, 1500},        {2 * 256 + 1, 1500},
         {17 * 256 + 255, 1500}, {5 * 256, 1500}};
     replays_with_new_counts("P2P_TRANSPORT_MAX_CTAS=3", 18 * 256, 1500, rounds,
                             P2PT_ARRAY_LEN(rounds));
