@@ -200,6 +200,7 @@ typedef struct p2pt_properties {
     uint64_t share_imports_closed; /* successful p2pt_share_close calls */
     uint64_t share_mappings;       /* mappings held now: one per export and
                                       device, however often imported */
+    uint64_t count_exchanges;      /* p2pt_count_rows_async calls enqueued */
 } p2pt_properties;
 
 typedef struct p2pt_handle p2pt_handle;
@@ -464,6 +465,43 @@ P2PT_API p2pt_status p2pt_copy_batch_device_marks_async(p2pt_handle *h,
                                                         void *const *signals,
                                                         uint32_t n_signals, uint32_t n_marks,
                                                         void *stream);
+
+/* p2pt_count_rows_async's limits: rows of a routing, its destinations
+ * (bytes a row), and the places its counts go. */
+#define P2PT_COUNT_ROWS_MAX (1u << 31)
+#define P2PT_COUNT_COLS_MAX 64
+#define P2PT_COUNT_PUTS_MAX 64
+
+/*
+ * The count exchange of an alltoallv whose routing only the GPU knows (a
+ * MoE dispatch), in one kernel: a CTA a destination, at most the SM budget
+ * (P2P_TRANSPORT_SM_BUDGET, P2P_TRANSPORT_MAX_CTAS). `routing` is `rows` x
+ * `cols` bytes, row-major, in memory the stream's device reaches (a torch
+ * bool [rows, cols] tensor): byte (t, c) nonzero where row t goes to
+ * destination c. The kernel, when it runs:
+ *  1. counts the rows to each destination and writes the `cols` counts
+ *     (int64) to each of `puts` (n_puts addresses, 8-byte aligned, on any
+ *     GPU the stream's device reaches: its own memory, a peer's, a window
+ *     another process shared; say a row of every rank's count matrix);
+ *  2. where `upto` is not NULL, writes each row's running count there:
+ *     upto[c * rows + t] = the rows up to and including t that go to c
+ *     (int64, [cols][rows]; a row's place among them, plus one), for the
+ *     sender's own offsets;
+ *  3. signals each of `signals` (n_signals semaphores, up to
+ *     P2PT_BATCH_SIGNALS_MAX): each counts one signal once the counts are
+ *     visible at system scope at every put.
+ * rows 0 to P2PT_COUNT_ROWS_MAX (0: the counts are zeros, and still put and
+ * signalled), cols 1 to P2PT_COUNT_COLS_MAX, n_puts 0 to
+ * P2PT_COUNT_PUTS_MAX; the host arrays are read before the call returns.
+ * Capturable after p2pt_prepare: a replay reads the routing as it is then.
+ * A kernel of the kernel transport, whatever P2P_TRANSPORT says; status 6
+ * under P2P_TRANSPORT_SM_BUDGET=0. Thread-safe. docs/SIGNALS.md, "The
+ * count exchange of an alltoallv".
+ */
+P2PT_API p2pt_status p2pt_count_rows_async(p2pt_handle *h, const void *routing, uint32_t rows,
+                                           uint32_t cols, int64_t *upto, void *const *puts,
+                                           uint32_t n_puts, void *const *signals,
+                                           uint32_t n_signals, void *stream);
 
 /* Bytes of GPU memory p2pt_copy_blocks_device_async needs as its workspace
  * for n_layers x pairs pieces: the status record at its start, then what
@@ -764,6 +802,12 @@ P2PT_API p2pt_status p2pt_explain_signal(p2pt_handle *h, void *sem, void *stream
                                          p2pt_choice *choice);
 P2PT_API p2pt_status p2pt_explain_wait(p2pt_handle *h, void *sem, uint32_t count, void *stream,
                                        p2pt_choice *choice);
+/* The same for a count exchange (p2pt_count_rows_async): path "count". */
+P2PT_API p2pt_status p2pt_explain_count_rows(p2pt_handle *h, const void *routing, uint32_t rows,
+                                             uint32_t cols, int64_t *upto, void *const *puts,
+                                             uint32_t n_puts, void *const *signals,
+                                             uint32_t n_signals, void *stream,
+                                             p2pt_choice *choice);
 /* The same for blocks (p2pt_copy_blocks_async). */
 P2PT_API p2pt_status p2pt_explain_blocks(p2pt_handle *h, const p2pt_block_layer *layers,
                                          size_t n_layers, const int64_t *mapping, size_t pairs,

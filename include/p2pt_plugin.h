@@ -181,6 +181,16 @@ typedef struct p2pt_plugin_v1 {
                                                  void *workspace, void *const *signals,
                                                  uint32_t n_signals, uint32_t n_marks,
                                                  void *stream);
+    /* The count exchange of an alltoallv (p2pt.h's p2pt_count_rows_async
+     * and its dry run); check struct_size > offsetof(p2pt_plugin_v1_t,
+     * explain_count_rows). Thread-safe; capturable after prepare. */
+    p2pt_status (*count_rows_async)(void *ctx, const void *routing, uint32_t rows, uint32_t cols,
+                                    int64_t *upto, void *const *puts, uint32_t n_puts,
+                                    void *const *signals, uint32_t n_signals, void *stream);
+    p2pt_status (*explain_count_rows)(void *ctx, const void *routing, uint32_t rows,
+                                      uint32_t cols, int64_t *upto, void *const *puts,
+                                      uint32_t n_puts, void *const *signals, uint32_t n_signals,
+                                      void *stream, p2pt_choice *choice);
     /* ---- append below ---- */
 } p2pt_plugin_v1_t;
 

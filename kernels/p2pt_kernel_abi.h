@@ -205,6 +205,25 @@ struct p2pt_wait_params {
  * signal only after every CTA's writes. */
 #define P2PT_BATCH_MAX_SIGNALS 64
 
+/*
+ * The count exchange of an alltoallv (p2pt_count_rows_async, p2pt_count_rows
+ * in signal.cu): `routing` is `rows` x `cols` bytes, row-major, nonzero
+ * where a row goes to a destination; a CTA a column (or several) writes
+ * each row's running count to `upto` ([cols][rows] int64; 0: none) and
+ * its columns' counts (int64) to each `put`, then adds its share of one
+ * signal to each `signal`.
+ */
+#define P2PT_COUNT_MAX_COLS 64
+#define P2PT_COUNT_MAX_PUTS 64
+#define P2PT_COUNT_THREADS 1024
+struct p2pt_count_params {
+    unsigned long long routing;
+    unsigned long long upto;
+    unsigned int rows, cols, n_puts, n_signals;
+    unsigned long long put[P2PT_COUNT_MAX_PUTS];
+    unsigned long long signal[P2PT_BATCH_MAX_SIGNALS]; /* struct p2pt_semaphore addresses */
+};
+
 /* Device descriptors: the count and the descriptors in GPU memory, read
  * when the kernel runs and checked there against the windows. */
 struct p2pt_batch_dev_params {

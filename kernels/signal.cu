@@ -19,6 +19,12 @@
  * Both are one-thread grids launched without programmatic dependent launch:
  * a signal starts after everything before it on its stream has completed,
  * and nothing after a wait starts before it has seen its signals.
+ *
+ * The count exchange of an alltoallv (p2pt_count_rows) is a signal with
+ * its payload made in the same launch: one CTA counts a routing's rows by
+ * destination, puts the counts into every rank's matrix and signals, then
+ * writes each row's running count, the rows' places, which only the
+ * sender reads and so come after the signals.
  */
 #include "p2pt_kernel_abi.h"
 
@@ -58,5 +64,99 @@ extern "C" __global__ void p2pt_wait(const __grid_constant__ struct p2pt_wait_pa
         }
         __nanosleep(ns);
         ns = ns < 1024 ? 2 * ns : ns;
+    }
+}
+
+/*
+ * A CTA of P2PT_COUNT_THREADS threads a destination (column), CTA k
+ * taking columns k, k + grid, ... where the grid is narrower. A column's
+ * bytes come into shared memory a chunk of rows at a time (all 4,096 rows
+ * of a MoE step in one), then warp w takes a run of whole groups of 32
+ * rows, and a ballot of a group's bytes gives both the group's count and
+ * each row's place in it; the warps' counts, scanned by every warp, give
+ * each warp's start. Each CTA puts its columns' counts, and once they are
+ * visible at system scope adds its share of one signal, so a waiter's
+ * signal is whole only when every column's count is there (the batch
+ * kernel's shares, batch_copy.cu). One CTA over every column took 8.5 us
+ * for 4,096 rows of 2 destinations and 18.8 us of 8, issue-bound on its
+ * one SM (bench/results/peer.md 5zc).
+ */
+#define COUNT_WARPS (P2PT_COUNT_THREADS / 32)
+#define COUNT_CHUNK_ROWS 32768
+
+extern "C" __global__ void __launch_bounds__(P2PT_COUNT_THREADS, 1)
+    p2pt_count_rows(const __grid_constant__ struct p2pt_count_params p)
+{
+    __shared__ unsigned char sent_to[COUNT_CHUNK_ROWS]; /* a chunk of one column */
+    __shared__ unsigned warp_rows[COUNT_WARPS];
+    const unsigned char *routing = (const unsigned char *)p.routing;
+    long long *upto = (long long *)p.upto;
+    const unsigned rows = p.rows, cols = p.cols;
+    const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const unsigned below = (1u << lane) - 1;
+
+    for (unsigned c = blockIdx.x; c < cols; c += gridDim.x) {
+        unsigned long long run = 0; /* rows of earlier chunks to c */
+        unsigned r0 = 0;
+        do {
+            const unsigned n = min((unsigned)COUNT_CHUNK_ROWS, rows - r0);
+            __syncthreads(); /* the last chunk's bytes and warp counts read */
+            const unsigned char *from = routing + (size_t)r0 * cols + c;
+#pragma unroll 8
+            for (unsigned t = threadIdx.x; t < n; t += blockDim.x)
+                sent_to[t] = from[(size_t)t * cols];
+            __syncthreads();
+            const unsigned groups = (n + 31) / 32;
+            const unsigned per = (groups + COUNT_WARPS - 1) / COUNT_WARPS;
+            const unsigned g_lo = min(warp * per, groups), g_hi = min(g_lo + per, groups);
+            unsigned m = 0; /* this warp's rows to c */
+            for (unsigned g = g_lo; g < g_hi; g++) {
+                const unsigned t = g * 32 + lane;
+                m += __popc(__ballot_sync(~0u, t < n && sent_to[t] != 0));
+            }
+            if (lane == 0)
+                warp_rows[warp] = m;
+            __syncthreads();
+            /* Every warp scans the warps' counts, lane i holding warp i's. */
+            unsigned sum = warp_rows[lane];
+            for (unsigned o = 1; o < 32; o *= 2) {
+                const unsigned up = __shfl_up_sync(~0u, sum, o);
+                if (lane >= o)
+                    sum += up;
+            }
+            const unsigned long long start = run + __shfl_sync(~0u, sum, warp) - m;
+            run += __shfl_sync(~0u, sum, 31);
+            if (upto != nullptr) {
+                /* upto[c][t]: the rows up to and including t to c. */
+                unsigned long long at = start;
+                long long *out = upto + (size_t)c * rows + r0;
+                for (unsigned g = g_lo; g < g_hi; g++) {
+                    const unsigned t = g * 32 + lane;
+                    const unsigned sent = __ballot_sync(~0u, t < n && sent_to[t] != 0);
+                    if (t < n)
+                        out[t] = (long long)(at + __popc(sent & below) + ((sent >> lane) & 1));
+                    at += __popc(sent);
+                }
+            }
+            r0 += n;
+        } while (r0 < rows);
+        /* c's count into every put. */
+        for (unsigned i = threadIdx.x; i < p.n_puts; i += blockDim.x)
+            ((unsigned long long *)p.put[i])[c] = run;
+    }
+
+    /* This CTA's share of each signal: every thread's puts happen before
+     * thread 0's fence (the barrier), and the fence, cumulative, orders
+     * them before the release at system scope that the waiter's acquire
+     * reads (batch_copy.cu's signal_share). */
+    const unsigned long long k = blockIdx.x, grid = gridDim.x, unit = P2PT_SIGNAL_UNIT;
+    const unsigned long long share = (k + 1) * unit / grid - k * unit / grid;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        asm volatile("fence.acq_rel.sys;" ::: "memory");
+        for (unsigned s = 0; s < p.n_signals; s++)
+            asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(p.signal[s]),
+                         "l"(share)
+                         : "memory");
     }
 }

@@ -367,6 +367,23 @@ class Handle:
             self._h, descs, count, max_count, workspace, arr, len(signals), n_marks,
             stream or None))
 
+    def count_rows(self, routing, rows, cols, upto, puts, signals, stream=None):
+        """The count exchange of an alltoallv (p2pt_count_rows_async): count
+        the rows x cols routing bytes at GPU address `routing` by column,
+        write the cols int64 counts to each address of `puts`, signal each
+        semaphore address of `signals`, then write each row's running
+        count to `upto` ([cols][rows] int64; None or 0: not written)."""
+        p = (ctypes.c_void_p * max(len(puts), 1))(*puts)
+        s = (ctypes.c_void_p * max(len(signals), 1))(*signals)
+        check(self._lib.p2pt_count_rows_async(self._h, routing, rows, cols, upto or None, p,
+                                              len(puts), s, len(signals), stream or None))
+
+    def explain_count_rows(self, routing, rows, cols, upto, puts, signals, stream=None):
+        p = (ctypes.c_void_p * max(len(puts), 1))(*puts)
+        s = (ctypes.c_void_p * max(len(signals), 1))(*signals)
+        return self._explain(self._lib.p2pt_explain_count_rows, routing, rows, cols,
+                             upto or None, p, len(puts), s, len(signals), stream or None)
+
     def explain_signal(self, sem, stream=None):
         return self._explain(self._lib.p2pt_explain_signal, sem, stream or None)
 

@@ -48,6 +48,7 @@ class Properties(ctypes.Structure):
         # memory shared between processes
         ("share_exports", _U64), ("share_imports_open", _U64),
         ("share_imports_closed", _U64), ("share_mappings", _U64),
+        ("count_exchanges", _U64),
     ]
 
 
@@ -118,7 +119,9 @@ class PluginV1(ctypes.Structure):
             # memory shared between processes
             "share_export", "share_unexport", "share_import", "share_close",
             # a device batch in parts that signal apart
-            "copy_batch_device_marks_async")]
+            "copy_batch_device_marks_async",
+            # the count exchange of an alltoallv
+            "count_rows_async", "explain_count_rows")]
 
 
 # C name of each structure, for the layout test.

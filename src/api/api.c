@@ -45,6 +45,7 @@ static void fill_properties(const struct p2pt_handle *h, p2pt_properties *out)
     p.device_batches = atomic_load(&h->stats.device_batches);
     p.signals = atomic_load(&h->stats.signals);
     p.waits = atomic_load(&h->stats.waits);
+    p.count_exchanges = atomic_load(&h->stats.count_exchanges);
     p.auto_table = h->cfg.auto_table[0] ? h->cfg.auto_table : NULL;
     for (int e = 0; e < P2PT_MAX_TRANSPORTS && p2pt__transport_at(e) != NULL; e++) {
         p.engine_name[e] = p2pt__transport_at(e)->name;

@@ -160,6 +160,25 @@ static p2pt_status plugin_explain_wait(void *ctx, void *sem, uint32_t count, voi
     return p2pt_explain_wait(ctx, sem, count, stream, choice);
 }
 
+static p2pt_status plugin_count_rows_async(void *ctx, const void *routing, uint32_t rows,
+                                           uint32_t cols, int64_t *upto, void *const *puts,
+                                           uint32_t n_puts, void *const *signals,
+                                           uint32_t n_signals, void *stream)
+{
+    return p2pt_count_rows_async(ctx, routing, rows, cols, upto, puts, n_puts, signals,
+                                 n_signals, stream);
+}
+
+static p2pt_status plugin_explain_count_rows(void *ctx, const void *routing, uint32_t rows,
+                                             uint32_t cols, int64_t *upto, void *const *puts,
+                                             uint32_t n_puts, void *const *signals,
+                                             uint32_t n_signals, void *stream,
+                                             p2pt_choice *choice)
+{
+    return p2pt_explain_count_rows(ctx, routing, rows, cols, upto, puts, n_puts, signals,
+                                   n_signals, stream, choice);
+}
+
 static p2pt_status plugin_share_export(void *ctx, const void *base, size_t bytes,
                                        p2pt_share_blob *blobs, size_t *n_blobs)
 {
@@ -223,4 +242,6 @@ const p2pt_plugin_v1_t p2pt_plugin_v1 = {
     .share_import = plugin_share_import,
     .share_close = plugin_share_close,
     .copy_batch_device_marks_async = plugin_copy_batch_device_marks_async,
+    .count_rows_async = plugin_count_rows_async,
+    .explain_count_rows = plugin_explain_count_rows,
 };

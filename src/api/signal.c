@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The signal entry points (p2pt.h): a signal, a wait, a device batch that
- * ends with signals or signals in parts, and their dry runs. Each checks
+ * ends with signals or signals in parts, a count exchange, and their dry
+ * runs. Each checks
  * the handle and hands its operation to the pipeline (operation.c).
  */
 #include <stddef.h>
@@ -15,6 +16,9 @@ _Static_assert(sizeof(struct p2pt_semaphore) == P2PT_SEMAPHORE_BYTES &&
                "p2pt.h's semaphore is the kernels' struct p2pt_semaphore");
 _Static_assert(P2PT_BATCH_SIGNALS_MAX == P2PT_BATCH_MAX_SIGNALS,
                "p2pt.h's limit is the kernel's parameter block's");
+_Static_assert(P2PT_COUNT_COLS_MAX == P2PT_COUNT_MAX_COLS &&
+                   P2PT_COUNT_PUTS_MAX == P2PT_COUNT_MAX_PUTS,
+               "p2pt.h's count exchange limits are the kernel's");
 
 static p2pt_status run(p2pt_handle *h, const char *fn, bool wait, void *sem, uint32_t count,
                        void *stream)
@@ -70,6 +74,48 @@ p2pt_status p2pt_copy_batch_device_marks_async(p2pt_handle *h, const p2pt_copy_d
 {
     return batch(h, "p2pt_copy_batch_device_marks_async", descs, count, max_count, workspace,
                  signals, n_signals, n_marks, stream);
+}
+
+/* A count exchange, run or dry (`dry` not NULL). */
+static p2pt_status count_rows(p2pt_handle *h, const char *fn, const void *routing, uint32_t rows,
+                              uint32_t cols, int64_t *upto, void *const *puts, uint32_t n_puts,
+                              void *const *signals, uint32_t n_signals, void *stream,
+                              p2pt_choice *dry)
+{
+    const struct p2pt_count_exchange x = {.routing = routing,
+                                          .rows = rows,
+                                          .cols = cols,
+                                          .upto = upto,
+                                          .puts = puts,
+                                          .n_puts = n_puts,
+                                          .signals = signals,
+                                          .n_signals = n_signals};
+    struct p2pt_op op;
+    p2pt__op_count_rows(&op, fn, &x, stream);
+    if (dry != NULL)
+        return p2pt__dry_run(h, &op, dry);
+    p2pt_status st = p2pt__check_handle(h, fn);
+    if (st != P2PT_SUCCESS)
+        return st;
+    return p2pt__op_run(h, &op, NULL);
+}
+
+p2pt_status p2pt_count_rows_async(p2pt_handle *h, const void *routing, uint32_t rows,
+                                  uint32_t cols, int64_t *upto, void *const *puts,
+                                  uint32_t n_puts, void *const *signals, uint32_t n_signals,
+                                  void *stream)
+{
+    return count_rows(h, "p2pt_count_rows_async", routing, rows, cols, upto, puts, n_puts,
+                      signals, n_signals, stream, NULL);
+}
+
+p2pt_status p2pt_explain_count_rows(p2pt_handle *h, const void *routing, uint32_t rows,
+                                    uint32_t cols, int64_t *upto, void *const *puts,
+                                    uint32_t n_puts, void *const *signals, uint32_t n_signals,
+                                    void *stream, p2pt_choice *choice)
+{
+    return count_rows(h, "p2pt_explain_count_rows", routing, rows, cols, upto, puts, n_puts,
+                      signals, n_signals, stream, choice);
 }
 
 p2pt_status p2pt_explain_signal(p2pt_handle *h, void *sem, void *stream, p2pt_choice *choice)

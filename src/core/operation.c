@@ -442,7 +442,22 @@ out:
 static p2pt_status signal_route_first(struct p2pt_handle *h, const struct p2pt_op *op,
                                       struct op_state *s)
 {
-    return p2pt__route_signal(h, op->fn, &s->t, s->why, s->len);
+    if (op->signal.exchange == NULL)
+        return p2pt__route_signal(h, op->fn, &s->t, s->why, s->len);
+    if (h->cfg.sm_budget == 0)
+        return p2pt__fail(P2PT_NOT_SUPPORTED,
+                          "%s: P2P_TRANSPORT_SM_BUDGET=0, and a count exchange is a kernel "
+                          "(it counts the routing on the GPU and signals; docs/SIGNALS.md); "
+                          "use a budget of 1 or more",
+                          op->fn);
+    p2pt_status st = p2pt__route_signal(h, op->fn, &s->t, NULL, 0);
+    if (st == P2PT_SUCCESS && s->why)
+        snprintf(s->why, s->len,
+                 "a kernel of %s, a CTA a destination within the SM budget (it counts "
+                 "the routing where it lies, puts the counts and signals), whatever "
+                 "P2P_TRANSPORT says",
+                 s->t->name);
+    return st;
 }
 
 static p2pt_status signal_check(struct p2pt_op *op, struct op_state *s)
@@ -471,7 +486,7 @@ static p2pt_status signal_describe(struct p2pt_handle *h, struct p2pt_op *op,
 {
     (void)h;
     c->transport = t->name;
-    c->path = op->signal.wait ? "wait" : "signal";
+    c->path = op->signal.exchange ? "count" : op->signal.wait ? "wait" : "signal";
     c->device = op->signal.device;
     return P2PT_SUCCESS;
 }
@@ -482,7 +497,10 @@ static p2pt_status signal_dispatch(struct p2pt_handle *h, struct p2pt_op *op,
     p2pt_status st = P2PT_SUCCESS;
     P2PT_TRY(s->t->signal(h, &op->signal));
     p2pt__share_mark(h, op->signal.stream, op->signal.ctx, op->signal.device);
-    relaxed_add(op->signal.wait ? &h->stats.waits : &h->stats.signals, 1);
+    relaxed_add(op->signal.exchange ? &h->stats.count_exchanges
+                : op->signal.wait       ? &h->stats.waits
+                                        : &h->stats.signals,
+                1);
 out:
     return st;
 }

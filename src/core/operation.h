@@ -123,6 +123,15 @@ static inline void p2pt__op_signal(struct p2pt_op *op, const char *fn, bool wait
     op->signal.stream = (CUstream)stream;
 }
 
+/* A count exchange (p2pt_count_rows_async): a signal kind whose kernel
+ * makes the payload it signals. */
+static inline void p2pt__op_count_rows(struct p2pt_op *op, const char *fn,
+                                       const struct p2pt_count_exchange *x, void *stream)
+{
+    p2pt__op_signal(op, fn, false, NULL, 0, stream);
+    op->signal.exchange = x;
+}
+
 /*
  * Take `op` through the pipeline for handle `h` (already checked live).
  * `dry` NULL: enqueue and count (a refusal counts in `rejected`). `dry` not

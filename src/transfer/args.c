@@ -78,8 +78,54 @@ static p2pt_status semaphore_check(const char *fn, const char *what, const void 
     return P2PT_SUCCESS;
 }
 
+/* A count exchange's arguments (p2pt_count_rows_async). */
+static p2pt_status count_rows_check(const char *fn, const struct p2pt_count_exchange *x)
+{
+    if (x->rows > P2PT_COUNT_ROWS_MAX)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT, "%s: rows %u: expected 0 to %u", fn, x->rows,
+                          P2PT_COUNT_ROWS_MAX);
+    if (x->cols == 0 || x->cols > P2PT_COUNT_COLS_MAX)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s: cols %u: expected 1 to %u destinations (a routing row's bytes)",
+                          fn, x->cols, P2PT_COUNT_COLS_MAX);
+    if (x->rows != 0 && x->routing == NULL)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s: routing is NULL: expected %u x %u bytes of GPU memory", fn,
+                          x->rows, x->cols);
+    if ((uintptr_t)x->upto % 8 != 0)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s: upto %p: expected NULL or the 8-byte aligned GPU address of "
+                          "%u x %u int64",
+                          fn, (void *)x->upto, x->cols, x->rows);
+    if (x->n_puts > P2PT_COUNT_PUTS_MAX || (x->n_puts != 0 && x->puts == NULL))
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s: %u puts at %p: expected up to %u addresses of the counts' "
+                          "copies",
+                          fn, x->n_puts, (const void *)x->puts, P2PT_COUNT_PUTS_MAX);
+    for (uint32_t i = 0; i < x->n_puts; i++)
+        if (x->puts[i] == NULL || (uintptr_t)x->puts[i] % 8 != 0)
+            return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                              "%s: puts[%u] %p: expected the 8-byte aligned GPU address of %u "
+                              "int64 (one count a destination)",
+                              fn, i, x->puts[i], x->cols);
+    if (x->n_signals > P2PT_BATCH_MAX_SIGNALS || (x->n_signals != 0 && x->signals == NULL))
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s: %u signals at %p: expected up to %u semaphore addresses", fn,
+                          x->n_signals, (const void *)x->signals, P2PT_BATCH_MAX_SIGNALS);
+    for (uint32_t i = 0; i < x->n_signals; i++) {
+        char what[32];
+        snprintf(what, sizeof(what), "signals[%u]", i);
+        p2pt_status st = semaphore_check(fn, what, x->signals[i]);
+        if (st != P2PT_SUCCESS)
+            return st;
+    }
+    return P2PT_SUCCESS;
+}
+
 p2pt_status p2pt__signal_check(const struct p2pt_signal *s)
 {
+    if (s->exchange != NULL)
+        return count_rows_check(s->fn, s->exchange);
     if (s->wait && (s->count == 0 || s->count > P2PT_WAIT_MAX_COUNT))
         return p2pt__fail(P2PT_INVALID_ARGUMENT,
                           "%s: count %u: expected the signals to wait for, 1 to %u", s->fn,

@@ -19,7 +19,7 @@ struct p2pt_transport;
 struct p2pt_stats {
     _Atomic uint64_t copies, bytes, rejected;
     _Atomic uint64_t batches, batch_pieces, device_batches;
-    _Atomic uint64_t signals, waits;
+    _Atomic uint64_t signals, waits, count_exchanges;
     /* Every kernel engine's launches, counted where they are made (launch.c);
      * what only one engine counts lives in its state (its report hook). */
     _Atomic uint64_t kernel_launches;

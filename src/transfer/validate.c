@@ -183,6 +183,34 @@ p2pt_status p2pt__validate_batch_signals(const struct p2pt_handle *h,
     return st;
 }
 
+/* Every range a count exchange's kernel reads or writes: memory the
+ * stream's device reaches, inside one allocation. */
+static p2pt_status validate_count_rows(const struct p2pt_signal *s)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    const struct p2pt_count_exchange *x = s->exchange;
+    const size_t cells = (size_t)x->rows * x->cols;
+    char what[96];
+    if (cells != 0) {
+        snprintf(what, sizeof(what), "%s: routing", s->fn);
+        P2PT_TRY(p2pt__check_range(what, x->routing, cells, s->device, NULL));
+        if (x->upto != NULL) {
+            snprintf(what, sizeof(what), "%s: upto", s->fn);
+            P2PT_TRY(p2pt__check_range(what, x->upto, cells * 8, s->device, NULL));
+        }
+    }
+    for (uint32_t i = 0; i < x->n_puts; i++) {
+        snprintf(what, sizeof(what), "%s: puts[%u]", s->fn, i);
+        P2PT_TRY(p2pt__check_range(what, x->puts[i], (size_t)x->cols * 8, s->device, NULL));
+    }
+    for (uint32_t i = 0; i < x->n_signals; i++) {
+        snprintf(what, sizeof(what), "%s: signals[%u]", s->fn, i);
+        P2PT_TRY(p2pt__check_range(what, x->signals[i], P2PT_SEMAPHORE_BYTES, s->device, NULL));
+    }
+out:
+    return st;
+}
+
 p2pt_status p2pt__validate_signal(const struct p2pt_handle *h, const struct p2pt_signal *s)
 {
     p2pt_status st = P2PT_SUCCESS;
@@ -190,6 +218,8 @@ p2pt_status p2pt__validate_signal(const struct p2pt_handle *h, const struct p2pt
     char what[96];
     if (!h->cfg.validate)
         return P2PT_SUCCESS;
+    if (s->exchange != NULL)
+        return validate_count_rows(s);
     snprintf(what, sizeof(what), "%s: sem", s->fn);
     P2PT_TRY(p2pt__check_range(what, s->sem, P2PT_SEMAPHORE_BYTES, s->device, &side));
     if (s->wait && (side.host || side.device != s->device))

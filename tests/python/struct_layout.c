@@ -71,6 +71,7 @@ int main(void)
     FIELD(p2pt_properties, share_imports_open);
     FIELD(p2pt_properties, share_imports_closed);
     FIELD(p2pt_properties, share_mappings);
+    FIELD(p2pt_properties, count_exchanges);
 
     SIZE(p2pt_copy_desc);
     FIELD(p2pt_copy_desc, dst);
@@ -141,6 +142,8 @@ int main(void)
     FIELD(p2pt_plugin_v1_t, share_import);
     FIELD(p2pt_plugin_v1_t, share_close);
     FIELD(p2pt_plugin_v1_t, copy_batch_device_marks_async);
+    FIELD(p2pt_plugin_v1_t, count_rows_async);
+    FIELD(p2pt_plugin_v1_t, explain_count_rows);
 
     SIZE(p2pt_share_blob);
     FIELD(p2pt_share_blob, bytes);
