@@ -54,17 +54,15 @@ class Padded(pd.AlltoallV):
             torch.mul(dest, self._rb_to, out=v.size)
             sourced = side2.record_event()
         with torch.cuda.stream(side):  # the counts, beside the rows
-            self._count_rows(self._cast(dest))
-        self._batch(self.count_descs, self.count_n, self.G, self.matrix, av._COUNTS,
-                    stream=side)
-        _, upto = self._place(dest)  # not _cast's buffer: the side stream's
+            self._counts_out(dest)
+        _, upto = self._place(dest)  # not _counts_out's buffer: the side stream's
         self._describe_rows(dest, upto)  # final places: the region is known
         placed = main.record_event()
         main.wait_event(sourced)
         if self.G > 1:
             self._batch(self._peer_rows, v.n_peers, self._peer_rows.shape[0], self.recv, av._ROWS)
         with torch.cuda.stream(side):
-            torch.mul(self.mine, 8, out=self._runs_bytes)
+            torch.mul(self._mine, 8, out=self._runs_bytes)
             side.wait_event(placed)
             self._describe_slots(dest, upto)
         self._batch(self._runs, self.count_n, self.G, self.slots, av._ROWS, self.ws_slots, side)

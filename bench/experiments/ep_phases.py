@@ -7,9 +7,11 @@
 Each phase of p2pt.distributed.AlltoallV.dispatch, captured alone in a
 CUDA graph and replayed from a common start (examples/ep_dispatch.py's
 `timed`, --step-start; median of --iters, largest over ranks): the
-counts (summed from the routing, then exchanged), the exchange alone
-(the batch of G pieces of G counts that signals every peer, and the wait
-for the G - 1 peers), the counts and the descriptors built on the GPU,
+counts (counted from the routing and put into every rank's matrix by
+one kernel that signals every peer, p2pt_count_rows_async, and the wait
+for the G - 1 peers), the exchange alone (the same, now that the
+counting and the exchange are one kernel; before it, the batch of G
+pieces of G counts alone), the counts and the descriptors built on the GPU,
 the row batches alone (the runs of slots, the peers' rows and, beside
 them, the rank's own; their descriptors already built) and the wait, the
 whole dispatch, the combine without the weighted sum, the dispatch and
@@ -45,18 +47,15 @@ def phases(a2a, x, dest):
     G = a2a.G
 
     def counts():
-        T, upto = a2a._place(dest)
-        a2a._counts_out(dest)
+        upto = a2a._counts_out(dest)
         a2a._wait(av._COUNTS)
-        return T, upto
+        return dest.shape[0], upto
 
-    def exchange():
-        a2a._batch(a2a.count_descs, a2a.count_n, G, a2a.matrix, av._COUNTS)
-        a2a._wait(av._COUNTS)
+    def exchange():  # the counts and places come in one kernel: the same as counts()
+        counts()
 
     def descs():  # dispatch's work in its order, on one stream: the rows described while the counts travel
-        T, upto = a2a._place(dest)
-        a2a._counts_out(dest)
+        T, upto = dest.shape[0], a2a._counts_out(dest)
         a2a._describe_rows(dest, upto)
         a2a._describe_slots(dest, upto)
         a2a._describe_sources(x, dest)

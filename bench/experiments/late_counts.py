@@ -3,7 +3,8 @@
 
     torchrun --nproc-per-node 2 bench/experiments/late_counts.py
 
-A sleep of ~1 ms (torch.cuda._sleep) before the sum of each rank's counts,
+A sleep of ~1 ms (torch.cuda._sleep) before the sum of each rank's counts
+(before its count exchange, where `_counts_out` returns the places),
 then three rounds of dispatch and combine with new routing; prints the
 bytes the combine got wrong a round on each rank and exits 1 if any. Works
 with a tree whose dispatch sums in `_count_rows` (the sum alone) or, before
@@ -36,7 +37,7 @@ def main():
 
     def late(dest):
         torch.cuda._sleep(2_000_000)
-        count(dest)
+        return count(dest)
 
     setattr(a2a, name, late)
     bad = 0

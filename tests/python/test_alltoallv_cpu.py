@@ -85,6 +85,26 @@ def _batch_of(a):
     return batch
 
 
+def _count_of(log):
+    """The count exchange (p2pt_count_rows_async), carried out: the
+    routing's column counts written at every put address, each row's
+    running count in upto, counted by a loop."""
+    def count(hid, dest, upto, puts, signals):
+        T, G = dest.shape
+        assert dest.is_contiguous() and upto.shape == (G, T) and len(puts) == G
+        assert len(signals) == G - 1
+        running = [0] * G
+        for t in range(T):
+            for d in range(G):
+                running[d] += bool(dest[t, d])
+                upto[d, t] = running[d]
+        counts = torch.tensor(running, dtype=torch.int64)
+        for at in puts:
+            ctypes.memmove(at, counts.data_ptr(), counts.nbytes)
+        log.append(("count",))
+    return count
+
+
 def _signals(G, ranks, sem):
     """The signals a wait on `sem` must count: two a peer for a dispatch's
     rows (the rows and the runs of slots), one for the rest."""
@@ -97,12 +117,13 @@ def _ranks(G, max_rows, monkeypatch):
         assert 1 <= count == _signals(G, ranks, sem)
 
     monkeypatch.setattr(av, "wait", wait)
+    monkeypatch.setattr(av, "_count_enqueue", _count_of([]))
     monkeypatch.setattr(av.torch.cuda, "current_stream", lambda *_: _Stream())
     monkeypatch.setattr(av.torch.cuda, "stream", lambda _: contextlib.nullcontext())
     ranks = []
     for r in range(G):
         a = av.AlltoallV.__new__(av.AlltoallV)
-        a.G, a.rank, a.max_rows, a.rb, a.handle = G, r, max_rows, ROW, None
+        a.G, a.rank, a.max_rows, a.rb, a.handle, a.hid = G, r, max_rows, ROW, None, 0
         a._own_h, a._own_hid = None, object()  # a handle of its own, whatever G
         a._local(torch.device("cpu"))
         a.sems = torch.zeros(a.sems_n, SEMAPHORE_WORDS, dtype=torch.int64)
@@ -133,9 +154,9 @@ def _dispatch(ranks, T, g, rows=_rows_phase):
     xs = [torch.randint(0, 256, (T, ROW), dtype=torch.uint8, generator=g) for _ in ranks]
     dests = [torch.rand(T, G, generator=g) < 0.5 for _ in ranks]
     dests[0][:, 1 % G] = False
-    places = [a._place(dest) for a, dest in zip(ranks, dests)]
-    for a, x, dest, (_, upto) in zip(ranks, xs, dests, places):
-        a._counts_out(dest)
+    for a, x, dest in zip(ranks, xs, dests):
+        upto = a._counts_out(dest)
+        assert torch.equal(upto, a._place(dest)[1])
         a._describe_rows(dest, upto)
         a._describe_slots(dest, upto)
         a._describe_sources(x, dest)
@@ -307,6 +328,7 @@ def _stream_log(ranks, monkeypatch):
 
     main = _LoggedStream("main", log)
     monkeypatch.setattr(av, "wait", wait)
+    monkeypatch.setattr(av, "_count_enqueue", _count_of(log))
     monkeypatch.setattr(av.torch.cuda, "current_stream", lambda *_: main)
     monkeypatch.setattr(av.torch.cuda, "stream", on)
     for a in ranks:
@@ -349,13 +371,13 @@ def test_the_dispatch_writes_the_combines_pieces_beside_its_peers_batch(monkeypa
 
 
 def test_the_dispatch_describes_its_rows_beside_the_count_exchange(monkeypatch):
-    """dispatch() casts the routing, sums and sends its counts on the
-    current stream, and writes what they do not decide on two side streams
+    """dispatch() counts its routing and sends its counts on the
+    current stream (one kernel), and writes what they do not decide on two side streams
     while the current stream waits for the peers' counts: the rows' places,
-    then their slots, on one (joined to the current stream after the cast,
-    which the places read too, and before the sum), their sources
-    and bytes on the other, which reads the sum (the runs' bytes), so it
-    joins the current stream after the sum. Where the rows start in each
+    then their slots, on one, their sources and bytes on the other, which
+    reads this rank's counts (the runs' bytes): both join the current
+    stream after the count exchange, whose kernel writes the places and
+    the counts. Where the rows start in each
     rank (the count matrix alone) is written before the current stream
     joins the second stream and the first where its places are written
     (not its slots); then the second stream joins the current one and the
@@ -363,14 +385,14 @@ def test_the_dispatch_describes_its_rows_beside_the_count_exchange(monkeypatch):
     start (rank 1 and up; rank 0's never change) and sends them; the
     rows' places, then the peers' rows on the current stream and this
     rank's own rows on the side stream; the current stream joins the second
-    at the end. Its places, kept in the rank's buffers (_scan), are _place's."""
+    at the end. Its places, kept in the rank's buffers, are _place's."""
     G, T = 3, 37
     ranks = _ranks(G, T, monkeypatch)
     log = _stream_log(ranks, monkeypatch)
     monkeypatch.setattr(av._handles, "_windows", lambda *_: None)
     a = ranks[1]
     a.h, a.device = None, None
-    for name, what in (("_cast", "cast"), ("_count_rows", "sum"), ("_describe_rows", "rows"),
+    for name, what in (("_describe_rows", "rows"),
                        ("_describe_slots", "slots"), ("_describe_sources", "sources"),
                        ("_describe_starts", "starts"), ("_describe_runs", "runs"),
                        ("_describe_places", "places"), ("_describe_own", "own")):
@@ -383,9 +405,8 @@ def test_the_dispatch_describes_its_rows_beside_the_count_exchange(monkeypatch):
         log.clear()
         a.dispatch(x, dest)
         counts = a._sem_rows[av._COUNTS].data_ptr()
-        assert log[:29] == [("cast",), ("wait_stream", "side", "main"), ("sum",),
-                            ("wait_stream", "side2", "main"), ("batch", av._COUNTS),
-                            ("enter", "side"), ("rows",), ("record", "side"), ("slots",),
+        assert log[:27] == [("count",), ("wait_stream", "side", "main"),
+                            ("wait_stream", "side2", "main"), ("enter", "side"), ("rows",), ("record", "side"), ("slots",),
                             ("record", "side"), ("leave", "side"), ("enter", "side2"),
                             ("sources",), ("leave", "side2"), ("wait", counts), ("starts",),
                             ("wait_event", "main", "side"), ("wait_stream", "main", "side2"),
@@ -395,7 +416,7 @@ def test_the_dispatch_describes_its_rows_beside_the_count_exchange(monkeypatch):
                             ("wait_stream", "side", "main"), ("batch", av._ROWS),
                             ("enter", "side"), ("own",)], log
         assert log[-1] == ("wait_stream", "main", "side2"), log
-        kept = a._scan(a._cast(dest))
+        kept = a._upto[:G * t].view(G, t).t()
         assert torch.equal(kept, a._place(dest)[1])
 
 
@@ -486,17 +507,17 @@ def test_an_eager_batch_skips_the_dispatcher_and_a_mode_keeps_it(monkeypatch):
         enqueued.clear()
         versions = (a.recv._version, a.sems._version)
         with mode or contextlib.nullcontext():
-            a._batch(a.count_descs, a.count_n, a.G, a.recv, av._ROWS)
+            a._batch(a._runs, a.count_n, a.G, a.recv, av._ROWS)
         assert len(enqueued) == 1
         hid, descs, n, max_count, ws, signals, stream, marks = enqueued[0]
-        assert descs is a.count_descs and n is a.count_n and max_count == a.G and ws is a.ws
+        assert descs is a._runs and n is a.count_n and max_count == a.G and ws is a.ws
         assert stream is None and marks == 1  # the current stream; one part
         assert hid == 0 and signals == [a.peer_sems[1][av._ROWS].data_ptr()]
         assert (a.recv._version, a.sems._version) == (versions[0] + 1, versions[1] + 1)
         if mode is not None:
             assert any("batch_signal" in op for op in mode.ops), mode.ops
         with mode or contextlib.nullcontext():  # in parts: semaphore _CHUNK0 + part
-            a._batch(a.count_descs, a.count_n, a.G, a.recv, av._CHUNK0, marks=2)
+            a._batch(a._runs, a.count_n, a.G, a.recv, av._CHUNK0, marks=2)
         assert enqueued[-1][5:] == ([a.peer_sems[1][av._CHUNK0].data_ptr()], None, 2)
     enqueued.clear()
     a._batch(a.own_descs, a._n_own[:1], a.max_rows, a.recv, None, a.ws_own, a._side)

@@ -159,21 +159,21 @@ def _alltoallv(rank, world, dev):
 
 
 def _late_counts(rank, world, dev):
-    """A dispatch whose sum of its counts starts late on the current
-    stream (a sleep of ~1 ms before it, long after the side streams have
-    described the rows): what reads those counts (the runs of slots that
-    travel with the rows) waits for them, so the rows land and the combine
-    brings every row back, round after round of new routing."""
+    """A dispatch whose count exchange starts late on the current stream
+    (a sleep of ~1 ms before it): what reads its counts and places (the
+    rows' descriptors, the runs of slots that travel with the rows) waits
+    for them, so the rows land and the combine brings every row back,
+    round after round of new routing."""
     import p2pt.distributed as pd
     T = 512
     a2a = pd.AlltoallV(T, ROW)
-    count = a2a._count_rows
+    count = a2a._counts_out
 
     def late(dest):
         torch.cuda._sleep(2_000_000)
-        count(dest)
+        return count(dest)
 
-    a2a._count_rows = late
+    a2a._counts_out = late
     for r in range(3):
         x, dest = _routing(T, world, 500 + 10 * r + rank, dev)
         recv, counts = a2a.dispatch(x, dest)

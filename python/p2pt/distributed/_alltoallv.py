@@ -3,10 +3,12 @@
 combine), with no host sync, so a captured graph replays with new counts
 (docs/SIGNALS.md, "The count exchange of an alltoallv"):
 
-1. each rank puts its row of the count matrix (rows it sends to each rank)
-   into every peer's matrix: one device batch of G small pieces that ends
-   with a signal to every peer; each waits for G - 1 signals, while two
-   more streams describe what the counts do not decide;
+1. each rank counts its routing on the GPU and puts its row of the count
+   matrix (rows it sends to each rank) into every peer's matrix, with a
+   signal to every peer: one kernel of the library
+   (p2pt_count_rows_async), which also writes each row's place among the
+   rows to its rank; each waits for G - 1 signals, while two more streams
+   describe what the counts do not decide;
 2. each rank works out on the GPU where its rows land in every receiver's
    buffer (rows from lower ranks first, then in token order) and puts them
    there: one device batch that ends with a signal to every peer; beside
@@ -86,6 +88,36 @@ def _enqueue(hid, descs, count, max_count, workspace, signals, stream=None, mark
     else:
         h.copy_batch_device_signal(descs.data_ptr(), count.data_ptr(), max_count,
                                    workspace.data_ptr(), signals, s)
+
+
+def _count_enqueue(hid, dest, upto, puts, signals):
+    """The count exchange of routing `dest` ([T, G] bool, contiguous) on
+    the current stream: its column counts to every address of `puts`, a
+    signal to every address of `signals`, each row's running count into
+    `upto` ([G, T] int64)."""
+    h = _handles._get(hid)
+    device = torch.cuda.current_device()
+    _handles._ready(h, device)
+    T, G = dest.shape
+    h.count_rows(dest.data_ptr(), T, G, upto.data_ptr(), puts, signals, _handles._cur(device))
+
+
+def _count_rows_body(dest: torch.Tensor, upto: torch.Tensor, matrix: torch.Tensor,
+                     sems: torch.Tensor, puts: torch.Tensor, signals: torch.Tensor,
+                     hid: int) -> None:
+    """_count_enqueue, with the addresses in CPU int64 tensors (`matrix`
+    and `sems`, which the puts and signals reach, for the dispatcher's
+    bookkeeping)."""
+    _count_enqueue(hid, dest, upto, puts.tolist(), signals.tolist())
+
+
+_count_rows_op = torch.library.custom_op("p2pt_dist::count_rows", _count_rows_body,
+                                         mutates_args=("upto", "matrix", "sems"))
+
+
+@_count_rows_op.register_fake
+def _(dest, upto, matrix, sems, puts, signals, hid):
+    return None
 
 
 def _batch_signal_body(descs: torch.Tensor, count: torch.Tensor, max_count: int,
@@ -177,7 +209,7 @@ class AlltoallV:
         torch.cuda.synchronize(dev)
         self._link(*(share(t, group, handle=handle)
                      for t in (self.recv, self.back, self.slots, self.matrix, self.sems, self.y)))
-        for t in (self.recv, self.y, self.matrix, self.mine, self.sems, self.descs, self.back,
+        for t in (self.recv, self.y, self.matrix, self.sems, self.descs, self.back,
                   self.slots, self.my_slots, self.own_descs,
                   self.back_split):
             _handles._windows(self.h, self.device, [t.untyped_storage()])
@@ -213,15 +245,14 @@ class AlltoallV:
         self.y = torch.empty(G * self.max_rows, self.rb, **u8)
         self._y_at = torch.tensor(self.y.data_ptr(), **i64)
         self.matrix = torch.zeros(G, G, **i64)
-        self.mine = torch.zeros(G, **i64)
+        self._mine = self.matrix[self.rank]  # my row: the rows I send to each rank
         self._off = torch.zeros(G, **i64)  # where my rows start in each rank's recv
         self.back = torch.empty(self.max_rows, G, self.rb, **u8)
         # slots[k]: the slot (token * G + rank) in its source's back of the
-        # row recv[k]; sent packed by destination from mine[d] beside the rows.
+        # row recv[k]; sent packed by destination beside the rows.
         self.slots = torch.zeros(G * self.max_rows, **i64)
         self.my_slots = torch.zeros(G * self.max_rows + 1, **i64)  # the last: a sink
-        self._dest_t = torch.zeros(G * self.max_rows, **i64)  # dest transposed, as int64 (_cast)
-        self._upto = torch.zeros(G * self.max_rows, **i64)
+        self._upto = torch.zeros(G * self.max_rows, **i64)  # [G, T]: _counts_out's places
         self.sems_n = _CHUNK0 + _MAX_CHUNKS
         self.count_n = torch.tensor([G], dtype=torch.int32, device=dev)
         # A dispatch's pieces: to each rank the run of slots of my rows to
@@ -308,10 +339,9 @@ class AlltoallV:
         self.back_base = torch.tensor([t.data_ptr() for t in peer_back], **i64)
         self.slots_base = torch.tensor([t.data_ptr() for t in peer_slots], **i64)
         self._runs_dst.copy_(self.slots_base)  # rank 0's for good (_describe_runs)
-        # The count exchange's pieces never change: my row into every matrix.
-        self.count_descs = torch.tensor(
-            [[peer_matrix[d].data_ptr() + self.rank * G * 8, self.mine.data_ptr(), G * 8]
-             for d in range(G)], **i64)
+        # Where the count exchange puts my row: every rank's matrix.
+        self._count_puts = [peer_matrix[d][self.rank].data_ptr() for d in range(G)]
+        self._count_puts_t = torch.tensor(self._count_puts, dtype=torch.int64)
         self.peer_recv, self.peer_back, self.peer_slots = peer_recv, peer_back, peer_slots
         self.peer_matrix, self.peer_sems, self.peer_y = peer_matrix, peer_sems, peer_y
         self._bk_back = self.back_base[self._bk_s]  # each combine piece's source's back
@@ -397,28 +427,13 @@ class AlltoallV:
     def _place(self, dest):
         """The tokens, and upto[t, d]: this rank's rows to d up to and
         including row t (row t's place among them, plus one), in memory of
-        the current stream (the dispatch's, in this rank's buffers: _scan)."""
+        the current stream (the dispatch's comes with its counts,
+        _counts_out)."""
         T = self._tokens(dest)
         # Scanned along rows of dest's transpose: a scan along dim 0 of a
         # [T, G] tensor runs G threads down T rows (650 us at T = 4,096 on
         # an H100, more than the rows' batch); along the last dim it is ~10 us.
         return T, dest.t().contiguous().cumsum(1, dtype=torch.int64).t()
-
-    def _cast(self, dest):
-        """dest transposed and cast to int64 in this rank's buffers, [G, T]
-        (one kernel): what the counts (_count_rows) and the places (_scan)
-        read."""
-        T = dest.shape[0]
-        dest_t = self._dest_t[:self.G * T].view(self.G, T)
-        dest_t.copy_(dest.t())
-        return dest_t
-
-    def _scan(self, dest_t):
-        """_place's upto from _cast's dest_t, in this rank's buffers (the
-        dispatch makes it on its side stream and reads it on the other)."""
-        upto = self._upto[:dest_t.numel()].view(dest_t.shape)
-        torch.cumsum(dest_t, 1, out=upto)
-        return upto.t()
 
     def dispatch(self, x, dest):
         """Send row t of `x` to every rank d with dest[t, d]; returns this
@@ -434,22 +449,17 @@ class AlltoallV:
         if self._own_h is not self.h:
             _handles._windows(self._own_h, self.device, [x.untyped_storage()])
         main = torch.cuda.current_stream()
-        # What the counts do not decide, on the side streams while they
-        # travel and the current stream waits for them (behind the count
-        # batch, three kernels more would lengthen a short step's wait).
-        # The counts and the places both read dest cast once, on the
-        # current stream: the first side stream joins it after the cast.
-        # (Cast apart on each stream, the side stream's cast started up to
-        # 11 us late in a replay, and the dispatch took 5-6 us longer:
-        # bench/results/peer.md 5zb.) The sources and bytes read this
-        # rank's counts (the runs' bytes): their stream joins after the sum.
-        dest_t = self._cast(dest)
+        # The counts and the rows' places come from one kernel on the
+        # current stream; what the counts do not decide is described on
+        # the side streams while the counts travel and the current stream
+        # waits for them (behind the count exchange, three kernels more
+        # would lengthen a short step's wait). Both side streams join
+        # after the kernel: the places and this rank's counts (the runs'
+        # bytes) are written then.
+        upto = self._counts_out(dest)
         self._side.wait_stream(main)
-        self._count_rows(dest_t)
         self._side2.wait_stream(main)
-        self._send_counts()
         with torch.cuda.stream(self._side):
-            upto = self._scan(dest_t)
             self._describe_rows(dest, upto)
             placed = self._side.record_event()
             # The slots travel in a batch of their own on the second side
@@ -483,29 +493,33 @@ class AlltoallV:
                          lambda: self._describe_own(x, dest), self._back_describe, waits=2)
 
     def _counts_out(self, dest):
-        """My row of the count matrix into every rank's, signalling each;
-        once G - 1 signals are here, so is the whole matrix."""
-        self._count_rows(self._cast(dest))
-        self._send_counts()
-
-    def _count_rows(self, dest_t):
-        """My row of the count matrix, the rows to each rank, from _cast's
-        dest_t: a sum along its rows, one kernel (a sum down dest's
-        columns casts first: two kernels, 8.7 us at T = 4,096 on an H200,
-        bench/results/peer.md 5zb)."""
-        torch.sum(dest_t, 1, out=self.mine)
-
-    def _send_counts(self):
-        self._batch(self.count_descs, self.count_n, self.G, self.matrix, _COUNTS)
+        """My row of the count matrix (the rows to each rank) into every
+        rank's, signalling each peer, and upto[t, d] as _place's, in this
+        rank's buffers: one kernel (p2pt_count_rows_async) on the current
+        stream. Once G - 1 signals are here, so is the whole matrix. In
+        the kernel's place the dispatch cast the routing to int64, summed
+        it and sent the row in a device batch: three kernels, 12.3 us at
+        T = 4,096 on an H200 (bench/results/peer.md 5zb)."""
+        T = dest.shape[0]
+        upto = self._upto[:self.G * T].view(self.G, T)
+        dest = dest.contiguous()
+        if direct(dest, upto):
+            bump(upto, self.matrix, self.sems)
+            _count_enqueue(self.hid, dest, upto, self._count_puts, self._signal_lists[_COUNTS])
+        else:
+            torch.ops.p2pt_dist.count_rows(dest, upto, self.matrix, self.sems,
+                                           self._count_puts_t,
+                                           self._signals[_COUNTS], self.hid)
+        return upto.t()
 
     def _describe_sources(self, x, dest):
         """Each row's source and bytes (0 where not sent, and in the
         peers' batch where sent to this rank), and the runs' bytes (8 a
-        row of this rank's counts: after _count_rows on its stream)."""
+        row of this rank's counts: after _counts_out on its stream)."""
         v = self._views(dest.shape[0])
         torch.add(v.row_off, x.data_ptr(), out=v.src)
         torch.mul(dest, self._rb_to, out=v.size)
-        torch.mul(self.mine, 8, out=self._runs_bytes)
+        torch.mul(self._mine, 8, out=self._runs_bytes)
 
     def _describe_rows(self, dest, upto):
         """Each row's place in each rank's recv but for the rows of lower
