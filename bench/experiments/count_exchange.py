@@ -10,9 +10,10 @@ wait for its signal. `torch`: what AlltoallV did before it: the routing
 cast to int64 and transposed, summed along its rows, the row sent by a
 device batch of G pieces that signals, the same wait, and beside it the
 running counts (torch.cumsum of the cast copy; AlltoallV ran it on a side
-stream). Each captured in a CUDA graph; GPU microseconds a replay over
-200 replays back to back, median of 5. No peer: the link's latency is
-not in either."""
+stream). `floor`: a signal and the wait for it, two one-thread kernels,
+what no count exchange of two launches can beat. Each captured in a CUDA
+graph; GPU microseconds a replay over 200 replays back to back, median
+of 5. No peer: the link's latency is not in any."""
 import argparse
 import statistics
 
@@ -55,7 +56,7 @@ def main():
         dest_t = torch.zeros(G, T, **i64)
         upto_t = torch.zeros(G, T, **i64)
         mine = torch.zeros(G, **i64)
-        sems = torch.zeros(2, SEM_WORDS, **i64)
+        sems = torch.zeros(3, SEM_WORDS, **i64)
         descs = torch.tensor([[matrix[d].data_ptr(), mine.data_ptr(), G * 8] for d in range(G)],
                              **i64)
         count = torch.tensor([G], dtype=torch.int32, device=dev)
@@ -84,8 +85,13 @@ def main():
             h.wait(sems[1].data_ptr(), 1, s)
             main_s.wait_stream(side)
 
+        def floor():
+            s = torch.cuda.current_stream().cuda_stream
+            h.signal(sems[2].data_ptr(), s)
+            h.wait(sems[2].data_ptr(), 1, s)
+
         graphs = {}
-        for name, fn in (("kernel", kernel), ("torch", old)):
+        for name, fn in (("kernel", kernel), ("torch", old), ("floor", floor)):
             g = torch.cuda.CUDAGraph()
             with torch.cuda.graph(g):
                 fn()
@@ -98,7 +104,8 @@ def main():
         ok = torch.equal(matrix[G - 1], want) and torch.equal(upto, upto_t) and \
             torch.equal(upto.t(), dest.to(torch.int64).cumsum(0))
         print(f"G={G}: kernel {statistics.median(us['kernel']):6.2f} us, torch "
-              f"{statistics.median(us['torch']):6.2f} us "
+              f"{statistics.median(us['torch']):6.2f} us, floor "
+              f"{statistics.median(us['floor']):6.2f} us "
               f"(kernel {min(us['kernel']):.2f}-{max(us['kernel']):.2f}, torch "
               f"{min(us['torch']):.2f}-{max(us['torch']):.2f}); counts and places "
               f"{'equal' if ok else 'DIFFER'}", flush=True)
