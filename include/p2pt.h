@@ -483,13 +483,14 @@ P2PT_API p2pt_status p2pt_copy_batch_device_marks_async(p2pt_handle *h,
  *     (int64) to each of `puts` (n_puts addresses, 8-byte aligned, on any
  *     GPU the stream's device reaches: its own memory, a peer's, a window
  *     another process shared; say a row of every rank's count matrix);
- *  2. where `upto` is not NULL, writes each row's running count there:
+ *  2. signals each of `signals` (n_signals semaphores, up to
+ *     P2PT_BATCH_SIGNALS_MAX): each counts one signal once the counts are
+ *     visible at system scope at every put;
+ *  3. where `upto` is not NULL, writes each row's running count there:
  *     upto[c * rows + t] = the rows up to and including t that go to c
  *     (int64, [cols][rows]; a row's place among them, plus one), for the
- *     sender's own offsets;
- *  3. signals each of `signals` (n_signals semaphores, up to
- *     P2PT_BATCH_SIGNALS_MAX): each counts one signal once the counts are
- *     visible at system scope at every put.
+ *     sender's own offsets. Work after the call on the stream sees it (a
+ *     peer that waited for the signal may not).
  * rows 0 to P2PT_COUNT_ROWS_MAX (0: the counts are zeros, and still put and
  * signalled), cols 1 to P2PT_COUNT_COLS_MAX, n_puts 0 to
  * P2PT_COUNT_PUTS_MAX; the host arrays are read before the call returns.

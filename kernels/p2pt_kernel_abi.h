@@ -209,9 +209,9 @@ struct p2pt_wait_params {
  * The count exchange of an alltoallv (p2pt_count_rows_async, p2pt_count_rows
  * in signal.cu): `routing` is `rows` x `cols` bytes, row-major, nonzero
  * where a row goes to a destination; a CTA a column (or several) writes
- * each row's running count to `upto` ([cols][rows] int64; 0: none) and
- * its columns' counts (int64) to each `put`, then adds its share of one
- * signal to each `signal`.
+ * its columns' counts (int64) to each `put`, adds its share of one signal
+ * to each `signal`, and writes each row's running count to `upto`
+ * ([cols][rows] int64; 0: none), the last chunk's after the signal.
  */
 #define P2PT_COUNT_MAX_COLS 64
 #define P2PT_COUNT_MAX_PUTS 64

@@ -77,12 +77,31 @@ extern "C" __global__ void p2pt_wait(const __grid_constant__ struct p2pt_wait_pa
  * each warp's start. Each CTA puts its columns' counts, and once they are
  * visible at system scope adds its share of one signal, so a waiter's
  * signal is whole only when every column's count is there (the batch
- * kernel's shares, batch_copy.cu). One CTA over every column took 8.5 us
+ * kernel's shares, batch_copy.cu); the last chunk's places are written
+ * after the signal, off the peers' path. One CTA over every column took 8.5 us
  * for 4,096 rows of 2 destinations and 18.8 us of 8, issue-bound on its
  * one SM (bench/results/peer.md 5zc).
  */
 #define COUNT_WARPS (P2PT_COUNT_THREADS / 32)
 #define COUNT_CHUNK_ROWS 32768
+
+/* This CTA's share of each signal, once its columns' counts are put:
+ * every thread's puts happen before thread 0's fence (the barrier), and
+ * the fence, cumulative, orders them before the release at system scope
+ * that the waiter's acquire reads (batch_copy.cu's signal_share). */
+static __device__ void signal_share(const struct p2pt_count_params &p)
+{
+    const unsigned long long k = blockIdx.x, grid = gridDim.x, unit = P2PT_SIGNAL_UNIT;
+    const unsigned long long share = (k + 1) * unit / grid - k * unit / grid;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        asm volatile("fence.acq_rel.sys;" ::: "memory");
+        for (unsigned s = 0; s < p.n_signals; s++)
+            asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(p.signal[s]),
+                         "l"(share)
+                         : "memory");
+    }
+}
 
 extern "C" __global__ void __launch_bounds__(P2PT_COUNT_THREADS, 1)
     p2pt_count_rows(const __grid_constant__ struct p2pt_count_params p)
@@ -126,6 +145,12 @@ extern "C" __global__ void __launch_bounds__(P2PT_COUNT_THREADS, 1)
             }
             const unsigned long long start = run + __shfl_sync(~0u, sum, warp) - m;
             run += __shfl_sync(~0u, sum, 31);
+            if (r0 + n == rows) { /* c counted: into every put */
+                for (unsigned i = threadIdx.x; i < p.n_puts; i += blockDim.x)
+                    ((unsigned long long *)p.put[i])[c] = run;
+                if (c + gridDim.x >= cols) /* this CTA's last: signal before the places */
+                    signal_share(p);
+            }
             if (upto != nullptr) {
                 /* upto[c][t]: the rows up to and including t to c. */
                 unsigned long long at = start;
@@ -140,23 +165,5 @@ extern "C" __global__ void __launch_bounds__(P2PT_COUNT_THREADS, 1)
             }
             r0 += n;
         } while (r0 < rows);
-        /* c's count into every put. */
-        for (unsigned i = threadIdx.x; i < p.n_puts; i += blockDim.x)
-            ((unsigned long long *)p.put[i])[c] = run;
-    }
-
-    /* This CTA's share of each signal: every thread's puts happen before
-     * thread 0's fence (the barrier), and the fence, cumulative, orders
-     * them before the release at system scope that the waiter's acquire
-     * reads (batch_copy.cu's signal_share). */
-    const unsigned long long k = blockIdx.x, grid = gridDim.x, unit = P2PT_SIGNAL_UNIT;
-    const unsigned long long share = (k + 1) * unit / grid - k * unit / grid;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        asm volatile("fence.acq_rel.sys;" ::: "memory");
-        for (unsigned s = 0; s < p.n_signals; s++)
-            asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(p.signal[s]),
-                         "l"(share)
-                         : "memory");
     }
 }
