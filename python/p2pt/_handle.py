@@ -26,6 +26,7 @@ BLOCK_MAPPING_ON_GPU = 1  # P2PT_BLOCK_MAPPING_ON_GPU: Handle.block_layout_swap'
 SEMAPHORE_BYTES = 32      # P2PT_SEMAPHORE_BYTES: a semaphore's GPU memory, zeroed once
 SEMAPHORE_TIMEOUTS = 16   # P2PT_SEMAPHORE_TIMEOUTS: byte offset of its count of timed-out waits
 BATCH_SIGNALS_MAX = 64    # P2PT_BATCH_SIGNALS_MAX
+COUNT_COLS_MAX = 64       # P2PT_COUNT_COLS_MAX: destinations a count exchange counts
 
 
 _DESCS = ctypes.POINTER(S.CopyDesc)

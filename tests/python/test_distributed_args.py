@@ -63,9 +63,11 @@ def test_alltoallv_wants_positive_sizes(max_rows, row_bytes, says):
 
 
 def test_alltoallv_refuses_a_group_its_batches_cannot_signal(monkeypatch):
-    monkeypatch.setattr(av.dist, "get_world_size", lambda group=None: av.BATCH_SIGNALS_MAX + 2)
-    with pytest.raises(ValueError, match=f"a group of {av.BATCH_SIGNALS_MAX + 2} ranks; a batch "
-                                         f"signals at most {av.BATCH_SIGNALS_MAX} peers"):
+    monkeypatch.setattr(av.dist, "get_world_size", lambda group=None: av.COUNT_COLS_MAX + 1)
+    with pytest.raises(ValueError, match=f"a group of {av.COUNT_COLS_MAX + 1} ranks; a batch "
+                                         f"signals at most {av.BATCH_SIGNALS_MAX} peers and the "
+                                         f"count exchange counts at most {av.COUNT_COLS_MAX} "
+                                         f"ranks, so at most 64 ranks"):
         pd.AlltoallV(16, 16)
 
 

@@ -49,7 +49,7 @@ from collections import namedtuple
 import torch
 import torch.distributed as dist
 
-from .._handle import BATCH_SIGNALS_MAX, Handle
+from .._handle import BATCH_SIGNALS_MAX, COUNT_COLS_MAX, Handle
 from ..torch import _handles
 from ._args import described, positive_int, same_on_every_rank
 from ._share import share
@@ -177,10 +177,12 @@ class AlltoallV:
             positive_int("p2pt.distributed.AlltoallV", name, v)
         self.group = group
         self.G = dist.get_world_size(group)
-        if self.G - 1 > BATCH_SIGNALS_MAX:
+        most = min(BATCH_SIGNALS_MAX + 1, COUNT_COLS_MAX)
+        if self.G > most:
             raise ValueError(f"p2pt.distributed.AlltoallV: a group of {self.G} ranks; a batch "
-                             f"signals at most {BATCH_SIGNALS_MAX} peers, so at most "
-                             f"{BATCH_SIGNALS_MAX + 1} ranks")
+                             f"signals at most {BATCH_SIGNALS_MAX} peers and the count "
+                             f"exchange counts at most {COUNT_COLS_MAX} ranks, so at most "
+                             f"{most} ranks")
         self.rank = dist.get_rank(group)
         same_on_every_rank("p2pt.distributed.AlltoallV", "every rank gives the same max_rows "
                            "and row_bytes", "gave", (max_rows, row_bytes),
