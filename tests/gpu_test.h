@@ -163,6 +163,23 @@ static inline p2pt_handle *gt_handle(const char *transport)
     return h;
 }
 
+/* The same with `options` (a handle's "NAME=value" list, or NULL). */
+static inline p2pt_handle *gt_handle_opts(const char *transport, const char *options)
+{
+    p2pt_init_args a = {sizeof(a), NULL, transport, options};
+    p2pt_handle *h = NULL;
+    GT_OK(p2pt_init(&a, &h));
+    return h;
+}
+
+/* `st` is `want`, and the last error's message says `words`. */
+static inline void gt_expect_status(p2pt_status st, p2pt_status want, const char *words)
+{
+    const char *msg = p2pt_last_error(NULL);
+    cr_assert_eq(st, want, "-> %d (want %d): %s", (int)st, (int)want, msg);
+    cr_assert(strstr(msg, words) != NULL, "the message lacks \"%s\": %s", words, msg);
+}
+
 static inline void gt_random(unsigned char *p, size_t n, uint64_t seed)
 {
     uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;

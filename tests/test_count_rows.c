@@ -19,30 +19,16 @@
  */
 #include "gpu_test.h"
 
-static p2pt_handle *handle_with(const char *transport, const char *options)
-{
-    p2pt_init_args a = {sizeof(a), NULL, transport, options};
-    p2pt_handle *h = NULL;
-    GT_OK(p2pt_init(&a, &h));
-    return h;
-}
-
-static void expect_status(p2pt_status st, p2pt_status want, const char *words)
-{
-    const char *msg = p2pt_last_error(NULL);
-    cr_assert_eq(st, want, "-> %d (want %d): %s", (int)st, (int)want, msg);
-    cr_assert(strstr(msg, words) != NULL, "the message lacks \"%s\": %s", words, msg);
-}
-
 Test(count_rows_cpu, a_dead_handle_is_refused_naming_the_call)
 {
     void *put = (void *)0x1000;
-    expect_status(p2pt_count_rows_async(NULL, (void *)0x1000, 4, 2, NULL, &put, 1, NULL, 0, NULL),
-                  P2PT_INVALID_ARGUMENT, "p2pt_count_rows_async");
+    gt_expect_status(
+        p2pt_count_rows_async(NULL, (void *)0x1000, 4, 2, NULL, &put, 1, NULL, 0, NULL),
+        P2PT_INVALID_ARGUMENT, "p2pt_count_rows_async");
     p2pt_choice c = {sizeof(c)};
-    expect_status(p2pt_explain_count_rows(NULL, (void *)0x1000, 4, 2, NULL, &put, 1, NULL, 0,
-                                          NULL, &c),
-                  P2PT_INVALID_ARGUMENT, "p2pt_explain_count_rows");
+    gt_expect_status(p2pt_explain_count_rows(NULL, (void *)0x1000, 4, 2, NULL, &put, 1, NULL, 0,
+                                             NULL, &c),
+                     P2PT_INVALID_ARGUMENT, "p2pt_explain_count_rows");
 }
 
 Test(count_rows_fake, arguments_budget_explain_and_counters)
@@ -69,41 +55,41 @@ Test(count_rows_fake, arguments_budget_explain_and_counters)
 
     const char *transports[3] = {"ce", "tma", "auto"};
     for (int t = 0; t < 3; t++) {
-        p2pt_handle *h = handle_with(transports[t], NULL);
-        expect_status(p2pt_count_rows_async(h, r, P2PT_COUNT_ROWS_MAX + 1u, 2, up, puts, 1, sems,
-                                            1, s),
-                      P2PT_INVALID_ARGUMENT, "rows 2147483649: expected 0 to 2147483648");
-        expect_status(p2pt_count_rows_async(h, r, 8, 0, up, puts, 1, sems, 1, s),
-                      P2PT_INVALID_ARGUMENT, "cols 0: expected 1 to 64");
-        expect_status(p2pt_count_rows_async(h, r, 8, 65, up, puts, 1, sems, 1, s),
-                      P2PT_INVALID_ARGUMENT, "cols 65");
-        expect_status(p2pt_count_rows_async(h, NULL, 8, 2, up, puts, 1, sems, 1, s),
-                      P2PT_INVALID_ARGUMENT, "routing is NULL");
-        expect_status(p2pt_count_rows_async(h, r, 8, 2, (int64_t *)(upto + 4), puts, 1, sems, 1,
-                                            s),
-                      P2PT_INVALID_ARGUMENT, "8-byte aligned");
-        expect_status(p2pt_count_rows_async(h, r, 8, 2, up, puts, P2PT_COUNT_PUTS_MAX + 1, sems,
-                                            1, s),
-                      P2PT_INVALID_ARGUMENT, "65 puts");
-        expect_status(p2pt_count_rows_async(h, r, 8, 2, up, NULL, 2, sems, 1, s),
-                      P2PT_INVALID_ARGUMENT, "2 puts at");
+        p2pt_handle *h = gt_handle_opts(transports[t], NULL);
+        gt_expect_status(p2pt_count_rows_async(h, r, P2PT_COUNT_ROWS_MAX + 1u, 2, up, puts, 1, sems,
+                                               1, s),
+                         P2PT_INVALID_ARGUMENT, "rows 2147483649: expected 0 to 2147483648");
+        gt_expect_status(p2pt_count_rows_async(h, r, 8, 0, up, puts, 1, sems, 1, s),
+                         P2PT_INVALID_ARGUMENT, "cols 0: expected 1 to 64");
+        gt_expect_status(p2pt_count_rows_async(h, r, 8, 65, up, puts, 1, sems, 1, s),
+                         P2PT_INVALID_ARGUMENT, "cols 65");
+        gt_expect_status(p2pt_count_rows_async(h, NULL, 8, 2, up, puts, 1, sems, 1, s),
+                         P2PT_INVALID_ARGUMENT, "routing is NULL");
+        gt_expect_status(p2pt_count_rows_async(h, r, 8, 2, (int64_t *)(upto + 4), puts, 1, sems, 1,
+                                               s),
+                         P2PT_INVALID_ARGUMENT, "8-byte aligned");
+        gt_expect_status(p2pt_count_rows_async(h, r, 8, 2, up, puts, P2PT_COUNT_PUTS_MAX + 1, sems,
+                                               1, s),
+                         P2PT_INVALID_ARGUMENT, "65 puts");
+        gt_expect_status(p2pt_count_rows_async(h, r, 8, 2, up, NULL, 2, sems, 1, s),
+                         P2PT_INVALID_ARGUMENT, "2 puts at");
         void *odd_put[2] = {(void *)put, (void *)(put + 12)};
-        expect_status(p2pt_count_rows_async(h, r, 8, 2, up, odd_put, 2, sems, 1, s),
-                      P2PT_INVALID_ARGUMENT, "puts[1]");
-        expect_status(p2pt_count_rows_async(h, r, 8, 2, up, puts, 1, sems,
-                                            P2PT_BATCH_SIGNALS_MAX + 1, s),
-                      P2PT_INVALID_ARGUMENT, "up to 64 semaphore");
+        gt_expect_status(p2pt_count_rows_async(h, r, 8, 2, up, odd_put, 2, sems, 1, s),
+                         P2PT_INVALID_ARGUMENT, "puts[1]");
+        gt_expect_status(p2pt_count_rows_async(h, r, 8, 2, up, puts, 1, sems,
+                                               P2PT_BATCH_SIGNALS_MAX + 1, s),
+                         P2PT_INVALID_ARGUMENT, "up to 64 semaphore");
         void *odd_sem[2] = {(void *)sem, (void *)(sem + 8)};
-        expect_status(p2pt_count_rows_async(h, r, 8, 2, up, puts, 1, odd_sem, 2, s),
-                      P2PT_INVALID_ARGUMENT, "signals[1]");
+        gt_expect_status(p2pt_count_rows_async(h, r, 8, 2, up, puts, 1, odd_sem, 2, s),
+                         P2PT_INVALID_ARGUMENT, "signals[1]");
         /* Ranges the kernel would touch past their allocation. */
-        expect_status(p2pt_count_rows_async(h, r, 600, 1, up, puts, 1, sems, 1, s),
-                      P2PT_INVALID_ARGUMENT, "upto");
-        expect_status(p2pt_count_rows_async(h, r, 4097, 1, NULL, puts, 1, sems, 1, s),
-                      P2PT_INVALID_ARGUMENT, "runs past the end");
+        gt_expect_status(p2pt_count_rows_async(h, r, 600, 1, up, puts, 1, sems, 1, s),
+                         P2PT_INVALID_ARGUMENT, "upto");
+        gt_expect_status(p2pt_count_rows_async(h, r, 4097, 1, NULL, puts, 1, sems, 1, s),
+                         P2PT_INVALID_ARGUMENT, "runs past the end");
         void *late_put[1] = {(void *)(put + 4096 - 8)};
-        expect_status(p2pt_count_rows_async(h, r, 8, 2, NULL, late_put, 1, sems, 1, s),
-                      P2PT_INVALID_ARGUMENT, "puts[0]");
+        gt_expect_status(p2pt_count_rows_async(h, r, 8, 2, NULL, late_put, 1, sems, 1, s),
+                         P2PT_INVALID_ARGUMENT, "puts[0]");
         p2pt_properties p = gt_props(h);
         cr_assert_eq(p.kernel_launches, 0, "%s: nothing enqueued", transports[t]);
         cr_assert_eq(p.rejected, 13, "%s: every refusal counted", transports[t]);
@@ -124,15 +110,15 @@ Test(count_rows_fake, arguments_budget_explain_and_counters)
         cr_assert_eq(p.kernel_launches, 2);
         p2pt_finalize(h);
     }
-    p2pt_handle *h = handle_with("auto", "P2P_TRANSPORT_SM_BUDGET=0");
-    expect_status(p2pt_count_rows_async(h, r, 8, 2, up, puts, 1, sems, 1, s), P2PT_NOT_SUPPORTED,
-                  "SM_BUDGET=0");
+    p2pt_handle *h = gt_handle_opts("auto", "P2P_TRANSPORT_SM_BUDGET=0");
+    gt_expect_status(p2pt_count_rows_async(h, r, 8, 2, up, puts, 1, sems, 1, s), P2PT_NOT_SUPPORTED,
+                     "SM_BUDGET=0");
     p2pt_finalize(h);
-    h = handle_with("auto", "P2P_TRANSPORT_SM_BUDGET=1"); /* one CTA takes every column */
+    h = gt_handle_opts("auto", "P2P_TRANSPORT_SM_BUDGET=1"); /* one CTA takes every column */
     GT_OK(p2pt_count_rows_async(h, r, 8, 2, up, puts, 1, sems, 1, s));
     cr_assert_eq(gt_props(h).max_grid, 1);
     p2pt_finalize(h);
-    h = handle_with("tma", NULL);
+    h = gt_handle_opts("tma", NULL);
     GT_OK(p2pt_count_rows_async(h, r, 8, 3, up, puts, 1, sems, 1, s));
     cr_assert_eq(gt_props(h).max_grid, 3, "a CTA a destination");
     p2pt_finalize(h);

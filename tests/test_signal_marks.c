@@ -16,13 +16,6 @@
  */
 #include "gpu_test.h"
 
-static void expect_status(p2pt_status st, p2pt_status want, const char *words)
-{
-    const char *msg = p2pt_last_error(NULL);
-    cr_assert_eq(st, want, "-> %d (want %d): %s", (int)st, (int)want, msg);
-    cr_assert(strstr(msg, words) != NULL, "the message lacks \"%s\": %s", words, msg);
-}
-
 Test(signal_marks_fake, bad_parts_are_named_and_nothing_is_enqueued)
 {
     gt_use_fake_driver();
@@ -37,18 +30,18 @@ Test(signal_marks_fake, bad_parts_are_named_and_nothing_is_enqueued)
     void *sems[2] = {(void *)sem, (void *)(sem + 1024)};
     const p2pt_copy_desc *d = (const p2pt_copy_desc *)descs;
     const uint32_t *n = (const uint32_t *)count;
-    expect_status(p2pt_copy_batch_device_marks_async(h, d, n, 8, (void *)ws, sems, 2, 0, s),
-                  P2PT_INVALID_ARGUMENT, "n_marks 0");
-    expect_status(p2pt_copy_batch_device_marks_async(h, d, n, 64, (void *)ws, sems, 2,
-                                                     P2PT_BATCH_MARKS_MAX + 1, s),
-                  P2PT_INVALID_ARGUMENT, "n_marks 17");
-    expect_status(p2pt_copy_batch_device_marks_async(h, d, n, 3, (void *)ws, sems, 2, 4, s),
-                  P2PT_INVALID_ARGUMENT, "at most max_count");
-    expect_status(p2pt_copy_batch_device_marks_async(h, d, n, 8, (void *)ws, NULL, 0, 2, s),
-                  P2PT_INVALID_ARGUMENT, "n_signals at least 1");
+    gt_expect_status(p2pt_copy_batch_device_marks_async(h, d, n, 8, (void *)ws, sems, 2, 0, s),
+                     P2PT_INVALID_ARGUMENT, "n_marks 0");
+    gt_expect_status(p2pt_copy_batch_device_marks_async(h, d, n, 64, (void *)ws, sems, 2,
+                                                        P2PT_BATCH_MARKS_MAX + 1, s),
+                     P2PT_INVALID_ARGUMENT, "n_marks 17");
+    gt_expect_status(p2pt_copy_batch_device_marks_async(h, d, n, 3, (void *)ws, sems, 2, 4, s),
+                     P2PT_INVALID_ARGUMENT, "at most max_count");
+    gt_expect_status(p2pt_copy_batch_device_marks_async(h, d, n, 8, (void *)ws, NULL, 0, 2, s),
+                     P2PT_INVALID_ARGUMENT, "n_signals at least 1");
     void *odd[1] = {(void *)(sem + 8)};
-    expect_status(p2pt_copy_batch_device_marks_async(h, d, n, 8, (void *)ws, odd, 1, 2, s),
-                  P2PT_INVALID_ARGUMENT, "16-byte aligned");
+    gt_expect_status(p2pt_copy_batch_device_marks_async(h, d, n, 8, (void *)ws, odd, 1, 2, s),
+                     P2PT_INVALID_ARGUMENT, "16-byte aligned");
     cr_assert_eq(gt_props(h).kernel_launches, 0, "nothing enqueued");
     /* One part with no signal is the plain batch; parts are one launch. */
     GT_OK(p2pt_copy_batch_device_marks_async(h, d, n, 8, (void *)ws, NULL, 0, 1, s));
@@ -59,8 +52,8 @@ Test(signal_marks_fake, bad_parts_are_named_and_nothing_is_enqueued)
     p2pt_finalize(h);
     /* The copy engine reads no descriptors in GPU memory. */
     h = gt_handle("ce");
-    expect_status(p2pt_copy_batch_device_marks_async(h, d, n, 8, (void *)ws, sems, 2, 4, s),
-                  P2PT_NOT_SUPPORTED, "cannot read descriptors");
+    gt_expect_status(p2pt_copy_batch_device_marks_async(h, d, n, 8, (void *)ws, sems, 2, 4, s),
+                     P2PT_NOT_SUPPORTED, "cannot read descriptors");
     p2pt_finalize(h);
     tcu.cuStreamDestroy(s);
 }

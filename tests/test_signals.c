@@ -21,27 +21,12 @@
 
 #include "gpu_test.h"
 
-static p2pt_handle *handle_with(const char *transport, const char *options)
-{
-    p2pt_init_args a = {sizeof(a), NULL, transport, options};
-    p2pt_handle *h = NULL;
-    GT_OK(p2pt_init(&a, &h));
-    return h;
-}
-
-static void expect_status(p2pt_status st, p2pt_status want, const char *words)
-{
-    const char *msg = p2pt_last_error(NULL);
-    cr_assert_eq(st, want, "-> %d (want %d): %s", (int)st, (int)want, msg);
-    cr_assert(strstr(msg, words) != NULL, "the message lacks \"%s\": %s", words, msg);
-}
-
 Test(signals_cpu, a_dead_handle_is_refused_naming_the_call)
 {
-    expect_status(p2pt_signal_async(NULL, (void *)0x1000, NULL), P2PT_INVALID_ARGUMENT,
-                  "p2pt_signal_async");
-    expect_status(p2pt_wait_async(NULL, (void *)0x1000, 1, NULL), P2PT_INVALID_ARGUMENT,
-                  "p2pt_wait_async");
+    gt_expect_status(p2pt_signal_async(NULL, (void *)0x1000, NULL), P2PT_INVALID_ARGUMENT,
+                     "p2pt_signal_async");
+    gt_expect_status(p2pt_wait_async(NULL, (void *)0x1000, 1, NULL), P2PT_INVALID_ARGUMENT,
+                     "p2pt_wait_async");
 }
 
 Test(signals_fake, arguments_budget_explain_and_counters)
@@ -61,26 +46,26 @@ Test(signals_fake, arguments_budget_explain_and_counters)
 
     const char *transports[3] = {"ce", "tma", "auto"};
     for (int t = 0; t < 3; t++) {
-        p2pt_handle *h = handle_with(transports[t], NULL);
-        expect_status(p2pt_signal_async(h, NULL, s), P2PT_INVALID_ARGUMENT, "sem");
-        expect_status(p2pt_signal_async(h, (void *)(sem + 8), s), P2PT_INVALID_ARGUMENT,
-                      "16-byte aligned");
-        expect_status(p2pt_wait_async(h, (void *)sem, 0, s), P2PT_INVALID_ARGUMENT, "count 0");
-        expect_status(p2pt_wait_async(h, (void *)sem, (1u << 31) + 1, s), P2PT_INVALID_ARGUMENT,
-                      "1 to 2147483648");
+        p2pt_handle *h = gt_handle_opts(transports[t], NULL);
+        gt_expect_status(p2pt_signal_async(h, NULL, s), P2PT_INVALID_ARGUMENT, "sem");
+        gt_expect_status(p2pt_signal_async(h, (void *)(sem + 8), s), P2PT_INVALID_ARGUMENT,
+                         "16-byte aligned");
+        gt_expect_status(p2pt_wait_async(h, (void *)sem, 0, s), P2PT_INVALID_ARGUMENT, "count 0");
+        gt_expect_status(p2pt_wait_async(h, (void *)sem, (1u << 31) + 1, s), P2PT_INVALID_ARGUMENT,
+                         "1 to 2147483648");
         /* The waiter's semaphore is its own device's memory. */
-        expect_status(p2pt_wait_async(h, (void *)peer, 1, s), P2PT_INVALID_ARGUMENT,
-                      "another GPU's memory");
+        gt_expect_status(p2pt_wait_async(h, (void *)peer, 1, s), P2PT_INVALID_ARGUMENT,
+                         "another GPU's memory");
         void *many[P2PT_BATCH_SIGNALS_MAX + 1];
         for (int i = 0; i <= P2PT_BATCH_SIGNALS_MAX; i++)
             many[i] = (void *)sem;
         /* ce reads no GPU descriptors: refused before its arguments. */
         const bool ce = t == 0;
-        expect_status(p2pt_copy_batch_device_signal_async(
-                          h, (const p2pt_copy_desc *)descs, (const uint32_t *)count, 1,
-                          (void *)ws, many, P2PT_BATCH_SIGNALS_MAX + 1, s),
-                      ce ? P2PT_NOT_SUPPORTED : P2PT_INVALID_ARGUMENT,
-                      ce ? "cannot read descriptors" : "up to 64 semaphore");
+        gt_expect_status(p2pt_copy_batch_device_signal_async(
+                             h, (const p2pt_copy_desc *)descs, (const uint32_t *)count, 1,
+                             (void *)ws, many, P2PT_BATCH_SIGNALS_MAX + 1, s),
+                         ce ? P2PT_NOT_SUPPORTED : P2PT_INVALID_ARGUMENT,
+                         ce ? "cannot read descriptors" : "up to 64 semaphore");
         p2pt_properties p = gt_props(h);
         cr_assert_eq(p.kernel_launches, 0, "%s: nothing enqueued", transports[t]);
 
@@ -102,9 +87,9 @@ Test(signals_fake, arguments_budget_explain_and_counters)
         p2pt_finalize(h);
     }
     /* No kernel allowed: status 6 with the reason, for both. */
-    p2pt_handle *h = handle_with("auto", "P2P_TRANSPORT_SM_BUDGET=0");
-    expect_status(p2pt_signal_async(h, (void *)peer, s), P2PT_NOT_SUPPORTED, "SM_BUDGET=0");
-    expect_status(p2pt_wait_async(h, (void *)sem, 1, s), P2PT_NOT_SUPPORTED, "SM_BUDGET=0");
+    p2pt_handle *h = gt_handle_opts("auto", "P2P_TRANSPORT_SM_BUDGET=0");
+    gt_expect_status(p2pt_signal_async(h, (void *)peer, s), P2PT_NOT_SUPPORTED, "SM_BUDGET=0");
+    gt_expect_status(p2pt_wait_async(h, (void *)sem, 1, s), P2PT_NOT_SUPPORTED, "SM_BUDGET=0");
     p2pt_finalize(h);
     tcu.cuStreamDestroy(s);
 }
@@ -283,7 +268,7 @@ Test(signals_gpu, a_wait_that_times_out_counts_it_and_lets_the_stream_go)
     GT_CHECK(tcu.cuMemsetD8(sem, 0, P2PT_SEMAPHORE_BYTES));
     CUstream s;
     GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    p2pt_handle *h = handle_with("tma", "P2P_TRANSPORT_WAIT_TIMEOUT_MS=100");
+    p2pt_handle *h = gt_handle_opts("tma", "P2P_TRANSPORT_WAIT_TIMEOUT_MS=100");
     GT_OK(p2pt_wait_async(h, (void *)sem, 1, s));
     GT_CHECK(tcu.cuStreamSynchronize(s)); /* returns: nobody signals */
     uint64_t timeouts = 0;
