@@ -2,8 +2,8 @@
 /*
  * The signal entry points (p2pt.h): a signal, a wait, a device batch that
  * ends with signals or signals in parts, a count exchange, and their dry
- * runs. Each checks
- * the handle and hands its operation to the pipeline (operation.c).
+ * runs. Each checks the handle and hands its operation to the pipeline
+ * (operation.c).
  */
 #include <stddef.h>
 
