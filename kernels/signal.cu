@@ -82,7 +82,7 @@ extern "C" __global__ void p2pt_wait(const __grid_constant__ struct p2pt_wait_pa
  * for 4,096 rows of 2 destinations and 18.8 us of 8, issue-bound on its
  * one SM (bench/results/peer.md 5zc).
  */
-#define COUNT_WARPS (P2PT_COUNT_THREADS / 32)
+#define COUNT_WARPS (P2PT_COUNT_THREADS / 32) /* at most 32: a warp scans their counts */
 #define COUNT_CHUNK_ROWS 32768
 
 /* This CTA's share of each signal, once its columns' counts are put:
@@ -137,7 +137,7 @@ extern "C" __global__ void __launch_bounds__(P2PT_COUNT_THREADS, 1)
                 warp_rows[warp] = m;
             __syncthreads();
             /* Every warp scans the warps' counts, lane i holding warp i's. */
-            unsigned sum = warp_rows[lane];
+            unsigned sum = lane < COUNT_WARPS ? warp_rows[lane] : 0;
             for (unsigned o = 1; o < 32; o *= 2) {
                 const unsigned up = __shfl_up_sync(~0u, sum, o);
                 if (lane >= o)
