@@ -6,42 +6,17 @@ process's memory, used where it is), closes and unexports through the
 ctypes signatures; pageable memory is refused with status 6; a blob of the
 wrong size is refused before the library is called. Each case runs in a
 fresh interpreter: the driver is loaded once per process."""
-import os
-
 import p2pt
 import pytest
-from conftest import run_python
+from conftest import FAKE_MEMORY, fake_library, run_python
 from p2pt import _structs as S
 
 
 def fake_driver(root):
-    env = os.environ.get("P2PT_FAKE_CUDA")
-    if env:
-        return env
-    path = os.path.join(root, "build", "libp2pt_fake_cuda.so")
-    if not os.path.exists(path):
-        pytest.skip("no fake driver: build the tests (-DP2PT_BUILD_TESTS=ON) into build/, or "
-                    "set P2PT_FAKE_CUDA to libp2pt_fake_cuda.so")
-    return path
+    return fake_library(root, "libp2pt_fake_cuda.so", "P2PT_FAKE_CUDA")
 
 
-SCRIPT = r"""
-import ctypes, sys, p2pt
-lib = ctypes.CDLL(sys.argv[1])
-gpa = lib.cuGetProcAddress_v2
-gpa.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_uint64,
-                ctypes.c_void_p]
-def entry(name, ver, *args):
-    fn = ctypes.c_void_p()
-    assert gpa(name.encode(), ctypes.byref(fn), ver, 0, None) == 0, name
-    return ctypes.CFUNCTYPE(ctypes.c_int, *args)(fn.value)
-P = ctypes.c_void_p
-assert entry("cuInit", 2000, ctypes.c_uint)(0) == 0
-dev, ctx, mem = ctypes.c_int(), P(), ctypes.c_uint64()
-assert entry("cuDeviceGet", 2000, P, ctypes.c_int)(ctypes.byref(dev), 0) == 0
-assert entry("cuDevicePrimaryCtxRetain", 7000, P, ctypes.c_int)(ctypes.byref(ctx), dev) == 0
-assert entry("cuCtxSetCurrent", 4000, P)(ctx) == 0
-assert entry("cuMemAlloc", 3020, P, ctypes.c_size_t)(ctypes.byref(mem), 1 << 20) == 0
+SCRIPT = FAKE_MEMORY + r"""
 h = p2pt.Handle(transport="ce")
 blobs = h.share_export(mem.value + 4096, 65536)
 print("blobs", len(blobs), len(blobs[0]))
