@@ -78,6 +78,29 @@ static p2pt_status semaphore_check(const char *fn, const char *what, const void 
     return P2PT_SUCCESS;
 }
 
+/* A list of n semaphore addresses, up to P2PT_BATCH_MAX_SIGNALS: the
+ * array's presence, then (signals_aligned) each address. */
+static p2pt_status signals_listed(const char *fn, void *const *signals, uint32_t n)
+{
+    if (n > P2PT_BATCH_MAX_SIGNALS || (n != 0 && signals == NULL))
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s: %u signals at %p: expected up to %u semaphore addresses", fn, n,
+                          (const void *)signals, P2PT_BATCH_MAX_SIGNALS);
+    return P2PT_SUCCESS;
+}
+
+static p2pt_status signals_aligned(const char *fn, void *const *signals, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        char what[32];
+        snprintf(what, sizeof(what), "signals[%u]", i);
+        p2pt_status st = semaphore_check(fn, what, signals[i]);
+        if (st != P2PT_SUCCESS)
+            return st;
+    }
+    return P2PT_SUCCESS;
+}
+
 /* A count exchange's arguments (p2pt_count_rows_async). */
 static p2pt_status count_rows_check(const char *fn, const struct p2pt_count_exchange *x)
 {
@@ -108,18 +131,8 @@ static p2pt_status count_rows_check(const char *fn, const struct p2pt_count_exch
                               "%s: puts[%u] %p: expected the 8-byte aligned GPU address of %u "
                               "int64 (one count a destination)",
                               fn, i, x->puts[i], x->cols);
-    if (x->n_signals > P2PT_BATCH_MAX_SIGNALS || (x->n_signals != 0 && x->signals == NULL))
-        return p2pt__fail(P2PT_INVALID_ARGUMENT,
-                          "%s: %u signals at %p: expected up to %u semaphore addresses", fn,
-                          x->n_signals, (const void *)x->signals, P2PT_BATCH_MAX_SIGNALS);
-    for (uint32_t i = 0; i < x->n_signals; i++) {
-        char what[32];
-        snprintf(what, sizeof(what), "signals[%u]", i);
-        p2pt_status st = semaphore_check(fn, what, x->signals[i]);
-        if (st != P2PT_SUCCESS)
-            return st;
-    }
-    return P2PT_SUCCESS;
+    p2pt_status st = signals_listed(fn, x->signals, x->n_signals);
+    return st != P2PT_SUCCESS ? st : signals_aligned(fn, x->signals, x->n_signals);
 }
 
 p2pt_status p2pt__signal_check(const struct p2pt_signal *s)
@@ -135,10 +148,9 @@ p2pt_status p2pt__signal_check(const struct p2pt_signal *s)
 
 p2pt_status p2pt__device_batch_check(const struct p2pt_device_batch *b)
 {
-    if (b->n_signals > P2PT_BATCH_MAX_SIGNALS || (b->n_signals != 0 && b->signals == NULL))
-        return p2pt__fail(P2PT_INVALID_ARGUMENT,
-                          "%s: %u signals at %p: expected up to %u semaphore addresses",
-                          b->fn, b->n_signals, (const void *)b->signals, P2PT_BATCH_MAX_SIGNALS);
+    p2pt_status st = signals_listed(b->fn, b->signals, b->n_signals);
+    if (st != P2PT_SUCCESS)
+        return st;
     if (b->n_marks == 0 || b->n_marks > P2PT_BATCH_MARKS_MAX ||
         (b->n_marks > 1 && (b->n_signals == 0 || b->n_marks > b->max_count)))
         return p2pt__fail(P2PT_INVALID_ARGUMENT,
@@ -146,13 +158,8 @@ p2pt_status p2pt__device_batch_check(const struct p2pt_device_batch *b)
                           "at most max_count, and a part's semaphores to signal (n_signals "
                           "at least 1)",
                           b->fn, b->n_marks, b->max_count, b->n_signals, P2PT_BATCH_MARKS_MAX);
-    for (uint32_t i = 0; i < b->n_signals; i++) {
-        char what[32];
-        snprintf(what, sizeof(what), "signals[%u]", i);
-        p2pt_status st = semaphore_check(b->fn, what, b->signals[i]);
-        if (st != P2PT_SUCCESS)
-            return st;
-    }
+    if ((st = signals_aligned(b->fn, b->signals, b->n_signals)) != P2PT_SUCCESS)
+        return st;
     if (b->descs == NULL || b->count == NULL || b->workspace == NULL || b->max_count == 0 ||
         b->max_count > P2PT_DEVICE_BATCH_MAX || (uintptr_t)b->descs % 8 != 0 ||
         (uintptr_t)b->count % 4 != 0 || (uintptr_t)b->workspace % 16 != 0)

@@ -168,19 +168,26 @@ out:
     return st;
 }
 
-p2pt_status p2pt__validate_batch_signals(const struct p2pt_handle *h,
-                                         const struct p2pt_device_batch *b)
+/* Each of n semaphore addresses: `bytes` the stream's device reaches. */
+static p2pt_status check_signals(const char *fn, void *const *signals, uint32_t n, size_t bytes,
+                                 int device)
 {
     p2pt_status st = P2PT_SUCCESS;
     char what[96];
-    if (!h->cfg.validate)
-        return P2PT_SUCCESS;
-    for (uint32_t i = 0; i < b->n_signals && st == P2PT_SUCCESS; i++) {
-        snprintf(what, sizeof(what), "%s: signals[%u]", b->fn, i);
-        st = p2pt__check_range(what, b->signals[i], (size_t)P2PT_SEMAPHORE_BYTES * b->n_marks,
-                               b->device, NULL);
+    for (uint32_t i = 0; i < n && st == P2PT_SUCCESS; i++) {
+        snprintf(what, sizeof(what), "%s: signals[%u]", fn, i);
+        st = p2pt__check_range(what, signals[i], bytes, device, NULL);
     }
     return st;
+}
+
+p2pt_status p2pt__validate_batch_signals(const struct p2pt_handle *h,
+                                         const struct p2pt_device_batch *b)
+{
+    if (!h->cfg.validate)
+        return P2PT_SUCCESS;
+    return check_signals(b->fn, b->signals, b->n_signals,
+                         (size_t)P2PT_SEMAPHORE_BYTES * b->n_marks, b->device);
 }
 
 /* Every range a count exchange's kernel reads or writes: memory the
@@ -203,10 +210,7 @@ static p2pt_status validate_count_rows(const struct p2pt_signal *s)
         snprintf(what, sizeof(what), "%s: puts[%u]", s->fn, i);
         P2PT_TRY(p2pt__check_range(what, x->puts[i], (size_t)x->cols * 8, s->device, NULL));
     }
-    for (uint32_t i = 0; i < x->n_signals; i++) {
-        snprintf(what, sizeof(what), "%s: signals[%u]", s->fn, i);
-        P2PT_TRY(p2pt__check_range(what, x->signals[i], P2PT_SEMAPHORE_BYTES, s->device, NULL));
-    }
+    st = check_signals(s->fn, x->signals, x->n_signals, P2PT_SEMAPHORE_BYTES, s->device);
 out:
     return st;
 }
