@@ -211,14 +211,6 @@ static __device__ __forceinline__ void copier(bool cta0, u32 *G, u32 *c)
     *c = blockIdx.x == 0 ? *G - 1 : blockIdx.x - 1;
 }
 
-/* This CTA's share of one signal: P2PT_SIGNAL_UNIT split over the grid so
- * that the shares add up to exactly one signal whatever its size. */
-static __device__ __forceinline__ unsigned long long cta_share()
-{
-    const unsigned long long unit = P2PT_SIGNAL_UNIT, c = blockIdx.x, G = gridDim.x;
-    return (c + 1) * unit / G - c * unit / G;
-}
-
 /* `share` added to semaphore `mark` of each of the batch's runs. After the
  * caller's fence.acq_rel.sys a relaxed atomic at system scope is a release
  * (the PTX memory model's release pattern); red.release.sys would issue a
@@ -246,7 +238,7 @@ static __device__ __forceinline__ void add_share(const struct p2pt_batch_dev_par
  */
 static __device__ void signal_share(const struct p2pt_batch_dev_params &p)
 {
-    const unsigned long long share = cta_share();
+    const unsigned long long share = p2pt_cta_share();
     __syncthreads();
     if (threadIdx.x != 0)
         return;
@@ -306,7 +298,7 @@ p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
  */
 static __device__ void signal_parts(const struct p2pt_batch_dev_params &p, u32 K, const u32 *done)
 {
-    const unsigned long long share = cta_share();
+    const unsigned long long share = p2pt_cta_share();
     if ((threadIdx.x & 31) != 0)
         return;
     for (u32 j = 0; j < K;) {

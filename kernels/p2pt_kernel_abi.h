@@ -183,6 +183,16 @@ struct p2pt_batch_window {
  * CTAs each add their share of one unit as they finish (batch_copy.cu), so
  * the unit is complete exactly when every CTA is, whatever the grid. */
 #define P2PT_SIGNAL_UNIT (1ull << 32)
+#ifdef __CUDACC__
+/* This CTA's share of one signal: P2PT_SIGNAL_UNIT split over the grid so
+ * that the shares add up to exactly one signal whatever its size (the
+ * device batch's CTAs, the count exchange's). */
+static __device__ __forceinline__ unsigned long long p2pt_cta_share(void)
+{
+    const unsigned long long unit = P2PT_SIGNAL_UNIT, c = blockIdx.x, G = gridDim.x;
+    return (c + 1) * unit / G - c * unit / G;
+}
+#endif
 struct p2pt_semaphore {
     unsigned long long value;
     unsigned long long expected;

@@ -21,10 +21,10 @@
  * and nothing after a wait starts before it has seen its signals.
  *
  * The count exchange of an alltoallv (p2pt_count_rows) is a signal with
- * its payload made in the same launch: one CTA counts a routing's rows by
- * destination, puts the counts into every rank's matrix and signals, then
- * writes each row's running count, the rows' places, which only the
- * sender reads and so come after the signals.
+ * its payload made in the same launch: a CTA a destination counts a
+ * routing's rows, puts the count into every rank's matrix and adds its
+ * share of the signals; each row's running count, its place, which only
+ * the sender reads, comes last.
  */
 #include "p2pt_kernel_abi.h"
 
@@ -91,8 +91,7 @@ extern "C" __global__ void p2pt_wait(const __grid_constant__ struct p2pt_wait_pa
  * that the waiter's acquire reads (batch_copy.cu's signal_share). */
 static __device__ void signal_share(const struct p2pt_count_params &p)
 {
-    const unsigned long long k = blockIdx.x, grid = gridDim.x, unit = P2PT_SIGNAL_UNIT;
-    const unsigned long long share = (k + 1) * unit / grid - k * unit / grid;
+    const unsigned long long share = p2pt_cta_share();
     __syncthreads();
     if (threadIdx.x == 0) {
         asm volatile("fence.acq_rel.sys;" ::: "memory");
