@@ -36,6 +36,12 @@ def _text(b):
     return None if b is None else b.decode(errors="replace")
 
 
+def _addresses(addrs):
+    """GPU addresses (ints) as a C array of void *, one element at least so
+    that an empty list still passes a valid pointer (with its count 0)."""
+    return (ctypes.c_void_p * max(len(addrs), 1))(*addrs)
+
+
 def descs_array(descs):
     """A ctypes array of CopyDesc from: such an array; a buffer of 24-byte
     records (bytes, a NumPy int64 array of shape (n, 3)); or a sequence of
@@ -352,7 +358,7 @@ class Handle:
                                  stream=None):
         """copy_batch_device, then a signal to each semaphore address of
         `signals` once every piece is visible (p2pt_copy_batch_device_signal_async)."""
-        arr = (ctypes.c_void_p * max(len(signals), 1))(*signals)
+        arr = _addresses(signals)
         check(self._lib.p2pt_copy_batch_device_signal_async(
             self._h, descs, count, max_count, workspace, arr, len(signals), stream or None))
 
@@ -363,7 +369,7 @@ class Handle:
         semaphore j counting one signal once part j's pieces (pieces
         j * max_count // n_marks up to the next part's) are visible
         (p2pt_copy_batch_device_marks_async)."""
-        arr = (ctypes.c_void_p * max(len(signals), 1))(*signals)
+        arr = _addresses(signals)
         check(self._lib.p2pt_copy_batch_device_marks_async(
             self._h, descs, count, max_count, workspace, arr, len(signals), n_marks,
             stream or None))
@@ -374,14 +380,12 @@ class Handle:
         write the cols int64 counts to each address of `puts`, signal each
         semaphore address of `signals`, then write each row's running
         count to `upto` ([cols][rows] int64; None or 0: not written)."""
-        p = (ctypes.c_void_p * max(len(puts), 1))(*puts)
-        s = (ctypes.c_void_p * max(len(signals), 1))(*signals)
+        p, s = _addresses(puts), _addresses(signals)
         check(self._lib.p2pt_count_rows_async(self._h, routing, rows, cols, upto or None, p,
                                               len(puts), s, len(signals), stream or None))
 
     def explain_count_rows(self, routing, rows, cols, upto, puts, signals, stream=None):
-        p = (ctypes.c_void_p * max(len(puts), 1))(*puts)
-        s = (ctypes.c_void_p * max(len(signals), 1))(*signals)
+        p, s = _addresses(puts), _addresses(signals)
         return self._explain(self._lib.p2pt_explain_count_rows, routing, rows, cols,
                              upto or None, p, len(puts), s, len(signals), stream or None)
 
