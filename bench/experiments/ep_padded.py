@@ -55,7 +55,10 @@ class Padded(pd.AlltoallV):
             sourced = side2.record_event()
         with torch.cuda.stream(side):  # the counts, beside the rows
             self._counts_out(dest)
-        _, upto = self._place(dest)  # not _counts_out's buffer: the side stream's
+        # Each row's running count, scanned here (not _counts_out's buffer:
+        # the side stream's), along the transpose's rows (a scan down a
+        # [T, G] tensor's columns runs G threads down T rows).
+        upto = dest.t().contiguous().cumsum(1, dtype=torch.int64).t()
         self._describe_rows(dest, upto)  # final places: the region is known
         placed = main.record_event()
         main.wait_event(sourced)

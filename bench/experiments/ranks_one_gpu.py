@@ -11,7 +11,8 @@ NVLink. torch.distributed over gloo is the bootstrap (NCCL refuses two
 ranks on one GPU). Each rank checks byte for byte, against every rank's
 rows and routing gathered on the host, the rows it received and the
 counts, eagerly over rounds whose routing changes and in a CUDA graph
-replayed with new routing, and that the combine brings every row back;
+replayed with new routing, that the combine brings every row back, and
+(eagerly) that each row lies in its rank's y where places() says;
 prints one line a rank and exits 1 if any check failed. Times nothing."""
 import argparse
 import os
@@ -70,6 +71,12 @@ def worker(rank, world, T, path, out):
         torch.bitwise_xor(recv, r, out=a2a.y)
         if not came_back(a2a.combine(dest), x, dest, r):
             bad.append(f"eager round {r}: combine")
+        a2a.ready()  # or read instead: each row where places() says, in its rank's y
+        at = a2a.places(dest)
+        for d in range(world):
+            sent = dest[:, d]
+            if not torch.equal(a2a.peer_y[d][at[sent, d]], torch.bitwise_xor(x[sent], r)):
+                bad.append(f"eager round {r}: places() in rank {d}'s y")
         torch.cuda.synchronize()
         dist.barrier()
     pt.prepare()

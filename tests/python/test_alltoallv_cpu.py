@@ -48,6 +48,11 @@ class _Stream:
         pass
 
 
+def _running(dest):
+    """upto[t, d]: the rows to d up to and including row t."""
+    return dest.to(torch.int64).cumsum(0)
+
+
 def _inside(addr, t):
     return t.data_ptr() <= addr < t.data_ptr() + t.nbytes
 
@@ -156,7 +161,7 @@ def _dispatch(ranks, T, g, rows=_rows_phase):
     dests[0][:, 1 % G] = False
     for a, x, dest in zip(ranks, xs, dests):
         upto = a._counts_out(dest)
-        assert torch.equal(upto, a._place(dest)[1])
+        assert torch.equal(upto, _running(dest))
         a._describe_rows(dest, upto)
         a._describe_slots(dest, upto)
         a._describe_sources(x, dest)
@@ -385,7 +390,8 @@ def test_the_dispatch_describes_its_rows_beside_the_count_exchange(monkeypatch):
     start (rank 1 and up; rank 0's never change) and sends them; the
     rows' places, then the peers' rows on the current stream and this
     rank's own rows on the side stream; the current stream joins the second
-    at the end. Its places, kept in the rank's buffers, are _place's."""
+    at the end. Its places, kept in the rank's buffers, are the routing's running
+    counts."""
     G, T = 3, 37
     ranks = _ranks(G, T, monkeypatch)
     log = _stream_log(ranks, monkeypatch)
@@ -417,7 +423,7 @@ def test_the_dispatch_describes_its_rows_beside_the_count_exchange(monkeypatch):
                             ("enter", "side"), ("own",)], log
         assert log[-1] == ("wait_stream", "main", "side2"), log
         kept = a._upto[:G * t].view(G, t).t()
-        assert torch.equal(kept, a._place(dest)[1])
+        assert torch.equal(kept, _running(dest))
 
 
 def test_bad_routing_rows_and_chunks_get_a_clear_error(monkeypatch):
@@ -464,6 +470,23 @@ def test_bad_routing_rows_and_chunks_get_a_clear_error(monkeypatch):
                                              f"not {type(then).__name__}"):
             a.combine(dest, chunks=2, then=then)
     assert len(a.log) == batches, "a refused combine enqueued a batch"
+
+
+def test_places_before_a_dispatch_or_of_another_routing_get_a_clear_error(monkeypatch):
+    """places() reads the running counts the last dispatch's count kernel
+    wrote: before any dispatch it says there is none; a routing of another
+    number of tokens than that dispatch's is named, not read past."""
+    G, T = 2, 9
+    ranks = _ranks(G, T, monkeypatch)
+    a = ranks[0]
+    dest = torch.ones(T, G, dtype=torch.bool)
+    with pytest.raises(ValueError, match=r"places: no dispatch yet"):
+        a.places(dest)
+    g = torch.Generator().manual_seed(3)
+    _, dests = _dispatch(ranks, 5, g)
+    with pytest.raises(ValueError, match=r"the routing of the last dispatch, of 5 tokens, not 9"):
+        a.places(dest)
+    assert a.places(dests[0]).shape == (5, G)
 
 
 def test_more_chunks_than_the_peers_pieces_get_a_clear_error(monkeypatch):

@@ -255,6 +255,7 @@ class AlltoallV:
         self.slots = torch.zeros(G * self.max_rows, **i64)
         self.my_slots = torch.zeros(G * self.max_rows + 1, **i64)  # the last: a sink
         self._upto = torch.zeros(G * self.max_rows, **i64)  # [G, T]: _counts_out's places
+        self._counted = None  # the tokens of the last dispatch's counts (places() reads them)
         self.sems_n = _CHUNK0 + _MAX_CHUNKS
         self.count_n = torch.tensor([G], dtype=torch.int32, device=dev)
         # A dispatch's pieces: to each rank the run of slots of my rows to
@@ -426,17 +427,6 @@ class AlltoallV:
             self._step = (T, v)
         return v
 
-    def _place(self, dest):
-        """The tokens, and upto[t, d]: this rank's rows to d up to and
-        including row t (row t's place among them, plus one), in memory of
-        the current stream (the dispatch's comes with its counts,
-        _counts_out)."""
-        T = self._tokens(dest)
-        # Scanned along rows of dest's transpose: a scan along dim 0 of a
-        # [T, G] tensor runs G threads down T rows (650 us at T = 4,096 on
-        # an H100, more than the rows' batch); along the last dim it is ~10 us.
-        return T, dest.t().contiguous().cumsum(1, dtype=torch.int64).t()
-
     def dispatch(self, x, dest):
         """Send row t of `x` to every rank d with dest[t, d]; returns this
         rank's receive buffer and the rows from each source (int64 [G] on
@@ -496,7 +486,8 @@ class AlltoallV:
 
     def _counts_out(self, dest):
         """My row of the count matrix (the rows to each rank) into every
-        rank's, signalling each peer, and upto[t, d] as _place's, in this
+        rank's, signalling each peer, and upto[t, d] (this rank's rows to d
+        up to and including row t: row t's place among them, plus one), in this
         rank's buffers: one kernel (p2pt_count_rows_async) on the current
         stream. Once G - 1 signals are here, so is the whole matrix. In
         the kernel's place the dispatch cast the routing to int64, summed
@@ -504,6 +495,7 @@ class AlltoallV:
         T = 4,096 on an H200 (bench/results/peer.md 5zb)."""
         T = dest.shape[0]
         upto = self._upto[:self.G * T].view(self.G, T)
+        self._counted = T
         dest = dest.contiguous()
         if direct(dest, upto):
             bump(upto, self.matrix, self.sems)
@@ -602,10 +594,19 @@ class AlltoallV:
         """Where each row of the last dispatch (`dest` its routing) lies in
         the `y` of the rank it went to: int64 [T, G], row t for rank d at
         row places[t, d] of peer_y[d] (0 where not dest[t, d]). On the
-        current stream; no host sync."""
-        _, upto = self._place(dest)
+        current stream, after the dispatch; no host sync."""
+        T = self._tokens(dest)
+        if self._counted != T:
+            raise ValueError(f"p2pt.distributed.AlltoallV.places: dest must be the routing of "
+                             f"the last dispatch, of {self._counted} tokens, not {T}"
+                             if self._counted is not None else
+                             "p2pt.distributed.AlltoallV.places: no dispatch yet; places() "
+                             "says where the last dispatch's rows lie")
+        # The running counts that the dispatch's count kernel wrote, and
         # self._off: where this rank's rows start in each rank's y, kept
-        # from the counts by the last dispatch (_describe_runs).
+        # from the counts by the dispatch (_describe_runs). Both stay until
+        # the next dispatch.
+        upto = self._upto[:self.G * T].view(self.G, T).t()
         return torch.where(dest, upto + (self._off - 1), 0)
 
     def _chunks(self, K):
