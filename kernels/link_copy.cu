@@ -62,10 +62,33 @@ static __device__ __forceinline__ void copy_rounds(const int4 *s, int4 *t, u64 n
     }
 }
 
+/* The vectors from *v on, fewer than u a lane: each lane's loads, predicated,
+ * all in flight before its stores, so that what is left of a piece after its
+ * whole rounds crosses the bus in one round trip, not one a vector. */
+template <int u>
+static __device__ __forceinline__ void copy_last(const int4 *s, int4 *t, u64 n, u64 v)
+{
+    if (v >= n)
+        return;
+    const u32 m = (u32)((n - v + 31) / 32); /* this lane's vectors, 1 to u */
+    s += v;
+    t += v;
+    int4 r[u];
+#pragma unroll
+    for (u32 k = 0; k < u; k++)
+        if (k < m)
+            r[k] = ld16(s + 32 * k);
+#pragma unroll
+    for (u32 k = 0; k < u; k++)
+        if (k < m)
+            st16(t + 32 * k, r[k]);
+}
+
 /* A co-aligned piece: bytes before the first 16-byte boundary and after the
  * last one a lane each, the rest in 16-byte vectors: rounds of 8 KiB a warp
- * (16 loads a lane in flight), then of 4 KiB (8), so that a 4 KiB piece is
- * one round and a 16 KiB one two, then single vectors. */
+ * (16 loads a lane in flight), then one last round of what is left (up to
+ * 16 loads a lane), so that any piece of up to 8 KiB is one round, a 4 KiB
+ * one eight loads a lane, and a 14 KiB one two rounds. */
 static __device__ __forceinline__ void copy_piece(u64 dst, u64 src, u64 n, u32 lane)
 {
     u64 head = (16 - (dst & 15)) & 15;
@@ -81,9 +104,7 @@ static __device__ __forceinline__ void copy_piece(u64 dst, u64 src, u64 n, u32 l
     const u64 vecs = n >> 4;
     u64 v = lane;
     copy_rounds<16>(s, t, vecs, &v);
-    copy_rounds<8>(s, t, vecs, &v);
-    for (; v < vecs; v += 32)
-        st16(t + v, ld16(s + v));
+    copy_last<16>(s, t, vecs, v);
     const u64 tail = n & 15;
     if (lane < tail)
         ((char *)dst)[vecs * 16 + lane] = ((const char *)src)[vecs * 16 + lane];
