@@ -26,9 +26,9 @@
 #      folder ($TMPDIR/.../.hidden/builds/p2pt), built there (no benchmark)
 #      and its CPU suite run, so that no test depends on where the checkout is
 #
-# On a 2-core CPU machine without a GPU the whole script took 15 min 42 s
-# once the packages were installed (the run that docs/TESTING.md gives),
-# half of it in the valgrind phase. On a machine
+# On a 2-core CPU machine without a GPU the whole script took 6 min 9 s
+# once the packages were installed, 15 min 42 s on a slower one (the runs
+# that docs/TESTING.md gives), half of it in the valgrind phase. On a machine
 # without a GPU the GPU tests skip with their reason; on a GPU machine they
 # run for real.
 #
