@@ -62,7 +62,7 @@ static __device__ __forceinline__ void copy_rounds(const int4 *s, int4 *t, u64 n
     }
 }
 
-/* The vectors from *v on, fewer than u a lane: each lane's loads, predicated,
+/* The vectors from v on, at most u a lane: each lane's loads, predicated,
  * all in flight before its stores, so that what is left of a piece after its
  * whole rounds crosses the bus in one round trip, not one a vector. */
 template <int u>

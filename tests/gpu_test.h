@@ -339,6 +339,18 @@ static inline void gt_enable_peers(void)
     gt_use_device(0);
 }
 
+/* `bytes` of GPU 1's memory, with peer access on both ways (gt_enable_peers)
+ * and GPU 0's context current again: a peer's address for a test's
+ * arguments, over the fake driver or two GPUs. */
+static inline CUdeviceptr gt_peer_alloc(size_t bytes)
+{
+    CUdeviceptr p;
+    gt_use_device(1);
+    GT_CHECK(tcu.cuMemAlloc(&p, bytes));
+    gt_enable_peers();
+    return p;
+}
+
 /* Peer access between every pair of the visible GPUs (the first 8),
  * skipping the test when a pair cannot reach each other; GPU 0's context
  * current after. */

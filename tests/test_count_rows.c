@@ -34,15 +34,12 @@ Test(count_rows_cpu, a_dead_handle_is_refused_naming_the_call)
 Test(count_rows_fake, arguments_budget_explain_and_counters)
 {
     gt_use_fake_driver();
-    CUdeviceptr routing, upto, put, sem, peer;
+    CUdeviceptr routing, upto, put, sem;
     GT_CHECK(tcu.cuMemAlloc(&routing, 4096));
     GT_CHECK(tcu.cuMemAlloc(&upto, 4096));
     GT_CHECK(tcu.cuMemAlloc(&put, 4096));
     GT_CHECK(tcu.cuMemAlloc(&sem, 4096));
-    gt_use_device(1);
-    GT_CHECK(tcu.cuMemAlloc(&peer, 4096));
-    gt_enable_peers();
-    gt_use_device(0);
+    const CUdeviceptr peer = gt_peer_alloc(4096);
     CUstream s;
     GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     const void *r = (const void *)routing;

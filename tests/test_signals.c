@@ -32,15 +32,12 @@ Test(signals_cpu, a_dead_handle_is_refused_naming_the_call)
 Test(signals_fake, arguments_budget_explain_and_counters)
 {
     gt_use_fake_driver();
-    CUdeviceptr sem, peer, descs, count, ws;
+    CUdeviceptr sem, descs, count, ws;
     GT_CHECK(tcu.cuMemAlloc(&sem, 4096));
     GT_CHECK(tcu.cuMemAlloc(&descs, 4096));
     GT_CHECK(tcu.cuMemAlloc(&count, 64));
     GT_CHECK(tcu.cuMemAlloc(&ws, 4096));
-    gt_use_device(1);
-    GT_CHECK(tcu.cuMemAlloc(&peer, 4096));
-    gt_enable_peers();
-    gt_use_device(0);
+    const CUdeviceptr peer = gt_peer_alloc(4096);
     CUstream s;
     GT_CHECK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 
