@@ -3,7 +3,7 @@
  * p2pt link kernel: a host batch whose every piece crosses the host link
  * from pinned host memory to the GPU (KV-cache restore), all co-aligned.
  * (GPU to host stays on the batch kernel: see P2PT_LINK_DIRS in
- * src/engines/transport_tma_ring.c.)
+ * src/engines/transport_tma_link.c.)
  *
  * Compiled at run time by NVRTC (src/jit/jit.c) with p2pt_kernel_abi.h and
  * tma_ptx.cuh.
@@ -12,11 +12,14 @@
  * a handful of CTAs (the table's `link` lines) and each must keep many bytes
  * in flight across the bus. A warp takes one piece at a time, each lane
  * issuing up to sixteen 16-byte loads before its stores (8 KiB a warp in
- * flight); no shared memory, no plan. The descriptors (or the blocks
- * they are made of, P2PT_RING_BLOCKS) stay in the
- * pinned staging ring and are read there in place: each warp loads its next
- * piece's descriptor before it copies the current one, so that read's bus
- * latency hides behind the copy.
+ * flight); no shared memory, no plan. Pieces are dealt to warps through
+ * P2PT_LINK_SLOTS slots (p2pt_kernel_abi.h), whose bytes the host sums in
+ * its pass: a batch that would leave one warp far more than its share (a
+ * 1 MiB piece in every 32 lands on the same two warps) goes to the batch
+ * kernel instead. The descriptors (or the blocks they are made of,
+ * P2PT_RING_BLOCKS) stay in the pinned staging ring and are read there in
+ * place: each warp loads its next piece's descriptor before it copies the
+ * current one, so that read's bus latency hides behind the copy.
  *
  * Programmatic dependent launch as in batch_copy.cu: the ring was written
  * by the host before the launch, so the first descriptor is read before
@@ -110,13 +113,32 @@ static __device__ __forceinline__ void copy_piece(u64 dst, u64 src, u64 n, u32 l
         ((char *)dst)[vecs * 16 + lane] = ((const char *)src)[vecs * 16 + lane];
 }
 
+/* The piece after piece i (in slot *s) of the warp whose first slot is
+ * `first`, on a grid of `warps`: pieces in rising order, the warp's slots
+ * within each turn of P2PT_LINK_SLOTS pieces, then the next turn (where
+ * the warps divide the slots, piece i + warps, as a plain stride). */
+static __device__ __forceinline__ u32 next_piece(u32 i, u32 *s, u32 first, u32 warps)
+{
+    const u32 turn = i - *s; /* the turn's first piece */
+    *s += warps;
+    if (*s < P2PT_LINK_SLOTS)
+        return turn + *s;
+    *s = first;
+    return turn + P2PT_LINK_SLOTS + first;
+}
+
 extern "C" __global__ void __launch_bounds__(P2PT_LINK_THREADS)
 p2pt_link_copy(const __grid_constant__ struct p2pt_link_params p)
 {
     pdl_launch_dependents();
     const bool host = (p.flags & P2PT_RING_HOST) != 0;
     const u32 lane = threadIdx.x & 31, warps = gridDim.x * WARPS;
-    u32 i = blockIdx.x * WARPS + threadIdx.x / 32;
+    /* Slot s holds pieces s, s + P2PT_LINK_SLOTS, ...; this warp's slots
+     * are its index, then every `warps` on (the host's grid has at most
+     * P2PT_LINK_SLOTS warps; any beyond have none). */
+    const u32 first = blockIdx.x * WARPS + threadIdx.x / 32;
+    u32 s = first;
+    u32 i = first < P2PT_LINK_SLOTS ? first : p.count;
     desc_t d = {0, 0, 0};
     if (!host)
         pdl_wait(); /* the stream's copy wrote the descriptors */
@@ -125,7 +147,7 @@ p2pt_link_copy(const __grid_constant__ struct p2pt_link_params p)
     if (host)
         pdl_wait();
     while (i < p.count) {
-        const u32 next = i + warps;
+        const u32 next = next_piece(i, &s, first, warps);
         desc_t nd = {0, 0, 0};
         if (next < p.count)
             nd = p2pt_block_piece(p.descs, p.flags, p.layers, p.rows, next);

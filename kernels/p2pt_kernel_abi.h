@@ -135,6 +135,12 @@ struct p2pt_batch_ring_params {
 #ifndef P2PT_LINK_THREADS
 #define P2PT_LINK_THREADS 256
 #endif
+/* How the link kernel deals pieces to warps: piece i to slot
+ * i % P2PT_LINK_SLOTS, slot s to warp s % warps (so at most
+ * P2PT_LINK_SLOTS warps a launch). The host sums each slot's bytes in its
+ * pass over the pieces and so knows what every warp of a grid will carry
+ * before it picks the kernel (src/engines/transport_tma_link.c). */
+#define P2PT_LINK_SLOTS 128
 struct p2pt_link_params {
     unsigned long long descs; /* p2pt_batch_desc[count], or the pairs (P2PT_RING_BLOCKS) */
     unsigned int count;

@@ -5,7 +5,7 @@
  * and one destination pool, with poisoned gaps between the destinations,
  * random block mappings, and the check that the whole destination pool
  * holds exactly the pieces and poison everywhere else (every gap is a
- * guard), and the last device batch launch the fake driver recorded.
+ * guard), and the last launches the fake driver recorded.
  * Static inline so each test file stays self-contained.
  */
 #ifndef P2PT_BATCH_TEST_H
@@ -25,6 +25,15 @@ static inline void bt_fake_last_batch_launch(char *name, size_t name_n, unsigned
         (void (*)(char *, size_t, unsigned *, void *, size_t))gt_fake_sym(
             "p2pt_fake_last_batch_launch");
     last(name, name_n, grid, head, offsetof(struct p2pt_batch_dev_params, window));
+}
+
+/* Over the fake driver: the last kernel it launched, its entry's name and
+ * its grid. */
+static inline void bt_fake_last_launch(char *name, size_t name_n, unsigned *grid)
+{
+    void (*last)(char *, size_t, unsigned *) =
+        (void (*)(char *, size_t, unsigned *))gt_fake_sym("p2pt_fake_last_launch");
+    last(name, name_n, grid);
 }
 
 /* `st` is `want` and the last error holds every one of `parts` (NULL-ended). */

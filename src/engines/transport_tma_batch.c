@@ -69,6 +69,7 @@ struct tma_batch {
     unsigned most;                    /* CTAs a launch may use */
     struct p2pt_tma_slot slot;        /* RING */
     struct p2pt_batch_desc *buffer;   /* BUFFER: every piece, for several launches */
+    uint64_t spread[P2PT_LINK_SLOTS]; /* the link kernel's slots, summed by the pass */
 };
 static _Thread_local struct tma_batch held;
 
@@ -138,6 +139,10 @@ p2pt_status p2pt__tma_batch_sink(struct p2pt_handle *h, const struct p2pt_batch 
 
     memset(tb, 0, sizeof(*tb));
     s->own = tb;
+    /* Host-link caps: the pass sums the link kernel's slots, for the
+     * launch (or a dry run's words) to see how evenly it deals them. */
+    if (b->count > P2PT_BATCH_SMALL && (b->link[0] != 0 || b->link[1] != 0))
+        s->spread = tb->spread;
     if (s->dry)
         return s->as_descs ? descriptors(b, s, tb) : P2PT_SUCCESS;
     P2PT_TRY(p2pt__jit_module(b->ctx, &p2pt__kernel_batch_copy, &h->cfg, &h->log, &stream,
@@ -177,7 +182,7 @@ p2pt_status p2pt__tma_batch_submit(struct p2pt_handle *h, const struct p2pt_batc
 
     switch (tb->where) {
     case RING:
-        return p2pt__tma_ring_submit(h, b, &tb->slot, tb->m, tb->lm, tb->most);
+        return p2pt__tma_ring_submit(h, b, &tb->slot, tb->m, tb->lm, s->spread, tb->most);
     case PARAMS:
         return launch_params(h, b, tb->m, b->pieces, b->tiles, most, b->stream);
     case BUFFER:

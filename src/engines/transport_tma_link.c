@@ -6,10 +6,11 @@
  * that saturate each link (the table's `link` lines, b->link); this file
  * holds what the TMA engine does with them: how many CTAs a launch then
  * takes, whether the link kernel (kernels/link_copy.cu, host-to-GPU pieces
- * only) runs it, and how a dry run says so, from the sums of the
- * pipeline's pass. The batch and ring files (transport_tma_batch.c,
+ * only, dealt evenly enough to its warps) runs it, and how a dry run says
+ * so, from the sums of the pipeline's pass. The batch and ring files (transport_tma_batch.c,
  * transport_tma_ring.c) apply it.
  */
+#include <limits.h>
 #include <stdio.h>
 
 #include "tma.h"
@@ -49,24 +50,77 @@ struct p2pt_launch_settings p2pt__tma_batch_launch(const struct p2pt_handle *h,
     return p2pt__batch_link_cap(b) != 0 ? p2pt__launch_narrowed(ls) : *ls;
 }
 
-bool p2pt__tma_link_kernel(const struct p2pt_batch *b)
+/* How far past its share of the bytes one warp may be dealt before the
+ * batch goes to the batch kernel, which deals 8 KiB tiles. A warp alone
+ * moves ~4.6 GB/s from host memory (16 MiB on each of two warps took
+ * ~3.6 ms on an H200), about 6x its share of a 64-warp launch at the
+ * link's ~50 GB/s; 2 keeps the heaviest warp well inside that on the
+ * narrower grids an SM budget leaves (bench/results/offload.md, "A warp
+ * dealt more than its share"). */
+#define P2PT_LINK_HEAVIEST 2.0
+
+unsigned p2pt__tma_link_kernel_grid(const struct p2pt_batch *b, unsigned most)
 {
-    return b->count > P2PT_BATCH_SMALL && p2pt__batch_link_cap(b) != 0 && b->skewed == 0 &&
-           b->peer == 0 && (b->h2d == 0 || (P2PT_LINK_DIRS & 1)) &&
-           (b->d2h == 0 || (P2PT_LINK_DIRS & 2));
+    enum { WARPS = P2PT_LINK_THREADS / 32 };
+    const uint64_t count = b->blocks != NULL ? b->count : b->pieces;
+    const uint64_t ctas = (count + WARPS - 1) / WARPS;
+    unsigned grid = p2pt__tma_link_grid(b, most);
+    if (grid > P2PT_LINK_SLOTS / WARPS)
+        grid = P2PT_LINK_SLOTS / WARPS;
+    return ctas < grid ? (unsigned)ctas : grid;
+}
+
+/* The bytes of the heaviest of `warps` warps, each dealt the slots of its
+ * index modulo `warps` (kernels/link_copy.cu). */
+static uint64_t heaviest_warp(const uint64_t *spread, unsigned warps)
+{
+    uint64_t most = 0;
+    for (unsigned w = 0; w < warps && w < P2PT_LINK_SLOTS; w++) {
+        uint64_t sum = 0;
+        for (unsigned s = w; s < P2PT_LINK_SLOTS; s += warps)
+            sum += spread[s];
+        most = sum > most ? sum : most;
+    }
+    return most;
+}
+
+bool p2pt__tma_link_kernel(const struct p2pt_batch *b, const uint64_t *spread, unsigned grid,
+                           double *heavy)
+{
+    if (heavy != NULL)
+        *heavy = 0;
+    if (!(b->count > P2PT_BATCH_SMALL && p2pt__batch_link_cap(b) != 0 && b->skewed == 0 &&
+          b->peer == 0 && (b->h2d == 0 || (P2PT_LINK_DIRS & 1)) &&
+          (b->d2h == 0 || (P2PT_LINK_DIRS & 2))) ||
+        spread == NULL || grid == 0 || b->bytes == 0)
+        return false;
+    const unsigned warps = grid * (P2PT_LINK_THREADS / 32);
+    const double h = (double)heaviest_warp(spread, warps) * warps / (double)b->bytes;
+    if (heavy != NULL)
+        *heavy = h;
+    return h <= P2PT_LINK_HEAVIEST;
 }
 
 void p2pt__tma_batch_describe(const struct p2pt_handle *h, const struct p2pt_batch *b,
                               const struct p2pt_batch_sink *s, char *why, size_t len)
 {
-    (void)s;
     const uint32_t cap = p2pt__batch_link_cap(b);
+    char kernel[128] = "";
+    double heavy = 0;
+    /* The grid the link allows: a dry run has not asked for the module
+     * whose occupancy an SM budget would narrow it by. */
+    if (p2pt__tma_link_kernel(b, s->spread, p2pt__tma_link_kernel_grid(b, UINT_MAX), &heavy))
+        snprintf(kernel, sizeof(kernel), ", through the link kernel (a warp a piece)");
+    else if (heavy > 0)
+        snprintf(kernel, sizeof(kernel),
+                 ", through the batch kernel (dealt a piece a warp, one warp would carry %.1fx "
+                 "its share of the bytes)",
+                 heavy);
     if (cap != 0 && len > 0 && b->peer == 0)
         snprintf(why, len,
                  "; every piece crosses the host link (%zu h2d, %zu d2h), so at most %u CTAs "
                  "(the table's 'link' lines)%s",
-                 b->h2d, b->d2h, cap,
-                 p2pt__tma_link_kernel(b) ? ", through the link kernel (a warp a piece)" : "");
+                 b->h2d, b->d2h, cap, kernel);
     else if (cap != 0 && len > 0)
         snprintf(why, len,
                  "; every piece crosses a link (%zu to or from a peer GPU, %zu h2d, %zu d2h), "

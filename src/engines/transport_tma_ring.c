@@ -283,7 +283,8 @@ void p2pt__tma_ring_close(struct p2pt_tma_slot *slot)
 
 p2pt_status p2pt__tma_ring_submit(struct p2pt_handle *h, const struct p2pt_batch *b,
                                   struct p2pt_tma_slot *slot, const struct p2pt_module *m,
-                                  const struct p2pt_module *lm, unsigned most)
+                                  const struct p2pt_module *lm, const uint64_t *spread,
+                                  unsigned most)
 {
     p2pt_status st = P2PT_SUCCESS;
     struct ring *r = slot->ring;
@@ -310,13 +311,13 @@ p2pt_status p2pt__tma_ring_submit(struct p2pt_handle *h, const struct p2pt_batch
     /* From here on the stream reads the slot: if anything fails before the
      * slot is recorded as busy, the ring is never used again, so that no
      * later batch writes where a pending copy or kernel may still read. */
+    const unsigned link_grid = p2pt__tma_link_kernel_grid(b, most);
     most = p2pt__tma_link_grid(b, most);
     const struct p2pt_launch_settings ls = p2pt__tma_batch_launch(h, b);
-    if (lm != NULL && p2pt__tma_link_kernel(b)) {
+    if (lm != NULL && p2pt__tma_link_kernel(b, spread, link_grid, NULL)) {
         /* The link kernel: a warp a piece, no plan (kernels/link_copy.cu). */
         struct p2pt_link_params lp = {(unsigned long long)descs, count, flags, layers, rows};
-        const uint64_t warps = (count + P2PT_LINK_THREADS / 32 - 1) / (P2PT_LINK_THREADS / 32);
-        unsigned grid = warps < most ? (unsigned)warps : most;
+        const unsigned grid = link_grid;
         void *lparams[] = {&lp};
         st = p2pt__kernel_launch(h, &ls, lm->fn[P2PT_LINK_ENTRY_COPY], grid, P2PT_LINK_THREADS,
                                  0, b->stream, lparams);

@@ -34,6 +34,11 @@ struct p2pt_batch_sink {
                                       p2pt__coalesce_init'ed; groups.g NULL: none */
     int64_t *rows;  /* blocks kept as blocks: the mapping's rows copied here
                        (2 * rows values), and nothing written a piece */
+    /* P2PT_LINK_SLOTS zeroed sums: piece i's bytes (i counting the pieces
+       the kernel is handed) added to spread[i % P2PT_LINK_SLOTS], the link
+       kernel's dealing (p2pt_kernel_abi.h); NULL: not wanted. Summed in
+       dry runs too, so that explain sees what a launch would. */
+    uint64_t *spread;
     void *own;      /* the engine's own, for its submit and release */
     /* Set by the pipeline: the engine whose sink it is (NULL: none open). */
     const struct p2pt_transport *engine;

@@ -47,7 +47,24 @@ struct scan_out {
     uint64_t bytes, tiles;
     struct p2pt_batch_desc *out;
     struct p2pt_coalesce *groups;
+    uint64_t *spread; /* the sink's: the link kernel's slots */
 };
+
+_Static_assert((P2PT_LINK_SLOTS & (P2PT_LINK_SLOTS - 1)) == 0, "the slots a power of two");
+
+/* `n` pieces of `bytes` each from piece `first` on, into the link kernel's
+ * slots (p2pt_batch_sink.spread): whole turns of the slots at once. */
+static void spread_run(uint64_t *spread, size_t first, size_t n, uint64_t bytes)
+{
+    if (n >= P2PT_LINK_SLOTS) {
+        const uint64_t each = (uint64_t)(n / P2PT_LINK_SLOTS) * bytes;
+        for (size_t k = 0; k < P2PT_LINK_SLOTS; k++)
+            spread[k] += each;
+        n %= P2PT_LINK_SLOTS; /* what is left starts at `first`'s slot again */
+    }
+    for (size_t k = 0; k < n; k++)
+        spread[(first + k) & (P2PT_LINK_SLOTS - 1)] += bytes;
+}
 
 /* Which link a piece between two windows crosses: the host link's way when
  * one side is pinned host memory (h2d, d2h), else a peer link when a side
@@ -237,6 +254,8 @@ scan_blocks(struct p2pt_batch_pass *p, const bool facts, const bool write, const
         const uint64_t bb = L->block_bytes;
         if (bb == 0)
             continue;
+        if (o->spread != NULL) /* the kernels count every piece of blocks */
+            spread_run(o->spread, l * rows, rows, bb);
         struct p2pt_layer_facts *lf = facts ? &p->layers[l] : NULL;
         if (facts && !lf->done) {
             struct p2pt_side ds, ss;
@@ -357,6 +376,8 @@ scan_loop(struct p2pt_batch_pass *p, const bool facts, const bool write, const b
                               facts, write, group, o);
         if (st != P2PT_SUCCESS)
             return st;
+        if (o->spread != NULL) /* the kernels count the pieces with bytes */
+            o->spread[(o->pieces - 1) & (P2PT_LINK_SLOTS - 1)] += n;
     }
     return P2PT_SUCCESS;
 }
@@ -447,7 +468,7 @@ p2pt_status p2pt__batch_pass(struct p2pt_batch_pass *p, const struct p2pt_transp
     const bool write = s != NULL && s->descs != NULL;
     const bool facts = t != NULL && (p->refuse || classify || group || as_descs);
     struct scan_out o = {0, 0, 0, 0, 0, 0, 0, write ? s->descs : NULL,
-                         group ? &s->groups : NULL};
+                         group ? &s->groups : NULL, s != NULL ? s->spread : NULL};
     p2pt_status st;
 
     p->staged = t != NULL && (t->caps & P2PT_CAP_STAGED) != 0;
@@ -495,6 +516,9 @@ p2pt_status p2pt__batch_pass_fill(struct p2pt_batch_pass *p, const struct p2pt_b
     const struct p2pt_batch_desc *d = from->descs;
     if (to->descs != NULL && to->descs != d)
         memcpy(to->descs, d, n * sizeof(*d));
+    if (to->spread != NULL && to->spread != from->spread)
+        for (size_t k = 0; k < n; k++)
+            to->spread[k & (P2PT_LINK_SLOTS - 1)] += d[k].bytes;
     if (to->groups.g == NULL)
         return P2PT_SUCCESS;
     /* The bounds of each piece's allocations, as the pass found them: the

@@ -86,7 +86,8 @@ P2PT_INTERNAL p2pt_status p2pt__batch_pass_begin(const struct p2pt_handle *h, st
  * piece of another device's memory (P2PT_REACH_UNMAPPED) passes too and the
  * rest are checked as for the copy engine (b->ce_only, b->unmapped: the
  * route sends the batch there). Each non-empty piece goes to what sink `s`
- * holds (with as_descs, its descriptors alone). Sets the sums (b->pieces,
+ * holds (with as_descs, its descriptors alone), and its bytes to the sink's
+ * link-kernel slots where it has them (s->spread). Sets the sums (b->pieces,
  * bytes, h2d, d2h, peer, skewed, tiles), b->passed and b->passes; on a
  * refusal b->refused.
  */
@@ -106,7 +107,8 @@ P2PT_INTERNAL p2pt_status p2pt__batch_pass_reach(struct p2pt_batch_pass *p,
 /*
  * The chosen engine's sink `to` from the descriptors the pass left in sink
  * `from` (as_descs; `to` may be `from`): its descriptors copied where they
- * are elsewhere, its groups made from them as the pass would have made
+ * are elsewhere, its link-kernel slots summed (to->spread), its groups
+ * made from them as the pass would have made
  * them, each piece's allocations found again in the pass's windows and
  * memo (the driver asked only about one the memo has let go). Reads
  * `from`, not the caller's pieces.

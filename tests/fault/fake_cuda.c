@@ -1126,9 +1126,19 @@ static struct {
     unsigned char head[LAUNCH_HEAD];
 } last_launch;
 
+/* The last launch of any kernel: its entry's name and grid. */
+static struct {
+    char name[64];
+    unsigned grid;
+} last_any;
+
 static void record_launch(CUfunction fn, unsigned grid, void **params)
 {
     const char *name = ((struct fake_function *)fn)->name;
+    pthread_mutex_lock(&launch_lock);
+    snprintf(last_any.name, sizeof(last_any.name), "%s", name);
+    last_any.grid = grid;
+    pthread_mutex_unlock(&launch_lock);
     if (params == NULL || params[0] == NULL ||
         (strcmp(name, "p2pt_batch_copy_dev") != 0 && strcmp(name, "p2pt_batch_copy_marks") != 0))
         return;
@@ -1150,6 +1160,17 @@ EXPORT void p2pt_fake_last_batch_launch(char *name, size_t name_n, unsigned *gri
     snprintf(name, name_n, "%s", last_launch.name);
     *grid = last_launch.grid;
     memcpy(head, last_launch.head, n < LAUNCH_HEAD ? n : LAUNCH_HEAD);
+    pthread_mutex_unlock(&launch_lock);
+}
+
+/* The last launch of any kernel: its entry's name (empty: none yet) and
+ * grid. */
+EXPORT void p2pt_fake_last_launch(char *name, size_t name_n, unsigned *grid);
+EXPORT void p2pt_fake_last_launch(char *name, size_t name_n, unsigned *grid)
+{
+    pthread_mutex_lock(&launch_lock);
+    snprintf(name, name_n, "%s", last_any.name);
+    *grid = last_any.grid;
     pthread_mutex_unlock(&launch_lock);
 }
 
