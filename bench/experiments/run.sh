@@ -53,6 +53,9 @@
 #                                                 (A2A_VARIANTS="name|nvcc flags;...": other builds)
 #   bench/experiments/run.sh ipc                  what imported memory answers the driver, and which
 #                                                 engine reaches it (ipc_probe.c; 2 GPUs)
+#   bench/experiments/run.sh beside               what may share an SM with the overlap mode's
+#                                                 cuBLAS GEMM (beside_gemm.cu): spinners of
+#                                                 other threads, registers and shared memory
 # Output goes to stdout and, when $OUT is set, to $OUT/<experiment>.log.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -124,6 +127,11 @@ case "$what" in
       --section LaunchStats --section Occupancy --section SchedulerStats \
       /tmp/p2pt-peer-ncu ncu "${1:-14336}" 2>&1 | tee "${log:-/dev/null}"
     exit 0 ;;
+  beside)
+    nvcc -O3 -std=c++17 -arch=sm_90 -Xptxas -v -o /tmp/p2pt-beside-gemm beside_gemm.cu -lcublas 2>&1 |
+      grep -E "error|warning|registers" || true
+    /tmp/p2pt-beside-gemm 2>&1 | tee ${OUT:+$OUT/beside.log}
+    exit ;;
   ipc)
     cc -std=c11 -O2 -I/usr/local/cuda/include -o /tmp/p2pt-ipc-probe ipc_probe.c \
       -L/usr/local/cuda/lib64/stubs -lcuda
@@ -175,7 +183,7 @@ case "$what" in
       "$build/libp2pt.a" -ldl -lpthread -lm
     /tmp/p2pt-enqueue | tee ${OUT:+$OUT/enqueue.log}
     exit ;;
-  *) echo "run.sh: unknown experiment '$what' (variants, small, local, b2b, probe, ncu, enqueue, batch, shapes, trace, cub, peer, peer-ncu, peer-split, alltoall, ipc)" >&2
+  *) echo "run.sh: unknown experiment '$what' (variants, small, local, b2b, probe, ncu, enqueue, batch, shapes, trace, cub, peer, peer-ncu, peer-split, alltoall, ipc, beside)" >&2
      exit 2 ;;
 esac
 bin=/tmp/p2pt-${src%.cu}
