@@ -9,9 +9,11 @@
  * library's sums: explain names the kernel the model picks and, for the
  * batch kernel, the model's ratio; over the fake driver the launch is of
  * that kernel's entry; on a GPU every layout is byte-exact, guards
- * included, on the default grid and on 3 CTAs. Layouts: equal 4 KiB pieces; one piece in 32 of 1 MiB (all on
+ * included, on the default grid and on 3 CTAs, and through auto. Layouts: equal 4 KiB pieces; one piece in 32 of 1 MiB (all on
  * two warps); 160 pieces of 64 KiB (some warps three, some two: within
- * twice); one in 64 of 64 KiB among 256-byte ones; and blocks whose big
+ * twice); one in 64 of 64 KiB among 256-byte ones; 4,096 of 16 KiB whose
+ * first is 600 KiB (within twice; under auto, passed to the copy engine
+ * first); and blocks whose big
  * layers land on the same warps, whose slots the pass sums a layer at a
  * time.
  */
@@ -21,7 +23,7 @@
  * the GPU machines'): the link kernel's grid, a warp a piece up to it. */
 #define LINK_H2D_CTAS 8
 
-enum { POOL = 48 << 20 };
+enum { POOL = 80 << 20 };
 
 static CUstream new_stream(void)
 {
@@ -67,10 +69,15 @@ static void layout_sizes(int k, uint64_t *bytes, size_t *n)
         for (size_t i = 0; i < *n; i++)
             bytes[i] = 64 << 10;
         break;
-    default:
+    case 3:
         *n = 2048;
         for (size_t i = 0; i < *n; i++)
             bytes[i] = i % 64 == 0 ? 64 << 10 : 256;
+        break;
+    default:
+        *n = 4096;
+        for (size_t i = 0; i < *n; i++)
+            bytes[i] = i == 0 ? 600 << 10 : 16 << 10;
         break;
     }
 }
@@ -103,11 +110,16 @@ static void expect_launch(double heavy, unsigned most, const char *what)
     cr_expect_leq(grid, most, "%s: a grid of %u", what, grid);
 }
 
-/* Each layout on a handle with `options`, whose grid is at most `most`
- * CTAs: P2P_TRANSPORT_MAX_CTAS=3 leaves 24 warps, which do not divide the
- * slots (some warps are dealt six slots, some five). Explain describes the
- * link's grid, so it is checked on the default one. */
-static void descriptor_layouts(const char *options, unsigned most)
+/* Each layout on a handle of `engine` with `options`, whose grid is at most
+ * `most` CTAs: P2P_TRANSPORT_MAX_CTAS=3 leaves 24 warps, which do not
+ * divide the slots (some warps are dealt six slots, some five). Explain
+ * describes the link's grid, so it is checked on the default one. Under
+ * auto the route waits for the pass (the tables' `batch h2d` lists hold two
+ * engines) and every layout's mean sends it to tma: a layout whose first
+ * piece is larger than the tables' tma band (1 MiB, 600 KiB) is passed into
+ * the copy engine's descriptors first, and the slots are summed from them
+ * when tma is chosen. */
+static void descriptor_layouts(const char *engine, const char *options, unsigned most)
 {
     struct gt_buf gpu = gt_alloc(POOL), host = gt_alloc_host(POOL);
     uint64_t *bytes = calloc(4096, sizeof(*bytes));
@@ -115,7 +127,7 @@ static void descriptor_layouts(const char *options, unsigned most)
     cr_assert(bytes && d);
     CUstream s = new_stream();
     gt_fill(&host, 31);
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 5; k++) {
         size_t n = 0, at = 0;
         layout_sizes(k, bytes, &n);
         struct bt_rng r = {57 + (uint64_t)k};
@@ -129,9 +141,9 @@ static void descriptor_layouts(const char *options, unsigned most)
         cr_assert_lt(at, (size_t)POOL, "layout %d fits its pool", k);
         const double heavy = model_heavy(bytes, n, most);
         char what[96];
-        snprintf(what, sizeof(what), "layout %d (%zu pieces), %s", k, n,
+        snprintf(what, sizeof(what), "layout %d (%zu pieces), %s, %s", k, n, engine,
                  options ? options : "defaults");
-        p2pt_handle *h = gt_handle_opts("tma", options);
+        p2pt_handle *h = gt_handle_opts(engine, options);
         if (options == NULL) {
             p2pt_choice c;
             memset(&c, 0, sizeof(c));
@@ -159,15 +171,17 @@ static void descriptor_layouts(const char *options, unsigned most)
 Test(link_dealing_fake, the_link_kernel_takes_only_batches_it_deals_evenly)
 {
     gt_use_fake_driver();
-    descriptor_layouts(NULL, LINK_H2D_CTAS);
-    descriptor_layouts("P2P_TRANSPORT_MAX_CTAS=3", 3);
+    descriptor_layouts("tma", NULL, LINK_H2D_CTAS);
+    descriptor_layouts("tma", "P2P_TRANSPORT_MAX_CTAS=3", 3);
+    descriptor_layouts("auto", NULL, LINK_H2D_CTAS);
 }
 
 Test(link_dealing_gpu, the_link_kernel_takes_only_batches_it_deals_evenly)
 {
     gt_use_gpu();
-    descriptor_layouts(NULL, LINK_H2D_CTAS);
-    descriptor_layouts("P2P_TRANSPORT_MAX_CTAS=3", 3);
+    descriptor_layouts("tma", NULL, LINK_H2D_CTAS);
+    descriptor_layouts("tma", "P2P_TRANSPORT_MAX_CTAS=3", 3);
+    descriptor_layouts("auto", NULL, LINK_H2D_CTAS);
 }
 
 /* Blocks: `layers` layers of `rows` rows, a big layer's blocks `big_bytes`,

@@ -71,15 +71,17 @@ unsigned p2pt__tma_link_kernel_grid(const struct p2pt_batch *b, unsigned most)
 }
 
 /* The bytes of the heaviest of `warps` warps, each dealt the slots of its
- * index modulo `warps` (kernels/link_copy.cu). */
-static uint64_t heaviest_warp(const uint64_t *spread, unsigned warps)
+ * index modulo `warps` (kernels/link_copy.cu); *all, every slot's. */
+static uint64_t heaviest_warp(const uint64_t *spread, unsigned warps, uint64_t *all)
 {
     uint64_t most = 0;
+    *all = 0;
     for (unsigned w = 0; w < warps && w < P2PT_LINK_SLOTS; w++) {
         uint64_t sum = 0;
         for (unsigned s = w; s < P2PT_LINK_SLOTS; s += warps)
             sum += spread[s];
         most = sum > most ? sum : most;
+        *all += sum;
     }
     return most;
 }
@@ -95,7 +97,12 @@ bool p2pt__tma_link_kernel(const struct p2pt_batch *b, const uint64_t *spread, u
         spread == NULL || grid == 0 || b->bytes == 0)
         return false;
     const unsigned warps = grid * (P2PT_LINK_THREADS / 32);
-    const double h = (double)heaviest_warp(spread, warps) * warps / (double)b->bytes;
+    uint64_t all = 0;
+    const double h = (double)heaviest_warp(spread, warps, &all) * warps / (double)b->bytes;
+    /* Slots that do not add up to the batch were not summed by its pass:
+     * the batch kernel, which needs no dealing. */
+    if (all != b->bytes)
+        return false;
     if (heavy != NULL)
         *heavy = h;
     return h <= P2PT_LINK_HEAVIEST;
