@@ -9,7 +9,8 @@
  * library's sums: explain names the kernel the model picks and, for the
  * batch kernel, the model's ratio; over the fake driver the launch is of
  * that kernel's entry; on a GPU every layout is byte-exact, guards
- * included, on the default grid and on 3 CTAs, and through auto. Layouts: equal 4 KiB pieces; one piece in 32 of 1 MiB (all on
+ * included, on the default grid, on 3 CTAs and under an SM budget of 2,
+ * and through auto. Layouts: equal 4 KiB pieces; one piece in 32 of 1 MiB (all on
  * two warps); 160 pieces of 64 KiB (some warps three, some two: within
  * twice); one in 64 of 64 KiB among 256-byte ones; 4,096 of 16 KiB whose
  * first is 600 KiB (within twice; under auto, passed to the copy engine
@@ -112,8 +113,8 @@ static void expect_launch(double heavy, unsigned most, const char *what)
 
 /* Each layout on a handle of `engine` with `options`, whose grid is at most
  * `most` CTAs: P2P_TRANSPORT_MAX_CTAS=3 leaves 24 warps, which do not
- * divide the slots (some warps are dealt six slots, some five). Explain
- * describes the link's grid, so it is checked on the default one. Under
+ * divide the slots (some warps are dealt six slots, some five), and an SM
+ * budget of 2 leaves 16. Under
  * auto the route waits for the pass (the tables' `batch h2d` lists hold two
  * engines) and every layout's mean sends it to tma: a layout whose first
  * piece is larger than the tables' tma band (1 MiB, 600 KiB) is passed into
@@ -144,13 +145,11 @@ static void descriptor_layouts(const char *engine, const char *options, unsigned
         snprintf(what, sizeof(what), "layout %d (%zu pieces), %s, %s", k, n, engine,
                  options ? options : "defaults");
         p2pt_handle *h = gt_handle_opts(engine, options);
-        if (options == NULL) {
-            p2pt_choice c;
-            memset(&c, 0, sizeof(c));
-            c.size = sizeof(c);
-            GT_OK(p2pt_explain_batch(h, d, n, s, &c));
-            expect_kernel(c.reason, heavy, what);
-        }
+        p2pt_choice c;
+        memset(&c, 0, sizeof(c));
+        c.size = sizeof(c);
+        GT_OK(p2pt_explain_batch(h, d, n, s, &c));
+        expect_kernel(c.reason, heavy, what);
         unsigned char *src_host = bt_host_copy(&host);
         gt_poison(&gpu);
         GT_OK(p2pt_copy_batch_async(h, d, n, s));
@@ -173,6 +172,7 @@ Test(link_dealing_fake, the_link_kernel_takes_only_batches_it_deals_evenly)
     gt_use_fake_driver();
     descriptor_layouts("tma", NULL, LINK_H2D_CTAS);
     descriptor_layouts("tma", "P2P_TRANSPORT_MAX_CTAS=3", 3);
+    descriptor_layouts("tma", "P2P_TRANSPORT_SM_BUDGET=2", 2);
     descriptor_layouts("auto", NULL, LINK_H2D_CTAS);
 }
 
@@ -181,6 +181,7 @@ Test(link_dealing_gpu, the_link_kernel_takes_only_batches_it_deals_evenly)
     gt_use_gpu();
     descriptor_layouts("tma", NULL, LINK_H2D_CTAS);
     descriptor_layouts("tma", "P2P_TRANSPORT_MAX_CTAS=3", 3);
+    descriptor_layouts("tma", "P2P_TRANSPORT_SM_BUDGET=2", 2);
     descriptor_layouts("auto", NULL, LINK_H2D_CTAS);
 }
 

@@ -114,9 +114,16 @@ void p2pt__tma_batch_describe(const struct p2pt_handle *h, const struct p2pt_bat
     const uint32_t cap = p2pt__batch_link_cap(b);
     char kernel[128] = "";
     double heavy = 0;
-    /* The grid the link allows: a dry run has not asked for the module
-     * whose occupancy an SM budget would narrow it by. */
-    if (p2pt__tma_link_kernel(b, s->spread, p2pt__tma_link_kernel_grid(b, UINT_MAX), &heavy))
+    /* The grid a launch would take: the CTA cap and the SM budget narrow it
+     * as p2pt__kernel_grid does (the module's SM count, which a dry run
+     * has not loaded, bounds it far above any link's cap). */
+    const struct p2pt_launch_settings *ls = p2pt__tma_launch(h);
+    unsigned most = UINT_MAX;
+    if (ls->max_ctas > 0 && (unsigned)ls->max_ctas < most)
+        most = (unsigned)ls->max_ctas;
+    if (h->cfg.sm_budget > 0 && (unsigned)h->cfg.sm_budget < most)
+        most = (unsigned)h->cfg.sm_budget;
+    if (p2pt__tma_link_kernel(b, s->spread, p2pt__tma_link_kernel_grid(b, most), &heavy))
         snprintf(kernel, sizeof(kernel), ", through the link kernel (a warp a piece)");
     else if (heavy > 0)
         snprintf(kernel, sizeof(kernel),
