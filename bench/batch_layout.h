@@ -4,8 +4,9 @@
  * also compiles, by p2pt-bench's batch mode and the CUB comparison in
  * bench/experiments/, so that both measure byte for byte the same layouts.
  *
- * A shape is count x size, or "mixed" (one piece in 32 is 1 MiB, the rest
- * 64 B to 14 KiB). Sources are consecutive rows of the source pool (tokens
+ * A shape is count x size, count x size with one piece in `every` of
+ * another size, or "mixed" (one piece in 32 is 1 MiB, the rest 64 B to 14
+ * KiB). Sources are consecutive rows of the source pool (tokens
  * in order); destinations are scattered over the destination pool in
  * shuffled order with random gaps, each `shift` bytes (mod 16) off
  * co-alignment with its source. Layout `s` of a shape occupies
@@ -30,6 +31,7 @@
 struct batch_shape {
     char name[32];
     size_t count, size; /* size 0: mixed */
+    size_t every, big;  /* every > 0: piece i is `big` bytes where i % every == 0 */
 };
 
 /* The default shapes, in table order. */
@@ -40,7 +42,7 @@ static inline size_t batch_piece_size(const struct batch_shape *sh, size_t i)
 {
     static const size_t small[] = {64, 1024, 7 * 1024, 14 * 1024};
     if (sh->size != 0)
-        return sh->size;
+        return sh->every != 0 && i % sh->every == 0 ? sh->big : sh->size;
     return i % 32 == 0 ? (size_t)1 << 20 : small[i % 4];
 }
 
@@ -59,9 +61,30 @@ static inline size_t batch_span(const struct batch_shape *sh)
     return 2 * batch_total(sh) + 16 * sh->count + 2 * BATCH_GUARD;
 }
 
-/* "mixed", or COUNTxSIZE with SIZE in bytes or K/M/G (binary). False, with
- * `why` saying what was expected, for anything else or a zero count/size,
- * a count above 1M pieces or a batch above 4G bytes. */
+/* Digits at *p (up to 2^40), then an optional K, M or G (binary): the
+ * value in *v, *p past it. False where no digit starts it. */
+static inline int batch_size_parse(const char **p, unsigned long long *v, int suffix)
+{
+    int digits = 0;
+    *v = 0;
+    for (; **p >= '0' && **p <= '9' && *v < (1ull << 40); (*p)++, digits++)
+        *v = *v * 10 + (unsigned long long)(**p - '0');
+    if (digits == 0 || *v >= (1ull << 33))
+        return 0;
+    if (suffix && (**p == 'K' || **p == 'k'))
+        *v <<= 10, (*p)++;
+    else if (suffix && (**p == 'M' || **p == 'm'))
+        *v <<= 20, (*p)++;
+    else if (suffix && (**p == 'G' || **p == 'g'))
+        *v <<= 30, (*p)++;
+    return 1;
+}
+
+/* "mixed", COUNTxSIZE, or COUNTxSIZE/EVERY=BIG (piece i of BIG bytes where
+ * i % EVERY == 0, the rest SIZE: where the large pieces fall, for the link
+ * kernel's dealing), sizes in bytes or K/M/G (binary). False, with `why`
+ * saying what was expected, for anything else or a zero count, size or
+ * EVERY, a count above 1M pieces or a batch above 4G bytes. */
 static inline int batch_shape_parse(const char *s, struct batch_shape *out, char *why,
                                     size_t why_len)
 {
@@ -71,36 +94,37 @@ static inline int batch_shape_parse(const char *s, struct batch_shape *out, char
         out->count = 1024;
         return 1;
     }
-    unsigned long long n = 0, b = 0;
+    unsigned long long n = 0, b = 0, every = 0, big = 0;
     const char *p = s;
-    int digits = 0;
-    for (; *p >= '0' && *p <= '9' && n < (1ull << 40); p++, digits++)
-        n = n * 10 + (unsigned long long)(*p - '0');
-    int ok = digits > 0 && (*p == 'x' || *p == 'X');
+    int ok = batch_size_parse(&p, &n, 0) && (*p == 'x' || *p == 'X');
     if (ok) {
-        digits = 0;
-        for (p++; *p >= '0' && *p <= '9' && b < (1ull << 40); p++, digits++)
-            b = b * 10 + (unsigned long long)(*p - '0');
-        ok = digits > 0 && b < (1ull << 33);
-        if (ok && (*p == 'K' || *p == 'k'))
-            b <<= 10, p++;
-        else if (ok && (*p == 'M' || *p == 'm'))
-            b <<= 20, p++;
-        else if (ok && (*p == 'G' || *p == 'g'))
-            b <<= 30, p++;
-        ok = ok && *p == '\0';
+        p++;
+        ok = batch_size_parse(&p, &b, 1);
     }
-    if (!ok || n == 0 || b == 0 || n > (1ull << 20) || b > (4ull << 30) / n ||
+    if (ok && *p == '/') {
+        p++;
+        ok = batch_size_parse(&p, &every, 0) && every > 0 && *p == '=';
+        if (ok) {
+            p++;
+            ok = batch_size_parse(&p, &big, 1) && big > 0;
+        }
+    }
+    ok = ok && *p == '\0';
+    const unsigned long long most = big > b ? big : b;
+    if (!ok || n == 0 || b == 0 || n > (1ull << 20) || most > (4ull << 30) / n ||
         strlen(s) >= sizeof(out->name)) {
         snprintf(why, why_len,
-                 "\"%s\": expected mixed or COUNTxSIZE such as 1024x14K (count 1..1048576, "
-                 "size with an optional K, M or G, at most 4G in all)",
+                 "\"%s\": expected mixed, COUNTxSIZE such as 1024x14K, or COUNTxSIZE/EVERY=SIZE "
+                 "such as 8192x4K/64=16K (one piece in EVERY of the second size) (count "
+                 "1..1048576, sizes with an optional K, M or G, at most 4G in all)",
                  s);
         return 0;
     }
     snprintf(out->name, sizeof(out->name), "%s", s);
     out->count = (size_t)n;
     out->size = (size_t)b;
+    out->every = (size_t)every;
+    out->big = (size_t)big;
     return 1;
 }
 

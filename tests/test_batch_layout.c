@@ -2,9 +2,9 @@
 /*
  * The batch benchmark's shapes and layouts (bench/batch_layout.h), which
  * p2pt-bench, the CUB comparison and the batch trace all measure: shape
- * lists parse or name the bad item, and every layout keeps its
- * destinations apart, inside the span, clear of its guards and at the
- * asked offset from co-alignment. CPU only.
+ * lists parse or name the bad item (the one-in-EVERY form too), and every
+ * layout keeps its destinations apart, inside the span, clear of its
+ * guards and at the asked offset from co-alignment. CPU only.
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -22,6 +22,18 @@ Test(batch_layout, shape_lists_parse_or_name_the_bad_item)
               s[1].size == (1u << 20));
     cr_assert(batch_shape_list("mixed", s, 3, &n, why, sizeof(why)));
     cr_assert(n == 1 && s[0].size == 0 && s[0].count == 1024);
+    cr_assert(batch_shape_list("8192x4K/64=16K,7x13/3=5", s, 3, &n, why, sizeof(why)), "%s", why);
+    cr_assert(n == 2 && s[0].count == 8192 && s[0].size == 4096 && s[0].every == 64 &&
+              s[0].big == 16384 && s[1].every == 3 && s[1].big == 5);
+    cr_assert(batch_piece_size(&s[0], 0) == 16384 && batch_piece_size(&s[0], 1) == 4096 &&
+              batch_piece_size(&s[0], 128) == 16384 && batch_piece_size(&s[0], 8191) == 4096);
+    static const char *const bad_every[] = {"8x4K/0=1K", "8x4K/64", "8x4K/64=", "8x4K/=1K",
+                                            "8x4K/2=0", "8x4K/2=1Kx", "1024x1K/2=5G"};
+    for (size_t k = 0; k < sizeof(bad_every) / sizeof(bad_every[0]); k++) {
+        cr_assert_not(batch_shape_list(bad_every[k], s, 3, &n, why, sizeof(why)), "%s",
+                      bad_every[k]);
+        cr_assert(strstr(why, bad_every[k]) && strstr(why, "COUNTxSIZE/EVERY=SIZE"), "%s", why);
+    }
 
     cr_assert_not(batch_shape_list("1x1,2x2,3x3,4x4", s, 3, &n, why, sizeof(why)));
     cr_assert(strstr(why, "at most 3") != NULL, "%s", why);
@@ -44,7 +56,8 @@ static int by_offset(const void *a, const void *b)
 
 Test(batch_layout, every_layout_keeps_its_pieces_apart_inside_its_span_at_the_shift)
 {
-    static const char *const shapes[] = {"16384x2K", "1024x14K", "64x1M", "mixed", "7x13"};
+    static const char *const shapes[] = {"16384x2K", "1024x14K", "64x1M", "mixed", "7x13",
+                                         "4096x4K/64=64K", "9x100/2=7"};
     for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
         struct batch_shape sh;
         char why[256];

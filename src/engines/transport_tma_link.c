@@ -56,8 +56,10 @@ struct p2pt_launch_settings p2pt__tma_batch_launch(const struct p2pt_handle *h,
  * ~3.6 ms on an H200), about 6x its share of a 64-warp launch at the
  * link's ~50 GB/s; 2 keeps the heaviest warp well inside that on the
  * narrower grids an SM budget leaves (bench/results/offload.md, "A warp
- * dealt more than its share"). */
+ * dealt more than its share"; an experiment's build may set it). */
+#ifndef P2PT_LINK_HEAVIEST
 #define P2PT_LINK_HEAVIEST 2.0
+#endif
 
 unsigned p2pt__tma_link_kernel_grid(const struct p2pt_batch *b, unsigned most)
 {
