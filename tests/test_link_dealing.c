@@ -1,27 +1,32 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * How the link kernel's pieces are dealt to its warps. A host-to-GPU batch
- * of pinned pieces takes the link kernel (kernels/link_copy.cu), a warp a
- * piece, only where no warp would carry more than twice its share of the
- * bytes; else the batch kernel, which deals 8 KiB tiles. Each layout is
- * checked against a model written here from the kernel's rule (piece i to
- * slot i % P2PT_LINK_SLOTS, slot s to warp s % warps), not from the
- * library's sums: explain names the kernel the model picks and, for the
- * batch kernel, the model's ratio; over the fake driver the launch is of
- * that kernel's entry; on a GPU every layout is byte-exact, guards
- * included, on the default grid, on 3 CTAs and under an SM budget of 2,
- * and through auto. Layouts: equal 4 KiB pieces; one piece in 32 of 1 MiB (all on
- * two warps); 160 pieces of 64 KiB (some warps three, some two: within
- * twice); one in 64 of 64 KiB among 256-byte ones; 4,096 of 16 KiB whose
- * first is 600 KiB (within twice; under auto, passed to the copy engine
- * first); and blocks whose big
+ * When a host-to-GPU batch of pinned pieces takes the link kernel
+ * (kernels/link_copy.cu, a warp a piece) and when the batch kernel: the
+ * link kernel only on all the link's CTAs, for pieces of 4 KiB or more on
+ * average, and where no warp would carry more than twice its share of the
+ * bytes. Each layout is checked against a model written here from those
+ * rules and the kernel's dealing (piece i to slot i % P2PT_LINK_SLOTS, slot
+ * s to warp s % warps), not from the library's sums: explain names the
+ * kernel the model picks and, for the batch kernel, why (the CTAs left, the
+ * mean piece, or the heaviest warp's ratio); over the fake driver the
+ * launch is of that kernel's entry; on a GPU every layout is byte-exact,
+ * guards included. Handles: tma on the built-in link of 8 CTAs, under a
+ * CTA cap of 3 and an SM budget of 2; auto; auto with a table whose link is
+ * 12 CTAs (96 warps, which do not divide the slots: some warps are dealt
+ * two slots, some one). Layouts: equal 4 KiB pieces; one piece in 32 of 1
+ * MiB (all on two warps); 160 pieces of 64 KiB; one in 64 of 64 KiB among
+ * 256-byte ones (a small mean); 4,096 of 16 KiB whose first is 600 KiB
+ * (under auto, passed to the copy engine first); and blocks whose big
  * layers land on the same warps, whose slots the pass sums a layer at a
  * time.
  */
+#include <limits.h>
+#include <unistd.h>
+
 #include "batch_test.h"
 
 /* The h2d link's CTAs in the built-in tables (the fake driver's H100 and
- * the GPU machines'): the link kernel's grid, a warp a piece up to it. */
+ * the GPU machines'). */
 #define LINK_H2D_CTAS 8
 
 enum { POOL = 80 << 20 };
@@ -33,22 +38,43 @@ static CUstream new_stream(void)
     return s;
 }
 
-/* The heaviest warp's bytes over its share, dealing `n` pieces of
- * `bytes[i]` as the link kernel does on a grid of at most `most` CTAs. */
-static double model_heavy(const uint64_t *bytes, size_t n, size_t most)
+/* What the model picks, and the heaviest warp's bytes over its share. */
+enum pick { LINK, NARROW, SMALL, UNEVEN };
+struct model {
+    enum pick pick;
+    double heavy;
+    unsigned cap, most; /* the link's CTAs; the most a launch may take */
+};
+
+/* `n` pieces of `bytes[i]` across a link of `cap` CTAs, launches of at most
+ * `most`. */
+static struct model model_of(const uint64_t *bytes, size_t n, unsigned cap, unsigned most)
 {
+    struct model m = {LINK, 0, cap, most};
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += bytes[i];
+    if (most < cap) {
+        m.pick = NARROW;
+        return m;
+    }
+    if (total / n < 4096) {
+        m.pick = SMALL;
+        return m;
+    }
     const size_t warps_a_cta = P2PT_LINK_THREADS / 32;
     size_t ctas = (n + warps_a_cta - 1) / warps_a_cta;
-    ctas = ctas < most ? ctas : most;
+    ctas = ctas < cap ? ctas : cap;
+    ctas = ctas < P2PT_LINK_SLOTS / warps_a_cta ? ctas : P2PT_LINK_SLOTS / warps_a_cta;
     const size_t warps = ctas * warps_a_cta;
-    uint64_t load[P2PT_LINK_SLOTS] = {0}, total = 0, heaviest = 0;
-    for (size_t i = 0; i < n; i++) {
+    uint64_t load[P2PT_LINK_SLOTS] = {0}, heaviest = 0;
+    for (size_t i = 0; i < n; i++)
         load[(i % P2PT_LINK_SLOTS) % warps] += bytes[i];
-        total += bytes[i];
-    }
     for (size_t w = 0; w < warps; w++)
         heaviest = load[w] > heaviest ? load[w] : heaviest;
-    return (double)heaviest * (double)warps / (double)total;
+    m.heavy = (double)heaviest * (double)warps / (double)total;
+    m.pick = m.heavy <= 2.0 ? LINK : UNEVEN;
+    return m;
 }
 
 /* Piece sizes of layout `k` (count in *n): see the file's comment. */
@@ -83,44 +109,75 @@ static void layout_sizes(int k, uint64_t *bytes, size_t *n)
     }
 }
 
-/* Explain's words for a batch whose model says `heavy`: the link kernel
- * within twice, else the batch kernel naming the ratio. */
-static void expect_kernel(const char *reason, double heavy, const char *what)
+/* Explain's words for a batch the model picks `m` for. */
+static void expect_kernel(const char *reason, struct model m, uint64_t mean, const char *what)
 {
-    const bool link = heavy <= 2.0;
-    cr_expect((strstr(reason, "link kernel") != NULL) == link, "%s (model %.2f): %s", what,
-              heavy, reason);
-    if (link)
-        return;
-    char ratio[32];
-    snprintf(ratio, sizeof(ratio), "carry %.1fx its share", heavy);
-    cr_expect(strstr(reason, "through the batch kernel") && strstr(reason, ratio),
-              "%s: expected the batch kernel and \"%s\": %s", what, ratio, reason);
+    char want[128] = "";
+    switch (m.pick) {
+    case LINK:
+        snprintf(want, sizeof(want), "through the link kernel");
+        break;
+    case NARROW:
+        snprintf(want, sizeof(want), "leaves %u of the link's %u CTAs", m.most, m.cap);
+        break;
+    case SMALL:
+        snprintf(want, sizeof(want), "pieces of %llu bytes on average",
+                 (unsigned long long)mean);
+        break;
+    case UNEVEN:
+        snprintf(want, sizeof(want), "carry %.1fx its share", m.heavy);
+        break;
+    }
+    cr_expect(strstr(reason, want) != NULL &&
+                  (m.pick == LINK) == (strstr(reason, "through the batch kernel") == NULL),
+              "%s (model %d, %.2f): expected \"%s\": %s", what, (int)m.pick, m.heavy, want,
+              reason);
 }
 
-/* Over the fake driver, the entry the last launch ran, on at most `most`
- * CTAs. */
-static void expect_launch(double heavy, unsigned most, const char *what)
+/* Over the fake driver, the entry the last launch ran, on no more CTAs
+ * than the link's and the handle's. */
+static void expect_launch(struct model m, const char *what)
 {
     if (!gt_on_fake_driver())
         return;
     char name[64];
     unsigned grid = 0;
     bt_fake_last_launch(name, sizeof(name), &grid);
-    cr_expect_str_eq(name, heavy <= 2.0 ? "p2pt_link_copy" : "p2pt_batch_copy_ring", "%s", what);
-    cr_expect_leq(grid, most, "%s: a grid of %u", what, grid);
+    cr_expect_str_eq(name, m.pick == LINK ? "p2pt_link_copy" : "p2pt_batch_copy_ring", "%s",
+                     what);
+    cr_expect_leq(grid, m.cap < m.most ? m.cap : m.most, "%s: a grid of %u", what, grid);
 }
 
-/* Each layout on a handle of `engine` with `options`, whose grid is at most
- * `most` CTAs: P2P_TRANSPORT_MAX_CTAS=3 leaves 24 warps, which do not
- * divide the slots (some warps are dealt six slots, some five), and an SM
- * budget of 2 leaves 16. Under
- * auto the route waits for the pass (the tables' `batch h2d` lists hold two
- * engines) and every layout's mean sends it to tma: a layout whose first
- * piece is larger than the tables' tma band (1 MiB, 600 KiB) is passed into
- * the copy engine's descriptors first, and the slots are summed from them
- * when tma is chosen. */
-static void descriptor_layouts(const char *engine, const char *options, unsigned most)
+/* A table for auto whose host link to the GPU is `ctas` CTAs (the rest as
+ * the tests need: tma for every batch); its path in `path`. */
+static void link_table(unsigned ctas, char *path, size_t len)
+{
+    CUdevice dev;
+    int major = 0, minor = 0;
+    GT_CHECK(tcu.cuDeviceGet(&dev, 0));
+    GT_CHECK(tcu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+    GT_CHECK(tcu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+    char text[256];
+    snprintf(text, sizeof(text),
+             "p2pt-auto 1\narch sm_%d%d\ncopy local 0 tma\ncopy push 0 ce\ncopy pull 0 ce\n"
+             "batch 0 tma\nbatch h2d 0 tma\nbatch d2h 0 tma\nlink h2d %u\nlink d2h 3\n",
+             major, minor, ctas);
+    snprintf(path, len, "/tmp/p2pt-link-XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
+/* Each layout on a handle of `engine` with `options`, across a link of
+ * `cap` CTAs, launches of at most `most`. Under auto the route waits for
+ * the pass (the built-in tables' `batch h2d` lists hold two engines) and
+ * every layout's mean sends it to tma: a layout whose first piece is
+ * larger than the tables' tma band (1 MiB, 600 KiB) is passed into the
+ * copy engine's descriptors first, and the slots are summed from them when
+ * tma is chosen. */
+static void descriptor_layouts(const char *engine, const char *options, unsigned cap,
+                               unsigned most)
 {
     struct gt_buf gpu = gt_alloc(POOL), host = gt_alloc_host(POOL);
     uint64_t *bytes = calloc(4096, sizeof(*bytes));
@@ -130,6 +187,7 @@ static void descriptor_layouts(const char *engine, const char *options, unsigned
     gt_fill(&host, 31);
     for (int k = 0; k < 5; k++) {
         size_t n = 0, at = 0;
+        uint64_t total = 0;
         layout_sizes(k, bytes, &n);
         struct bt_rng r = {57 + (uint64_t)k};
         for (size_t i = 0; i < n; i++) {
@@ -138,10 +196,11 @@ static void descriptor_layouts(const char *engine, const char *options, unsigned
             d[i] = (p2pt_copy_desc){(void *)(uintptr_t)(gpu.ptr + at),
                                     (const void *)(uintptr_t)(host.ptr + at), bytes[i]};
             at += bytes[i] + 16;
+            total += bytes[i];
         }
         cr_assert_lt(at, (size_t)POOL, "layout %d fits its pool", k);
-        const double heavy = model_heavy(bytes, n, most);
-        char what[96];
+        const struct model m = model_of(bytes, n, cap, most);
+        char what[160];
         snprintf(what, sizeof(what), "layout %d (%zu pieces), %s, %s", k, n, engine,
                  options ? options : "defaults");
         p2pt_handle *h = gt_handle_opts(engine, options);
@@ -149,12 +208,12 @@ static void descriptor_layouts(const char *engine, const char *options, unsigned
         memset(&c, 0, sizeof(c));
         c.size = sizeof(c);
         GT_OK(p2pt_explain_batch(h, d, n, s, &c));
-        expect_kernel(c.reason, heavy, what);
+        expect_kernel(c.reason, m, total / n, what);
         unsigned char *src_host = bt_host_copy(&host);
         gt_poison(&gpu);
         GT_OK(p2pt_copy_batch_async(h, d, n, s));
         GT_CHECK(tcu.cuStreamSynchronize(s));
-        expect_launch(heavy, most, what);
+        expect_launch(m, what);
         if (!gt_on_fake_driver())
             bt_expect(&gpu, &host, src_host, d, n, NULL, what);
         free(src_host);
@@ -167,22 +226,29 @@ static void descriptor_layouts(const char *engine, const char *options, unsigned
     GT_CHECK(tcu.cuStreamDestroy(s));
 }
 
-Test(link_dealing_fake, the_link_kernel_takes_only_batches_it_deals_evenly)
+static void every_handle(void)
 {
-    gt_use_fake_driver();
-    descriptor_layouts("tma", NULL, LINK_H2D_CTAS);
-    descriptor_layouts("tma", "P2P_TRANSPORT_MAX_CTAS=3", 3);
-    descriptor_layouts("tma", "P2P_TRANSPORT_SM_BUDGET=2", 2);
-    descriptor_layouts("auto", NULL, LINK_H2D_CTAS);
+    descriptor_layouts("tma", NULL, LINK_H2D_CTAS, UINT_MAX);
+    descriptor_layouts("tma", "P2P_TRANSPORT_MAX_CTAS=3", LINK_H2D_CTAS, 3);
+    descriptor_layouts("tma", "P2P_TRANSPORT_SM_BUDGET=2", LINK_H2D_CTAS, 2);
+    descriptor_layouts("auto", NULL, LINK_H2D_CTAS, UINT_MAX);
+    char path[64], options[96];
+    link_table(12, path, sizeof(path));
+    snprintf(options, sizeof(options), "P2P_TRANSPORT_AUTO_TABLE=%s", path);
+    descriptor_layouts("auto", options, 12, UINT_MAX);
+    unlink(path);
 }
 
-Test(link_dealing_gpu, the_link_kernel_takes_only_batches_it_deals_evenly)
+Test(link_dealing_fake, the_link_kernel_takes_only_batches_it_suits)
+{
+    gt_use_fake_driver();
+    every_handle();
+}
+
+Test(link_dealing_gpu, the_link_kernel_takes_only_batches_it_suits)
 {
     gt_use_gpu();
-    descriptor_layouts("tma", NULL, LINK_H2D_CTAS);
-    descriptor_layouts("tma", "P2P_TRANSPORT_MAX_CTAS=3", 3);
-    descriptor_layouts("tma", "P2P_TRANSPORT_SM_BUDGET=2", 2);
-    descriptor_layouts("auto", NULL, LINK_H2D_CTAS);
+    every_handle();
 }
 
 /* Blocks: `layers` layers of `rows` rows, a big layer's blocks `big_bytes`,
@@ -225,7 +291,10 @@ static void block_layouts(void)
             at += (rows + 1) * bb;
         }
         cr_assert_lt(at, (size_t)POOL, "case %zu fits its pool", c);
-        const double heavy = model_heavy(bytes, layers * rows, LINK_H2D_CTAS);
+        const struct model m = model_of(bytes, layers * rows, LINK_H2D_CTAS, UINT_MAX);
+        uint64_t total = 0;
+        for (size_t i = 0; i < layers * rows; i++)
+            total += bytes[i];
         char what[64];
         snprintf(what, sizeof(what), "blocks: %zu layers of %zu rows", layers, rows);
         p2pt_handle *h = gt_handle("tma");
@@ -233,12 +302,12 @@ static void block_layouts(void)
         memset(&ch, 0, sizeof(ch));
         ch.size = sizeof(ch);
         GT_OK(p2pt_explain_blocks(h, ls, layers, map, rows, s, &ch));
-        expect_kernel(ch.reason, heavy, what);
+        expect_kernel(ch.reason, m, total / (layers * rows), what);
         unsigned char *src_host = bt_host_copy(&host);
         gt_poison(&gpu);
         GT_OK(p2pt_copy_blocks_async(h, ls, layers, map, rows, s));
         GT_CHECK(tcu.cuStreamSynchronize(s));
-        expect_launch(heavy, LINK_H2D_CTAS, what);
+        expect_launch(m, what);
         if (!gt_on_fake_driver())
             bt_expect(&gpu, &host, src_host, d, layers * rows, NULL, what);
         free(src_host);
@@ -252,13 +321,13 @@ static void block_layouts(void)
     GT_CHECK(tcu.cuStreamDestroy(s));
 }
 
-Test(link_dealing_fake, blocks_take_the_link_kernel_only_where_dealt_evenly)
+Test(link_dealing_fake, blocks_take_the_link_kernel_only_where_it_suits_them)
 {
     gt_use_fake_driver();
     block_layouts();
 }
 
-Test(link_dealing_gpu, blocks_take_the_link_kernel_only_where_dealt_evenly)
+Test(link_dealing_gpu, blocks_take_the_link_kernel_only_where_it_suits_them)
 {
     gt_use_gpu();
     block_layouts();

@@ -73,15 +73,26 @@ P2PT_INTERNAL struct p2pt_launch_settings p2pt__tma_batch_launch(const struct p2
 /* The link kernel's grid for passed batch `b` under `most` CTAs: a warp a
  * piece, up to the link's cap and P2PT_LINK_SLOTS warps. */
 P2PT_INTERNAL unsigned p2pt__tma_link_kernel_grid(const struct p2pt_batch *b, unsigned most);
-/* Does passed batch `b` take the link kernel (kernels/link_copy.cu) on
- * `grid` CTAs when the staging ring serves it? Every piece crosses the
- * host link in a direction P2PT_LINK_DIRS names, co-aligned, more than the
- * parameters' small batch, and no warp is dealt more than
- * P2PT_LINK_HEAVIEST times its share of the bytes (from the slots the pass
- * summed, `spread`; NULL: not summed, no). *heavy (may be NULL): the
- * heaviest warp's bytes over its share, 0 where the rest already says no. */
-P2PT_INTERNAL bool p2pt__tma_link_kernel(const struct p2pt_batch *b, const uint64_t *spread,
-                                         unsigned grid, double *heavy);
+/* Whether passed batch `b` takes the link kernel (kernels/link_copy.cu)
+ * when the staging ring serves it and a launch may use `most` CTAs, and
+ * if not, why: every piece crosses the host link in a direction
+ * P2PT_LINK_DIRS names, co-aligned, more than the parameters' small batch
+ * (else NOT_FOR_IT), on all the link's CTAs (else NARROW), pieces of
+ * P2PT_LINK_MIN_MEAN or more on average (else SMALL), and no warp dealt
+ * more than P2PT_LINK_HEAVIEST times its share of the bytes, from the
+ * slots the pass summed, `spread` (else UNEVEN; slots not summed:
+ * NOT_FOR_IT). *heavy (may be NULL): the heaviest warp's bytes over its
+ * share where that was worked out, else 0. */
+enum p2pt_link_choice {
+    P2PT_LINK_KERNEL,
+    P2PT_LINK_NOT_FOR_IT,
+    P2PT_LINK_NARROW,
+    P2PT_LINK_SMALL,
+    P2PT_LINK_UNEVEN,
+};
+P2PT_INTERNAL enum p2pt_link_choice p2pt__tma_link_choice(const struct p2pt_batch *b,
+                                                          const uint64_t *spread, unsigned most,
+                                                          double *heavy);
 /* The batch_describe hook: the CTAs and kernel of a passed batch across
  * links, in words. */
 P2PT_INTERNAL void p2pt__tma_batch_describe(const struct p2pt_handle *h,
@@ -99,7 +110,7 @@ P2PT_INTERNAL p2pt_status p2pt__tma_ring_open(struct p2pt_handle *h, const struc
                                               struct p2pt_tma_slot *slot, bool *got);
 /* The batch in `slot`, every piece passed: one launch of up to `most`
  * CTAs, of the batch kernel (module `m`) or, where `lm` (the link kernel's
- * module) is given and p2pt__tma_link_kernel says so from the pass's
+ * module) is given and p2pt__tma_link_choice says so from the pass's
  * `spread`, of the link kernel; the slot busy until that launch
  * completes. */
 P2PT_INTERNAL p2pt_status p2pt__tma_ring_submit(struct p2pt_handle *h, const struct p2pt_batch *b,

@@ -5,10 +5,11 @@
  * from peer GPUs by NVLink, not by the SMs. The router hands it the CTAs
  * that saturate each link (the table's `link` lines, b->link); this file
  * holds what the TMA engine does with them: how many CTAs a launch then
- * takes, whether the link kernel (kernels/link_copy.cu, host-to-GPU pieces
- * only, dealt evenly enough to its warps) runs it, and how a dry run says
- * so, from the sums of the pipeline's pass. The batch and ring files (transport_tma_batch.c,
- * transport_tma_ring.c) apply it.
+ * takes, whether the link kernel (kernels/link_copy.cu: host-to-GPU pieces
+ * on all the link's CTAs, 4 KiB or more on average, dealt evenly enough to
+ * its warps) runs it rather than the batch kernel, and how a dry run says
+ * so, from the sums of the pipeline's pass. The batch and ring files
+ * (transport_tma_batch.c, transport_tma_ring.c) apply it.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -51,15 +52,22 @@ struct p2pt_launch_settings p2pt__tma_batch_launch(const struct p2pt_handle *h,
 }
 
 /* How far past its share of the bytes one warp may be dealt before the
- * batch goes to the batch kernel, which deals 8 KiB tiles. A warp alone
- * moves ~4.6 GB/s from host memory (16 MiB on each of two warps took
- * ~3.6 ms on an H200), about 6x its share of a 64-warp launch at the
- * link's ~50 GB/s; 2 keeps the heaviest warp well inside that on the
- * narrower grids an SM budget leaves (bench/results/offload.md, "A warp
- * dealt more than its share"; an experiment's build may set it). */
+ * batch goes to the batch kernel, which deals 8 KiB tiles. Measured on an
+ * H200 with one 4 KiB piece in 64 made larger, all of them on one warp of
+ * 64: the link kernel was 2.5 % faster at 1.97x (8 KiB) and the batch
+ * kernel 2.8 % faster at 2.91x (12 KiB), 1.6x at 7.2x
+ * (bench/results/offload.md, "Link kernel or batch kernel"; an
+ * experiment's build may set it). */
 #ifndef P2PT_LINK_HEAVIEST
 #define P2PT_LINK_HEAVIEST 2.0
 #endif
+
+/* The smallest mean piece the link kernel takes: a warp copies one piece
+ * a bus round trip, where the batch kernel's warps take small tiles two at
+ * a time. On an H200, 16384 x 2 KiB took 927-935 us through the link
+ * kernel and 689-702 through the batch kernel; from 4 KiB on the two were
+ * level (the same section). */
+#define P2PT_LINK_MIN_MEAN 4096
 
 unsigned p2pt__tma_link_kernel_grid(const struct p2pt_batch *b, unsigned most)
 {
@@ -88,33 +96,43 @@ static uint64_t heaviest_warp(const uint64_t *spread, unsigned warps, uint64_t *
     return most;
 }
 
-bool p2pt__tma_link_kernel(const struct p2pt_batch *b, const uint64_t *spread, unsigned grid,
-                           double *heavy)
+enum p2pt_link_choice p2pt__tma_link_choice(const struct p2pt_batch *b, const uint64_t *spread,
+                                            unsigned most, double *heavy)
 {
+    const uint32_t cap = p2pt__batch_link_cap(b);
     if (heavy != NULL)
         *heavy = 0;
-    if (!(b->count > P2PT_BATCH_SMALL && p2pt__batch_link_cap(b) != 0 && b->skewed == 0 &&
-          b->peer == 0 && (b->h2d == 0 || (P2PT_LINK_DIRS & 1)) &&
-          (b->d2h == 0 || (P2PT_LINK_DIRS & 2))) ||
-        spread == NULL || grid == 0 || b->bytes == 0)
-        return false;
+    if (!(b->count > P2PT_BATCH_SMALL && cap != 0 && b->skewed == 0 && b->peer == 0 &&
+          (b->h2d == 0 || (P2PT_LINK_DIRS & 1)) && (b->d2h == 0 || (P2PT_LINK_DIRS & 2))) ||
+        b->pieces == 0)
+        return P2PT_LINK_NOT_FOR_IT;
+    /* On fewer CTAs than the link's the batch kernel moved 4 KiB pieces
+     * 1.2-1.4x faster (6 and 4 of 8 on an H200), 1.8x on 3. */
+    if (most < cap)
+        return P2PT_LINK_NARROW;
+    if (b->bytes / b->pieces < P2PT_LINK_MIN_MEAN)
+        return P2PT_LINK_SMALL;
+    const unsigned grid = p2pt__tma_link_kernel_grid(b, most);
     const unsigned warps = grid * (P2PT_LINK_THREADS / 32);
+    if (spread == NULL || grid == 0)
+        return P2PT_LINK_NOT_FOR_IT;
     uint64_t all = 0;
-    const double h = (double)heaviest_warp(spread, warps, &all) * warps / (double)b->bytes;
+    const uint64_t most_bytes = heaviest_warp(spread, warps, &all);
     /* Slots that do not add up to the batch were not summed by its pass:
      * the batch kernel, which needs no dealing. */
     if (all != b->bytes)
-        return false;
+        return P2PT_LINK_NOT_FOR_IT;
+    const double h = (double)most_bytes * warps / (double)b->bytes;
     if (heavy != NULL)
         *heavy = h;
-    return h <= P2PT_LINK_HEAVIEST;
+    return h <= P2PT_LINK_HEAVIEST ? P2PT_LINK_KERNEL : P2PT_LINK_UNEVEN;
 }
 
 void p2pt__tma_batch_describe(const struct p2pt_handle *h, const struct p2pt_batch *b,
                               const struct p2pt_batch_sink *s, char *why, size_t len)
 {
     const uint32_t cap = p2pt__batch_link_cap(b);
-    char kernel[128] = "";
+    char kernel[160] = "";
     double heavy = 0;
     /* The grid a launch would take: the CTA cap and the SM budget narrow it
      * as p2pt__kernel_grid does (the module's SM count, which a dry run
@@ -125,13 +143,31 @@ void p2pt__tma_batch_describe(const struct p2pt_handle *h, const struct p2pt_bat
         most = (unsigned)ls->max_ctas;
     if (h->cfg.sm_budget > 0 && (unsigned)h->cfg.sm_budget < most)
         most = (unsigned)h->cfg.sm_budget;
-    if (p2pt__tma_link_kernel(b, s->spread, p2pt__tma_link_kernel_grid(b, most), &heavy))
+    switch (p2pt__tma_link_choice(b, s->spread, most, &heavy)) {
+    case P2PT_LINK_KERNEL:
         snprintf(kernel, sizeof(kernel), ", through the link kernel (a warp a piece)");
-    else if (heavy > 0)
+        break;
+    case P2PT_LINK_NARROW:
+        snprintf(kernel, sizeof(kernel),
+                 ", through the batch kernel (a CTA cap or SM budget leaves %u of the link's %u "
+                 "CTAs, and the link kernel wants them all)",
+                 most, cap);
+        break;
+    case P2PT_LINK_SMALL:
+        snprintf(kernel, sizeof(kernel),
+                 ", through the batch kernel (pieces of %llu bytes on average; the link kernel "
+                 "wants %u or more)",
+                 (unsigned long long)(b->bytes / b->pieces), P2PT_LINK_MIN_MEAN);
+        break;
+    case P2PT_LINK_UNEVEN:
         snprintf(kernel, sizeof(kernel),
                  ", through the batch kernel (dealt a piece a warp, one warp would carry %.1fx "
                  "its share of the bytes)",
                  heavy);
+        break;
+    case P2PT_LINK_NOT_FOR_IT:
+        break;
+    }
     if (cap != 0 && len > 0 && b->peer == 0)
         snprintf(why, len,
                  "; every piece crosses the host link (%zu h2d, %zu d2h), so at most %u CTAs "

@@ -312,9 +312,11 @@ p2pt_status p2pt__tma_ring_submit(struct p2pt_handle *h, const struct p2pt_batch
      * slot is recorded as busy, the ring is never used again, so that no
      * later batch writes where a pending copy or kernel may still read. */
     const unsigned link_grid = p2pt__tma_link_kernel_grid(b, most);
+    const bool link = lm != NULL && p2pt__tma_link_choice(b, spread, most, NULL) ==
+                                        P2PT_LINK_KERNEL;
     most = p2pt__tma_link_grid(b, most);
     const struct p2pt_launch_settings ls = p2pt__tma_batch_launch(h, b);
-    if (lm != NULL && p2pt__tma_link_kernel(b, spread, link_grid, NULL)) {
+    if (link) {
         /* The link kernel: a warp a piece, no plan (kernels/link_copy.cu). */
         struct p2pt_link_params lp = {(unsigned long long)descs, count, flags, layers, rows};
         const unsigned grid = link_grid;
