@@ -36,6 +36,7 @@
  * transfer that PCIe caps gains nothing from more, and they hold SMs that
  * compute beside it needs.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,7 +70,7 @@ struct tma_batch {
     unsigned most;                    /* CTAs a launch may use */
     struct p2pt_tma_slot slot;        /* RING */
     struct p2pt_batch_desc *buffer;   /* BUFFER: every piece, for several launches */
-    uint64_t spread[P2PT_LINK_SLOTS]; /* the link kernel's slots, summed by the pass */
+    uint64_t spread[P2PT_LINK_SLOTS]; /* the link kernel's slots, summed by the pass (last) */
 };
 static _Thread_local struct tma_batch held;
 
@@ -137,12 +138,16 @@ p2pt_status p2pt__tma_batch_sink(struct p2pt_handle *h, const struct p2pt_batch 
     CUstream stream = b->stream;
     bool got = false;
 
-    memset(tb, 0, sizeof(*tb));
+    /* All but the slots, which only a batch that may take the link kernel
+     * zeroes (a kilobyte a call for every small batch otherwise). */
+    memset(tb, 0, offsetof(struct tma_batch, spread));
     s->own = tb;
     /* Host-link caps: the pass sums the link kernel's slots, for the
      * launch (or a dry run's words) to see how evenly it deals them. */
-    if (b->count > P2PT_BATCH_SMALL && (b->link[0] != 0 || b->link[1] != 0))
+    if (b->count > P2PT_BATCH_SMALL && (b->link[0] != 0 || b->link[1] != 0)) {
+        memset(tb->spread, 0, sizeof(tb->spread));
         s->spread = tb->spread;
+    }
     if (s->dry)
         return s->as_descs ? descriptors(b, s, tb) : P2PT_SUCCESS;
     P2PT_TRY(p2pt__jit_module(b->ctx, &p2pt__kernel_batch_copy, &h->cfg, &h->log, &stream,
@@ -213,7 +218,7 @@ void p2pt__tma_batch_release(struct p2pt_handle *h, struct p2pt_batch_sink *s)
     if (tb->where == RING)
         p2pt__tma_ring_close(&tb->slot);
     free(tb->buffer);
-    memset(tb, 0, sizeof(*tb));
+    memset(tb, 0, offsetof(struct tma_batch, spread));
 }
 
 /* The count and the descriptors of blocks `k` written into the workspace
