@@ -319,10 +319,9 @@ p2pt_status p2pt__tma_ring_submit(struct p2pt_handle *h, const struct p2pt_batch
     if (link) {
         /* The link kernel: a warp a piece, no plan (kernels/link_copy.cu). */
         struct p2pt_link_params lp = {(unsigned long long)descs, count, flags, layers, rows};
-        const unsigned grid = link_grid;
         void *lparams[] = {&lp};
-        st = p2pt__kernel_launch(h, &ls, lm->fn[P2PT_LINK_ENTRY_COPY], grid, P2PT_LINK_THREADS,
-                                 0, b->stream, lparams);
+        st = p2pt__kernel_launch(h, &ls, lm->fn[P2PT_LINK_ENTRY_COPY], link_grid,
+                                 P2PT_LINK_THREADS, 0, b->stream, lparams);
     } else {
         struct p2pt_batch_ring_params p = {(unsigned long long)descs, count, flags, 0, 0, 0,
                                            layers, rows};
