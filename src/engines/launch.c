@@ -15,7 +15,12 @@
 unsigned p2pt__kernel_grid(const struct p2pt_handle *h, const struct p2pt_launch_settings *ls,
                            const struct p2pt_module *m, unsigned per_sm)
 {
-    uint64_t g = (uint64_t)per_sm * (uint64_t)m->sm_count;
+    return p2pt__grid_capped(h, ls, (uint64_t)per_sm * (uint64_t)m->sm_count);
+}
+
+unsigned p2pt__grid_capped(const struct p2pt_handle *h, const struct p2pt_launch_settings *ls,
+                           uint64_t g)
+{
     if (ls->max_ctas > 0 && (uint64_t)ls->max_ctas < g)
         g = (uint64_t)ls->max_ctas;
     if (h->cfg.sm_budget > 0 && (uint64_t)h->cfg.sm_budget < g)

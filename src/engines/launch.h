@@ -17,6 +17,10 @@ struct p2pt_launch_settings {
     int pdl;      /* programmatic dependent launch, 0 or 1 */
 };
 
+/* `g` CTAs capped by ls->max_ctas and P2P_TRANSPORT_SM_BUDGET; at least
+ * one. */
+P2PT_INTERNAL unsigned p2pt__grid_capped(const struct p2pt_handle *h,
+                                         const struct p2pt_launch_settings *ls, uint64_t g);
 /* `per_sm` CTAs per SM of the module's device, capped by ls->max_ctas and
  * P2P_TRANSPORT_SM_BUDGET; at least one. */
 P2PT_INTERNAL unsigned p2pt__kernel_grid(const struct p2pt_handle *h,

@@ -135,14 +135,9 @@ void p2pt__tma_batch_describe(const struct p2pt_handle *h, const struct p2pt_bat
     char kernel[160] = "";
     double heavy = 0;
     /* The grid a launch would take: the CTA cap and the SM budget narrow it
-     * as p2pt__kernel_grid does (the module's SM count, which a dry run
-     * has not loaded, bounds it far above any link's cap). */
-    const struct p2pt_launch_settings *ls = p2pt__tma_launch(h);
-    unsigned most = UINT_MAX;
-    if (ls->max_ctas > 0 && (unsigned)ls->max_ctas < most)
-        most = (unsigned)ls->max_ctas;
-    if (h->cfg.sm_budget > 0 && (unsigned)h->cfg.sm_budget < most)
-        most = (unsigned)h->cfg.sm_budget;
+     * (the module's SM count, which a dry run has not loaded, bounds it far
+     * above any link's cap). */
+    const unsigned most = p2pt__grid_capped(h, p2pt__tma_launch(h), UINT_MAX);
     switch (p2pt__tma_link_choice(b, s->spread, most, &heavy)) {
     case P2PT_LINK_KERNEL:
         snprintf(kernel, sizeof(kernel), ", through the link kernel (a warp a piece)");
