@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Helpers for the tests of P2P_TRANSPORT=auto (test_auto.c,
- * test_auto_host.c): a table file holding given text, a handle that reads
+ * test_auto_host.c, and the batch tests that route through a table of
+ * their own): a table file holding given text, a handle that reads
  * it, a refused init, a device's architecture, and the properties that
  * count what each engine ran.
  * Static inline so each test file stays self-contained.

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "auto_test.h"
 #include "batch_test.h"
 
 #define PIECE 256
@@ -360,20 +361,11 @@ Test(batch_passes, auto_routes_on_the_sums_of_the_one_pass_where_one_piece_misle
 #ifdef P2PT_FAKE_CUDA_PATH
     gt_use_fake_driver();
     char path[64], text[256], options[128];
-    CUdevice dev;
-    int major = 0, minor = 0;
-    GT_CHECK(tcu.cuDeviceGet(&dev, 0));
-    GT_CHECK(tcu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-    GT_CHECK(tcu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
     snprintf(text, sizeof(text),
-             "p2pt-auto 1\narch sm_%d%d\ncopy local 0 tma\ncopy push 0 ce\ncopy pull 0 ce\n"
+             "p2pt-auto 1\narch sm_%d\ncopy local 0 tma\ncopy push 0 ce\ncopy pull 0 ce\n"
              "batch 0 ce\nbatch 1K tma\n",
-             major, minor);
-    snprintf(path, sizeof(path), "/tmp/p2pt-passes-XXXXXX");
-    int fd = mkstemp(path);
-    cr_assert(fd >= 0);
-    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    close(fd);
+             device_cc(0));
+    table_file(path, text);
     snprintf(options, sizeof(options), "P2P_TRANSPORT_AUTO_TABLE=%s", path);
     p2pt_init_args args = {sizeof(args), NULL, "auto", options};
     p2pt_handle *h = NULL;

@@ -21,8 +21,8 @@
  * time.
  */
 #include <limits.h>
-#include <unistd.h>
 
+#include "auto_test.h"
 #include "batch_test.h"
 
 /* The h2d link's CTAs in the built-in tables (the fake driver's H100 and
@@ -150,23 +150,15 @@ static void expect_launch(struct model m, const char *what)
 
 /* A table for auto whose host link to the GPU is `ctas` CTAs (the rest as
  * the tests need: tma for every batch); its path in `path`. */
-static void link_table(unsigned ctas, char *path, size_t len)
+static void link_table(unsigned ctas, char path[64])
 {
-    CUdevice dev;
-    int major = 0, minor = 0;
-    GT_CHECK(tcu.cuDeviceGet(&dev, 0));
-    GT_CHECK(tcu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-    GT_CHECK(tcu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
     char text[256];
+    const int cc = device_cc(0);
     snprintf(text, sizeof(text),
-             "p2pt-auto 1\narch sm_%d%d\ncopy local 0 tma\ncopy push 0 ce\ncopy pull 0 ce\n"
+             "p2pt-auto 1\narch sm_%d\ncopy local 0 tma\ncopy push 0 ce\ncopy pull 0 ce\n"
              "batch 0 tma\nbatch h2d 0 tma\nbatch d2h 0 tma\nlink h2d %u\nlink d2h 3\n",
-             major, minor, ctas);
-    snprintf(path, len, "/tmp/p2pt-link-XXXXXX");
-    int fd = mkstemp(path);
-    cr_assert(fd >= 0);
-    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    close(fd);
+             cc, ctas);
+    table_file(path, text);
 }
 
 /* Each layout on a handle of `engine` with `options`, across a link of
@@ -233,7 +225,7 @@ static void every_handle(void)
     descriptor_layouts("tma", "P2P_TRANSPORT_SM_BUDGET=2", LINK_H2D_CTAS, 2);
     descriptor_layouts("auto", NULL, LINK_H2D_CTAS, UINT_MAX);
     char path[64], options[96];
-    link_table(12, path, sizeof(path));
+    link_table(12, path);
     snprintf(options, sizeof(options), "P2P_TRANSPORT_AUTO_TABLE=%s", path);
     descriptor_layouts("auto", options, 12, UINT_MAX);
     unlink(path);
