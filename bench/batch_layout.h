@@ -5,9 +5,9 @@
  * bench/experiments/, so that both measure byte for byte the same layouts.
  *
  * A shape is count x size, count x size with one piece in `every` of
- * another size, or "mixed" (one piece in 32 is 1 MiB, the rest 64 B to 14
- * KiB). Sources are consecutive rows of the source pool (tokens
- * in order); destinations are scattered over the destination pool in
+ * another size, or "mixed" (one piece in 32 is 1 MiB, the rest 64 B to
+ * 14 KiB). Sources are consecutive rows of the source pool (tokens in
+ * order); destinations are scattered over the destination pool in
  * shuffled order with random gaps, each `shift` bytes (mod 16) off
  * co-alignment with its source. Layout `s` of a shape occupies
  * [s * span, (s + 1) * span) of both pools; its destinations stay

@@ -17,10 +17,11 @@
  * its pass: a batch that would leave one warp far more than its share (a
  * 1 MiB piece in every 32 lands on the same two warps) goes to the batch
  * kernel instead, as do pieces under 4 KiB on average and grids narrower
- * than the link's (src/engines/transport_tma_link.c). The descriptors (or the blocks they are made of,
- * P2PT_RING_BLOCKS) stay in the pinned staging ring and are read there in
- * place: each warp loads its next piece's descriptor before it copies the
- * current one, so that read's bus latency hides behind the copy.
+ * than the link's (src/engines/transport_tma_link.c). The descriptors (or
+ * the blocks they are made of, P2PT_RING_BLOCKS) stay in the pinned staging
+ * ring and are read there in place: each warp loads its next piece's
+ * descriptor before it copies the current one, so that read's bus latency
+ * hides behind the copy.
  *
  * Programmatic dependent launch as in batch_copy.cu: the ring was written
  * by the host before the launch, so the first descriptor is read before
