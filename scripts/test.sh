@@ -256,18 +256,18 @@ if [ "${P2PT_TEST_SANITIZE:-1}" != 0 ]; then
 fi
 
 if [ "$fuzz_seconds" != 0 ]; then
-  header "libFuzzer: config parsing, chunk planning, batch planning and auto-table parsing, ${fuzz_seconds}s each"
+  header "libFuzzer: config parsing, chunk planning, batch planning, auto-table parsing and share blobs, ${fuzz_seconds}s each"
   begin_phase fuzz
   CC=clang cmake -S . -B "$FUZZ_DIR" -DP2PT_FUZZ=ON -DP2PT_SANITIZE=ON -DP2PT_BUILD_TESTS=OFF \
     -DP2PT_BUILD_BENCH=OFF -DP2PT_WERROR=ON >/dev/null
   cmake --build "$FUZZ_DIR" -j"$jobs" \
-    --target fuzz_config fuzz_chunk_plan fuzz_batch_plan fuzz_auto_table >/dev/null
+    --target fuzz_config fuzz_chunk_plan fuzz_batch_plan fuzz_auto_table fuzz_share_blobs >/dev/null
   # Each target is one process on one core: $jobs of them run at a time.
   fuzz_one() {
     "$FUZZ_DIR/$1" -max_total_time="$fuzz_seconds" -artifact_prefix="$FUZZ_DIR/" \
       >"$FUZZ_DIR/$1.log" 2>&1
   }
-  fuzz_targets=(fuzz_config fuzz_chunk_plan fuzz_batch_plan fuzz_auto_table)
+  fuzz_targets=(fuzz_config fuzz_chunk_plan fuzz_batch_plan fuzz_auto_table fuzz_share_blobs)
   for ((i = 0; i < ${#fuzz_targets[@]}; i += jobs)); do
     pids=()
     for f in "${fuzz_targets[@]:i:jobs}"; do
@@ -291,7 +291,7 @@ if [ "$fuzz_seconds" != 0 ]; then
       exit 1
     fi
   done
-  count fuzz 4 0 0
+  count fuzz "${#fuzz_targets[@]}" 0 0
 fi
 
 # Release is what users ship; -g only adds debug info for valgrind's reports

@@ -172,6 +172,28 @@ Test(share_blob, a_truncated_set_is_status_4_naming_the_missing_index)
     st_expect_text("the export has 3 blobs and 2 were given: index 2 is missing");
 }
 
+/* The importer sizes its descriptions by the blobs it was given, so a blob
+ * whose index lies past them (the last of three passed alone) must not be
+ * written there: `out` holds exactly n here, on the heap, where the
+ * sanitizers see a write past it. */
+Test(share_blob, a_later_blob_alone_is_status_4_and_writes_only_its_n_descriptions)
+{
+    p2pt_share_blob b[3];
+    write_all(b, 3);
+    for (int last = 1; last <= 2; last++) {
+        struct p2pt_share_desc *out = calloc(1, sizeof(*out));
+        cr_assert_not_null(out);
+        cr_assert_eq(p2pt__share_blobs_check(&b[last], 1, out), P2PT_INVALID_ARGUMENT);
+        st_expect_text("the export has 3 blobs and 1 were given: index 0 is missing");
+        free(out);
+    }
+    struct p2pt_share_desc *out = calloc(2, sizeof(*out));
+    cr_assert_not_null(out);
+    cr_assert_eq(p2pt__share_blobs_check(&b[1], 2, out), P2PT_INVALID_ARGUMENT);
+    st_expect_text("the export has 3 blobs and 2 were given: index 0 is missing");
+    free(out);
+}
+
 Test(share_blob, a_repeated_index_is_status_4_naming_both_blobs)
 {
     p2pt_share_blob b[3];
@@ -314,6 +336,7 @@ Test(share_blob, every_bad_blob_is_refused_by_a_real_import_that_maps_nothing)
     expect_refused(&r, b, 3, P2PT_NOT_SUPPORTED, "version 7, newer");
 
     expect_refused(&r, r.b, 2, P2PT_INVALID_ARGUMENT, "index 2 is missing");
+    expect_refused(&r, &r.b[2], 1, P2PT_INVALID_ARGUMENT, "index 0 is missing");
 
     memcpy(b, r.b, sizeof(b));
     b[2] = b[1];

@@ -270,7 +270,10 @@ p2pt_status p2pt__share_blobs_check(const p2pt_share_blob *blobs, size_t n,
             goto out;
         }
         at[d.index] = i;
-        out[d.index] = d;
+        /* `out` holds n: an index past it means blobs are missing, which
+         * the count below reports. */
+        if (d.index < n)
+            out[d.index] = d;
     }
     if (n < d0.count) {
         size_t missing = 0;
