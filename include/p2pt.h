@@ -334,6 +334,9 @@ P2PT_API p2pt_status p2pt_copy_blocks_async(p2pt_handle *h, const p2pt_block_lay
  * memory mapped there, pinned host memory). The range must lie inside one
  * allocation. At most properties.max_windows per device and handle; a base
  * registered twice is status 5. Unregister before freeing the memory.
+ * The window of an import (p2pt_share_import) goes with its close:
+ * unregistering it is status 5. Registering and unregistering a window
+ * every step is fine: no memory is kept for it.
  * A device batch checks its descriptors against the windows registered
  * when it is enqueued; a CUDA graph keeps the windows of its capture.
  * Thread-safe.

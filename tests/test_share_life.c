@@ -14,7 +14,9 @@
  * keeps the memory after the exporter exits; an import of another GPU's
  * export is a window of another GPU's memory (device batches take the
  * link's grid) and a copy into it a push (out of it a pull), of the same
- * GPU's neither; a legacy handle another
+ * GPU's neither; an import's window is refused by p2pt_window_unregister
+ * and removed by the import's close; this process's own blobs are used
+ * where their memory is only while their export stands; a legacy handle another
  * context opened is status 5 naming the remedy; memory that cannot be
  * exported is status 6 with the reason; counting, a short array, the same
  * range again, unexport and finalize do what p2pt.h says.
@@ -383,6 +385,39 @@ Test(share, importing_twice_shares_one_mapping_and_each_import_needs_its_close)
     st_vmm_free(&v);
 }
 
+/* An import's window is the import's: p2pt_window_unregister refuses it
+ * (status 5 naming p2pt_share_close), and the close still removes it,
+ * unmaps, and leaves nothing counted. */
+Test(share, an_imports_window_is_refused_by_unregister_and_removed_by_its_close)
+{
+    p2pt_handle *h = fake_handle();
+    struct st_vmm v = st_vmm_make(0, 2, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    p2pt_share_blob b[2];
+    size_t n = st_export(h, (void *)(uintptr_t)v.va, v.size, b, 2);
+    void *p = NULL;
+    p2pt_share_import_t *imp = NULL;
+    GT_OK(p2pt_share_import(h, 0, b, n, &p, &imp));
+    cr_assert_eq(p2pt_window_unregister(h, 0, p), P2PT_INVALID_USAGE);
+    cr_expect(strstr(p2pt_last_error(NULL), "is the window of an import of device 0") != NULL,
+              "%s", p2pt_last_error(NULL));
+    cr_expect(strstr(p2pt_last_error(NULL), "p2pt_share_close") != NULL);
+    cr_expect_eq(st_windows(h, 0), 1);
+    /* A window of the application's own beside it still comes and goes. */
+    struct gt_buf m = gt_alloc(RANGE);
+    GT_OK(p2pt_window_register(h, 0, (void *)(uintptr_t)m.ptr, RANGE));
+    GT_OK(p2pt_window_unregister(h, 0, (void *)(uintptr_t)m.ptr));
+    unsigned long unmaps = gt_fake_calls("cuMemUnmap");
+    GT_OK(p2pt_share_close(h, imp));
+    cr_expect_eq(gt_fake_calls("cuMemUnmap"), unmaps + 2, "the close unmaps both allocations");
+    cr_expect_eq(st_windows(h, 0), 0);
+    p2pt_properties pr = gt_props(h);
+    cr_expect_eq(pr.share_imports_open, 0);
+    cr_expect_eq(pr.share_mappings, 0);
+    p2pt_finalize(h);
+    gt_free(&m);
+    st_vmm_free(&v);
+}
+
 struct closer {
     p2pt_handle *h;
     p2pt_share_import_t *imp;
@@ -696,6 +731,49 @@ Test(share, this_process_own_legacy_and_pool_memory_is_used_where_it_is)
     GT_OK(p2pt_share_close(h, li));
     GT_OK(p2pt_share_close(h, pi));
     cr_expect_eq(st_windows(h, 0), 0);
+    p2pt_finalize(h);
+    st_pool_free(&pool);
+    gt_free(&m);
+}
+
+/* Blobs of this process name memory used where it is, so only while their
+ * export stands: another handle of the process uses them the same way, and
+ * once the export ended (the memory freed, another allocation perhaps in
+ * its place) an import is status 5 and maps nothing. */
+Test(share, this_process_own_blobs_are_used_only_while_their_export_stands)
+{
+    p2pt_handle *h = fake_handle(), *other = gt_handle("ce");
+    struct gt_buf m = gt_alloc(RANGE);
+    struct st_pool pool = st_pool_make(0, RANGE, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    p2pt_share_blob lb[1], pb[1];
+    st_export(h, (void *)(uintptr_t)(m.ptr + 16), 1000, lb, 1);
+    st_export(h, (void *)(uintptr_t)(pool.p + 32), 1000, pb, 1);
+    void *p = NULL;
+    p2pt_share_import_t *imp = NULL;
+    GT_OK(p2pt_share_import(other, 0, lb, 1, &p, &imp));
+    cr_expect_eq(p, (void *)(uintptr_t)(m.ptr + 16), "another handle of this process");
+    GT_OK(p2pt_share_close(other, imp));
+    GT_OK(p2pt_share_unexport(h, (void *)(uintptr_t)(m.ptr + 16)));
+    GT_OK(p2pt_share_unexport(h, (void *)(uintptr_t)(pool.p + 32)));
+    unsigned long opens = gt_fake_calls("cuIpcOpenMemHandle");
+    const p2pt_share_blob *ended[] = {lb, pb};
+    const char *kinds[] = {"cuMemAlloc memory", "pool memory"};
+    for (int k = 0; k < 2; k++) {
+        p = (void *)1;
+        imp = (p2pt_share_import_t *)1;
+        cr_assert_eq(p2pt_share_import(other, 0, ended[k], 1, &p, &imp), P2PT_INVALID_USAGE,
+                     "%s", p2pt_last_error(NULL));
+        cr_expect(strstr(p2pt_last_error(NULL), kinds[k]) != NULL, "%s", p2pt_last_error(NULL));
+        cr_expect(strstr(p2pt_last_error(NULL), "that export has ended") != NULL);
+        cr_expect_null(p);
+        cr_expect_null(imp);
+    }
+    cr_expect_eq(gt_fake_calls("cuIpcOpenMemHandle"), opens);
+    cr_expect_eq(st_windows(other, 0), 0);
+    p2pt_properties pr = gt_props(other);
+    cr_expect_eq(pr.share_imports_open, 0);
+    cr_expect_eq(pr.share_mappings, 0);
+    p2pt_finalize(other);
     p2pt_finalize(h);
     st_pool_free(&pool);
     gt_free(&m);

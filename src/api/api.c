@@ -170,7 +170,7 @@ p2pt_status p2pt_window_register(p2pt_handle *h, int device, const void *base, s
     p2pt_status st = p2pt__check_handle(h, "p2pt_window_register");
     if (st != P2PT_SUCCESS)
         return st;
-    return p2pt__window_add(&h->windows, device, base, bytes, false);
+    return p2pt__window_add(&h->windows, device, base, bytes, false, false);
 }
 
 p2pt_status p2pt_window_unregister(p2pt_handle *h, int device, const void *base)
@@ -178,5 +178,5 @@ p2pt_status p2pt_window_unregister(p2pt_handle *h, int device, const void *base)
     p2pt_status st = p2pt__check_handle(h, "p2pt_window_unregister");
     if (st != P2PT_SUCCESS)
         return st;
-    return p2pt__window_remove(&h->windows, device, base);
+    return p2pt__window_remove(&h->windows, device, base, false);
 }

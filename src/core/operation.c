@@ -549,7 +549,7 @@ static void count_nothing(struct p2pt_handle *h, const struct op_kind *k, p2pt_c
     }
 }
 
-p2pt_status p2pt__op_run(struct p2pt_handle *h, struct p2pt_op *op, p2pt_choice *dry)
+static p2pt_status op_run(struct p2pt_handle *h, struct p2pt_op *op, p2pt_choice *dry)
 {
     p2pt_status st = P2PT_SUCCESS;
     const struct op_kind *k = &kinds[op->kind];
@@ -583,5 +583,15 @@ out:
         count_nothing(h, k, dry);
     else if (st != P2PT_SUCCESS && s.refused && dry == NULL)
         relaxed_add(&h->stats.rejected, 1);
+    return st;
+}
+
+/* Counted in among the windows' readers for the whole run: the snapshots
+ * it reads are freed only after it (windows.c). */
+p2pt_status p2pt__op_run(struct p2pt_handle *h, struct p2pt_op *op, p2pt_choice *dry)
+{
+    p2pt__windows_enter(&h->windows);
+    p2pt_status st = op_run(h, op, dry);
+    p2pt__windows_leave(&h->windows);
     return st;
 }

@@ -191,6 +191,9 @@ P2PT_INTERNAL p2pt_status p2pt__share_export(struct p2pt_handle *h, const void *
                                              size_t bytes, p2pt_share_blob *blobs,
                                              size_t *n_blobs);
 P2PT_INTERNAL p2pt_status p2pt__share_unexport(struct p2pt_handle *h, const void *base);
+/* Whether export `token` of this process lives, under any handle: only then
+ * is memory a blob of this process names still what was exported. */
+P2PT_INTERNAL bool p2pt__share_export_live(const uint8_t token[P2PT_SHARE_TOKEN_BYTES]);
 /* End every export of `sh` and stop its server (finalize). */
 P2PT_INTERNAL void p2pt__share_exports_end(struct p2pt_share *sh);
 

@@ -21,6 +21,7 @@
 
 struct p2pt_share_export {
     struct p2pt_share_export *next;
+    struct p2pt_share_export *live_next; /* among every handle's (live) */
     uintptr_t base;
     size_t bytes;
     uint8_t token[P2PT_SHARE_TOKEN_BYTES];
@@ -28,6 +29,23 @@ struct p2pt_share_export {
     size_t n;
     p2pt_share_blob *blobs;
 };
+
+/* Every live export of this process, over all its handles, by token (an
+ * import of this process's own blobs uses the memory where it is, so the
+ * export must still stand). Taken after a handle's share lock, never
+ * before. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct p2pt_share_export *live;
+
+bool p2pt__share_export_live(const uint8_t token[P2PT_SHARE_TOKEN_BYTES])
+{
+    bool found = false;
+    pthread_mutex_lock(&live_lock);
+    for (const struct p2pt_share_export *e = live; e != NULL && !found; e = e->live_next)
+        found = memcmp(e->token, token, P2PT_SHARE_TOKEN_BYTES) == 0;
+    pthread_mutex_unlock(&live_lock);
+    return found;
+}
 
 /* What an export is being made of: the blob fields every piece shares,
  * then the pieces and their descriptors. */
@@ -504,6 +522,10 @@ p2pt_status p2pt__share_export(struct p2pt_handle *h, const void *base, size_t b
     }
     e->next = sh->exports;
     sh->exports = e;
+    pthread_mutex_lock(&live_lock);
+    e->live_next = live;
+    live = e;
+    pthread_mutex_unlock(&live_lock);
     atomic_fetch_add(&sh->exports_live, 1);
     st = hand_out(e, blobs, n_blobs);
     e = NULL;
@@ -529,6 +551,13 @@ static void end_export(struct p2pt_share *sh, struct p2pt_share_export *e)
             sh->server = NULL;
         }
     }
+    pthread_mutex_lock(&live_lock);
+    for (struct p2pt_share_export **at = &live; *at != NULL; at = &(*at)->live_next)
+        if (*at == e) {
+            *at = e->live_next;
+            break;
+        }
+    pthread_mutex_unlock(&live_lock);
     atomic_fetch_sub(&sh->exports_live, 1);
     free(e->blobs);
     free(e);

@@ -345,6 +345,19 @@ p2pt_status p2pt__share_import(struct p2pt_handle *h, int device, const p2pt_sha
         goto out;
     }
     P2PT_TRY(p2pt__share_blobs_check(blobs, n_blobs, d));
+    /* Blobs of this process name memory used where it is: only while their
+     * export stands is that memory still what was exported. */
+    const bool own = d[0].pid == (uint32_t)getpid() && d[0].kind != P2PT_SHARE_VMM;
+    if (own && !p2pt__share_export_live(d[0].token)) {
+        st = p2pt__fail(P2PT_INVALID_USAGE,
+                        "p2pt_share_import: the blobs name %s memory this process (pid %u) "
+                        "exported, and that export has ended (p2pt_share_unexport, or its "
+                        "handle finalized): its range may hold another allocation now. Export "
+                        "the memory again. (Blobs from a process of another PID namespace that "
+                        "happens to have this pid are refused the same way.)",
+                        d[0].kind == P2PT_SHARE_LEGACY ? "cuMemAlloc" : "pool", d[0].pid);
+        goto out;
+    }
     int exporter = -1; /* the blobs' GPU, as this process numbers it */
     P2PT_TRY(check_gpu(d[0].gpu_uuid, &exporter));
     P2PT_TRY(p2pt__share_get(h, &sh));
@@ -373,7 +386,7 @@ p2pt_status p2pt__share_import(struct p2pt_handle *h, int device, const p2pt_sha
     i->kind = d[0].kind;
     memcpy(i->token, d[0].token, sizeof(i->token));
     i->pid = d[0].pid;
-    i->self = d[0].pid == (uint32_t)getpid() && d[0].kind != P2PT_SHARE_VMM;
+    i->self = own;
     i->span = d[0].span;
     i->offset = d[0].offset;
     i->bytes = d[0].bytes;
@@ -399,7 +412,7 @@ p2pt_status p2pt__share_import(struct p2pt_handle *h, int device, const p2pt_sha
     if (exporter >= 0 && exporter != device)
         P2PT_TRY(p2pt__elsewhere_add(i, (uint64_t)i->va, i->span, exporter));
     P2PT_TRY(p2pt__window_add(&h->windows, device, (void *)(uintptr_t)(i->va + i->offset),
-                              (size_t)i->bytes, exporter != device));
+                              (size_t)i->bytes, exporter != device, true));
     i->window = true;
     i->refs = 1;
     pthread_mutex_lock(&sh->lock);
@@ -443,7 +456,7 @@ static p2pt_status teardown(struct p2pt_handle *h, struct p2pt_share *sh,
 
     if (i->window) {
         P2PT_TRY(p2pt__window_remove(&h->windows, i->device,
-                                     (void *)(uintptr_t)(i->va + i->offset)));
+                                     (void *)(uintptr_t)(i->va + i->offset), true));
         p2pt__elsewhere_remove(i);
         i->window = false;
         i->closing = true;

@@ -7,8 +7,14 @@
  * A window is checked once, at registration, the way a copy's addresses
  * are (CUDA memory, mapped for the device, inside one allocation); after
  * that a range inside it needs no driver call. Each device's windows are an
- * immutable sorted snapshot swapped in under the handle's lock; replaced
- * snapshots are kept until finalize, so readers never lock.
+ * immutable sorted snapshot swapped in under the handle's lock, so readers
+ * never lock. A replaced snapshot is freed once no operation can hold it:
+ * operations count themselves in and out (p2pt__windows_enter, _leave), and
+ * a writer that has swapped a snapshot in and then finds none counted frees
+ * those replaced. Both sides are sequentially consistent: a reader counted
+ * after the writer looked loads the new snapshot, one counted before keeps
+ * the old ones alive. A framework that registers and unregisters a window
+ * a step keeps no more than what its in-flight operations read.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -22,13 +28,41 @@ void p2pt__windows_init(struct p2pt_windows *w)
     pthread_mutex_init(&w->lock, NULL);
     for (int d = 0; d < P2PT_MAX_DEVICES; d++)
         atomic_init(&w->set[d], NULL);
+    atomic_init(&w->readers, 0);
 }
+
+void p2pt__windows_enter(struct p2pt_windows *w) { atomic_fetch_add(&w->readers, 1); }
+
+void p2pt__windows_leave(struct p2pt_windows *w) { atomic_fetch_sub(&w->readers, 1); }
 
 const struct p2pt_window_set *p2pt__windows(const struct p2pt_windows *w, int device)
 {
     if (device < 0 || device >= P2PT_MAX_DEVICES)
         return NULL;
-    return atomic_load_explicit(&((struct p2pt_windows *)w)->set[device], memory_order_acquire);
+    /* Sequentially consistent, against publish's look at the readers. */
+    return atomic_load(&((struct p2pt_windows *)w)->set[device]);
+}
+
+static void free_chain(struct p2pt_window_set *ws)
+{
+    while (ws != NULL) {
+        struct p2pt_window_set *older = ws->retired;
+        free(ws);
+        ws = older;
+    }
+}
+
+size_t p2pt__windows_retained(struct p2pt_windows *w)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&w->lock);
+    for (int d = 0; d < P2PT_MAX_DEVICES; d++) {
+        const struct p2pt_window_set *ws = atomic_load(&w->set[d]);
+        for (ws = ws != NULL ? ws->retired : NULL; ws != NULL; ws = ws->retired)
+            n++;
+    }
+    pthread_mutex_unlock(&w->lock);
+    return n;
 }
 
 int p2pt__window_search(const struct p2pt_window_set *ws, uint64_t a, uint64_t n)
@@ -52,12 +86,7 @@ int p2pt__window_search(const struct p2pt_window_set *ws, uint64_t a, uint64_t n
 void p2pt__windows_free(struct p2pt_windows *w)
 {
     for (int d = 0; d < P2PT_MAX_DEVICES; d++) {
-        struct p2pt_window_set *ws = atomic_load(&w->set[d]);
-        while (ws != NULL) {
-            struct p2pt_window_set *older = ws->retired;
-            free(ws);
-            ws = older;
-        }
+        free_chain(atomic_load(&w->set[d]));
         atomic_store(&w->set[d], NULL);
     }
     pthread_mutex_destroy(&w->lock);
@@ -82,15 +111,20 @@ out:
     return st;
 }
 
-/* Swap in `next` for `device` (caller holds the lock). */
+/* Swap in `next` for `device` (caller holds the lock); free what it
+ * replaced where no operation is counted in. */
 static void publish(struct p2pt_windows *w, int device, struct p2pt_window_set *next)
 {
     next->retired = atomic_load(&w->set[device]);
-    atomic_store_explicit(&w->set[device], next, memory_order_release);
+    atomic_store(&w->set[device], next);
+    if (atomic_load(&w->readers) == 0) {
+        free_chain(next->retired);
+        next->retired = NULL;
+    }
 }
 
 p2pt_status p2pt__window_add(struct p2pt_windows *w, int device, const void *base, size_t bytes,
-                             bool other_gpu)
+                             bool other_gpu, bool import)
 {
     p2pt_status st = P2PT_SUCCESS;
     struct p2pt_window_set *next = NULL;
@@ -145,15 +179,18 @@ p2pt_status p2pt__window_add(struct p2pt_windows *w, int device, const void *bas
         if (j == i && cur->w[i].base > b) {
             next->host[j] = host;
             next->peer[j] = peer;
+            next->import[j] = import;
             next->w[j++] = (struct p2pt_batch_window){b, b + bytes};
         }
         next->host[j] = cur->host[i];
         next->peer[j] = cur->peer[i];
+        next->import[j] = cur->import[i];
         next->w[j++] = cur->w[i];
     }
     if (j == n) {
         next->host[j] = host;
         next->peer[j] = peer;
+        next->import[j] = import;
         next->w[j++] = (struct p2pt_batch_window){b, b + bytes};
     }
     next->n = j;
@@ -167,7 +204,8 @@ out:
     return st;
 }
 
-p2pt_status p2pt__window_remove(struct p2pt_windows *w, int device, const void *base)
+p2pt_status p2pt__window_remove(struct p2pt_windows *w, int device, const void *base,
+                                bool import)
 {
     p2pt_status st = P2PT_SUCCESS;
     struct p2pt_window_set *next = NULL;
@@ -191,6 +229,14 @@ p2pt_status p2pt__window_remove(struct p2pt_windows *w, int device, const void *
                         device);
         goto out;
     }
+    if (cur->import[at] && !import) {
+        st = p2pt__fail(P2PT_INVALID_USAGE,
+                        "p2pt_window_unregister: %p is the window of an import of device %d "
+                        "(p2pt_share_import): close the import with p2pt_share_close, which "
+                        "removes its window once the work queued on it is done",
+                        base, device);
+        goto out;
+    }
     next = calloc(1, sizeof(*next));
     if (next == NULL) {
         st = p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory");
@@ -201,6 +247,7 @@ p2pt_status p2pt__window_remove(struct p2pt_windows *w, int device, const void *
             continue;
         next->host[j] = cur->host[i];
         next->peer[j] = cur->peer[i];
+        next->import[j] = cur->import[i];
         next->w[j++] = cur->w[i];
     }
     next->n = n - 1;
