@@ -382,7 +382,8 @@ P2PT_API size_t p2pt_batch_workspace_bytes(uint32_t max_count);
  * byte outside the windows is ever written, and a bad descriptor never
  * faults the GPU. `workspace` is GPU memory of at least
  * p2pt_batch_workspace_bytes(max_count) bytes, 16-byte aligned, that no
- * other batch uses until this one is done. Only kernel transports read GPU
+ * other batch uses until this one is done and that shares no byte with
+ * descs[0..max_count) or count (status 4). Only kernel transports read GPU
  * descriptors: with "ce" this is status 6. max_count from 1 to
  * properties.device_batch_max. Thread-safe; capturable after p2pt_prepare.
  */
@@ -529,7 +530,8 @@ P2PT_API size_t p2pt_blocks_workspace_bytes(size_t n_layers, uint32_t pairs);
  *              of the moment at every replay.
  *   workspace: GPU memory of at least p2pt_blocks_workspace_bytes(n_layers,
  *              pairs) bytes, 16-byte aligned, that no other batch uses until
- *              this one is done; the p2pt_batch_status at its start is
+ *              this one is done and that shares no byte with the mapping
+ *              (status 4); the p2pt_batch_status at its start is
  *              written whole (its reserved words 0) once the batch has run.
  * Ids are checked when the batch runs: an id outside [0, blocks) of its
  * layer (either side) makes its piece skipped, counted, and named in the

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Argument checks that need no GPU: NULL handles and pointers, ranges that
- * wrap around the address space, overlapping ranges, bytes == 0 - refused
- * (or accepted) before any CUDA call, with the values in the message; a
- * handle that is not live is refused, and finalize of NULL or of something
- * never registered is a quiet no-op.
+ * wrap around the address space, overlapping ranges, bytes == 0, a batch
+ * count no array holds - refused (or accepted) before any CUDA call, with
+ * the values in the message; a handle that is not live is refused, and
+ * finalize of NULL or of something never registered is a quiet no-op.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -169,6 +169,68 @@ Test(args, overlapping_ranges_are_status_4_adjacent_ones_are_fine)
     /* One byte of overlap at either end is still overlap. */
     cr_assert_eq(check(buf + 99, buf, 100), P2PT_INVALID_ARGUMENT);
     cr_assert_eq(check(buf, buf + 99, 100), P2PT_INVALID_ARGUMENT);
+}
+
+/* A count no array can hold (a negative count cast, n - 1 of an empty
+ * list) is status 4 naming it, before a descriptor is read: the pass would
+ * otherwise walk past the caller's array. */
+Test(args, a_batch_count_no_array_holds_is_status_4_before_a_descriptor_is_read)
+{
+    const char *transports[] = {"ce", "tma", "auto"};
+    for (size_t t = 0; t < sizeof(transports) / sizeof(transports[0]); t++) {
+        setenv("P2P_TRANSPORT", transports[t], 1);
+        p2pt_handle *h = live_handle();
+        p2pt_copy_desc one[1] = {{NULL, NULL, 0}};
+        const size_t counts[] = {SIZE_MAX, (size_t)-24,
+                                 (size_t)PTRDIFF_MAX / sizeof(p2pt_copy_desc) + 1};
+        for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+            p2pt_choice c = {sizeof(c)};
+            cr_assert_eq(p2pt_copy_batch_async(h, one, counts[k], NULL), P2PT_INVALID_ARGUMENT);
+            char want[64];
+            snprintf(want, sizeof(want), "count %zu: no array", counts[k]);
+            cr_expect(strstr(p2pt_last_error(NULL), want) != NULL, "%s", p2pt_last_error(NULL));
+            cr_assert_eq(p2pt_explain_batch(h, one, counts[k], NULL, &c), P2PT_INVALID_ARGUMENT);
+            cr_expect(strstr(p2pt_last_error(NULL), want) != NULL, "%s: %s", transports[t],
+                      p2pt_last_error(NULL));
+        }
+        p2pt_finalize(h);
+    }
+    unsetenv("P2P_TRANSPORT");
+}
+
+/* A device batch writes its workspace while it reads its descriptors and
+ * count (its blocks: their mapping): sharing bytes is status 4 naming
+ * both, checked on the host before anything is enqueued. */
+Test(args, a_workspace_sharing_bytes_with_what_the_batch_reads_is_status_4)
+{
+    setenv("P2P_TRANSPORT", "tma", 1);
+    p2pt_handle *h = live_handle();
+    void *descs = (void *)(uintptr_t)0x100000, *count = (void *)(uintptr_t)0x200000;
+    cr_assert_eq(p2pt_copy_batch_device_async(h, descs, count, 8,
+                                              (void *)(uintptr_t)(0x100000 + 8 * 24 - 16), NULL),
+                 P2PT_INVALID_ARGUMENT);
+    cr_expect(strstr(p2pt_last_error(NULL), "overlaps descs") != NULL, "%s",
+              p2pt_last_error(NULL));
+    cr_assert_eq(p2pt_copy_batch_device_async(h, descs, (void *)(uintptr_t)0x300020, 8,
+                                              (void *)(uintptr_t)0x300000, NULL),
+                 P2PT_INVALID_ARGUMENT);
+    cr_expect(strstr(p2pt_last_error(NULL), "overlaps count") != NULL, "%s",
+              p2pt_last_error(NULL));
+    p2pt_block_layer layer = {sizeof(layer), (void *)(uintptr_t)0x1000000,
+                              (const void *)(uintptr_t)0x2000000, 4096, 8, 8};
+    const size_t ws = p2pt_blocks_workspace_bytes(1, 2);
+    cr_assert_eq(p2pt_copy_blocks_device_async(h, &layer, 1, (const int64_t *)(uintptr_t)0x400000,
+                                               2, (void *)(uintptr_t)(0x400000 - ws + 16), NULL),
+                 P2PT_INVALID_ARGUMENT);
+    cr_expect(strstr(p2pt_last_error(NULL), "overlaps mapping") != NULL, "%s",
+              p2pt_last_error(NULL));
+    /* Next to each other is fine as far as these checks go. */
+    p2pt_status st = p2pt_copy_batch_device_async(h, descs, count, 8,
+                                                  (void *)(uintptr_t)(0x100000 + 8 * 24), NULL);
+    cr_expect(strstr(p2pt_last_error(NULL), "overlaps") == NULL, "%d %s", (int)st,
+              p2pt_last_error(NULL));
+    p2pt_finalize(h);
+    unsetenv("P2P_TRANSPORT");
 }
 
 Test(args, zero_bytes_with_a_live_handle_checks_nothing_else)

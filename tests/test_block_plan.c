@@ -11,6 +11,7 @@
  * something is refused.
  */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -174,6 +175,37 @@ Test(block_plan, bad_records_and_arrays_are_refused)
     expect_refused(&nul, 1, map, 1, (const char *[]){"layer 0: dst is NULL", NULL});
     p2pt_block_layer huge = layer(UINTPTR_MAX - 4096, 0x900000, 4096, 2, 2);
     expect_refused(&huge, 1, map, 1, (const char *[]){"past the end of the address space", NULL});
+    /* A size no record has: misaligned (the records would be read at odd
+     * addresses), or past any p2pt's (read past the array). */
+    char want[64];
+    const size_t bad[] = {sizeof(p2pt_block_layer) + 4, P2PT_BLOCK_LAYER_MAX_SIZE + 8,
+                          SIZE_MAX - 7};
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        p2pt_block_layer odd = ls[0];
+        odd.size = bad[k];
+        snprintf(want, sizeof(want), "layers[0].size is %zu;", bad[k]);
+        expect_refused(&odd, 1, map, 1, (const char *[]){want, NULL});
+    }
+}
+
+/* A later p2pt's longer record, at its own stride, is read as this one. */
+Test(block_plan, longer_records_are_read_at_their_stride)
+{
+    enum { STRIDE = sizeof(p2pt_block_layer) + 16 };
+    _Alignas(p2pt_block_layer) unsigned char recs[2 * STRIDE];
+    memset(recs, 0xee, sizeof(recs));
+    p2pt_block_layer ls[2] = {layer(0x100000, 0x900000, 64, 4, 4),
+                              layer(0x200000, 0xa00000, 64, 4, 4)};
+    for (int l = 0; l < 2; l++) {
+        ls[l].size = STRIDE;
+        memcpy(recs + l * STRIDE, &ls[l], sizeof(ls[l]));
+    }
+    int64_t map[2] = {0, 1};
+    struct p2pt_block_pieces p;
+    cr_assert_eq(p2pt__block_plan(FN, (const p2pt_block_layer *)recs, 2, map, 1, &p),
+                 P2PT_SUCCESS, "%s", p2pt_last_error(NULL));
+    cr_expect_eq(p.count, 2);
+    free(p.descs);
 }
 
 Test(block_plan, many_layers_are_checked_by_address)

@@ -246,6 +246,36 @@ Test(config, init_with_a_bad_transport_is_status_4_not_7)
               p2pt_last_error(NULL));
 }
 
+/* args->size is the size of this struct or of an older one, which ends
+ * after one of its fields; a size that ends inside a field (half of the
+ * transport's pointer) is status 4 naming it, before anything is read. */
+Test(config, init_args_size_ends_after_a_field_or_is_status_4)
+{
+    unsetenv("P2P_TRANSPORT");
+    setenv("P2P_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
+    const size_t with_logger = offsetof(p2pt_init_args, logger) + sizeof(p2pt_logger_t),
+                 with_transport = offsetof(p2pt_init_args, transport) + sizeof(char *);
+    for (size_t size = 0; size <= sizeof(p2pt_init_args) + 8; size++) {
+        p2pt_init_args a = {size, NULL, "bogus", NULL};
+        p2pt_handle *h = (p2pt_handle *)0x1;
+        p2pt_status st = p2pt_init(&a, &h);
+        const char *msg = p2pt_last_error(NULL);
+        cr_assert_null(h, "size %zu", size);
+        if (size == with_logger) { /* transport not read: the driver is looked for */
+            cr_expect_eq(st, P2PT_NO_DRIVER, "size %zu: %d %s", size, (int)st, msg);
+        } else if (size == with_transport || size >= sizeof(p2pt_init_args)) {
+            cr_expect_eq(st, P2PT_INVALID_ARGUMENT, "size %zu", size);
+            cr_expect(strstr(msg, "p2pt_init_args.transport") != NULL, "size %zu: %s", size,
+                      msg);
+        } else {
+            cr_expect_eq(st, P2PT_INVALID_ARGUMENT, "size %zu", size);
+            char want[64];
+            snprintf(want, sizeof(want), "args->size is %zu;", size);
+            cr_expect(strstr(msg, want) != NULL, "size %zu: %s", size, msg);
+        }
+    }
+}
+
 Test(config, init_reports_a_bad_transport_before_looking_for_a_driver)
 {
     /* Even with a driver path that cannot load, the typo wins. */

@@ -72,7 +72,28 @@ def candidates():
     yield "libp2pt.so"
 
 
-_P, _I, _U32, _SZ = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_size_t
+def _checked(base, what, bits, signed):
+    """`base` whose arguments are refused out of its range: plain ctypes
+    wraps -1 into a size_t of 2**64 - 1 and 2**32 + 1 into a uint32_t of
+    1, which the library would take for a different, valid value. ctypes
+    raises the refusal as ArgumentError ("argument N: ValueError: ...")."""
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+
+    def from_param(cls, v):
+        if isinstance(v, base):  # a ctypes value already
+            return v
+        if not lo <= v <= hi:
+            raise ValueError(f"{v!r} does not fit {what} ({lo} to {hi})")
+        return cls(v)
+
+    return type(base.__name__, (base,), {"from_param": classmethod(from_param), "plain": base})
+
+
+_P = ctypes.c_void_p
+_I = _checked(ctypes.c_int, "an int", 8 * ctypes.sizeof(ctypes.c_int), True)
+_U32 = _checked(ctypes.c_uint32, "a uint32_t", 32, False)
+_UINT = _checked(ctypes.c_uint, "an unsigned int", 8 * ctypes.sizeof(ctypes.c_uint), False)
+_SZ = _checked(ctypes.c_size_t, "a size_t", 8 * ctypes.sizeof(ctypes.c_size_t), False)
 _DESCS = ctypes.POINTER(S.CopyDesc)
 _SIGNATURES = {
     "p2pt_init": (_I, [ctypes.POINTER(S.InitArgs), ctypes.POINTER(_P)]),
@@ -107,12 +128,13 @@ _SIGNATURES = {
     "p2pt_block_layout_create": (_I, [_P, _SZ, ctypes.POINTER(_P)]),
     "p2pt_block_layout_destroy": (_I, [_P]),
     "p2pt_block_layout_check": (_I, [_P, _P, _SZ, _P]),
-    "p2pt_block_layout_swap": (_I, [_P, _P, _P, _SZ, ctypes.c_uint, _P, _P]),
+    "p2pt_block_layout_swap": (_I, [_P, _P, _P, _SZ, _UINT, _P, _P]),
     "p2pt_status_string": (ctypes.c_char_p, [_I]),
     "p2pt_last_error": (ctypes.c_char_p, [_P]),
     "p2pt_peer_enable": (_I, [_P, _I, _I]),
     "p2pt_topology": (_I, [_P, ctypes.POINTER(S.Topology)]),
-    "p2pt_share_export": (_I, [_P, _P, _SZ, ctypes.POINTER(S.ShareBlob), ctypes.POINTER(_SZ)]),
+    "p2pt_share_export": (_I, [_P, _P, _SZ, ctypes.POINTER(S.ShareBlob),
+                               ctypes.POINTER(ctypes.c_size_t)]),
     "p2pt_share_unexport": (_I, [_P, _P]),
     "p2pt_share_import": (_I, [_P, _I, ctypes.POINTER(S.ShareBlob), _SZ, ctypes.POINTER(_P),
                                ctypes.POINTER(_P)]),
@@ -135,7 +157,8 @@ def load():
                 continue
             for name, (res, args) in _SIGNATURES.items():
                 fn = getattr(lib, name)
-                fn.restype, fn.argtypes = res, args
+                # A result of a subclass would come back as a ctypes object.
+                fn.restype, fn.argtypes = getattr(res, "plain", res), args
             _lib, _lib_path = lib, path
             return lib
         raise OSError("cannot load libp2pt: install the package with pip, or set "

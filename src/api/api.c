@@ -80,7 +80,15 @@ p2pt_status p2pt_init(const p2pt_init_args *args, p2pt_handle **out)
     *out = NULL;
     memset(&a, 0, sizeof(a));
     if (args != NULL) {
-        if (args->size < offsetof(p2pt_init_args, logger) + sizeof(args->logger))
+        /* A size of an older struct ends after one of its fields: one that
+         * ends inside a field would hand over half a pointer. */
+        const size_t ends[] = {offsetof(p2pt_init_args, logger) + sizeof(args->logger),
+                               offsetof(p2pt_init_args, transport) + sizeof(args->transport),
+                               offsetof(p2pt_init_args, options) + sizeof(args->options)};
+        bool whole = args->size >= sizeof(a);
+        for (size_t k = 0; k < P2PT_ARRAY_LEN(ends); k++)
+            whole = whole || args->size == ends[k];
+        if (!whole)
             return p2pt__fail(P2PT_INVALID_ARGUMENT,
                               "p2pt_init: args->size is %zu; set it to "
                               "sizeof(p2pt_init_args) (%zu in this build)",

@@ -50,7 +50,13 @@ p2pt_status p2pt__block_layers_check(const char *fn, const p2pt_block_layer *lay
 {
     p2pt_status st = P2PT_SUCCESS;
     struct span d, s;
-    if (layers[0].size < sizeof(p2pt_block_layer))
+    /* A later p2pt's record is longer and read at its own size; a size
+     * that is not a record's (misaligned, or past any p2pt's) would read
+     * the array at the wrong places or past it. */
+    if (layers[0].size < sizeof(p2pt_block_layer) ||
+        layers[0].size % _Alignof(p2pt_block_layer) != 0 ||
+        layers[0].size > P2PT_BLOCK_LAYER_MAX_SIZE ||
+        n > SIZE_MAX / layers[0].size)
         return p2pt__fail(P2PT_INVALID_ARGUMENT,
                           "%s: layers[0].size is %zu; set each layer's size to "
                           "sizeof(p2pt_block_layer) (%zu in this build)",

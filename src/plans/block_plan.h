@@ -76,10 +76,15 @@ static inline p2pt_copy_desc p2pt__block_pieces_at(const struct p2pt_block_piece
     return p2pt__piece_at(p->descs, &p->blocks, i);
 }
 
+/* The longest layer record any p2pt may read: records only grow by fields
+ * appended, and a size past this is a bad one, not a later p2pt's. */
+#define P2PT_BLOCK_LAYER_MAX_SIZE 1024
+
 /*
  * The checks of the caller's `n` layer records (n >= 1) that need no
- * mapping: layers[0].size at least sizeof(p2pt_block_layer) and every
- * record that size (*stride: bytes between records), each side's blocks
+ * mapping: layers[0].size at least sizeof(p2pt_block_layer), a multiple of
+ * its alignment, at most P2PT_BLOCK_LAYER_MAX_SIZE, and every record that
+ * size (*stride: bytes between records), each side's blocks
  * inside the address space, a NULL base only without blocks. Status 4 with
  * a message that starts with `fn` and names the layer.
  */

@@ -51,6 +51,13 @@ p2pt_status p2pt__batch_head(const char *fn, struct p2pt_batch *b)
     if (b->descs == NULL && b->blocks == NULL && b->count != 0)
         return p2pt__fail(P2PT_INVALID_ARGUMENT, "%s: descs is NULL with count %zu", fn,
                           b->count);
+    /* No array holds more (a negative count cast, an n - 1 of 0): the
+     * pass would read past any the caller has. */
+    if (b->descs != NULL && b->count > PTRDIFF_MAX / sizeof(p2pt_copy_desc))
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s: count %zu: no array of p2pt_copy_desc holds that many (at most "
+                          "%zu); pass the number of descriptors in descs",
+                          fn, b->count, (size_t)(PTRDIFF_MAX / sizeof(p2pt_copy_desc)));
     b->fn = fn;
     return P2PT_SUCCESS;
 }
@@ -146,6 +153,27 @@ p2pt_status p2pt__signal_check(const struct p2pt_signal *s)
     return semaphore_check(s->fn, "sem", s->sem);
 }
 
+/* Whether [a, a + an) and [b, b + bn) share a byte (both inside the
+ * address space: checked by the callers' sizes, which cannot wrap). */
+static bool overlaps(const void *a, size_t an, const void *b, size_t bn)
+{
+    const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return x < y + bn && y < x + an;
+}
+
+/* The kernel writes the workspace while it reads `what`: sharing bytes,
+ * it would read what it wrote (silently the wrong pieces). */
+static p2pt_status apart(const char *fn, const void *ws, size_t ws_bytes, const char *what,
+                         const void *p, size_t bytes)
+{
+    if (!overlaps(ws, ws_bytes, p, bytes))
+        return P2PT_SUCCESS;
+    return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                      "%s: workspace [%p, +%zu) overlaps %s [%p, +%zu): the batch writes its "
+                      "workspace while it reads %s; give each its own memory",
+                      fn, ws, ws_bytes, what, p, bytes, what);
+}
+
 p2pt_status p2pt__device_batch_check(const struct p2pt_device_batch *b)
 {
     p2pt_status st = signals_listed(b->fn, b->signals, b->n_signals);
@@ -169,6 +197,12 @@ p2pt_status p2pt__device_batch_check(const struct p2pt_device_batch *b)
                           "workspace 16-byte aligned) and max_count from 1 to %u",
                           b->fn, (const void *)b->descs, (const void *)b->count, b->max_count,
                           b->workspace, P2PT_DEVICE_BATCH_MAX);
+    const size_t ws = p2pt__batch_workspace_size(b->max_count);
+    if ((st = apart(b->fn, b->workspace, ws, "descs", b->descs,
+                    (size_t)b->max_count * sizeof(p2pt_copy_desc))) != P2PT_SUCCESS ||
+        (st = apart(b->fn, b->workspace, ws, "count", b->count, sizeof(uint32_t))) !=
+            P2PT_SUCCESS)
+        return st;
     return P2PT_SUCCESS;
 }
 
@@ -223,6 +257,8 @@ p2pt_status p2pt__device_blocks_check(struct p2pt_device_batch *b)
                           p2pt__blocks_workspace_size(k->n_layers, k->pairs));
     P2PT_TRY(p2pt__block_layers_check(fn, k->layers, k->n_layers, &k->stride));
     P2PT_TRY(device_block_bytes(fn, k));
+    P2PT_TRY(apart(fn, b->workspace, p2pt__blocks_workspace_size(k->n_layers, k->pairs),
+                   "mapping", k->mapping, (size_t)k->pairs * 2 * sizeof(int64_t)));
     /* The batch the engine writes: its count and descriptors in the
      * workspace, after the status record. */
     struct p2pt_blocks_ws_head *head = b->workspace;

@@ -92,6 +92,25 @@ def test_workspace_bytes_needs_no_driver():
     assert p2pt.Handle.workspace_bytes(1 << 24) == 64
 
 
+def test_an_int_out_of_its_c_type_is_refused_not_wrapped():
+    # Plain ctypes would pass 2**32 + 1 as a uint32_t of 1 and -1 as a
+    # size_t of 2**64 - 1: each is another valid value to the library.
+    import ctypes
+    from p2pt._handle import blocks_workspace_bytes
+    one = p2pt.workspace_bytes(1)
+    for bad in (2**32 + 1, -1):
+        with pytest.raises(ctypes.ArgumentError, match=f"{bad} does not fit a uint32_t"):
+            p2pt.workspace_bytes(bad)
+    with pytest.raises(ctypes.ArgumentError, match="does not fit a size_t"):
+        blocks_workspace_bytes(-1, 1)
+    with pytest.raises(ctypes.ArgumentError, match="does not fit a uint32_t"):
+        blocks_workspace_bytes(1, 2**32 + 1)
+    with pytest.raises(ctypes.ArgumentError, match="does not fit an int"):
+        p2pt.load().p2pt_status_string(2**32)
+    assert p2pt.workspace_bytes(1) == one
+    assert isinstance(blocks_workspace_bytes(1, 1), int)
+
+
 def test_descriptors_from_triples_buffers_and_arrays():
     a = p2pt.descs_array([(16, 32, 48), (64, 80, 96)])
     assert [(d.dst, d.src, d.bytes) for d in a] == [(16, 32, 48), (64, 80, 96)]
