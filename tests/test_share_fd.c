@@ -10,11 +10,13 @@
  * status 4; a process of another uid is refused (status 2; run as root,
  * which can become another uid); a server that is gone, a server that
  * never answers (timeout) and a name served by another process than the
- * blob says are status 2 naming what failed, never a hang; the library
- * has no pidfd_getfd or pidfd_open symbol.
+ * blob says are status 2 naming what failed, never a hang; a server out of
+ * descriptors naps rather than spins; the library has no pidfd_getfd or
+ * pidfd_open symbol.
  */
 #include <errno.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -288,6 +290,59 @@ Test(share_fd, the_library_has_no_pidfd_symbol)
     cr_assert_not_null(fgets(out, sizeof(out), f));
     pclose(f);
     cr_expect_eq(atoi(out), 0, "libp2pt.so refers to pidfd_* (%s times)", out);
+}
+
+static double cpu_seconds(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+/* A process out of descriptors: the server cannot accept a connection
+ * that waits, and poll reports it at once each time. It naps between
+ * tries rather than spin a core, and serves again once a descriptor
+ * frees. */
+Test(share_fd, a_server_out_of_descriptors_naps_and_serves_again_once_one_frees)
+{
+    struct p2pt_share_server *s = NULL;
+    uint64_t name;
+    uint8_t token[P2PT_SHARE_TOKEN_BYTES] = {7};
+    cr_assert_eq(p2pt__share_server_start(&s, &name), P2PT_SUCCESS, "%s", p2pt__last_error_text());
+    int fd = memfd_create("share-test", MFD_CLOEXEC);
+    cr_assert(fd >= 0);
+    cr_assert_eq(p2pt__share_server_add(s, token, &fd, 1), P2PT_SUCCESS);
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof(a));
+    a.sun_family = AF_UNIX;
+    p2pt__share_socket_name((uint32_t)getpid(), name, a.sun_path + 1, sizeof(a.sun_path) - 1);
+    socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+                                strlen(a.sun_path + 1));
+    int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert(c >= 0);
+    /* No descriptor left from here: the lowest free one is the limit. */
+    int probe = dup(0);
+    cr_assert(probe >= 0);
+    close(probe);
+    struct rlimit was, none = {(rlim_t)probe, 0};
+    cr_assert_eq(getrlimit(RLIMIT_NOFILE, &was), 0);
+    none.rlim_max = was.rlim_max;
+    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &none), 0, "%s", strerror(errno));
+    cr_assert_eq(connect(c, (struct sockaddr *)&a, len), 0, "%s", strerror(errno));
+    double cpu0 = cpu_seconds();
+    struct timespec nap = {0, 400 * 1000 * 1000};
+    nanosleep(&nap, NULL);
+    double cpu = cpu_seconds() - cpu0;
+    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &was), 0);
+    close(c);
+    cr_expect(cpu < 0.2, "the server thread used %.3f s of CPU in 0.4 s waiting for a descriptor",
+              cpu);
+    int got = -1;
+    cr_assert_eq(p2pt__share_fetch((uint32_t)getpid(), name, token, 1, &got), P2PT_SUCCESS, "%s",
+                 p2pt__last_error_text());
+    close(got);
+    p2pt__share_server_stop(s);
 }
 
 Test(share_fd, a_forked_child_that_ends_its_copy_leaves_the_parents_server_serving)

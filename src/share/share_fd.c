@@ -195,8 +195,14 @@ static void *server_main(void *arg)
         if ((p[0].revents & POLLIN) == 0)
             continue;
         int c = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-        if (c < 0)
+        if (c < 0) {
+            /* Out of descriptors or memory, the connection stays pending and
+             * poll says so at once: wait a little (or for the stop) rather
+             * than spin a core until a descriptor frees. */
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                poll(&p[1], 1, 10);
             continue;
+        }
         serve(s, c);
         close(c);
     }
