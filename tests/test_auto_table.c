@@ -16,6 +16,7 @@
  * bad host lines are refused like bad lines of any other list.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -502,6 +503,22 @@ static void expect_load_fails(const char *path, const char *also)
     cr_expect(memcmp(&t, &pattern, sizeof(t)) == 0, "the table was written on failure");
 }
 
+/* A FIFO (or a terminal) named as the table is refused at once: opening it
+ * for reading would wait for a writer, and p2pt_init with it. */
+Test(auto_table, load_refuses_what_is_not_a_regular_file_without_waiting)
+{
+    char dir[] = "/tmp/p2pt-auto-fifo-XXXXXX", path[64];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/table", dir);
+    cr_assert_eq(mkfifo(path, 0600), 0, "%s", strerror(errno));
+    alarm(10); /* a hang fails this test, not the suite's time */
+    expect_load_fails(path, "not a regular file");
+    alarm(0);
+    unlink(path);
+    expect_load_fails(dir, "not a regular file");
+    rmdir(dir);
+}
+
 Test(auto_table, load_reads_a_good_file_with_its_path_as_source)
 {
     char *path = temp_file(GOOD, strlen(GOOD));
@@ -833,6 +850,8 @@ Test(auto_table, bad_link_lines_are_rejected_naming_the_value)
     EXPECT_BAD(GOOD "link h2d 0\n", 7, "'0'", "1 to 4096");
     EXPECT_BAD(GOOD "link d2h 4097\n", 7, "'4097'", "1 to 4096");
     EXPECT_BAD(GOOD "link d2h 2x\n", 7, "'2x'", "1 to 4096");
+    EXPECT_BAD(GOOD "link h2d 8\nlink d2h 3\nlink h2d 2\n", 9, "'link h2d' given twice",
+               "the one on line 7");
     EXPECT_BAD(GOOD "link d2h -2\n", 7, "'-2'", "1 to 4096");
     EXPECT_BAD(GOOD "link d2h 2 4\n", 7, "'4'", "trailing");
 }

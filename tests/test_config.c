@@ -314,6 +314,14 @@ Test(config, cache_dir_default_follows_xdg_then_home_then_none)
     setenv("XDG_CACHE_HOME", "relative", 1); /* the XDG spec ignores relative paths */
     cr_assert_eq(p2pt__config_read(&cfg, NULL, NULL), P2PT_SUCCESS);
     cr_assert_str_eq(cfg.cache_dir, "/home/u/.cache/p2pt");
+    /* A base too long for a path is passed over for the next. */
+    char longer[2 * P2PT_PATH_MAX];
+    memset(longer, 'x', sizeof(longer) - 1);
+    longer[0] = '/';
+    longer[sizeof(longer) - 1] = '\0';
+    setenv("XDG_CACHE_HOME", longer, 1);
+    cr_assert_eq(p2pt__config_read(&cfg, NULL, NULL), P2PT_SUCCESS);
+    cr_assert_str_eq(cfg.cache_dir, "/home/u/.cache/p2pt");
     unsetenv("XDG_CACHE_HOME");
     unsetenv("HOME");
     cr_assert_eq(p2pt__config_read(&cfg, NULL, NULL), P2PT_SUCCESS);

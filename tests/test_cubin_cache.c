@@ -233,6 +233,66 @@ Test(cubin_cache, truncated_file_is_refused_with_its_path_and_size)
     free(b);
 }
 
+/* What the writer sealed is checked before anything runs: a byte changed
+ * on disk, a file copied in under another entry's name, one writable by
+ * others, a FIFO where a file should be (opened without waiting for a
+ * writer), and an image of another machine are each refused naming why. */
+Test(cubin_cache, a_file_changed_renamed_shared_or_foreign_is_refused)
+{
+    make_tmp_root();
+    char dir[400], path[600], other[600], why[1400];
+    snprintf(dir, sizeof(dir), "%s/c", tmp_root);
+    size_t n;
+    unsigned char *b = fake_elf(&n, 4, 190);
+    b[n - 1] = 0x42;
+    cr_assert(p2pt__cubin_cache_write(dir, "k.cubin", b, n, why, sizeof(why)), "%s", why);
+    snprintf(path, sizeof(path), "%s/k.cubin", dir);
+    void *got = NULL;
+    size_t got_n = 0;
+    /* One byte of the image flipped. */
+    FILE *f = fopen(path, "r+b");
+    cr_assert_not_null(f);
+    cr_assert_eq(fseek(f, (long)n - 1, SEEK_SET), 0);
+    cr_assert_eq(fputc(0x43, f), 0x43);
+    fclose(f);
+    cr_assert_eq(p2pt__cubin_cache_read(dir, "k.cubin", &got, &got_n, why, sizeof(why)),
+                 P2PT_CACHE_UNUSABLE);
+    cr_assert_null(got);
+    cr_assert(strstr(why, "its bytes changed since it was written") != NULL, "%s", why);
+    /* A whole, sealed file under another entry's name. */
+    cr_assert(p2pt__cubin_cache_write(dir, "k.cubin", b, n, why, sizeof(why)), "%s", why);
+    snprintf(other, sizeof(other), "%s/j.cubin", dir);
+    cr_assert_eq(link(path, other), 0, "%s", strerror(errno));
+    cr_assert_eq(p2pt__cubin_cache_read(dir, "j.cubin", &got, &got_n, why, sizeof(why)),
+                 P2PT_CACHE_UNUSABLE);
+    cr_assert(strstr(why, "its trailer is another file's") != NULL, "%s", why);
+    unlink(other);
+    /* Writable by others. */
+    cr_assert_eq(chmod(path, 0666), 0);
+    cr_assert_eq(p2pt__cubin_cache_read(dir, "k.cubin", &got, &got_n, why, sizeof(why)),
+                 P2PT_CACHE_UNUSABLE);
+    cr_assert(strstr(why, "writable by no one else") != NULL, "%s", why);
+    cr_assert_eq(chmod(path, 0600), 0);
+    cr_assert_eq(p2pt__cubin_cache_read(dir, "k.cubin", &got, &got_n, why, sizeof(why)),
+                 P2PT_CACHE_HIT, "%s", why);
+    cr_assert_eq(got_n, n);
+    free(got);
+    /* A FIFO: refused at once, not waited on. */
+    snprintf(other, sizeof(other), "%s/fifo.cubin", dir);
+    cr_assert_eq(mkfifo(other, 0600), 0, "%s", strerror(errno));
+    alarm(10); /* a hang fails the test rather than the suite's time */
+    cr_assert_eq(p2pt__cubin_cache_read(dir, "fifo.cubin", &got, &got_n, why, sizeof(why)),
+                 P2PT_CACHE_UNUSABLE);
+    alarm(0);
+    cr_assert(strstr(why, "is not a regular file") != NULL, "%s", why);
+    /* Another machine's image is neither written nor accepted. */
+    free(b);
+    b = fake_elf(&n, 4, 62 /* EM_X86_64 */);
+    cr_assert_not(p2pt__cubin_complete(b, n));
+    cr_assert_not(p2pt__cubin_cache_write(dir, "x.cubin", b, n, why, sizeof(why)));
+    free(b);
+}
+
 Test(cubin_cache, directory_writable_by_others_is_not_trusted)
 {
     make_tmp_root();
@@ -376,6 +436,79 @@ static void copy_is_byte_exact(void)
     p2pt_finalize(h);
 }
 
+/* A cached cubin the driver could not load for a reason of the moment (out
+ * of memory) stays: the prepare is status 1 naming it, NVRTC is never
+ * needed, and the next prepare loads the same file. Over the fake driver,
+ * in child processes that pick it before their first driver call. */
+static void prepare_twice_in_child(const char *fault, struct first_prepare out[2])
+{
+    int fd[2];
+    cr_assert_eq(pipe(fd), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        close(fd[0]);
+        struct first_prepare r[2] = {{P2PT_INTERNAL_ERROR, 0, 0}, {P2PT_INTERNAL_ERROR, 0, 0}};
+        if (fault != NULL)
+            setenv("P2PT_FAULT", fault, 1);
+#ifdef P2PT_FAKE_CUDA_PATH
+        if (p2pt_test_driver_load(P2PT_FAKE_CUDA_PATH) == P2PT_SUCCESS) {
+            p2pt_handle *h = NULL;
+            p2pt_init_args a = {sizeof(a), NULL, "tma"};
+            if (p2pt_init(&a, &h) == P2PT_SUCCESS) {
+                for (int k = 0; k < 2; k++) {
+                    r[k].st = p2pt_prepare(h, 0);
+                    p2pt_properties p = {sizeof(p)};
+                    p2pt_get_properties(h, &p);
+                    r[k].compilations = p.compilations;
+                    r[k].cache_hits = p.cubin_cache_hits;
+                }
+                p2pt_finalize(h);
+            }
+        }
+#endif
+        ssize_t w = write(fd[1], r, sizeof(r[0]) * 2);
+        _exit(w == (ssize_t)(sizeof(r[0]) * 2) ? 0 : 1);
+    }
+    close(fd[1]);
+    ssize_t got = read(fd[0], out, sizeof(out[0]) * 2);
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    cr_assert(got == (ssize_t)(sizeof(out[0]) * 2) && WIFEXITED(status) &&
+                  WEXITSTATUS(status) == 0,
+              "the child process failed (status 0x%x)", status);
+}
+
+Test(cubin_cache, a_load_failure_of_the_moment_keeps_the_cached_cubin)
+{
+#ifndef P2PT_FAKE_CUDA_PATH
+    cr_skip_test("no fake driver: tests/fault/ is not built here");
+#else
+    make_tmp_root();
+    char dir[400], name[128];
+    snprintf(dir, sizeof(dir), "%s/cache", tmp_root);
+    setenv("P2P_TRANSPORT_CACHE_DIR", dir, 1);
+    setenv("P2P_CUDA_LIBRARY", P2PT_FAKE_CUDA_PATH, 1);
+    setenv("P2P_NVRTC_LIBRARY", P2PT_FAKE_NVRTC_PATH, 1);
+    struct first_prepare r[2];
+    prepare_twice_in_child(NULL, r);
+    cr_assert_eq(r[0].st, P2PT_SUCCESS, "first process: status %d", (int)r[0].st);
+    cr_assert_eq(r[0].compilations, TMA_KERNELS);
+    cubins(dir, TMA_KERNELS, name, sizeof(name));
+    setenv("P2P_NVRTC_LIBRARY", "/nonexistent/libnvrtc.so.13", 1);
+    prepare_twice_in_child("cuModuleLoadData:1:2" /* CUDA_ERROR_OUT_OF_MEMORY */, r);
+    cr_assert_eq(r[0].st, P2PT_CUDA_ERROR, "the first load: status %d, expected 1",
+                 (int)r[0].st);
+    cr_assert_eq(r[0].compilations, 0, "nothing compiled: the cubin was not the fault");
+    cr_assert_eq(r[1].st, P2PT_SUCCESS, "the next prepare: status %d", (int)r[1].st);
+    cr_assert_eq(r[1].compilations, 0);
+    cr_assert_eq(r[1].cache_hits, TMA_KERNELS, "every cubin from the cache");
+    cubins(dir, TMA_KERNELS, name, sizeof(name));
+#endif
+}
+
 Test(cubin_cache, second_process_loads_the_cubin_without_nvrtc)
 {
     require_gpu_without_touching_it();
@@ -446,10 +579,11 @@ Test(cubin_cache, cubin_the_driver_refuses_is_compiled_again_and_replaced)
     cubins(dir, TMA_KERNELS, name, sizeof(name));
     snprintf(path, sizeof(path), "%s/%s", dir, name);
 
-    /* Complete as a file (the read check passes), but an x86-64 object. */
+    /* Sealed by the cache's own writer (every read check passes), but no
+     * image the driver loads: an EM_CUDA header over empty sections. */
     size_t n;
-    unsigned char *bad = fake_elf(&n, 3, 62 /* EM_X86_64 */);
-    write_file(path, bad, n, 0600);
+    unsigned char *bad = fake_elf(&n, 3, 190);
+    cr_assert(p2pt__cubin_cache_write(dir, name, bad, n, why, sizeof(why)), "%s", why);
     free(bad);
 
     gt_require_gpus(1);
@@ -480,6 +614,71 @@ Test(cubin_cache, cubin_the_driver_refuses_is_compiled_again_and_replaced)
     memcpy(&machine, (unsigned char *)got + 0x12, 2);
     cr_assert_eq(machine, 190, "e_machine %u, expected EM_CUDA (190)", machine);
     free(got);
+    copy_is_byte_exact();
+}
+
+/* Flip the first `n` bytes of every .text section of the cubin at `path`
+ * (its code), leaving the file whole: size, ELF headers and trailer. */
+static unsigned flip_code(const char *path, size_t n)
+{
+    FILE *f = fopen(path, "r+b");
+    cr_assert_not_null(f, "%s", path);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    unsigned char *b = malloc((size_t)size);
+    cr_assert_not_null(b);
+    fseek(f, 0, SEEK_SET);
+    cr_assert_eq(fread(b, 1, (size_t)size, f), (size_t)size);
+    uint64_t shoff;
+    uint16_t shnum, shstrndx;
+    memcpy(&shoff, b + 0x28, 8);
+    memcpy(&shnum, b + 0x3C, 2);
+    memcpy(&shstrndx, b + 0x3E, 2);
+    uint64_t strs;
+    memcpy(&strs, b + shoff + (uint64_t)shstrndx * 64 + 0x18, 8);
+    unsigned flipped = 0;
+    for (unsigned i = 0; i < shnum; i++) {
+        const unsigned char *sh = b + shoff + (uint64_t)i * 64;
+        uint32_t name;
+        uint64_t off, sz;
+        memcpy(&name, sh, 4);
+        memcpy(&off, sh + 0x18, 8);
+        memcpy(&sz, sh + 0x20, 8);
+        if (strncmp((const char *)b + strs + name, ".text.", 6) != 0 || sz < n)
+            continue;
+        for (size_t j = 0; j < n; j++)
+            b[off + j] ^= 0xff;
+        flipped++;
+    }
+    fseek(f, 0, SEEK_SET);
+    cr_assert_eq(fwrite(b, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    free(b);
+    return flipped;
+}
+
+/* The driver does not check code bytes: a cached cubin whose code changed
+ * on disk would load and fault the GPU (one H200: status 0 from the copy,
+ * then CUDA_ERROR_ILLEGAL_INSTRUCTION). Its trailer's hash no longer
+ * matches, so it is compiled again, replaced, and the copy is exact. */
+Test(cubin_cache, a_cubin_whose_code_changed_on_disk_is_compiled_again_not_run)
+{
+    require_gpu_without_touching_it();
+    make_tmp_root();
+    char dir[400], name[128], path[600];
+    snprintf(dir, sizeof(dir), "%s/cache", tmp_root);
+    setenv("P2P_TRANSPORT_CACHE_DIR", dir, 1);
+    struct first_prepare first = prepare_in_child();
+    cr_assert_eq(first.st, P2PT_SUCCESS);
+    cubins(dir, TMA_KERNELS, name, sizeof(name));
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    cr_assert_gt(flip_code(path, 32), 0, "no code section found in %s", path);
+    struct first_prepare second = prepare_in_child();
+    cr_assert_eq(second.st, P2PT_SUCCESS, "status %d", (int)second.st);
+    cr_assert_eq(second.compilations, 1, "the damaged cubin compiled again");
+    cr_assert_eq(second.cache_hits, TMA_KERNELS - 1);
+    gt_require_gpus(1);
+    setenv("P2P_TRANSPORT_CACHE_DIR", dir, 1);
     copy_is_byte_exact();
 }
 

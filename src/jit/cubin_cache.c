@@ -12,10 +12,17 @@
  *  - a file is written under a unique temporary name and renamed into place,
  *    so any number of processes see a whole file or none;
  *  - a file is used only from a directory owned by this user and writable by
- *    no one else, only if it is owned by this user, and only if it is a
- *    complete ELF64 image (its header tables lie inside the file, which a
- *    truncated write fails). The driver checks the rest when it loads it; a
- *    cubin the driver refuses is compiled again and replaced (src/jit.c).
+ *    no one else, only if it is a regular file owned by this user and
+ *    writable by no one else (opened without blocking: a FIFO put there
+ *    would otherwise hang the first copy), only if its trailer, written
+ *    last, holds its length and a hash of its bytes and of its name (a file
+ *    damaged on disk, cut short, or copied in under another name fails
+ *    it), and only if it is a complete CUDA ELF64 image (EM_CUDA, its header
+ *    tables inside the file). The driver does not check code bytes: a
+ *    cubin whose code was damaged loads and faults the GPU (one H200), so
+ *    the hash is what keeps a damaged file from running. A cubin the
+ *    driver refuses is compiled again and replaced (src/jit.c);
+ *  - a file is flushed to disk before it is renamed into place.
  * Nothing here fails a copy: the callers log why the cache was skipped.
  */
 #include <errno.h>
@@ -31,6 +38,16 @@
 
 #define CUBIN_MIN_BYTES 64                  /* an ELF64 header */
 #define CUBIN_MAX_BYTES (64u * 1024u * 1024u) /* far above any p2pt kernel */
+#define EM_CUDA 190
+
+/* After the cubin: what the writer sealed, checked before anything runs. */
+#define TRAILER_MAGIC "P2PTCUB2"
+struct trailer {
+    char magic[8];
+    uint64_t bytes;     /* of the cubin before it */
+    uint64_t hash;      /* FNV-1a of those bytes */
+    uint64_t name_hash; /* FNV-1a of the file's name */
+};
 
 void p2pt__cubin_cache_name(char *out, size_t len, const char *kernel, const char *source,
                             const char *options, int arch)
@@ -42,6 +59,7 @@ void p2pt__cubin_cache_name(char *out, size_t len, const char *kernel, const cha
     h = p2pt__fnv1a(h, options, strlen(options) + 1);
     h = p2pt__fnv1a(h, P2PT_VERSION_STRING, sizeof(P2PT_VERSION_STRING));
     h = p2pt__fnv1a(h, &arch, sizeof(arch));
+    h = p2pt__fnv1a(h, TRAILER_MAGIC, sizeof(TRAILER_MAGIC)); /* the file's format */
     snprintf(out, len, "%s-sm_%d-%016llx.cubin", kernel, arch, (unsigned long long)h);
 }
 
@@ -59,14 +77,16 @@ static unsigned rd_u16(const unsigned char *p)
     return v;
 }
 
-/* A whole little-endian ELF64 image: the magic, and both header tables
- * inside `size` bytes. (Hosts that run CUDA are little-endian.) */
+/* A whole little-endian CUDA ELF64 image: the magic, EM_CUDA, and both
+ * header tables inside `size` bytes. (Hosts that run CUDA are
+ * little-endian.) */
 bool p2pt__cubin_complete(const void *buf, size_t size)
 {
     const unsigned char *b = buf;
     if (buf == NULL || size < CUBIN_MIN_BYTES || size > CUBIN_MAX_BYTES)
         return false;
-    if (memcmp(b, "\177ELF", 4) != 0 || b[4] != 2 /* ELFCLASS64 */ || b[5] != 1 /* LSB */)
+    if (memcmp(b, "\177ELF", 4) != 0 || b[4] != 2 /* ELFCLASS64 */ || b[5] != 1 /* LSB */ ||
+        rd_u16(b + 0x12) != EM_CUDA)
         return false;
     uint64_t phoff = rd_u64(b + 0x20), shoff = rd_u64(b + 0x28);
     unsigned phentsize = rd_u16(b + 0x36), phnum = rd_u16(b + 0x38);
@@ -132,19 +152,24 @@ enum p2pt_cache_result p2pt__cubin_cache_read(const char *dir, const char *name,
     if (!dir_trusted(dir, &missing, why, why_len))
         return missing ? P2PT_CACHE_MISS : P2PT_CACHE_UNUSABLE;
     snprintf(path, sizeof(path), "%s/%s", dir, name);
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    /* Non-blocking: opening a FIFO for reading would wait for a writer. */
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) {
         snprintf(why, why_len, "%s: %s", path, strerror(errno));
         return errno == ENOENT ? P2PT_CACHE_MISS : P2PT_CACHE_UNUSABLE;
     }
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid()) {
-        snprintf(why, why_len, "%s is not a regular file owned by uid %u", path,
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid() ||
+        (sb.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+        snprintf(why, why_len,
+                 "%s is not a regular file owned by uid %u and writable by no one else", path,
                  (unsigned)geteuid());
         goto out;
     }
-    if (sb.st_size < CUBIN_MIN_BYTES || (unsigned long long)sb.st_size > CUBIN_MAX_BYTES) {
-        snprintf(why, why_len, "%s has %lld bytes, not a cubin's %d to %u", path,
-                 (long long)sb.st_size, CUBIN_MIN_BYTES, CUBIN_MAX_BYTES);
+    if (sb.st_size < CUBIN_MIN_BYTES + (off_t)sizeof(struct trailer) ||
+        (unsigned long long)sb.st_size > CUBIN_MAX_BYTES + sizeof(struct trailer)) {
+        snprintf(why, why_len, "%s has %lld bytes, not a cubin's %zu to %zu", path,
+                 (long long)sb.st_size, CUBIN_MIN_BYTES + sizeof(struct trailer),
+                 CUBIN_MAX_BYTES + sizeof(struct trailer));
         goto out;
     }
     size_t n = (size_t)sb.st_size, got = 0;
@@ -164,8 +189,23 @@ enum p2pt_cache_result p2pt__cubin_cache_read(const char *dir, const char *name,
         }
         got += (size_t)r;
     }
-    if (!p2pt__cubin_complete(buf, n)) {
-        snprintf(why, why_len, "%s is not a complete cubin (%zu bytes)", path, n);
+    struct trailer t;
+    n -= sizeof(t);
+    memcpy(&t, buf + n, sizeof(t));
+    const char *bad = NULL;
+    if (memcmp(t.magic, TRAILER_MAGIC, sizeof(t.magic)) != 0)
+        bad = "no trailer";
+    else if (t.bytes != n)
+        bad = "its trailer gives another length";
+    else if (t.name_hash != p2pt__fnv1a(P2PT_FNV1A_START, name, strlen(name)))
+        bad = "its trailer is another file's";
+    else if (t.hash != p2pt__fnv1a(P2PT_FNV1A_START, buf, n))
+        bad = "its bytes changed since it was written";
+    else if (!p2pt__cubin_complete(buf, n))
+        bad = "no CUDA ELF64 image";
+    if (bad != NULL) {
+        snprintf(why, why_len, "%s is not a complete cubin (%zu bytes): %s", path,
+                 n + sizeof(t), bad);
         goto out;
     }
     *cubin = buf;
@@ -232,8 +272,18 @@ bool p2pt__cubin_cache_write(const char *dir, const char *name, const void *cubi
         snprintf(why, why_len, "cannot create %s: %s", tmp, strerror(errno));
         return false;
     }
-    while (done < size) {
-        ssize_t w = write(fd, p + done, size - done);
+    struct trailer t;
+    memset(&t, 0, sizeof(t));
+    memcpy(t.magic, TRAILER_MAGIC, sizeof(t.magic));
+    t.bytes = size;
+    t.hash = p2pt__fnv1a(P2PT_FNV1A_START, cubin, size);
+    t.name_hash = p2pt__fnv1a(P2PT_FNV1A_START, name, strlen(name));
+    const size_t total = size + sizeof(t);
+    while (done < total) {
+        const unsigned char *from =
+            done < size ? p + done : (const unsigned char *)&t + (done - size);
+        const size_t part = done < size ? size - done : total - done;
+        ssize_t w = write(fd, from, part);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
@@ -242,12 +292,18 @@ bool p2pt__cubin_cache_write(const char *dir, const char *name, const void *cubi
         }
         done += (size_t)w;
     }
-    if (close(fd) != 0 && done == size) {
+    /* On disk before the name is: a crash never leaves a named file whose
+     * pages were not written. */
+    if (done == total && fsync(fd) != 0) {
+        snprintf(why, why_len, "flushing %s: %s", tmp, strerror(errno));
+        done = 0;
+    }
+    if (close(fd) != 0 && done == total) {
         snprintf(why, why_len, "closing %s: %s", tmp, strerror(errno));
         done = 0;
     }
-    if (done != size || rename(tmp, path) != 0) {
-        if (done == size)
+    if (done != total || rename(tmp, path) != 0) {
+        if (done == total)
             snprintf(why, why_len, "renaming %s to %s: %s", tmp, path, strerror(errno));
         unlink(tmp);
         return false;

@@ -367,6 +367,16 @@ static p2pt_status cubin_locked(const struct p2pt_kernel *k, int arch,
  * read as a wrong compute capability or size the grid wrongly. */
 #define ATTR(v, a) P2PT_CU(p2pt__cu.cuDeviceGetAttribute(&(v), a, dev))
 
+/* The driver's refusals of an image itself, which a cubin compiled here
+ * again answers; anything else (out of memory, a context gone) is the
+ * moment's, and a good cached cubin stays. */
+static bool image_refused(CUresult r)
+{
+    return r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_NO_BINARY_FOR_GPU ||
+           r == CUDA_ERROR_INVALID_PTX || r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION ||
+           r == CUDA_ERROR_INVALID_SOURCE;
+}
+
 /* Load kernel `k` into `ctx` (made current by the caller). */
 static p2pt_status load_module_locked(CUcontext ctx, unsigned long long id,
                                       const struct p2pt_kernel *k, const struct p2pt_config *cfg,
@@ -391,7 +401,7 @@ static p2pt_status load_module_locked(CUcontext ctx, unsigned long long id,
     }
     P2PT_TRY(cubin_locked(k, major * 10 + minor, cfg, jn, &slot));
     CUresult lr = p2pt__cu.cuModuleLoadData(&mod, slot->cubin);
-    if (lr != CUDA_SUCCESS && slot->from_disk) {
+    if (slot->from_disk && image_refused(lr)) {
         /* Complete as a file but refused by this driver (an older driver,
          * a damaged section): compile it here and replace the file. */
         note(jn, P2PT_LOG_WARN,

@@ -10,11 +10,14 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "auto_table.h"
 #include "config.h"
@@ -43,6 +46,7 @@ struct parser {
     int n_engines;
     size_t given[3];                    /* line of p2pt-auto, arch, device; 0: none yet */
     size_t last[N_LISTS];               /* line of each list's last band; 0: none */
+    size_t link_line[P2PT_LINKS];       /* line of each link item; 0: none yet */
 };
 
 static p2pt_status bad(const struct parser *ps, const char *fmt, ...) P2PT_PRINTF(2, 3);
@@ -254,7 +258,12 @@ static p2pt_status read_item(struct parser *ps, struct p2pt_auto_table *t, const
         if (n == NULL || *end != '\0' || !isdigit((unsigned char)*n) || c < 1 || c > 4096)
             return bad(ps, "link %s CTAs (got '%s'; expected an integer from 1 to 4096)", v,
                        n ? n : "");
-        t->link[peer ? P2PT_LINK_PEER : P2PT_AUTO_HOST_INDEX(path)] = (uint32_t)c;
+        const int at = peer ? P2PT_LINK_PEER : P2PT_AUTO_HOST_INDEX(path);
+        if (ps->link_line[at] != 0)
+            return bad(ps, "'link %s' given twice (expected one, the one on line %zu)", v,
+                       ps->link_line[at]);
+        ps->link_line[at] = ps->line;
+        t->link[at] = (uint32_t)c;
         return no_more(ps, p, "the CTA count");
     }
     if (strcmp(item, "copy") != 0 && strcmp(item, "graph") != 0)
@@ -338,16 +347,32 @@ out:
 }
 
 /* The file's text in one read: a table is small, and a size limit keeps a
- * wrong path (a log, a device node) from being read whole. */
+ * wrong path (a log, a device node) from being read whole. Opened without
+ * blocking and then required to be a regular file: a FIFO or a terminal
+ * would otherwise hold p2pt_init until someone writes to it. */
 p2pt_status p2pt__auto_table_load(const char *path, const char *const *engines, int n_engines,
                                   struct p2pt_auto_table *out)
 {
     p2pt_status st = P2PT_SUCCESS;
     char *text = NULL;
-    FILE *f = path ? fopen(path, "rb") : NULL;
-    if (f == NULL)
+    struct stat sb;
+    int fd = path ? open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK) : -1;
+    if (fd < 0)
         return p2pt__fail(P2PT_INVALID_ARGUMENT, "%s: cannot open the auto table (%s)",
                           path ? path : "(no path)", path ? strerror(errno) : "no path given");
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s: the auto table is not a regular file (a FIFO, a device or a "
+                          "directory); give the path of a table file",
+                          path);
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (f == NULL) {
+        close(fd);
+        return p2pt__fail(P2PT_SYSTEM_ERROR, "%s: cannot read the auto table (%s)", path,
+                          strerror(errno));
+    }
     text = malloc(P2PT_AUTO_MAX_TEXT + 1);
     if (text == NULL) {
         st = p2pt__fail(P2PT_SYSTEM_ERROR, "out of host memory");

@@ -167,7 +167,8 @@ static p2pt_status read_path(char *dst, size_t len, const char *var, const char 
 
 /* $XDG_CACHE_HOME/p2pt, else $HOME/.cache/p2pt (the XDG convention), else
  * no cache: a process with neither variable set (a daemon, a sandbox) should
- * not find cubins somewhere it did not choose. Only absolute bases count. */
+ * not find cubins somewhere it did not choose. Only absolute bases that fit
+ * a path count: one too long is passed over for the next. */
 static void default_cache_dir(char *dst, size_t len)
 {
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
@@ -175,7 +176,7 @@ static void default_cache_dir(char *dst, size_t len)
     dst[0] = '\0';
     if (xdg != NULL && xdg[0] == '/')
         n = snprintf(dst, len, "%s/p2pt", xdg);
-    else if (home != NULL && home[0] == '/')
+    if ((n < 0 || (size_t)n >= len) && home != NULL && home[0] == '/')
         n = snprintf(dst, len, "%s/.cache/p2pt", home);
     if (n < 0 || (size_t)n >= len)
         dst[0] = '\0';
