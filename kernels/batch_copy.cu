@@ -265,7 +265,14 @@ p2pt_batch_copy_dev(const __grid_constant__ struct p2pt_batch_dev_params p)
     desc_t pre = {0, 0, 0};
     if (blockIdx.x != 0 && i < p.max_count)
         pre = descs[i];
-    const u32 seen = *(const volatile u32 *)p.count;
+    /* One read of the count for the whole CTA: threads that read it apart
+     * while another stream (or the batch itself) changes it would take
+     * different shares and part ways at a barrier, a hang. */
+    __shared__ u32 count_read;
+    if (threadIdx.x == 0)
+        count_read = *(const volatile u32 *)p.count;
+    __syncthreads();
+    const u32 seen = count_read;
     const u32 n = seen < p.max_count ? seen : p.max_count;
     /* The places again for the count read (pre holds block pre_block's
      * descriptors whatever they are; copy_block uses it only there). */
@@ -345,7 +352,13 @@ p2pt_batch_copy_marks(const __grid_constant__ struct p2pt_batch_dev_params p)
             signal_parts(p, K, &done);
         return;
     }
-    const u32 seen = *(const volatile u32 *)p.count;
+    /* One read of the count for the copying threads (p2pt_batch_copy_dev
+     * says why). */
+    __shared__ u32 count_read;
+    if (threadIdx.x == 0)
+        count_read = *(const volatile u32 *)p.count;
+    copiers_sync();
+    const u32 seen = count_read;
     const u32 n = seen < p.max_count ? seen : p.max_count;
     const bool cta0 = cta0_copies(p, n);
     u32 G, c;

@@ -6,8 +6,11 @@
  * ring wraps under 32 threads and streams; a ring-sized batch refused at a
  * late piece (the pass over the descriptors has written the ring by then)
  * enqueues nothing, and the next batch reuses the slot; a batch of empty
- * pieces launches nothing. Every destination byte checked after poisoning.
+ * pieces launches nothing; a full ring sends batches to the parameters
+ * path without waiting. Every destination byte checked after poisoning.
  */
+#include <unistd.h>
+
 #include "batch_test.h"
 
 static p2pt_handle *tma_handle(const char *options)
@@ -90,6 +93,46 @@ Test(batch_staging, the_ring_wraps_under_32_threads_and_streams)
 Test(batch_staging, the_ring_read_by_the_kernel_from_host_memory_wraps_too)
 {
     ring_wraps("P2P_TRANSPORT_BATCH_STAGING=host");
+}
+
+/* A full ring never holds the call: over the fake driver, its events held
+ * (the GPU "behind a wait"), ring-sized batches past the ring's slots go
+ * by the parameters path and every call returns; once the events complete
+ * the ring serves again. The calls used to wait for the oldest slot, under
+ * the ring's lock, for as long as the GPU stood still. */
+Test(batch_staging, a_full_ring_sends_batches_to_the_parameters_path_without_waiting)
+{
+    gt_use_fake_driver();
+    p2pt_handle *h = tma_handle(NULL);
+    enum { PIECES = 200, BATCHES = 80 };
+    struct gt_buf src = gt_alloc(PIECES * 64), dst = gt_alloc(PIECES * 64);
+    p2pt_copy_desc d[PIECES];
+    for (int i = 0; i < PIECES; i++)
+        d[i] = (p2pt_copy_desc){(void *)(uintptr_t)(dst.ptr + 64u * (unsigned)i),
+                                (const void *)(uintptr_t)(src.ptr + 64u * (unsigned)i), 48};
+    void (*hold)(int) = (void (*)(int))gt_fake_sym("p2pt_fake_hold_events");
+    hold(1);
+    alarm(30); /* a call that waits fails this test, not the suite's time */
+    int ring = 0, params = 0;
+    char name[64];
+    unsigned grid;
+    for (int k = 0; k < BATCHES; k++) {
+        GT_OK(p2pt_copy_batch_async(h, d, PIECES, NULL));
+        bt_fake_last_launch(name, sizeof(name), &grid);
+        ring += strcmp(name, "p2pt_batch_copy_ring") == 0;
+        params += strcmp(name, "p2pt_batch_copy_l") == 0;
+    }
+    alarm(0);
+    hold(0);
+    cr_expect_gt(ring, 0, "the ring served the first batches");
+    cr_expect_gt(params, 0, "the batches past a full ring took the parameters");
+    cr_expect_eq(ring + params, BATCHES, "%d by the ring, %d by the parameters", ring, params);
+    GT_OK(p2pt_copy_batch_async(h, d, PIECES, NULL));
+    bt_fake_last_launch(name, sizeof(name), &grid);
+    cr_expect_str_eq(name, "p2pt_batch_copy_ring", "the ring serves again once its slots are done");
+    p2pt_finalize(h);
+    gt_free(&src);
+    gt_free(&dst);
 }
 
 /* A batch large enough for the ring whose last piece is refused: the pass

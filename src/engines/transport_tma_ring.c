@@ -17,8 +17,10 @@
  * host memory and as much GPU memory, carved into slots in FIFO order. A
  * slot is free again once the event recorded after its kernel has
  * completed: the copy out of it and the kernel reading it are both done.
- * When the ring is full the oldest slot is waited for, so a host far ahead
- * of the GPU is held back rather than using unbounded memory.
+ * When the ring is full a batch takes the parameters path, as a captured
+ * one does: no call waits for the GPU here (one that did could hold its
+ * thread behind a stream wait that only its own later calls release), and
+ * a host far ahead of the GPU is held back by the driver's launch queue.
  *
  * Not used while the stream captures a graph (a replay would read a slot
  * long since reused: captured batches keep their descriptors in the
@@ -49,7 +51,8 @@ struct ring {
     CUcontext ctx;
     unsigned long long ctx_id;
     pthread_mutex_t lock;
-    bool usable; /* allocated; false: the parameters path serves this context */
+    _Atomic bool usable; /* allocated, and no launch from it failed; false:
+                            the parameters path serves this context */
     char *host;
     CUdeviceptr dev;
     size_t head;             /* where the next slot starts */
@@ -76,8 +79,7 @@ static bool driver_has_ring(void)
 {
     const struct p2pt_cuda *c = &p2pt__cu;
     return c->cuMemAllocHost && c->cuMemFreeHost && c->cuMemAlloc && c->cuMemFree &&
-           c->cuMemcpyHtoDAsync && c->cuEventCreate && c->cuEventRecord && c->cuEventQuery &&
-           c->cuEventSynchronize;
+           c->cuMemcpyHtoDAsync && c->cuEventCreate && c->cuEventRecord && c->cuEventQuery;
 }
 
 /* Allocate `r`'s memory and events in its context (current). On failure
@@ -134,18 +136,15 @@ static struct ring *ring_of(CUcontext ctx, bool *made)
     return r;
 }
 
-/* Retire the oldest slot: wait for it when `wait`, else only if done.
- * Returns whether it was retired. */
-static bool retire_oldest(struct ring *r, bool wait, p2pt_status *st)
+/* Retire the oldest slot if its launch is done. Returns whether it was. */
+static bool retire_oldest(struct ring *r, p2pt_status *st)
 {
     struct slot *s = &r->slot[r->first];
-    CUresult q = wait ? p2pt__cu.cuEventSynchronize(s->done) : p2pt__cu.cuEventQuery(s->done);
+    CUresult q = p2pt__cu.cuEventQuery(s->done);
     if (q == CUDA_ERROR_NOT_READY)
         return false;
     if (q != CUDA_SUCCESS) {
-        *st = p2pt__cuda_fail(q, wait ? "cuEventSynchronize(staging ring slot)"
-                                      : "cuEventQuery(staging ring slot)",
-                              __FILE__, __LINE__);
+        *st = p2pt__cuda_fail(q, "cuEventQuery(staging ring slot)", __FILE__, __LINE__);
         return false;
     }
     r->first = (r->first + 1) % RING_SLOTS;
@@ -154,37 +153,39 @@ static bool retire_oldest(struct ring *r, bool wait, p2pt_status *st)
 }
 
 /* Bytes [*at, *at + need) of the ring, free now (caller holds r->lock;
- * need <= RING_BYTES). Completed slots are retired on the way; the oldest
- * busy one is waited for while nothing fits. */
-static p2pt_status take(struct ring *r, size_t need, size_t *at)
+ * need <= RING_BYTES): *got says whether they were found. Completed slots
+ * are retired on the way; a busy one is never waited for. A host batch is
+ * asynchronous: waiting here would hold this thread, and every thread of
+ * the context behind the lock, until the GPU reached the oldest slot, which
+ * may sit behind a wait that only a later call of this very thread would
+ * release. A full ring sends the batch to the parameters path instead. */
+static p2pt_status take(struct ring *r, size_t need, size_t *at, bool *got)
 {
     p2pt_status st = P2PT_SUCCESS;
-    while (r->n_slots > 0 && retire_oldest(r, false, &st))
+    *got = false;
+    while (r->n_slots > 0 && retire_oldest(r, &st))
         ;
-    for (;;) {
-        if (st != P2PT_SUCCESS)
-            return st;
-        if (r->n_slots == 0)
-            r->head = 0;
-        if (r->n_slots < RING_SLOTS) {
-            size_t tail = r->n_slots ? r->slot[r->first].start : 0;
-            if (r->n_slots == 0 || r->head > tail) {
-                /* Free: [head, end) and [0, tail). */
-                if (RING_BYTES - r->head >= need) {
-                    *at = r->head;
-                    return P2PT_SUCCESS;
-                }
-                if (tail >= need) {
-                    *at = 0;
-                    return P2PT_SUCCESS;
-                }
-            } else if (r->head < tail && tail - r->head >= need) {
+    if (st != P2PT_SUCCESS)
+        return st;
+    if (r->n_slots == 0)
+        r->head = 0;
+    if (r->n_slots < RING_SLOTS) {
+        size_t tail = r->n_slots ? r->slot[r->first].start : 0;
+        if (r->n_slots == 0 || r->head > tail) {
+            /* Free: [head, end) and [0, tail). */
+            if (RING_BYTES - r->head >= need) {
                 *at = r->head;
-                return P2PT_SUCCESS;
+                *got = true;
+            } else if (tail >= need) {
+                *at = 0;
+                *got = true;
             }
+        } else if (r->head < tail && tail - r->head >= need) {
+            *at = r->head;
+            *got = true;
         }
-        retire_oldest(r, true, &st);
     }
+    return st;
 }
 
 /* Whether the kernels make the pieces of `b` from its blocks
@@ -259,7 +260,10 @@ p2pt_status p2pt__tma_ring_open(struct p2pt_handle *h, const struct p2pt_batch *
         goto out;
     pthread_mutex_lock(&r->lock);
     size_t at = 0;
-    if ((st = take(r, need, &at)) != P2PT_SUCCESS) {
+    bool room = false;
+    /* Again under the lock: a launch that failed meanwhile left its slot's
+     * bytes to a kernel that may still read them. */
+    if (!r->usable || (st = take(r, need, &at, &room)) != P2PT_SUCCESS || !room) {
         pthread_mutex_unlock(&r->lock);
         goto out;
     }
