@@ -6,6 +6,8 @@ None is the legacy default stream). Every failure raises p2pt.Error.
 """
 import collections
 import ctypes
+import operator
+import threading
 import weakref
 
 from . import _structs as S
@@ -42,6 +44,20 @@ def _addresses(addrs):
     return (ctypes.c_void_p * max(len(addrs), 1))(*addrs)
 
 
+def _u64(v, what):
+    """v, an integer from 0 to 2**64 - 1 (None as 0), or a ValueError
+    naming it: a ctypes field would wrap -1 or 2**64 + 5 into another valid
+    value."""
+    v = 0 if v is None else operator.index(v)  # None: a NULL address
+    if not 0 <= v < 1 << 64:
+        raise ValueError(f"{what} is {v}: expected an integer from 0 to 2**64 - 1")
+    return v
+
+
+# Buffer formats that hold records: raw bytes, or 8-byte integers.
+_RECORD_FORMATS = ("B", "b", "c", "q", "Q", "l", "L", "<q", "<Q", "=q", "=Q")
+
+
 def descs_array(descs):
     """A ctypes array of CopyDesc from: such an array; a buffer of 24-byte
     records (bytes, a NumPy int64 array of shape (n, 3)); or a sequence of
@@ -53,13 +69,20 @@ def descs_array(descs):
     except TypeError:
         view = None
     if view is not None:
+        if view.format not in _RECORD_FORMATS or (view.format not in ("B", "b", "c") and
+                                                   view.itemsize != 8):
+            raise ValueError(f"a descriptor buffer of format {view.format!r} (item size "
+                             f"{view.itemsize}): expected raw bytes or 8-byte integers, three "
+                             f"to a (dst, src, bytes) record")
         if view.nbytes % ctypes.sizeof(S.CopyDesc):
             raise ValueError(f"a descriptor buffer of {view.nbytes} bytes is not a whole number "
                              f"of {ctypes.sizeof(S.CopyDesc)}-byte p2pt_copy_desc records")
         n = view.nbytes // ctypes.sizeof(S.CopyDesc)
         return (S.CopyDesc * n).from_buffer_copy(view.cast("B"))
     descs = list(descs)
-    return (S.CopyDesc * len(descs))(*[S.CopyDesc(d, s, n) for d, s, n in descs])
+    return (S.CopyDesc * len(descs))(*[
+        S.CopyDesc(_u64(d, f"descriptor {i}: dst"), _u64(s, f"descriptor {i}: src"),
+                   _u64(n, f"descriptor {i}: bytes")) for i, (d, s, n) in enumerate(descs)])
 
 
 def workspace_bytes(max_count):
@@ -79,7 +102,10 @@ def layers_array(layers):
     if isinstance(layers, ctypes.Array) and layers._type_ is S.BlockLayer:
         return layers
     size = ctypes.sizeof(S.BlockLayer)
-    return (S.BlockLayer * len(layers))(*[S.BlockLayer(size, *t) for t in layers])
+    names = ("dst", "src", "block_bytes", "dst_blocks", "src_blocks")
+    return (S.BlockLayer * len(layers))(*[
+        S.BlockLayer(size, *[_u64(v, f"layer {i}: {names[k] if k < 5 else k}")
+                             for k, v in enumerate(t)]) for i, t in enumerate(layers)])
 
 
 class BlockLayout:
@@ -130,17 +156,21 @@ def lookup(pointer):
 
 class _Live:
     """The handle's pointer, shared with window finalizers, which must not
-    keep the Handle itself alive; 0 once the handle is finalized."""
+    keep the Handle itself alive; 0 once the handle is finalized. `lock`
+    guards the handle's table of windows: re-entrant, since a collection
+    may run a finalizer inside Handle.window on the same thread."""
 
     def __init__(self):
         self.ptr = 0
+        self.lock = threading.RLock()
 
 
 def _unregister(live, table, key):
-    table.pop(key, None)
-    if live.ptr:
-        device, base = key
-        load().p2pt_window_unregister(live.ptr, device, base)
+    with live.lock:
+        table.pop(key, None)
+        if live.ptr:
+            device, base = key
+            load().p2pt_window_unregister(live.ptr, device, base)
 
 
 class Window:
@@ -220,13 +250,14 @@ class Handle:
     def close(self):
         """Unregister every Window of this handle, then p2pt_finalize. Safe
         to call twice."""
-        for w in list(self._windows.values()):
-            w.release()
-        if self._h:
-            _by_pointer.pop(self._live.ptr, None)
-            self._lib.p2pt_finalize(self._h)
-            self._h = ctypes.c_void_p()
-        self._live.ptr = 0
+        with self._live.lock:
+            for w in list(self._windows.values()):
+                w.release()
+            if self._h:
+                _by_pointer.pop(self._live.ptr, None)
+                self._lib.p2pt_finalize(self._h)
+                self._h = ctypes.c_void_p()
+            self._live.ptr = 0
 
     def __del__(self):
         try:
@@ -246,17 +277,24 @@ class Handle:
         lives; see Window. A base already registered through this call with
         at least nbytes returns the same Window."""
         key = (device, base)
-        w = self._windows.get(key)
-        if w is not None and w.registered and w.nbytes >= nbytes:
+        with self._live.lock:  # two threads, one storage: one registration
+            w = self._windows.get(key)
+            if w is not None and w.registered and w.nbytes >= nbytes:
+                return w
+            if w is not None:
+                w.release()
+            # The finalizer first: an owner that cannot be weakly referenced
+            # is refused before anything is registered.
+            fin = weakref.finalize(owner, _unregister, self._live, self._windows, key)
+            fin.atexit = False
+            try:
+                self.window_register(device, base, nbytes)
+            except BaseException:
+                fin.detach()
+                raise
+            w = Window(fin, device, base, nbytes)
+            self._windows[key] = w
             return w
-        if w is not None:
-            w.release()
-        self.window_register(device, base, nbytes)
-        w = Window(weakref.finalize(owner, _unregister, self._live, self._windows, key),
-                   device, base, nbytes)
-        w._finalizer.atexit = False
-        self._windows[key] = w
-        return w
 
     def prepare(self, device):
         check(self._lib.p2pt_prepare(self._h, device))

@@ -15,6 +15,7 @@ When none loads, ``p2pt.load()`` raises OSError naming every path tried.
 """
 import ctypes
 import enum
+import operator
 import os
 import threading
 
@@ -82,6 +83,7 @@ def _checked(base, what, bits, signed):
     def from_param(cls, v):
         if isinstance(v, base):  # a ctypes value already
             return v
+        v = operator.index(v)  # an int, a numpy or 0-d tensor integer; else TypeError
         if not lo <= v <= hi:
             raise ValueError(f"{v!r} does not fit {what} ({lo} to {hi})")
         return cls(v)

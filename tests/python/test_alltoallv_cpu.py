@@ -341,6 +341,25 @@ def _stream_log(ranks, monkeypatch):
     return log
 
 
+def test_a_then_that_raises_still_leaves_every_part_waited_for(monkeypatch):
+    # The peers' parts signal whatever `then` does: a part left unwaited
+    # would let the next combine's wait for it pass before its rows land.
+    G, K, T = 2, 4, 37
+    ranks = _ranks(G, T, monkeypatch)
+    log = _stream_log(ranks, monkeypatch)
+    xs, dests = _dispatch(ranks, T, torch.Generator().manual_seed(1))
+    log.clear()
+
+    def then(lo, hi):
+        raise RuntimeError("the caller's sum failed")
+
+    with pytest.raises(RuntimeError, match="the caller's sum failed"):
+        ranks[0].combine(dests[0], chunks=K, then=then)
+    assert sum(1 for e in log if e[0] == "wait") == K
+    assert any(e[:3] == ("wait_stream", "main", "side") for e in log), \
+        "the current stream joins the side stream"
+
+
 def test_the_dispatch_writes_the_combines_pieces_beside_its_peers_batch(monkeypatch):
     """What a one-batch combine's pieces take from the counts is written
     by the dispatch on the side stream, after that stream joined the

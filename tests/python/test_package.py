@@ -111,6 +111,20 @@ def test_an_int_out_of_its_c_type_is_refused_not_wrapped():
     assert isinstance(blocks_workspace_bytes(1, 1), int)
 
 
+def test_descriptors_and_layers_out_of_range_are_refused_not_wrapped():
+    import struct
+    from p2pt._handle import descs_array, layers_array
+    with pytest.raises(ValueError, match="descriptor 1: bytes is 18446744073709551621"):
+        descs_array([(0x1000, 0x2000, 8), (0x1000, 0x2000, 2**64 + 5)])
+    with pytest.raises(ValueError, match="descriptor 0: dst is -1"):
+        descs_array([(-1, 0x2000, 8)])
+    with pytest.raises(ValueError, match="format 'd'"):
+        descs_array(memoryview(struct.pack("3d", 1.0, 2.0, 3.0)).cast("d"))
+    with pytest.raises(ValueError, match="layer 0: src_blocks is -1"):
+        layers_array([(0x1000, 0x2000, 64, 4, -1)])
+    assert descs_array([(None, 0x2000, 8)])[0].dst is None, "None stays a NULL address"
+
+
 def test_descriptors_from_triples_buffers_and_arrays():
     a = p2pt.descs_array([(16, 32, 48), (64, 80, 96)])
     assert [(d.dst, d.src, d.bytes) for d in a] == [(16, 32, 48), (64, 80, 96)]

@@ -15,12 +15,39 @@ import p2pt.torch as pt  # noqa: E402,F401  (registers the operations)
 @pytest.mark.parametrize("op, mutated", [("copy_", "Tensor(a0!) dst"),
                                          ("copy_batch_", "Tensor(a0!)[] dsts"),
                                          ("copy_rows_", "Tensor(a0!) dst"),
-                                         ("copy_batch_device_", None)])
+                                         ("copy_batch_device_", "Tensor(a0!) descs, "
+                                                                "Tensor(a1!) count")])
 def test_operations_are_registered_with_their_mutations(op, mutated):
     schema = str(getattr(torch.ops.p2pt, op).default._schema)
     assert schema.startswith(f"p2pt::{op}("), schema
     if mutated:
         assert mutated in schema, schema
+
+
+def test_compile_keeps_a_device_batch_whose_status_is_not_read(monkeypatch, tmp_path):
+    # The batch writes memory its descriptors name by address: with no
+    # mutation declared, aot_eager and inductor dropped it as dead code.
+    import torch._functorch.config as fc
+    import torch._inductor.config as ic
+    from p2pt.torch import _ops
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(ic, "fx_graph_cache", False)
+    monkeypatch.setattr(fc, "enable_autograd_cache", False)
+    ran = []
+    monkeypatch.setattr(_ops, "_ready", lambda h, device: ran.append(device))
+    monkeypatch.setattr(_ops, "_get", lambda hid: None)
+    monkeypatch.setattr(_ops, "_device", lambda: 0)
+
+    def step(descs, count):
+        torch.ops.p2pt.copy_batch_device_(descs, count, 4, 0)
+        return descs + 1
+
+    torch._dynamo.reset()
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
+    # CPU records: the body runs, then refuses them (it wants CUDA tensors).
+    with pytest.raises(ValueError, match="CUDA tensor"):
+        compiled(torch.zeros(4, 3, dtype=torch.int64), torch.tensor([4], dtype=torch.int32))
+    assert ran, "the compiled step never ran the batch"
 
 
 def test_fake_row_copy_returns_the_status_record_shape():
@@ -72,6 +99,16 @@ def test_row_descriptors_are_addresses_of_the_chosen_rows():
                           [0, 0, rb]]
     d = pt.row_descriptors(dst, None, src, torch.tensor([3, 4, 6]))
     assert d[:, 0].tolist() == [dst.data_ptr(), dst.data_ptr() + rb, 0], "src row 6 is past the end"
+
+
+@pytest.mark.parametrize("index", [torch.tensor([False, True, False, True]),
+                                   torch.tensor([0.0, 1.5, 2.0, 3.0])])
+def test_a_mask_or_float_index_is_refused_not_read_as_rows(index):
+    # A bool mask read as rows would copy rows 0 and 1; floats would truncate.
+    dst, src = torch.zeros(4, 2), torch.arange(8.0).view(4, 2)
+    with pytest.raises(ValueError, match="integer row numbers"):
+        pt.copy_rows_(dst, index, src, index)
+    assert torch.equal(dst, torch.zeros(4, 2)), "nothing written"
 
 
 def test_row_descriptors_refuse_rows_of_different_sizes():

@@ -2,9 +2,13 @@
 """Window lifetime, on any machine (the C calls recorded by a stand-in
 library): a window is unregistered exactly once, when its owner is
 collected, when release() is called, or when the handle closes, whichever
-comes first; never after the handle is finalized; and a base registered
-again while live is shared, not registered twice."""
+comes first; never after the handle is finalized; a base registered
+again while live is shared, not registered twice, also by threads at
+once; an owner that cannot be weakly referenced registers nothing; an
+empty storage gets no window."""
 import gc
+
+import pytest
 
 import p2pt
 from p2pt import _handle
@@ -80,3 +84,55 @@ def test_a_live_base_is_shared_and_a_larger_one_replaces_it(monkeypatch):
     assert w2.registered, "the first owner's death does not release its successor"
     w2.release()
     assert lib.calls[-1] == ("unregister", 0, 0x4000)
+
+
+def test_threads_registering_one_base_share_one_window(monkeypatch):
+    import threading
+    h, lib = fake_handle(monkeypatch)
+    slow = threading.Event()
+    register = lib.p2pt_window_register
+
+    def once(hp, device, base, nbytes):
+        # As p2pt does: a base already registered is status 5.
+        if ("register", device, base, nbytes) in lib.calls:
+            return 5
+        slow.wait(0.05)  # the window another thread would slip into
+        return register(hp, device, base, nbytes)
+
+    monkeypatch.setattr(lib, "p2pt_window_register", once)
+    owner, got, errors = Owner(), [], []
+
+    def take():
+        try:
+            got.append(h.window(0, 0x5000, 256, owner))
+        except Exception as e:  # noqa: BLE001 (what a thread met is the test's result)
+            errors.append(e)
+
+    threads = [threading.Thread(target=take) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(got) == 8 and all(w is got[0] for w in got)
+    assert lib.calls == [("register", 0, 0x5000, 256)]
+
+
+def test_an_owner_that_cannot_be_weakly_referenced_registers_nothing(monkeypatch):
+    h, lib = fake_handle(monkeypatch)
+    with pytest.raises(TypeError, match="weak reference"):
+        h.window(0, 0x6000, 64, 12345)
+    assert lib.calls == [] and h._windows == {}
+    owner = Owner()
+    w = h.window(0, 0x6000, 64, owner)  # and the base is free for a proper owner
+    assert w.registered and lib.calls == [("register", 0, 0x6000, 64)]
+
+
+def test_an_empty_storage_gets_no_window(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from p2pt.torch import _handles
+    h, lib = fake_handle(monkeypatch)
+    assert _handles._windows(h, 0, [torch.empty(0).untyped_storage()]) == (None,)
+    assert lib.calls == [], "p2pt refuses a window of 0 bytes: nothing is asked of it"
+    with pytest.raises(ValueError, match="storage is empty"):
+        _handles.register_window(torch.empty(0))

@@ -670,9 +670,19 @@ class AlltoallV:
         self._batch(self._bk_own, self._n_own_back, self.max_rows, self.back, None, self.ws_own,
                     side, hid=self._own_hid)
         with torch.cuda.stream(side):  # each chunk after the own rows and its parts
-            for c, (lo, hi) in enumerate(self._chunks(K)):
-                self._wait(_CHUNK0 + c)
-                if then is not None and lo < min(hi, T):
-                    then(lo, min(hi, T))
-        main.wait_stream(side)
+            chunks = list(enumerate(self._chunks(K)))
+            waited = 0
+            try:
+                for c, (lo, hi) in chunks:
+                    self._wait(_CHUNK0 + c)
+                    waited = c + 1
+                    if then is not None and lo < min(hi, T):
+                        then(lo, min(hi, T))
+            finally:
+                # Every part's signal waited for, `then` raising or not: a
+                # signal left unwaited would let the next combine's wait for
+                # that part pass before its rows land.
+                for c, _ in chunks[waited:]:
+                    self._wait(_CHUNK0 + c)
+                main.wait_stream(side)
         return self.back[:T]

@@ -14,7 +14,8 @@ registered with torch.library).
     pt.swap_blocks(src_layers, dst_layers, block_mapping)
         # vLLM's swap_blocks for every layer at once, as ONE p2pt batch: one
         # p2pt_block_layout_swap call on the layers' layout (made at their
-        # first swap) with a CPU or a GPU mapping.
+        # first swap) with a CPU or a GPU mapping (a GPU one in a captured
+        # graph: a CPU mapping would be read once, at capture).
 
 Either side of every operation may be a CUDA tensor or a pinned CPU tensor
 (pin_memory()). A pageable CPU tensor still works, through a plain torch

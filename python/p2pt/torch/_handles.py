@@ -129,11 +129,17 @@ def register_window(tensor, *, handle=None, device=None):
     released by release(), when the storage is freed, or when the handle
     closes."""
     s = tensor.untyped_storage()
+    if s.nbytes() == 0:
+        raise ValueError("p2pt.torch.register_window: the tensor's storage is empty: a window "
+                         "needs at least one byte")
     return _windows(_get(_hid(handle)), _device() if device is None else device, [s])[0]
 
 
 def _windows(h, device, storages):
     """A window of each storage, owned by the storage object (which lives as
     long as the memory, whatever views of it come and go), so that views
-    made afresh at every call find the registration of the first."""
-    return tuple(h.window(device, s.data_ptr(), s.nbytes(), s) for s in storages)
+    made afresh at every call find the registration of the first. An empty
+    storage has no bytes a batch could touch: None, and nothing registered
+    (p2pt refuses a window of 0 bytes)."""
+    return tuple(h.window(device, s.data_ptr(), s.nbytes(), s) if s.nbytes() else None
+                 for s in storages)

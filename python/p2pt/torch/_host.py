@@ -63,8 +63,8 @@ class _Held:
     def __init__(self):
         self.lock = threading.Lock()
         self.pending = []                   # ((device, stream), storages) since the last mark
-        self.entries = collections.deque()  # (event, storages) in the order marked
-        self.spare = []                     # events whose work has passed
+        self.entries = collections.deque()  # (event, storages, device) in the order marked
+        self.spare = collections.defaultdict(list)  # device -> events whose work has passed
 
     def hold(self, storages, where):
         """Hold `storages` for the work just enqueued on stream `where`
@@ -83,16 +83,23 @@ class _Held:
         streams = {}
         for key, storages in self.pending:
             streams.setdefault(key, []).extend(storages)
-        self.pending = []
+        # An event is recorded on its own device's streams only: spares are
+        # kept by device. The pending work stays pending until every stream
+        # has its event, so a record that fails leaves nothing unheld.
+        marked = []
         for (device, raw), storages in streams.items():
-            ev = self.spare.pop() if self.spare else torch.cuda.Event()
+            spare = self.spare[device]
+            ev = spare.pop() if spare else torch.cuda.Event()
             ev.record(torch.cuda.ExternalStream(raw, device=device))
-            self.entries.append((ev, storages))
+            marked.append((ev, storages, device))
+        self.entries.extend(marked)
+        self.pending = []
 
     def _drain(self):
         entries, spare = self.entries, self.spare
         while entries and entries[0][0].query():
-            spare.append(entries.popleft()[0])
+            ev, _, device = entries.popleft()
+            spare[device].append(ev)
 
     def drain(self, wait=False):
         """Mark what is pending and drop what has passed (wait=True: wait
@@ -101,7 +108,7 @@ class _Held:
             if self.pending:
                 self._mark()
             if wait:
-                for ev, _ in self.entries:
+                for ev, _, _ in self.entries:
                     ev.synchronize()
             self._drain()
 
@@ -109,7 +116,7 @@ class _Held:
         """The storages still held (for tests)."""
         with self.lock:
             return [s for _, ss in self.pending for s in ss] + \
-                [s for _, ss in self.entries for s in ss]
+                [s for _, ss, _ in self.entries for s in ss]
 
 
 def _held(h):

@@ -25,8 +25,21 @@ def _row_bytes(t, what):
     return math.prod(t.shape[1:]) * t.element_size()
 
 
+def _index(t, what):
+    """`t` (an index tensor or None) if it holds integers: a bool mask would
+    be read as rows 0 and 1, floats truncated."""
+    if t is not None and (not isinstance(t, torch.Tensor) or t.is_floating_point() or
+                          t.is_complex() or t.dtype == torch.bool):
+        raise ValueError(f"p2pt.torch: {what} must be a tensor of integer row numbers, not "
+                         f"{t.dtype if isinstance(t, torch.Tensor) else type(t).__name__} "
+                         f"(a mask gives its rows with mask.nonzero())")
+    return t
+
+
 def _rows_of(dst, dst_index, src, src_index):
     """The bytes of a row (the same on both sides) and the index given."""
+    _index(dst_index, "dst_index")
+    _index(src_index, "src_index")
     rb = _row_bytes(dst, "dst")
     if _row_bytes(src, "src") != rb:
         raise ValueError(f"p2pt.torch: dst rows are {rb} bytes, src rows "
@@ -251,7 +264,10 @@ def _(dst, dst_index, src, src_index, count, hid):
                        device=_rows_status_device(dst, src, dst_index, src_index))
 
 
-@torch.library.custom_op("p2pt::copy_batch_device_", mutates_args=())
+# "unknown": the batch writes memory that its descriptors name by address,
+# which the compiler cannot see; declared so, torch.compile keeps the call
+# (with no mutation declared it dropped a batch whose status went unread).
+@torch.library.custom_op("p2pt::copy_batch_device_", mutates_args="unknown")
 def _copy_batch_device_op(descs: torch.Tensor, count: torch.Tensor, max_count: int,
                           hid: int) -> torch.Tensor:
     h, device = _get(hid), _device()
@@ -260,6 +276,14 @@ def _copy_batch_device_op(descs: torch.Tensor, count: torch.Tensor, max_count: i
             not descs.is_contiguous() or not descs.is_cuda:
         raise ValueError("p2pt.torch.copy_batch_device_: descs must be a contiguous (n, 3) "
                          "int64 CUDA tensor of (dst, src, bytes) records")
+    if isinstance(max_count, bool) or not 1 <= max_count <= descs.shape[0]:
+        raise ValueError(f"p2pt.torch.copy_batch_device_: max_count {max_count!r} must be from "
+                         f"1 to the {descs.shape[0]} records of descs (the kernel reads that "
+                         f"many)")
+    if count.dtype not in (torch.int32, torch.uint32) or count.numel() != 1 or \
+            count.device != descs.device:
+        raise ValueError(f"p2pt.torch.copy_batch_device_: count must be one int32 on "
+                         f"{descs.device}, not {count.numel()} {count.dtype} on {count.device}")
     return _device_batch(h, descs, count, max_count, device)
 
 

@@ -31,6 +31,12 @@ def _swap(src, dst, block_mapping, hid):
     # _mapping_check's test inline: a good mapping pays no call (half the time)
     if m.dtype != torch.int64 or m.dim() != 2 or m.shape[1] != 2 or not (m.is_cpu or m.is_cuda):
         _mapping_check(m)
+    if not m.is_cuda and torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing():
+        # Its rows are read into the batch now: every replay would swap
+        # the blocks of this moment, whatever the mapping holds then.
+        raise ValueError("p2pt.torch.swap_blocks: a CPU block_mapping in a captured graph "
+                         "would swap the blocks it names now at every replay; give the "
+                         "mapping on the GPU (the kernel reads it at each replay)")
     _bump(dst)
     if not m.shape[0] or lay.c is None:
         return _no_pieces(m.device)
