@@ -368,13 +368,14 @@ static p2pt_status cubin_locked(const struct p2pt_kernel *k, int arch,
 #define ATTR(v, a) P2PT_CU(p2pt__cu.cuDeviceGetAttribute(&(v), a, dev))
 
 /* The driver's refusals of an image itself, which a cubin compiled here
- * again answers; anything else (out of memory, a context gone) is the
- * moment's, and a good cached cubin stays. */
+ * again answers (an H200's driver says CUDA_ERROR_UNKNOWN of an EM_CUDA
+ * file it cannot parse); anything else (out of memory, a context gone) is
+ * the moment's, and a good cached cubin stays. */
 static bool image_refused(CUresult r)
 {
     return r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_NO_BINARY_FOR_GPU ||
            r == CUDA_ERROR_INVALID_PTX || r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION ||
-           r == CUDA_ERROR_INVALID_SOURCE;
+           r == CUDA_ERROR_INVALID_SOURCE || r == CUDA_ERROR_UNKNOWN;
 }
 
 /* Load kernel `k` into `ctx` (made current by the caller). */
