@@ -4,9 +4,10 @@
  * captured (global and thread-local capture modes) and replayed many times
  * with byte-exact results on fresh data each time, local and between two
  * GPUs (push then pull in one graph); a TMA copy captured before
- * prepare fails with status 5 and leaves the capture valid.
+ * prepare fails with status 5 and leaves the capture valid; host batches on
+ * another stream during a global capture leave it whole.
  */
-#include "gpu_test.h"
+#include "batch_test.h"
 
 static const char *const transports[] = {"ce", "tma", "auto"};
 
@@ -68,6 +69,61 @@ static void capture_and_replay(CUstreamCaptureMode mode)
 Test(graph, copies_replay_byte_exact_in_global_capture_mode)
 {
     capture_and_replay(CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
+/* While one stream captures in the global mode (PyTorch's default), host
+ * batches on another stream of the same thread make the staging ring (its
+ * first allocation) and fill it past its slots (their retirement asks the
+ * driver about events): calls that the global mode forbids during a
+ * capture, and whose refusal would also fail that capture. The ring makes
+ * them relaxed: the batches land, and the captured graph replays exact. */
+Test(graph, host_batches_on_another_stream_leave_a_global_capture_whole)
+{
+    gt_require_gpus(1);
+    gt_use_device(0);
+    cr_assert_not_null(tcu.cuStreamBeginCapture, "driver lacks stream capture");
+    enum { PIECES = 300, PIECE = 200, BATCHES = 70 };
+    p2pt_handle *h = gt_handle("tma");
+    GT_OK(p2pt_prepare(h, 0));
+    CUstream cap, eager;
+    GT_CHECK(tcu.cuStreamCreate(&cap, CU_STREAM_NON_BLOCKING));
+    GT_CHECK(tcu.cuStreamCreate(&eager, CU_STREAM_NON_BLOCKING));
+    struct gt_buf src = gt_alloc(1 << 20), dst = gt_alloc(1 << 20);
+    struct gt_buf bsrc = gt_alloc(PIECES * PIECE), bdst = gt_alloc(PIECES * PIECE);
+    p2pt_copy_desc d[PIECES];
+    for (int i = 0; i < PIECES; i++)
+        d[i] = (p2pt_copy_desc){(void *)(uintptr_t)(bdst.ptr + (size_t)(PIECES - 1 - i) * PIECE),
+                                (const void *)(uintptr_t)(bsrc.ptr + (size_t)i * PIECE), PIECE};
+    gt_fill(&bsrc, 5);
+    gt_poison(&bdst);
+    GT_CHECK(tcu.cuStreamBeginCapture(cap, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    GT_OK(p2pt_copy_async(h, (void *)(dst.ptr + 3), (void *)(src.ptr + 3), (1 << 20) - 7, cap));
+    for (int k = 0; k < BATCHES; k++)
+        GT_OK(p2pt_copy_batch_async(h, d, PIECES, eager));
+    CUgraph g;
+    CUgraphExec ge;
+    GT_CHECK(tcu.cuStreamEndCapture(cap, &g));
+    GT_CHECK(tcu.cuGraphInstantiateWithFlags(&ge, g, 0));
+    GT_CHECK(tcu.cuStreamSynchronize(eager));
+    unsigned char *src_host = bt_host_copy(&bsrc);
+    bt_expect(&bdst, &bsrc, src_host, d, PIECES, NULL, "host batches beside the capture");
+    free(src_host);
+    for (int r = 0; r < 3; r++) {
+        gt_fill(&src, (uint64_t)(r + 11));
+        gt_poison(&dst);
+        GT_CHECK(tcu.cuGraphLaunch(ge, cap));
+        GT_CHECK(tcu.cuStreamSynchronize(cap));
+        gt_expect_range(&dst, 3, &src, 3, (1 << 20) - 7, "the captured copy");
+    }
+    tcu.cuGraphExecDestroy(ge);
+    tcu.cuGraphDestroy(g);
+    gt_free(&src);
+    gt_free(&dst);
+    gt_free(&bsrc);
+    gt_free(&bdst);
+    tcu.cuStreamDestroy(cap);
+    tcu.cuStreamDestroy(eager);
+    GT_OK(p2pt_finalize(h));
 }
 
 Test(graph, copies_replay_byte_exact_in_thread_local_capture_mode)

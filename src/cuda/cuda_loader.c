@@ -47,6 +47,7 @@ static const struct entry entries[] = {
     OPT(cuMemAllocHost, 3020), OPT(cuMemFreeHost, 2000), OPT(cuMemAlloc, 3020),
     OPT(cuMemFree, 3020), OPT(cuMemcpyHtoDAsync, 3020), OPT(cuEventCreate, 2000),
     OPT(cuEventRecord, 2000), OPT(cuEventQuery, 2000), OPT(cuEventSynchronize, 2000),
+    OPT(cuThreadExchangeStreamCaptureMode, 10010),
     OPT(cuDeviceGetUuid, 11040), OPT(cuCtxSynchronize, 2000), OPT(cuEventDestroy, 4000),
     OPT(cuMemGetAddressRange, 3020), OPT(cuIpcGetMemHandle, 4010),
     OPT(cuIpcOpenMemHandle, 11000), OPT(cuIpcCloseMemHandle, 4010),

@@ -69,6 +69,9 @@ struct p2pt_cuda {
     PFN_cuEventRecord_v2000 cuEventRecord;
     PFN_cuEventQuery_v2000 cuEventQuery;
     PFN_cuEventSynchronize_v2000 cuEventSynchronize;
+    /* Optional: the ring's calls made relaxed while another stream captures
+     * (without it they keep the thread's mode). */
+    PFN_cuThreadExchangeStreamCaptureMode_v10010 cuThreadExchangeStreamCaptureMode;
     /* Optional: memory shared between processes (src/share/). Legacy IPC
      * handles for cuMemAlloc memory; POSIX file descriptors of VMM
      * allocations and of memory pools, imported and mapped; the GPU's UUID

@@ -82,6 +82,24 @@ static bool driver_has_ring(void)
            c->cuMemcpyHtoDAsync && c->cuEventCreate && c->cuEventRecord && c->cuEventQuery;
 }
 
+/* The ring's own driver calls (its first allocation, its event queries) on
+ * streams that do not capture: under the global or thread-local capture
+ * mode CUDA forbids them while another stream of the thread (global: of
+ * the process) captures, and then fails that capture too. Relaxed for
+ * their span, then the thread's mode again. */
+static bool relax(CUstreamCaptureMode *mode)
+{
+    *mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    return p2pt__cu.cuThreadExchangeStreamCaptureMode != NULL &&
+           p2pt__cu.cuThreadExchangeStreamCaptureMode(mode) == CUDA_SUCCESS;
+}
+
+static void unrelax(bool relaxed, CUstreamCaptureMode mode)
+{
+    if (relaxed)
+        p2pt__cu.cuThreadExchangeStreamCaptureMode(&mode);
+}
+
 /* Allocate `r`'s memory and events in its context (current). On failure
  * everything made is released and the ring stays unusable. */
 static void ring_alloc(struct ring *r)
@@ -91,6 +109,8 @@ static void ring_alloc(struct ring *r)
     void *host = NULL;
     CUdeviceptr dev = 0;
     int events = 0;
+    CUstreamCaptureMode mode;
+    const bool relaxed = relax(&mode);
     if (p2pt__cu.cuMemAllocHost(&host, RING_BYTES) != CUDA_SUCCESS)
         goto fail;
     if (p2pt__cu.cuMemAlloc(&dev, RING_BYTES) != CUDA_SUCCESS)
@@ -102,6 +122,7 @@ static void ring_alloc(struct ring *r)
     r->host = host;
     r->dev = dev;
     r->usable = true;
+    unrelax(relaxed, mode);
     return;
 fail:
     /* The events made so far stay (the library table has no cuEventDestroy;
@@ -110,6 +131,7 @@ fail:
         p2pt__cu.cuMemFree(dev);
     if (host != NULL)
         p2pt__cu.cuMemFreeHost(host);
+    unrelax(relaxed, mode);
 }
 
 /* The ring of context `ctx` (the stream's, current), made on first use. */
@@ -152,39 +174,54 @@ static bool retire_oldest(struct ring *r, p2pt_status *st)
     return true;
 }
 
+/* Whether [*at, *at + need) of the ring is free (caller holds r->lock). */
+static bool fits(struct ring *r, size_t need, size_t *at)
+{
+    if (r->n_slots == 0)
+        r->head = 0;
+    if (r->n_slots == RING_SLOTS)
+        return false;
+    size_t tail = r->n_slots ? r->slot[r->first].start : 0;
+    if (r->n_slots == 0 || r->head > tail) {
+        /* Free: [head, end) and [0, tail). */
+        if (RING_BYTES - r->head >= need) {
+            *at = r->head;
+            return true;
+        }
+        if (tail >= need) {
+            *at = 0;
+            return true;
+        }
+        return false;
+    }
+    if (r->head < tail && tail - r->head >= need) {
+        *at = r->head;
+        return true;
+    }
+    return false;
+}
+
 /* Bytes [*at, *at + need) of the ring, free now (caller holds r->lock;
  * need <= RING_BYTES): *got says whether they were found. Completed slots
- * are retired on the way; a busy one is never waited for. A host batch is
- * asynchronous: waiting here would hold this thread, and every thread of
- * the context behind the lock, until the GPU reached the oldest slot, which
- * may sit behind a wait that only a later call of this very thread would
- * release. A full ring sends the batch to the parameters path instead. */
+ * are retired only when the batch does not fit (their event queries are
+ * the ring's only driver calls besides the launch's record); a busy one
+ * is never waited for. A host batch is asynchronous: waiting here would
+ * hold this thread, and every thread of the context behind the lock, until
+ * the GPU reached the oldest slot, which may sit behind a wait that only a
+ * later call of this very thread would release. A full ring sends the
+ * batch to the parameters path instead. */
 static p2pt_status take(struct ring *r, size_t need, size_t *at, bool *got)
 {
     p2pt_status st = P2PT_SUCCESS;
-    *got = false;
+    if ((*got = fits(r, need, at)))
+        return st;
+    CUstreamCaptureMode mode;
+    const bool relaxed = relax(&mode);
     while (r->n_slots > 0 && retire_oldest(r, &st))
         ;
-    if (st != P2PT_SUCCESS)
-        return st;
-    if (r->n_slots == 0)
-        r->head = 0;
-    if (r->n_slots < RING_SLOTS) {
-        size_t tail = r->n_slots ? r->slot[r->first].start : 0;
-        if (r->n_slots == 0 || r->head > tail) {
-            /* Free: [head, end) and [0, tail). */
-            if (RING_BYTES - r->head >= need) {
-                *at = r->head;
-                *got = true;
-            } else if (tail >= need) {
-                *at = 0;
-                *got = true;
-            }
-        } else if (r->head < tail && tail - r->head >= need) {
-            *at = r->head;
-            *got = true;
-        }
-    }
+    unrelax(relaxed, mode);
+    if (st == P2PT_SUCCESS)
+        *got = fits(r, need, at);
     return st;
 }
 

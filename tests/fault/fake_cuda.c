@@ -426,6 +426,20 @@ static CUresult fake_cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *cs)
 
 /* Capture only marks the stream: the work enqueued meanwhile runs at once
  * (copies are memcpy), and a graph is a token that launches nothing. */
+/* This thread's capture mode: kept and handed back, nothing enforced. */
+static _Thread_local CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+static CUresult fake_cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    FAULT("cuThreadExchangeStreamCaptureMode");
+    if (mode == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUstreamCaptureMode was = capture_mode;
+    capture_mode = *mode;
+    *mode = was;
+    return CUDA_SUCCESS;
+}
+
 static CUresult fake_cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode)
 {
     FAULT("cuStreamBeginCapture");
@@ -522,6 +536,7 @@ static const struct fake_entry core_entries[] = {
     ENTRY(cuStreamSynchronize),
     ENTRY(cuStreamGetCtx),
     ENTRY(cuStreamIsCapturing),
+    ENTRY(cuThreadExchangeStreamCaptureMode),
     ENTRY(cuStreamBeginCapture),
     ENTRY(cuStreamEndCapture),
     ENTRY(cuGraphInstantiateWithFlags),
