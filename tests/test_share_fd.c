@@ -202,16 +202,23 @@ Test(share_fd, a_server_that_is_gone_is_status_2)
     cr_expect_eq(fd, -1);
 }
 
-/* A socket at the name of `pid`'s server `name` that listens and never
- * accepts: connects succeed, answers never come. */
-static int silent_server(uint32_t pid, uint64_t name)
+/* The abstract address of `pid`'s server `name`, its length in *len. */
+static struct sockaddr_un server_address(uint32_t pid, uint64_t name, socklen_t *len)
 {
     struct sockaddr_un a;
     memset(&a, 0, sizeof(a));
     a.sun_family = AF_UNIX;
     p2pt__share_socket_name(pid, name, a.sun_path + 1, sizeof(a.sun_path) - 1);
-    socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
-                                strlen(a.sun_path + 1));
+    *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(a.sun_path + 1));
+    return a;
+}
+
+/* A socket at the name of `pid`'s server `name` that listens and never
+ * accepts: connects succeed, answers never come. */
+static int silent_server(uint32_t pid, uint64_t name)
+{
+    socklen_t len;
+    struct sockaddr_un a = server_address(pid, name, &len);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     cr_assert(fd >= 0);
     cr_assert_eq(bind(fd, (struct sockaddr *)&a, len), 0, "bind: %s", strerror(errno));
@@ -250,12 +257,8 @@ Test(share_fd, a_name_served_by_another_process_is_refused_with_status_2)
     if (p == 0) {
         close(up[0]);
         close(down[1]);
-        struct sockaddr_un a;
-        memset(&a, 0, sizeof(a));
-        a.sun_family = AF_UNIX;
-        p2pt__share_socket_name(me, name, a.sun_path + 1, sizeof(a.sun_path) - 1);
-        socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
-                                    strlen(a.sun_path + 1));
+        socklen_t len;
+        struct sockaddr_un a = server_address(me, name, &len);
         int fd = socket(AF_UNIX, SOCK_STREAM, 0);
         if (fd < 0 || bind(fd, (struct sockaddr *)&a, len) != 0 || listen(fd, 8) != 0)
             _exit(3);
@@ -313,12 +316,8 @@ Test(share_fd, a_server_out_of_descriptors_naps_and_serves_again_once_one_frees)
     int fd = memfd_create("share-test", MFD_CLOEXEC);
     cr_assert(fd >= 0);
     cr_assert_eq(p2pt__share_server_add(s, token, &fd, 1), P2PT_SUCCESS);
-    struct sockaddr_un a;
-    memset(&a, 0, sizeof(a));
-    a.sun_family = AF_UNIX;
-    p2pt__share_socket_name((uint32_t)getpid(), name, a.sun_path + 1, sizeof(a.sun_path) - 1);
-    socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
-                                strlen(a.sun_path + 1));
+    socklen_t len;
+    struct sockaddr_un a = server_address((uint32_t)getpid(), name, &len);
     int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     cr_assert(c >= 0);
     /* No descriptor left from here: the lowest free one is the limit. */
