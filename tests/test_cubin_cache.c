@@ -449,7 +449,9 @@ static void prepare_twice_in_child(const char *fault, struct first_prepare out[2
     cr_assert_geq(pid, 0);
     if (pid == 0) {
         close(fd[0]);
-        struct first_prepare r[2] = {{P2PT_INTERNAL_ERROR, 0, 0}, {P2PT_INTERNAL_ERROR, 0, 0}};
+        struct first_prepare r[2];
+        memset(r, 0, sizeof(r)); /* padding too: the pipe carries every byte */
+        r[0].st = r[1].st = P2PT_INTERNAL_ERROR;
         if (fault != NULL)
             setenv("P2PT_FAULT", fault, 1);
 #ifdef P2PT_FAKE_CUDA_PATH
