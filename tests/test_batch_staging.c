@@ -135,6 +135,55 @@ Test(batch_staging, a_full_ring_sends_batches_to_the_parameters_path_without_wai
     gt_free(&dst);
 }
 
+/* The same on a GPU, the way it hung: a stream held by a wait whose signal
+ * this thread enqueues only after its batches. More ring-sized batches
+ * than the ring has slots queue behind the wait, every call returns, then
+ * the signal (on another stream) lets them all run, and every byte lands. */
+Test(batch_staging, batches_behind_a_wait_this_thread_releases_later_all_return_and_land)
+{
+    gt_require_gpus(1);
+    gt_use_device(0);
+    p2pt_handle *h = tma_handle(NULL);
+    GT_OK(p2pt_prepare(h, 0));
+    enum { PIECES = 300, PIECE = 160, BATCHES = 80 };
+    CUstream held, other;
+    GT_CHECK(tcu.cuStreamCreate(&held, CU_STREAM_NON_BLOCKING));
+    GT_CHECK(tcu.cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+    CUdeviceptr sem;
+    GT_CHECK(tcu.cuMemAlloc(&sem, P2PT_SEMAPHORE_BYTES));
+    GT_CHECK(tcu.cuMemsetD8(sem, 0, P2PT_SEMAPHORE_BYTES));
+    struct gt_buf src = gt_alloc(PIECES * PIECE), dst = gt_alloc(BATCHES * PIECES * PIECE);
+    gt_fill(&src, 17);
+    gt_poison(&dst);
+    p2pt_copy_desc *d = malloc(sizeof(*d) * PIECES * BATCHES);
+    cr_assert_not_null(d);
+    GT_OK(p2pt_wait_async(h, (void *)(uintptr_t)sem, 1, held));
+    alarm(60); /* a call that waits for the GPU would never return: fail, not hang */
+    for (int k = 0; k < BATCHES; k++) {
+        p2pt_copy_desc *b = d + (size_t)k * PIECES;
+        for (int i = 0; i < PIECES; i++)
+            b[i] = (p2pt_copy_desc){
+                (void *)(uintptr_t)(dst.ptr + ((size_t)k * PIECES + (size_t)(PIECES - 1 - i)) *
+                                                  PIECE),
+                (const void *)(uintptr_t)(src.ptr + (size_t)i * PIECE), PIECE};
+        GT_OK(p2pt_copy_batch_async(h, b, PIECES, held));
+    }
+    alarm(0);
+    GT_OK(p2pt_signal_async(h, (void *)(uintptr_t)sem, other));
+    GT_CHECK(tcu.cuStreamSynchronize(held));
+    unsigned char *src_host = bt_host_copy(&src);
+    bt_expect(&dst, &src, src_host, d, (size_t)PIECES * BATCHES, NULL,
+              "batches queued behind the wait");
+    free(src_host);
+    free(d);
+    gt_free(&src);
+    gt_free(&dst);
+    GT_CHECK(tcu.cuMemFree(sem));
+    tcu.cuStreamDestroy(held);
+    tcu.cuStreamDestroy(other);
+    p2pt_finalize(h);
+}
+
 /* A batch large enough for the ring whose last piece is refused: the pass
  * writes the ring before it reaches that piece, yet nothing may be
  * enqueued, and the slot must serve the next batch. Then a batch of only
