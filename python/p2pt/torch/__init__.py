@@ -70,7 +70,9 @@ def copy_(dst, src, *, stream=None, handle=None):
 
 
 def copy_batch_(dsts, srcs, *, stream=None, handle=None):
-    """Copy srcs[i] into dsts[i] for every i, as one stream-ordered batch."""
+    """Copy srcs[i] into dsts[i] for every i, as one stream-ordered batch.
+    The pieces run at once: no piece's destination may overlap another
+    piece's source or destination (p2pt_copy_batch_async's contract)."""
     hid = _hid(handle)
     with _stream(stream):
         torch.ops.p2pt.copy_batch_(list(dsts), list(srcs), hid)
@@ -82,7 +84,9 @@ def copy_rows_(dst, dst_index, src, src_index=None, *, count=None, stream=None, 
     below `count` (an int32 GPU tensor read when the batch runs; default:
     every row), as one device batch with no host sync. Returns the batch's
     (8,) int32 status record (see batch_status, check_status), on the device
-    of the first CUDA tensor among dst, src and the indices."""
+    of the first CUDA tensor among dst, src and the indices. The rows run at
+    once: where dst and src are one tensor, a row that one piece writes and
+    another reads gives the reader undefined bytes."""
     hid = _hid(handle)
     with _stream(stream):
         return torch.ops.p2pt.copy_rows_(dst, dst_index, src, src_index, count, hid)
@@ -91,7 +95,10 @@ def copy_rows_(dst, dst_index, src, src_index=None, *, count=None, stream=None, 
 def copy_batch_device_(descs, count, *, max_count=None, stream=None, handle=None):
     """A device batch of the (n, 3) int64 records in `descs` (row_descriptors
     builds them), the first `count` (int32 GPU tensor) of them. The memory
-    they touch must lie in windows (register_window)."""
+    they touch must lie in windows (register_window); they run at once, so
+    no record's destination may overlap another's source or destination.
+    Under torch.compile the call is kept in order with its inputs; the
+    memory its records name by address is invisible to the compiler."""
     hid = _hid(handle)
     with _stream(stream):
         return torch.ops.p2pt.copy_batch_device_(
