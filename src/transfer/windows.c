@@ -111,6 +111,22 @@ out:
     return st;
 }
 
+/* Entry j of `to`: a window and what the set knows of it. */
+static void put(struct p2pt_window_set *to, int j, struct p2pt_batch_window w, bool host,
+                bool peer, bool import)
+{
+    to->w[j] = w;
+    to->host[j] = host;
+    to->peer[j] = peer;
+    to->import[j] = import;
+}
+
+/* Entry j of `to`: entry i of `from`, as it was. */
+static void keep(struct p2pt_window_set *to, int j, const struct p2pt_window_set *from, int i)
+{
+    put(to, j, from->w[i], from->host[i], from->peer[i], from->import[i]);
+}
+
 /* Swap in `next` for `device` (caller holds the lock); free what it
  * replaced where no operation is counted in. */
 static void publish(struct p2pt_windows *w, int device, struct p2pt_window_set *next)
@@ -174,25 +190,15 @@ p2pt_status p2pt__window_add(struct p2pt_windows *w, int device, const void *bas
     }
     /* Insert in base order. */
     uint64_t b = (uint64_t)(uintptr_t)base;
+    const struct p2pt_batch_window added = {b, b + bytes};
     int j = 0;
     for (int i = 0; i < n; i++) {
-        if (j == i && cur->w[i].base > b) {
-            next->host[j] = host;
-            next->peer[j] = peer;
-            next->import[j] = import;
-            next->w[j++] = (struct p2pt_batch_window){b, b + bytes};
-        }
-        next->host[j] = cur->host[i];
-        next->peer[j] = cur->peer[i];
-        next->import[j] = cur->import[i];
-        next->w[j++] = cur->w[i];
+        if (j == i && cur->w[i].base > b)
+            put(next, j++, added, host, peer, import);
+        keep(next, j++, cur, i);
     }
-    if (j == n) {
-        next->host[j] = host;
-        next->peer[j] = peer;
-        next->import[j] = import;
-        next->w[j++] = (struct p2pt_batch_window){b, b + bytes};
-    }
+    if (j == n)
+        put(next, j++, added, host, peer, import);
     next->n = j;
     next->n_peer = (cur ? cur->n_peer : 0) + peer;
     publish(w, device, next);
@@ -245,10 +251,7 @@ p2pt_status p2pt__window_remove(struct p2pt_windows *w, int device, const void *
     for (int i = 0, j = 0; i < n; i++) {
         if (i == at)
             continue;
-        next->host[j] = cur->host[i];
-        next->peer[j] = cur->peer[i];
-        next->import[j] = cur->import[i];
-        next->w[j++] = cur->w[i];
+        keep(next, j++, cur, i);
     }
     next->n = n - 1;
     next->n_peer = cur->n_peer - cur->peer[at];
