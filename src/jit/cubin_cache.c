@@ -49,6 +49,19 @@ struct trailer {
     uint64_t name_hash; /* FNV-1a of the file's name */
 };
 
+/* The trailer the writer puts after `n` bytes of cubin filed as `name`, and
+ * the one a reader expects. */
+static struct trailer sealed(const void *cubin, size_t n, const char *name)
+{
+    struct trailer t;
+    memset(&t, 0, sizeof(t));
+    memcpy(t.magic, TRAILER_MAGIC, sizeof(t.magic));
+    t.bytes = n;
+    t.hash = p2pt__fnv1a(P2PT_FNV1A_START, cubin, n);
+    t.name_hash = p2pt__fnv1a(P2PT_FNV1A_START, name, strlen(name));
+    return t;
+}
+
 void p2pt__cubin_cache_name(char *out, size_t len, const char *kernel, const char *source,
                             const char *options, int arch)
 {
@@ -192,14 +205,15 @@ enum p2pt_cache_result p2pt__cubin_cache_read(const char *dir, const char *name,
     struct trailer t;
     n -= sizeof(t);
     memcpy(&t, buf + n, sizeof(t));
+    const struct trailer want = sealed(buf, n, name);
     const char *bad = NULL;
-    if (memcmp(t.magic, TRAILER_MAGIC, sizeof(t.magic)) != 0)
+    if (memcmp(t.magic, want.magic, sizeof(t.magic)) != 0)
         bad = "no trailer";
-    else if (t.bytes != n)
+    else if (t.bytes != want.bytes)
         bad = "its trailer gives another length";
-    else if (t.name_hash != p2pt__fnv1a(P2PT_FNV1A_START, name, strlen(name)))
+    else if (t.name_hash != want.name_hash)
         bad = "its trailer is another file's";
-    else if (t.hash != p2pt__fnv1a(P2PT_FNV1A_START, buf, n))
+    else if (t.hash != want.hash)
         bad = "its bytes changed since it was written";
     else if (!p2pt__cubin_complete(buf, n))
         bad = "no CUDA ELF64 image";
@@ -272,12 +286,7 @@ bool p2pt__cubin_cache_write(const char *dir, const char *name, const void *cubi
         snprintf(why, why_len, "cannot create %s: %s", tmp, strerror(errno));
         return false;
     }
-    struct trailer t;
-    memset(&t, 0, sizeof(t));
-    memcpy(t.magic, TRAILER_MAGIC, sizeof(t.magic));
-    t.bytes = size;
-    t.hash = p2pt__fnv1a(P2PT_FNV1A_START, cubin, size);
-    t.name_hash = p2pt__fnv1a(P2PT_FNV1A_START, name, strlen(name));
+    const struct trailer t = sealed(cubin, size, name);
     const size_t total = size + sizeof(t);
     while (done < total) {
         const unsigned char *from =
