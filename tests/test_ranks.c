@@ -11,7 +11,11 @@
  * (one allocation, three side by side) and pool memory, every byte checked
  * with guards; bad blobs through real imports; a VMM import outliving its
  * exporter; a close waiting for a batch queued behind a gate; the
- * descriptor hand-off to a non-dumpable exporter (not pidfd_getfd).
+ * descriptor hand-off to a non-dumpable exporter (not pidfd_getfd); two
+ * ranks signalling each other through semaphores in each other's memory,
+ * 1,000 rounds and 200 graph replays of changing data. Suite ranks_one_gpu
+ * runs every scenario with the ranks on GPU 0 (each its own process and
+ * context), so that one GPU checks them too.
  * Without GPUs each test skips with the reason. The same ranks also run
  * over the fake driver (suite ranks_fake, any machine) with the copy
  * engine, whose copies it makes with memcpy: the bootstrap, the scenarios
@@ -104,11 +108,12 @@ static int wait_exit(pid_t pid, double secs)
         goto failed;                                                           \
     } while (0)
 
-/* Run `scenario` on `n` ranks with P2P_TRANSPORT=`transport`, each allowed
- * `round_s` seconds per message: true when every rank reported ok, else
- * false with what failed and the failing rank's stderr in why[]. */
-static bool ranks_ok(const char *scenario, int n, const char *transport, int round_s, char *out,
-                     size_t out_len)
+/* Run `scenario` on `n` ranks spread over `gpus` GPUs (rank r on GPU
+ * r % gpus) with P2P_TRANSPORT=`transport`, each allowed `round_s` seconds
+ * per message: true when every rank reported ok, else false with what
+ * failed and the failing rank's stderr in why[]. */
+static bool ranks_ok(const char *scenario, int n, int gpus, const char *transport, int round_s,
+                     char *out, size_t out_len)
 {
     struct rank_proc r[MAX_RANKS];
     char why[4096] = "", tail[2048];
@@ -136,11 +141,12 @@ static bool ranks_ok(const char *scenario, int n, const char *transport, int rou
             setenv("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1", 1);
             setenv("NVSHMEM_DISABLE_NVLS", "1", 1);
             setenv("P2P_TRANSPORT", transport, 1);
-            char rk[16], nr[16], fd[16];
+            char rk[16], nr[16], fd[16], ng[16];
             snprintf(rk, sizeof(rk), "%d", k);
             snprintf(nr, sizeof(nr), "%d", n);
             snprintf(fd, sizeof(fd), "%d", sv[1]);
-            execl(P2PT_RANKS_PATH, "p2pt-ranks", scenario, rk, nr, fd, (char *)NULL);
+            snprintf(ng, sizeof(ng), "%d", gpus);
+            execl(P2PT_RANKS_PATH, "p2pt-ranks", scenario, rk, nr, fd, ng, (char *)NULL);
             fprintf(stderr, "cannot run %s\n", P2PT_RANKS_PATH);
             _exit(127);
         }
@@ -248,11 +254,17 @@ failed:
     return false;
 }
 
-static void run_ranks(const char *scenario, int n, const char *transport)
+static void run_ranks_on(const char *scenario, int n, int gpus, const char *transport)
 {
     static char why[8192];
-    if (!ranks_ok(scenario, n, transport, ROUND_S, why, sizeof(why)))
+    if (!ranks_ok(scenario, n, gpus, transport, ROUND_S, why, sizeof(why)))
         cr_assert_fail("%s", why);
+}
+
+/* A rank a GPU. */
+static void run_ranks(const char *scenario, int n, const char *transport)
+{
+    run_ranks_on(scenario, n, n, transport);
 }
 
 /* The ranks to run: 2, or 4 where 4 GPUs are visible; every pair must
@@ -321,14 +333,74 @@ Test(ranks, vmm_descriptors_reach_a_non_dumpable_exporter_s_peers_without_pidfd_
     run_ranks("handoff", 2, "auto");
 }
 
+Test(ranks, semaphores_in_each_other_s_memory_order_a_thousand_rounds_and_graph_replays)
+{
+    (void)ranks_here();
+    run_ranks("signals", 2, "tma");
+    run_ranks("signals", 2, "auto");
+}
+
+/* ------------------------------------------- processes sharing one GPU */
+
+/* Every scenario again with every rank on GPU 0, each its own process and
+ * context: what a machine of one GPU can check of sharing between
+ * processes. Imports are then local memory (explain says "local", no
+ * link's grid); CUDA IPC, VMM descriptors, pool imports, the signals and
+ * the closes are the same calls as between GPUs. */
+#define SHARED_RANKS 3
+
+static void put_get_on_one_gpu(const char *kind)
+{
+    gt_require_gpus(1);
+    static const char *const transports[] = {"ce", "tma", "auto"};
+    for (size_t t = 0; t < 3; t++)
+        run_ranks_on(kind, SHARED_RANKS, 1, transports[t]);
+}
+
+Test(ranks_one_gpu, cuMemAlloc_memory_at_an_offset_put_and_got_by_processes_on_its_gpu)
+{
+    put_get_on_one_gpu("legacy");
+}
+
+Test(ranks_one_gpu, one_vmm_allocation_put_and_got_by_processes_on_its_gpu)
+{
+    put_get_on_one_gpu("vmm1");
+}
+
+Test(ranks_one_gpu, vmm_allocations_side_by_side_put_and_got_by_processes_on_its_gpu)
+{
+    put_get_on_one_gpu("vmm3");
+}
+
+Test(ranks_one_gpu, pool_memory_put_and_got_by_processes_on_its_gpu) { put_get_on_one_gpu("pool"); }
+
+Test(ranks_one_gpu, bad_blobs_an_exporter_that_exits_a_waiting_close_and_the_handoff)
+{
+    gt_require_gpus(1);
+    run_ranks_on("bad_blobs", SHARED_RANKS, 1, "auto");
+    run_ranks_on("exporter_exits", 2, 1, "auto");
+    run_ranks_on("close_waits", 2, 1, "tma");
+    run_ranks_on("close_waits", 2, 1, "ce");
+    run_ranks_on("handoff", 2, 1, "auto");
+}
+
+Test(ranks_one_gpu, semaphores_in_each_other_s_memory_order_a_thousand_rounds_and_graph_replays)
+{
+    gt_require_gpus(1);
+    run_ranks_on("signals", 2, 1, "tma");
+    run_ranks_on("signals", 2, 1, "auto");
+}
+
 /* ------------------------------------------------ over the fake driver */
 
 Test(ranks_fake, every_kind_of_memory_put_and_got_between_two_processes)
 {
     gt_use_fake_driver();
     static const char *const kinds[] = {"legacy", "vmm1", "vmm3", "pool"};
-    for (size_t k = 0; k < P2PT_ARRAY_LEN(kinds); k++)
+    for (size_t k = 0; k < P2PT_ARRAY_LEN(kinds); k++) {
         run_ranks(kinds[k], 2, "ce");
+        run_ranks_on(kinds[k], 3, 1, "ce"); /* every rank on GPU 0 */
+    }
 }
 
 Test(ranks_fake, bad_blobs_an_exporter_that_exits_and_the_handoff)
@@ -346,10 +418,10 @@ Test(ranks_fake, a_rank_that_fails_or_stalls_ends_the_run_with_its_message)
      * killed, not waited for. */
     gt_use_fake_driver();
     char why[8192];
-    cr_assert_not(ranks_ok("no-such-scenario", 2, "ce", 30, why, sizeof(why)));
+    cr_assert_not(ranks_ok("no-such-scenario", 2, 2, "ce", 30, why, sizeof(why)));
     cr_expect(strstr(why, "no scenario \"no-such-scenario\"") != NULL, "%s", why);
     double t0 = now_s();
-    cr_assert_not(ranks_ok("stall", 2, "ce", 2, why, sizeof(why)));
+    cr_assert_not(ranks_ok("stall", 2, 2, "ce", 2, why, sizeof(why)));
     cr_expect(strstr(why, "sent nothing for 2 s") != NULL, "%s", why);
     cr_expect(now_s() - t0 < 30, "the stalled run took %.0f s", now_s() - t0);
 }

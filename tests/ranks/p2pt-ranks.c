@@ -5,8 +5,11 @@
  * run): rank r uses GPU r, exports memory it owns, and the ranks trade
  * blobs through the test process, their tiny bootstrap.
  *
- *   p2pt-ranks SCENARIO RANK NRANKS FD
+ *   p2pt-ranks SCENARIO RANK NRANKS FD [GPUS]
  *
+ * GPUS (default NRANKS) spreads the ranks over that many GPUs: rank r uses
+ * GPU r % GPUS, so GPUS 1 runs every rank on GPU 0, each its own process
+ * and context, as a machine of one GPU can.
  * FD is the rank's socket to the test process. A message is a type byte, a
  * 32-bit length and that many bytes: 'G' gathers (the test answers, once
  * every rank still running has sent one, with every contribution in rank
@@ -18,7 +21,9 @@
  *                 by side; pool memory. Every rank puts into every peer's
  *                 import (a host batch, and a device batch or, under ce,
  *                 single copies) and gets from it, at sizes 1, 15, 4097 and
- *                 65537 and odd offsets, random bytes; the owner checks
+ *                 65537 and odd offsets, random bytes (an import of a rank
+ *                 on this GPU is local memory, one of another GPU's a
+ *                 peer's: explain and the batch's grid say which); the owner checks
  *                 every byte of its memory after a barrier (guards and
  *                 untouched regions still poison), the getter every byte
  *                 of its destination. P2P_TRANSPORT picks the engine.
@@ -34,6 +39,14 @@
  *                 pidfd_getfd on it without CAP_SYS_PTRACE); rank 1
  *                 imports its VMM memory anyway: the descriptors cross by
  *                 the exporter's socket, not by pidfd_getfd.
+ *   signals       two ranks ping-pong through semaphores in each other's
+ *                 imported memory: rank 0 sends a round's changing bytes
+ *                 into rank 1's buffer by a device batch that signals
+ *                 rank 1; rank 1 waits, logs what arrived and signals
+ *                 back before rank 0 may send the next. 1,000 rounds, then
+ *                 200 replays of a captured graph of each side's part:
+ *                 every logged round holds its own bytes, never a stale
+ *                 round's, and no wait timed out.
  *   stall         rank 0 sends nothing: the harness's own test that a rank
  *                 that does not answer fails the run in time.
  */
@@ -59,7 +72,7 @@
 static const size_t sizes[PIECES] = {1, 15, 4097, 65537};
 static const size_t offs[PIECES] = {3, 1029, 8199, 65545};
 
-static int rank, nranks, sock;
+static int rank, nranks, gpus, sock;
 static const char *scenario;
 
 static void send_msg(char type, const void *data, uint32_t len)
@@ -358,11 +371,15 @@ static void put_get(char kind, p2pt_handle *h, int dev, CUstream s)
             OK(p2pt_share_import(h, dev, all[p].b, all[p].n, &ptr[p], &imp[p]));
     if (windows_of(h, dev) != windows + nranks - 1)
         fail("%d windows after %d imports (from %d)", windows_of(h, dev), nranks - 1, windows);
-    /* Every import is another GPU's memory, whatever the driver names for
-     * a legacy handle opened here (docs/IMPORTED_MEMORY.md). */
-    if (peer_windows_of(h, dev) != nranks - 1)
-        fail("%d of the %d imports are windows of another GPU's memory",
-             peer_windows_of(h, dev), nranks - 1);
+    /* An import of a rank on another GPU is that GPU's memory, whatever
+     * the driver names for a legacy handle opened here
+     * (docs/IMPORTED_MEMORY.md); one of a rank on this GPU is local. */
+    int elsewhere = 0;
+    for (int p = 0; p < nranks; p++)
+        elsewhere += p % gpus != rank % gpus;
+    if (peer_windows_of(h, dev) != elsewhere)
+        fail("%d of the %d imports are windows of another GPU's memory, expected %d",
+             peer_windows_of(h, dev), nranks - 1, elsewhere);
     if (props_of(h).share_mappings != (uint64_t)(nranks - 1))
         fail("share_mappings is %llu after %d imports",
              (unsigned long long)props_of(h).share_mappings, nranks - 1);
@@ -382,18 +399,22 @@ static void put_get(char kind, p2pt_handle *h, int dev, CUstream s)
             }
     CK(tcu.cuMemsetD8(dst, POISON, (size_t)2 * nranks * REGION));
     CK(tcu.cuCtxSynchronize());
-    /* A copy into an import pushes to its GPU and one out of it pulls, as
-     * the same copies do in one process. */
+    /* A copy into an import of another GPU's memory pushes to that GPU and
+     * one out of it pulls, as the same copies do in one process; an import
+     * of this GPU's memory is a local copy either way. */
     for (int p = 0; p < nranks; p++) {
         if (p == rank)
             continue;
+        const bool local = p % gpus == rank % gpus;
         p2pt_choice c = {sizeof(c)};
         OK(p2pt_explain_copy(h, ptr[p], (void *)(uintptr_t)src, CHUNK, s, &c));
-        if (strcmp(c.path, "push") != 0)
-            fail("a copy into rank %d's import is %s, not a push: %s", p, c.path, c.reason);
+        if (strcmp(c.path, local ? "local" : "push") != 0)
+            fail("a copy into rank %d's import is %s, not %s: %s", p, c.path,
+                 local ? "local" : "a push", c.reason);
         OK(p2pt_explain_copy(h, (void *)(uintptr_t)src, ptr[p], CHUNK, s, &c));
-        if (strcmp(c.path, "pull") != 0)
-            fail("a copy out of rank %d's import is %s, not a pull: %s", p, c.path, c.reason);
+        if (strcmp(c.path, local ? "local" : "pull") != 0)
+            fail("a copy out of rank %d's import is %s, not %s: %s", p, c.path,
+                 local ? "local" : "a pull", c.reason);
     }
     OK(p2pt_window_register(h, dev, (void *)(uintptr_t)src, src_bytes));
     OK(p2pt_window_register(h, dev, (void *)(uintptr_t)dst, (size_t)2 * nranks * REGION));
@@ -449,14 +470,17 @@ static void put_get(char kind, p2pt_handle *h, int dev, CUstream s)
                 continue;
             }
             OK(st);
-            /* Its pieces cross the peer link: the link's grid, said by explain. */
+            /* Pieces that may cross a peer link get the link's grid, said
+             * by explain; imports of this GPU's memory alone do not. */
             p2pt_choice c = {sizeof(c)};
             OK(p2pt_explain_batch_device(h, (p2pt_copy_desc *)(uintptr_t)ddescs,
                                          (uint32_t *)(uintptr_t)dcount, (uint32_t)max,
                                          (void *)(uintptr_t)ws, s, &c));
-            if (strstr(c.reason, "hold another GPU's memory, so at most") == NULL)
-                fail("a device batch into imports is not held to the link's CTAs: %s",
-                     c.reason);
+            const bool held = strstr(c.reason, "hold another GPU's memory, so at most") != NULL;
+            if (held != (elsewhere > 0))
+                fail("a device batch into imports, %d of them another GPU's memory, is%s held "
+                     "to the link's CTAs: %s",
+                     elsewhere, held ? "" : " not", c.reason);
             CK(tcu.cuStreamSynchronize(s));
             p2pt_batch_status bs;
             CK(tcu.cuMemcpyDtoH(&bs, ws, sizeof(bs)));
@@ -805,49 +829,249 @@ static void handoff(p2pt_handle *h, int dev)
     free(want);
 }
 
+/* ------------------------------------------------------------ signals */
+
+#define ROUNDS 1000
+#define REPLAYS 200
+#define SLOT ((size_t)4096 + 33)
+#define SEM_AREA ((size_t)4096)
+
+/* Round r's bytes (the graph's replays reuse rounds 0..REPLAYS-1). */
+static void round_bytes(unsigned char *p, int r) { random_bytes(p, SLOT, 31337ull + (uint64_t)r); }
+
+/* Every logged round against its own bytes; a stale round named. */
+static void expect_rounds(CUdeviceptr log, int n, const char *what)
+{
+    unsigned char *got = malloc((size_t)n * SLOT), *want = malloc(SLOT), *prev = malloc(SLOT);
+    if (got == NULL || want == NULL || prev == NULL)
+        fail("out of host memory");
+    CK(tcu.cuMemcpyDtoH(got, log, (size_t)n * SLOT));
+    for (int r = 0; r < n; r++) {
+        round_bytes(want, r);
+        if (memcmp(got + (size_t)r * SLOT, want, SLOT) == 0)
+            continue;
+        bool stale = false;
+        if (r > 0) {
+            round_bytes(prev, r - 1);
+            stale = memcmp(got + (size_t)r * SLOT, prev, SLOT) == 0;
+        }
+        size_t first = 0, poison = 0;
+        while (got[(size_t)r * SLOT + first] == want[first])
+            first++;
+        for (size_t i = 0; i < SLOT; i++)
+            poison += got[(size_t)r * SLOT + i] == POISON;
+        fail("%s: round %d's slot does not hold its bytes%s (first wrong byte %zu of %zu; %zu "
+             "bytes read as poison)",
+             what, r, stale ? ": it holds round r-1's (a stale read)" : "", first, SLOT, poison);
+    }
+    free(got);
+    free(want);
+    free(prev);
+}
+
+/* The batch status a workspace holds: its one piece copied. */
+static void expect_sent(CUdeviceptr ws, const char *what)
+{
+    p2pt_batch_status bs;
+    CK(tcu.cuMemcpyDtoH(&bs, ws, sizeof(bs)));
+    if (bs.copied != 1 || bs.skipped != 0)
+        fail("%s copied %u of 1, skipped %u (reasons 0x%x)", what, bs.copied, bs.skipped,
+             bs.reasons);
+}
+
+static void signals(p2pt_handle *h, int dev, CUstream s)
+{
+    if (nranks != 2)
+        fail("the signals scenario takes 2 ranks, not %d", nranks);
+    if (tcu.cuStreamBeginCapture == NULL)
+        fail("the driver has no stream capture");
+    /* Each rank's exported region: its semaphore, then a landing slot. */
+    struct mem m = mem_make('L', dev, SEM_AREA + SLOT);
+    CK(tcu.cuMemsetD8(m.base, 0, SEM_AREA));
+    CK(tcu.cuMemsetD8(m.base + SEM_AREA, POISON, SLOT));
+    CK(tcu.cuCtxSynchronize());
+    struct blobs mine = export_mem(h, &m), all[2];
+    gather(&mine, sizeof(mine), all, NULL);
+    const int peer = 1 - rank;
+    void *p = NULL;
+    p2pt_share_import_t *imp = NULL;
+    OK(p2pt_share_import(h, dev, all[peer].b, all[peer].n, &p, &imp));
+    OK(p2pt_prepare(h, dev));
+    void *const own_sem = (void *)(uintptr_t)m.base;
+    void *const peer_sem = p;
+    void *const peer_slot = (char *)p + SEM_AREA;
+    CUgraph g;
+    CUgraphExec x;
+    CUdeviceptr src = 0, descs = 0, count = 0, ws = 0, stage = 0, log = 0, log2 = 0;
+    if (rank == 0) {
+        /* The sender: every round's bytes on the GPU, a descriptor a round
+         * into the peer's slot. */
+        unsigned char *host = malloc((size_t)ROUNDS * SLOT);
+        p2pt_copy_desc *d = malloc(ROUNDS * sizeof(*d));
+        if (host == NULL || d == NULL)
+            fail("out of host memory");
+        for (int r = 0; r < ROUNDS; r++)
+            round_bytes(host + (size_t)r * SLOT, r);
+        CK(tcu.cuMemAlloc(&src, (size_t)ROUNDS * SLOT));
+        CK(tcu.cuMemAlloc(&stage, SLOT));
+        CK(tcu.cuMemAlloc(&descs, (ROUNDS + 1) * sizeof(*d)));
+        CK(tcu.cuMemAlloc(&count, 4));
+        CK(tcu.cuMemAlloc(&ws, p2pt_batch_workspace_bytes(1)));
+        CK(tcu.cuMemcpyHtoD(src, host, (size_t)ROUNDS * SLOT));
+        for (int r = 0; r < ROUNDS; r++)
+            d[r] = (p2pt_copy_desc){peer_slot, (void *)(uintptr_t)(src + (size_t)r * SLOT), SLOT};
+        CK(tcu.cuMemcpyHtoD(descs, d, ROUNDS * sizeof(*d)));
+        p2pt_copy_desc from_stage = {peer_slot, (void *)(uintptr_t)stage, SLOT};
+        CK(tcu.cuMemcpyHtoD(descs + ROUNDS * sizeof(*d), &from_stage, sizeof(from_stage)));
+        uint32_t one = 1;
+        CK(tcu.cuMemcpyHtoD(count, &one, 4));
+        CK(tcu.cuCtxSynchronize());
+        free(host);
+        free(d);
+        /* A device batch copies only pieces inside windows: the sources'. */
+        OK(p2pt_window_register(h, dev, (void *)(uintptr_t)src, (size_t)ROUNDS * SLOT));
+        OK(p2pt_window_register(h, dev, (void *)(uintptr_t)stage, SLOT));
+        /* Its graph: wait until the receiver took the last round, send the
+         * staged bytes, signal. */
+        CK(tcu.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+        OK(p2pt_wait_async(h, own_sem, 1, s));
+        OK(p2pt_copy_batch_device_signal_async(
+            h, (const p2pt_copy_desc *)(uintptr_t)(descs + ROUNDS * sizeof(p2pt_copy_desc)),
+            (const uint32_t *)(uintptr_t)count, 1, (void *)(uintptr_t)ws, &peer_sem, 1, s));
+        CK(tcu.cuStreamEndCapture(s, &g));
+    } else {
+        CK(tcu.cuMemAlloc(&log, (size_t)ROUNDS * SLOT));
+        CK(tcu.cuMemAlloc(&log2, (size_t)REPLAYS * SLOT));
+        CK(tcu.cuMemAlloc(&stage, SLOT));
+        CK(tcu.cuMemsetD8(log, POISON, (size_t)ROUNDS * SLOT));
+        CK(tcu.cuMemsetD8(log2, POISON, (size_t)REPLAYS * SLOT));
+        CK(tcu.cuCtxSynchronize());
+        /* Its graph: wait for a round, take it, signal the sender back. */
+        CK(tcu.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+        OK(p2pt_wait_async(h, own_sem, 1, s));
+        OK(p2pt_copy_async(h, (void *)(uintptr_t)stage, (char *)own_sem + SEM_AREA, SLOT, s));
+        OK(p2pt_signal_async(h, peer_sem, s));
+        CK(tcu.cuStreamEndCapture(s, &g));
+    }
+    CK(tcu.cuGraphInstantiateWithFlags(&x, g, 0));
+    barrier(); /* both sides ready; nothing sent yet */
+
+    /* The rounds, enqueued at once on both sides: only the semaphores
+     * order them. */
+    for (int r = 0; r < ROUNDS; r++) {
+        if (rank == 0) {
+            if (r > 0)
+                OK(p2pt_wait_async(h, own_sem, 1, s)); /* the receiver took round r-1 */
+            OK(p2pt_copy_batch_device_signal_async(
+                h, (const p2pt_copy_desc *)(uintptr_t)(descs + (size_t)r * sizeof(p2pt_copy_desc)),
+                (const uint32_t *)(uintptr_t)count, 1, (void *)(uintptr_t)ws, &peer_sem, 1, s));
+        } else {
+            OK(p2pt_wait_async(h, own_sem, 1, s));
+            OK(p2pt_copy_async(h, (void *)(uintptr_t)(log + (size_t)r * SLOT),
+                               (char *)own_sem + SEM_AREA, SLOT, s));
+            OK(p2pt_signal_async(h, peer_sem, s));
+        }
+    }
+    CK(tcu.cuStreamSynchronize(s));
+    if (rank == 0)
+        expect_sent(ws, "the last eager round");
+    if (rank == 1) {
+        expect_rounds(log, ROUNDS, "eager rounds");
+        say("%d eager rounds, each its own bytes", ROUNDS);
+    }
+    /* The replays: the sender stages round k's bytes before replay k, the
+     * receiver logs what replay k took. The sender's first replay waits
+     * for the receiver's signal of the last eager round. */
+    for (int k = 0; k < REPLAYS; k++) {
+        if (rank == 0) {
+            CK(tcu.cuMemcpyAsync(stage, src + (size_t)k * SLOT, SLOT, s));
+            CK(tcu.cuGraphLaunch(x, s));
+        } else {
+            CK(tcu.cuGraphLaunch(x, s));
+            CK(tcu.cuMemcpyAsync(log2 + (size_t)k * SLOT, stage, SLOT, s));
+        }
+    }
+    CK(tcu.cuStreamSynchronize(s));
+    if (rank == 0)
+        expect_sent(ws, "the last replay");
+    if (rank == 1) {
+        expect_rounds(log2, REPLAYS, "graph replays");
+        say("%d graph replays, each its own bytes", REPLAYS);
+    }
+    barrier(); /* both streams done: every signal sent has arrived */
+    uint64_t v[4];
+    CK(tcu.cuMemcpyDtoH(v, m.base, sizeof(v)));
+    /* Signals and waits count in the high halves (docs/SIGNALS.md). */
+    const uint64_t want = (uint64_t)(ROUNDS + REPLAYS) << 32;
+    if (v[0] != want || v[1] != (rank == 1 ? want : want - (1ull << 32)) || v[2] != 0)
+        fail("the semaphore reads value 0x%llx, expected 0x%llx, timeouts %llu",
+             (unsigned long long)v[0], (unsigned long long)want, (unsigned long long)v[2]);
+    barrier(); /* neither side touches the other's memory any more */
+    CK(tcu.cuGraphExecDestroy(x));
+    CK(tcu.cuGraphDestroy(g));
+    OK(p2pt_share_close(h, imp));
+    barrier();
+    OK(p2pt_share_unexport(h, (void *)(uintptr_t)m.base));
+    mem_free(&m);
+    if (rank == 0) {
+        OK(p2pt_window_unregister(h, dev, (void *)(uintptr_t)src));
+        OK(p2pt_window_unregister(h, dev, (void *)(uintptr_t)stage));
+    }
+    CUdeviceptr bufs[] = {src, descs, count, ws, stage, log, log2};
+    for (size_t i = 0; i < P2PT_ARRAY_LEN(bufs); i++)
+        if (bufs[i] != 0)
+            CK(tcu.cuMemFree(bufs[i]));
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 5) {
-        fprintf(stderr, "usage: %s SCENARIO RANK NRANKS FD\n", argv[0]);
+    if (argc != 5 && argc != 6) {
+        fprintf(stderr, "usage: %s SCENARIO RANK NRANKS FD [GPUS]\n", argv[0]);
         return 2;
     }
     scenario = argv[1];
     rank = atoi(argv[2]);
     nranks = atoi(argv[3]);
     sock = atoi(argv[4]);
+    gpus = argc == 6 ? atoi(argv[5]) : nranks;
+    if (gpus < 1 || gpus > nranks)
+        fail("GPUS %d: expected 1 to NRANKS (%d)", gpus, nranks);
     /* P2P_CUDA_LIBRARY, as the library reads it: the fake driver runs the
      * scenarios that need no kernel on a CPU. */
     if (p2pt_test_driver_load(getenv("P2P_CUDA_LIBRARY")) != P2PT_SUCCESS)
         fail("no CUDA driver: %s", p2pt__last_error_text());
     int count = 0;
     CK(tcu.cuDeviceGetCount(&count));
-    if (count < nranks)
-        fail("%d ranks, %d GPUs: rank r uses GPU r", nranks, count);
+    if (count < gpus)
+        fail("ranks over %d GPUs, %d visible: rank r uses GPU r %% %d", gpus, count, gpus);
     CUdevice dev;
     CUcontext ctx;
-    CK(tcu.cuDeviceGet(&dev, rank));
+    CK(tcu.cuDeviceGet(&dev, rank % gpus));
     CK(tcu.cuDevicePrimaryCtxRetain(&ctx, dev));
     CK(tcu.cuCtxSetCurrent(ctx));
     p2pt_handle *h = NULL;
     OK(p2pt_init(NULL, &h));
     CUstream s;
     CK(tcu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    const int gpu = (int)dev; /* the device the scenarios map and copy for */
     if (strcmp(scenario, "legacy") == 0)
-        put_get('L', h, rank, s);
+        put_get('L', h, gpu, s);
     else if (strcmp(scenario, "vmm1") == 0)
-        put_get('V', h, rank, s);
+        put_get('V', h, gpu, s);
     else if (strcmp(scenario, "vmm3") == 0)
-        put_get('W', h, rank, s);
+        put_get('W', h, gpu, s);
     else if (strcmp(scenario, "pool") == 0)
-        put_get('P', h, rank, s);
+        put_get('P', h, gpu, s);
     else if (strcmp(scenario, "bad_blobs") == 0)
-        bad_blobs(h, rank);
+        bad_blobs(h, gpu);
     else if (strcmp(scenario, "exporter_exits") == 0)
-        exporter_exits(h, rank);
+        exporter_exits(h, gpu);
     else if (strcmp(scenario, "close_waits") == 0)
-        close_waits(h, rank, s);
+        close_waits(h, gpu, s);
     else if (strcmp(scenario, "handoff") == 0)
-        handoff(h, rank);
+        handoff(h, gpu);
+    else if (strcmp(scenario, "signals") == 0)
+        signals(h, gpu, s);
     else if (strcmp(scenario, "stall") == 0 && rank == 0)
         pause();
     else if (strcmp(scenario, "stall") == 0)
