@@ -724,7 +724,11 @@ P2PT_API p2pt_status p2pt_share_unexport(p2pt_handle *h, const void *base);
  * (p2pt_window_register: device batches may touch it; it counts against
  * properties.max_windows). `*imp` names the import for p2pt_share_close.
  * Importing the same export again for the same device returns the same
- * pointer and import and counts it: each import needs its close.
+ * pointer and import and counts it: each import needs its close. So does
+ * another export of the same range of the same legacy or pool allocation
+ * (an exporter that unexported and exported it again) while that import is
+ * open: CUDA would hand the same addresses out again. VMM memory exported
+ * again is mapped anew.
  *
  * Nothing is mapped, and the status names what is wrong, when a blob is
  * malformed (not a p2pt blob, a bad checksum, fields that contradict each

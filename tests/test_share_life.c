@@ -68,7 +68,8 @@ struct exported {
 /* The exporter process: memory of `kind` ('L' cuMemAlloc, 'V' three VMM
  * allocations, 'P' a shareable pool) on `device`, RANGE bytes of it filled
  * with theirs() and exported; then, for each byte from the parent: 'c'
- * answers whether the range holds ours(), 'x' exits at once (its handle
+ * answers whether the range holds ours(), 'r' ends the export and exports
+ * the range again (its new blobs sent), 'x' exits at once (its handle
  * finalized). No Criterion assertions: a forked
  * child answers through the pipe. */
 static int exporter(char kind, int device, int out, int in)
@@ -149,6 +150,13 @@ serve:;
             char v = holds(base, RANGE, ours) ? 'y' : 'n';
             if (write(out, &v, 1) != 1)
                 return 7;
+        } else if (c == 'r') {
+            struct exported again = {4, {{{0}}}};
+            if (p2pt_share_unexport(h, (void *)base) ||
+                p2pt_share_export(h, (void *)base, kind == 'V' ? VMM_BYTES : RANGE, again.b,
+                                  &again.n) ||
+                !st_write(out, &again, sizeof(again)))
+                return 8;
         } else if (c == 'x') {
             p2pt_finalize(h);
             return 0;
@@ -298,6 +306,58 @@ Test(share, an_export_of_the_importing_gpu_is_not_another_gpus_memory)
 {
     round_trip('L', 1, 0); /* two processes on one GPU */
     round_trip('V', 3, 0);
+}
+
+/* An exporter that ends its export and exports the range again hands out
+ * new blobs (a new token). Imported while the first import is open, the
+ * same range of the same legacy or pool allocation shares that import's
+ * mapping (the driver would hand out the same addresses, whose window
+ * stands); VMM memory is mapped anew. Every import needs its close. */
+static void export_again(char kind, const char *opens_with)
+{
+    p2pt_handle *h = fake_handle();
+    struct peer p = start_exporter(kind, 1);
+    p2pt_share_import_t *i1 = NULL, *i2 = NULL;
+    CUdeviceptr at1 = (CUdeviceptr)(uintptr_t)import_theirs(h, &p, &i1);
+    cr_assert_eq(write(p.to, "r", 1), 1);
+    struct exported again;
+    cr_assert(st_read(p.from, &again, sizeof(again)), "the exporter did not export again");
+    cr_assert_eq(again.n, p.e.n);
+    cr_assert_neq(memcmp(again.b, p.e.b, sizeof(again.b[0])), 0, "a new export, new blobs");
+    unsigned long opens = gt_fake_calls(opens_with);
+    void *at2 = NULL;
+    GT_OK(p2pt_share_import(h, 0, again.b, again.n, &at2, &i2));
+    p2pt_properties pr = gt_props(h);
+    cr_expect_eq(pr.share_imports_open, 2);
+    if (kind == 'V') {
+        cr_expect_neq((CUdeviceptr)(uintptr_t)at2, at1, "VMM memory is mapped anew");
+        cr_expect_eq(pr.share_mappings, 2);
+        cr_expect_neq(i2, i1);
+    } else {
+        cr_expect_eq((CUdeviceptr)(uintptr_t)at2, at1, "the open mapping, shared");
+        cr_expect_eq(i2, i1);
+        cr_expect_eq(pr.share_mappings, 1);
+        cr_expect_eq(gt_fake_calls(opens_with), opens, "%s not called again", opens_with);
+    }
+    size_t n = kind == 'V' ? VMM_BYTES : RANGE;
+    cr_expect(holds((CUdeviceptr)(uintptr_t)at2, n, theirs), "the second import reads theirs");
+    GT_OK(p2pt_share_close(h, i1));
+    cr_expect(holds((CUdeviceptr)(uintptr_t)at2, n, theirs), "one close leaves the other mapped");
+    GT_OK(p2pt_share_close(h, i2));
+    pr = gt_props(h);
+    cr_expect_eq(pr.share_imports_open, 0);
+    cr_expect_eq(pr.share_mappings, 0);
+    cr_expect_eq(st_windows(h, 0), 0);
+    end_exporter(&p);
+    p2pt_finalize(h);
+}
+
+Test(share, a_range_exported_again_shares_the_open_legacy_or_pool_mapping_and_vmm_maps_anew)
+{
+    gt_use_fake_driver();
+    export_again('L', "cuIpcOpenMemHandle");
+    export_again('P', "cuMemPoolImportPointer");
+    export_again('V', "cuMemMap");
 }
 
 Test(share, a_vmm_import_keeps_the_memory_after_the_exporter_exits)

@@ -28,6 +28,7 @@ struct p2pt_share_import {
     int device;
     int kind;
     uint8_t token[P2PT_SHARE_TOKEN_BYTES];
+    uint8_t payload[P2PT_SHARE_PAYLOAD_BYTES]; /* legacy, pool: names the allocation */
     uint32_t pid;
     int refs;
     bool self;    /* this process's own legacy or pool memory, used where it is */
@@ -292,12 +293,24 @@ static void import_free(struct p2pt_share_import *i)
 }
 
 /* The open import of `token` for `device` (the caller holds sh->lock). */
-static struct p2pt_share_import *find(struct p2pt_share *sh, int device, const uint8_t *token)
+/* An open import of `device` that `d`'s export maps as it is: the same
+ * export, or another export of the same range of the same legacy or pool
+ * allocation (an exporter that ended its export and exported the range
+ * again): the driver would hand the same addresses out again, whose window
+ * stands already. */
+static struct p2pt_share_import *find(struct p2pt_share *sh, int device,
+                                      const struct p2pt_share_desc *d)
 {
-    for (struct p2pt_share_import *i = sh->imports; i != NULL; i = i->next)
-        if (i->device == device && !i->closing &&
-            memcmp(i->token, token, P2PT_SHARE_TOKEN_BYTES) == 0)
+    for (struct p2pt_share_import *i = sh->imports; i != NULL; i = i->next) {
+        if (i->device != device || i->closing)
+            continue;
+        if (memcmp(i->token, d->token, P2PT_SHARE_TOKEN_BYTES) == 0)
             return i;
+        if (d->kind != P2PT_SHARE_VMM && i->kind == d->kind && i->pid == d->pid &&
+            i->span == d->span && i->offset == d->offset && i->bytes == d->bytes &&
+            memcmp(i->payload, d->payload, P2PT_SHARE_PAYLOAD_BYTES) == 0)
+            return i;
+    }
     return NULL;
 }
 
@@ -365,7 +378,7 @@ p2pt_status p2pt__share_import(struct p2pt_handle *h, int device, const p2pt_sha
     map_locked = true;
 
     pthread_mutex_lock(&sh->lock);
-    struct p2pt_share_import *old = find(sh, device, d[0].token);
+    struct p2pt_share_import *old = find(sh, device, &d[0]);
     if (old != NULL) {
         old->refs++;
         atomic_fetch_add(&sh->imports_open, 1);
@@ -385,6 +398,7 @@ p2pt_status p2pt__share_import(struct p2pt_handle *h, int device, const p2pt_sha
     i->device = device;
     i->kind = d[0].kind;
     memcpy(i->token, d[0].token, sizeof(i->token));
+    memcpy(i->payload, d[0].payload, sizeof(i->payload));
     i->pid = d[0].pid;
     i->self = own;
     i->span = d[0].span;
