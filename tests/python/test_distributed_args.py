@@ -101,3 +101,111 @@ def test_a_value_that_differs_between_ranks_is_named_on_every_rank():
                     "4 and 2",
                     "where: every rank gives one n; rank 0 gave 4 and 2, rank 1 (this one) "
                     "8 and 2"], said
+
+
+class _FakeShareHandle:
+    """share()'s handle calls, logged; `fail` names the call that raises a
+    p2pt.Error here."""
+
+    def __init__(self, rank, fail):
+        self.rank, self.fail, self.log = rank, fail, []
+
+    def _maybe_fail(self, call):
+        if self.fail == call:
+            import p2pt
+            raise p2pt.Error(6, f"{call} refused on rank {self.rank}")
+
+    def share_export(self, base, nbytes):
+        self._maybe_fail("export")
+        self.log.append(f"export {base:#x}")
+        return [b"rank%d" % self.rank]
+
+    def share_import(self, device, blobs):
+        self._maybe_fail("import")
+        self.log.append(f"import {blobs[0].decode()}")
+        return 0x10000 * (1 + int(blobs[0][4:])), f"imp{blobs[0][4:].decode()}"
+
+    def share_unexport(self, base):
+        self.log.append(f"unexport {base:#x}")
+
+    def share_close(self, imp):
+        self.log.append(f"close {imp}")
+
+
+def _exchange_worker(rank, world, path, out):
+    import torch.distributed as dist
+    from p2pt.distributed import _share
+    dist.init_process_group("gloo", init_method=f"file://{path}", rank=rank, world_size=world)
+    said = []
+    # Every rank well; rank 1's export refused; rank 0's import refused.
+    for fail_on in (None, (1, "export"), (0, "import")):
+        h = _FakeShareHandle(rank, fail_on[1] if fail_on and fail_on[0] == rank else None)
+        try:
+            got = _share._exchange(h, 0, 0x1000 * (rank + 1), 256, 16 * (rank + 1), None)
+            said.append(f"{got} | {'; '.join(h.log)}")
+        except Exception as e:
+            said.append(f"{type(e).__name__} {getattr(e, 'status', '-')}: {e} | "
+                        f"{'; '.join(h.log)}")
+    dist.barrier()  # the group still works after every failure
+    with open(f"{out}.{rank}", "w") as f:
+        f.write("\n".join(said))
+    dist.destroy_process_group()
+
+
+def test_share_ends_its_export_and_a_failing_rank_fails_every_rank_naming_it():
+    """share()'s exchange over gloo on the CPU, with a handle that logs:
+    every rank imports every peer's export at that peer's offset, then
+    ends its own export (after the gather that says every import is made);
+    a rank whose export or import is refused raises its p2pt.Error, and
+    every other rank one naming it with the same status, none waiting for
+    it; exports end and imports made are closed either way."""
+    import os
+    import tempfile
+    import torch.multiprocessing as mp
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "said")
+        mp.spawn(_exchange_worker, args=(2, os.path.join(d, "rendezvous"), out), nprocs=2,
+                 join=True)
+        said = [open(f"{out}.{r}").read().split("\n") for r in range(2)]
+    assert said[0] == [
+        "[None, (131104, 'imp1')] | export 0x1000; import rank1; unexport 0x1000",
+        "Error 6: p2pt status 6 (NOT_SUPPORTED): p2pt.distributed.share: rank 1 failed: "
+        "export refused on rank 1 | export 0x1000; unexport 0x1000",
+        "Error 6: p2pt status 6 (NOT_SUPPORTED): import refused on rank 0 | export 0x1000; "
+        "unexport 0x1000",
+    ], said[0]
+    assert said[1] == [
+        "[(65552, 'imp0'), None] | export 0x2000; import rank0; unexport 0x2000",
+        "Error 6: p2pt status 6 (NOT_SUPPORTED): export refused on rank 1 | ",
+        "Error 6: p2pt status 6 (NOT_SUPPORTED): p2pt.distributed.share: rank 0 failed: "
+        "import refused on rank 0 | export 0x2000; import rank0; close imp0; unexport 0x2000",
+    ], said[1]
+
+
+class _FakeSymmetric:
+    """The parts of PyTorch's _SymmetricMemory that share() reads."""
+
+    def __init__(self, base, rank=0, world=3):
+        self.buffer_ptrs, self.rank, self.world_size, self.asked = [base] * world, rank, world, []
+
+    def get_buffer(self, rank, sizes, dtype, storage_offset=0):
+        self.asked.append((rank, tuple(sizes), dtype, storage_offset))
+        return f"rank {rank}"
+
+
+def test_a_symmetric_memory_view_maps_each_peer_at_its_own_offset():
+    """A tensor inside its symmetric buffer (a view at an offset): each
+    peer's buffer is asked for at that offset, in elements; a tensor at a
+    byte offset that is no whole element is a ValueError naming it."""
+    from p2pt.distributed import _share
+    buf = torch.zeros(1024, dtype=torch.int32)
+    view = buf[40:104].view(8, 8)
+    sh = _FakeSymmetric(buf.data_ptr(), rank=1)
+    got = _share._symmetric_views(sh, view)
+    assert got[1] is view and got[0] == "rank 0" and got[2] == "rank 2"
+    assert sh.asked == [(0, (8, 8), torch.int32, 40), (2, (8, 8), torch.int32, 40)]
+    # A buffer that starts 2 bytes before the tensor (its dtype viewed
+    # otherwise by its owner): no int32 of the peers' lies there.
+    with pytest.raises(ValueError, match="a tensor 2 bytes into its symmetric buffer, not a "
+                                         "whole number of its 4-byte elements"):
+        _share._symmetric_views(_FakeSymmetric(buf.data_ptr() - 2), buf[:8])

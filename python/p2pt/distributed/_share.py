@@ -4,10 +4,17 @@ GPU: every rank exports its tensor's memory (p2pt_share_export), the blobs
 travel through torch.distributed, and every rank imports every peer's for
 its own device (p2pt_share_import), where p2pt's batches and signals reach
 it. A tensor from PyTorch's symmetric memory is taken as it is: its peers'
-buffers are already mapped here."""
+buffers are already mapped here.
+
+An export lives for the call alone: every rank imports, the ranks say
+how that went (a collective), and every rank ends its export, whose
+imports stay mapped. A rank whose export or import fails makes the call
+fail on every rank, naming it, so that no rank waits for it in a later
+collective."""
 import torch
 import torch.distributed as dist
 
+from .._lib import Error
 from ..torch import _handles
 from ._args import described, same_on_every_rank
 
@@ -37,6 +44,20 @@ class _Import:
             pass
 
 
+def _symmetric_views(sh, tensor):
+    """Every rank's `tensor` in PyTorch's symmetric memory `sh`: this
+    rank's own, and each peer's buffer at the offset `tensor` has in this
+    rank's (a view may start inside the buffer)."""
+    size = tensor.element_size()
+    at = tensor.data_ptr() - sh.buffer_ptrs[sh.rank] if hasattr(sh, "buffer_ptrs") else \
+        tensor.storage_offset() * size
+    if at < 0 or at % size:
+        raise ValueError(f"p2pt.distributed.share: a tensor {at} bytes into its symmetric "
+                         f"buffer, not a whole number of its {size}-byte elements")
+    return [sh.get_buffer(r, tensor.shape, tensor.dtype, at // size) if r != sh.rank
+            else tensor for r in range(sh.world_size)]
+
+
 def _symmetric_peers(tensor, group):
     """The peers' buffers of a symmetric-memory tensor, or None when it is
     not one (or PyTorch has no symmetric memory)."""
@@ -53,8 +74,66 @@ def _symmetric_peers(tensor, group):
         return None
     if sh is None:
         return None
-    return [sh.get_buffer(r, tensor.shape, tensor.dtype) if r != sh.rank else tensor
-            for r in range(sh.world_size)]
+    return _symmetric_views(sh, tensor)
+
+
+def _failed(e):
+    """What a rank says of its failure: (status, text) of a p2pt.Error, or
+    (None, the exception named)."""
+    if isinstance(e, Error):
+        return (e.status, e.text)
+    return (None, f"{type(e).__name__}: {e}")
+
+
+def _raise_first(where, said, rank, mine):
+    """Where a rank said it failed: raise on every rank, this rank's own
+    exception if it is the first that failed, else one naming that rank."""
+    for r, why in enumerate(said):
+        if why is None:
+            continue
+        if r == rank and mine is not None:
+            raise mine
+        status, text = why
+        text = f"{where}: rank {r} failed: {text}"
+        raise Error(status, text) if status is not None else RuntimeError(text)
+
+
+def _exchange(h, device, base, nbytes, offset, group):
+    """Export [base, base + nbytes) of this rank, import every peer's for
+    `device`, end the export (a collective of two gathers): the peers'
+    [(address, import)] at their `offset`, None at this rank's."""
+    where = "p2pt.distributed.share"
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    blobs, mine = None, None
+    try:
+        blobs = h.share_export(base, nbytes)
+    except Exception as e:
+        mine = e
+    every = [None] * world
+    dist.all_gather_object(every, (blobs, offset, None if mine is None else _failed(mine)),
+                           group=group)
+    try:
+        _raise_first(where, [e[2] for e in every], rank, mine)
+        out, made = [None] * world, []
+        try:
+            for r, (peer_blobs, at, _) in enumerate(every):
+                if r != rank:
+                    ptr, imp = h.share_import(device, peer_blobs)
+                    made.append(imp)
+                    out[r] = (ptr + at, imp)
+        except Exception as e:
+            mine = e
+        said = [None] * world
+        # Also the barrier after which no peer imports this rank's export.
+        dist.all_gather_object(said, None if mine is None else _failed(mine), group=group)
+        if any(why is not None for why in said):
+            for imp in made:
+                h.share_close(imp)
+            _raise_first(where, said, rank, mine)
+        return out
+    finally:
+        if blobs is not None:
+            h.share_unexport(base)
 
 
 def share(tensor, group=None, *, handle=None):
@@ -67,7 +146,10 @@ def share(tensor, group=None, *, handle=None):
     rank, naming both. A tensor of PyTorch's symmetric memory is shared
     through PyTorch's rendezvous, which waits for every rank: pass one on
     every rank or on none. The peers' memory stays mapped while a
-    returned tensor over it lives."""
+    returned tensor over it lives; the export ends before the call returns
+    (an export of the same storage this handle made itself ends with it).
+    A rank whose export or import fails raises its p2pt.Error, and every
+    other rank one naming it: no rank is left waiting."""
     if not isinstance(tensor, torch.Tensor) or not tensor.is_cuda or not tensor.is_contiguous():
         raise ValueError(f"p2pt.distributed.share: expected a contiguous CUDA tensor, "
                          f"not {described(tensor)}")
@@ -84,20 +166,16 @@ def share(tensor, group=None, *, handle=None):
     same_on_every_rank("p2pt.distributed.share", "every rank passes a tensor of one shape and "
                        "dtype", "passed", (tuple(tensor.shape), str(tensor.dtype)),
                        lambda k: f"{list(k[0])} {k[1]}", group)
-    rank, world = dist.get_rank(group), dist.get_world_size(group)
     s = tensor.untyped_storage()
     # The whole storage crosses (a view may start inside it), with the
     # tensor's offset in it.
-    blobs = h.share_export(s.data_ptr(), s.nbytes())
-    mine = (blobs, tensor.data_ptr() - s.data_ptr(), tensor.nbytes)
-    every = [None] * world
-    dist.all_gather_object(every, mine, group=group)
+    got = _exchange(h, device, s.data_ptr(), s.nbytes(), tensor.data_ptr() - s.data_ptr(), group)
     out = []
-    for r, (peer_blobs, offset, nbytes) in enumerate(every):
-        if r == rank:
+    for r, peer in enumerate(got):
+        if peer is None:
             out.append(tensor)
             continue
-        ptr, imp = h.share_import(device, peer_blobs)
-        flat = _as_tensor(ptr + offset, nbytes, device, _Import(h, imp))
+        ptr, imp = peer
+        flat = _as_tensor(ptr, tensor.nbytes, device, _Import(h, imp))
         out.append(flat.view(tensor.dtype).view(tensor.shape))
     return out
