@@ -209,3 +209,21 @@ def test_a_symmetric_memory_view_maps_each_peer_at_its_own_offset():
     with pytest.raises(ValueError, match="a tensor 2 bytes into its symmetric buffer, not a "
                                          "whole number of its 4-byte elements"):
         _share._symmetric_views(_FakeSymmetric(buf.data_ptr() - 2), buf[:8])
+
+
+def test_alltoallv_refuses_a_group_whose_windows_its_handle_cannot_hold(monkeypatch):
+    """A window a peer and six of its own, of the handle's max_windows: a
+    ValueError naming the most ranks, before any collective."""
+
+    class Few:
+        def properties(self):
+            return {"max_windows": 16}
+
+    monkeypatch.setattr(av.dist, "get_world_size", lambda group=None: 12)
+    monkeypatch.setattr(av.dist, "get_rank", lambda group=None: 0)
+    monkeypatch.setattr(av._handles, "_get", lambda hid: Few())
+    monkeypatch.setattr(av._handles, "_hid", lambda handle: 0)
+    with pytest.raises(ValueError, match="a group of 12 ranks; its handle holds a window of each "
+                                         "peer's buffers and 6 of its own, of at most 16 a "
+                                         "device, so at most 11 ranks"):
+        pd.AlltoallV(16, 16)

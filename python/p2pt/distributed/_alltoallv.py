@@ -44,6 +44,7 @@ written (an empty device batch that ends with the signals) and waits for
 theirs; then row t for rank d lies in `peer_y[d]` at `places(dest)[t, d]`,
 for a kernel that reads and reduces the rows in one pass (a MoE combine's
 weighted sum, bench/results/peer.md 5d)."""
+import math
 from collections import namedtuple
 
 import torch
@@ -53,10 +54,13 @@ from .._handle import BATCH_SIGNALS_MAX, COUNT_COLS_MAX, Handle
 from ..torch import _handles
 from ._args import described, positive_int, same_on_every_rank
 from ._share import share
-from ._signals import bump, direct, semaphores, wait
+from ._signals import SEMAPHORE_WORDS, bump, direct, wait
 
 _COUNTS, _ROWS, _BACK, _READY, _CHUNK0 = range(5)  # each rank's semaphores: chunk c's is _CHUNK0 + c
 _MAX_CHUNKS = 16
+# Windows of a step's handle besides the peers': the shared buffer, descs,
+# my_slots, own_descs, back_split, and a dispatch's x.
+_OWN_WINDOWS = 6
 _LINK_CTAS = 32  # the peer link's built-in grid (P2P_TRANSPORT_LINK_PEER)
 
 
@@ -143,7 +147,8 @@ class AlltoallV:
     at most `max_rows` from one rank to another a step. Collective to make
     (every rank calls it, with the same max_rows and row_bytes, else a
     ValueError on every rank names both): it allocates and shares the
-    receive buffers, the count matrix and the semaphores. Then each step:
+    receive buffers, the count matrix and the semaphores (one allocation,
+    one export, one window a peer). Then each step:
 
         recv, counts = a2a.dispatch(x, dest)   # x: [T, row_bytes] view, dest: [T, G] bool
         ...                                    # write what goes back into a2a.y
@@ -184,18 +189,25 @@ class AlltoallV:
                              f"exchange counts at most {COUNT_COLS_MAX} ranks, so at most "
                              f"{most} ranks")
         self.rank = dist.get_rank(group)
+        self.handle, self.hid = handle, _handles._hid(handle)
+        self.h = _handles._get(self.hid)
+        # A window a peer (its shared buffer) and _OWN_WINDOWS here, of a
+        # handle's max_windows a device: the same on every rank.
+        windows = self.h.properties()["max_windows"]
+        if self.G - 1 + _OWN_WINDOWS > windows:
+            raise ValueError(f"p2pt.distributed.AlltoallV: a group of {self.G} ranks; its "
+                             f"handle holds a window of each peer's buffers and "
+                             f"{_OWN_WINDOWS} of its own, of at most {windows} a device, so "
+                             f"at most {windows - _OWN_WINDOWS + 1} ranks")
         same_on_every_rank("p2pt.distributed.AlltoallV", "every rank gives the same max_rows "
                            "and row_bytes", "gave", (max_rows, row_bytes),
                            lambda z: f"{z[0]} and {z[1]}", group)
-        self.handle, self.hid = handle, _handles._hid(handle)
-        self.h = _handles._get(self.hid)
         self._own_h = self._own_handle(_own_ctas(self.G))
         self._own_hid = self._own_h.pointer
         self.device = torch.cuda.current_device()
         self.max_rows, self.rb = int(max_rows), int(row_bytes)
         dev = torch.device("cuda", self.device)
         self._local(dev)
-        self.sems = semaphores(self.sems_n, self.device)
         self.ws = torch.zeros(self.h.workspace_bytes(self.cap), dtype=torch.uint8, device=dev)
         self.ws_own = torch.zeros(self.h.workspace_bytes(self.max_rows), dtype=torch.uint8,
                                   device=dev)
@@ -209,11 +221,9 @@ class AlltoallV:
         self._side = torch.cuda.Stream(dev)
         self._side2 = torch.cuda.Stream(dev)
         torch.cuda.synchronize(dev)
-        self._link(*(share(t, group, handle=handle)
-                     for t in (self.recv, self.back, self.slots, self.matrix, self.sems, self.y)))
-        for t in (self.recv, self.y, self.matrix, self.sems, self.descs, self.back,
-                  self.slots, self.my_slots, self.own_descs,
-                  self.back_split):
+        peers = share(self._shared, group, handle=handle)
+        self._link(*zip(*(self._shared_views(p) for p in peers)))
+        for t in (self._shared, self.descs, self.my_slots, self.own_descs, self.back_split):
             _handles._windows(self.h, self.device, [t.untyped_storage()])
         if self._own_h is not self.h:
             _handles._ready(self._own_h, self.device)
@@ -243,20 +253,20 @@ class AlltoallV:
         self._dev = dev
         u8 = dict(dtype=torch.uint8, device=dev)
         i64 = dict(dtype=torch.int64, device=dev)
-        self.recv = torch.empty(G * self.max_rows, self.rb, **u8)
-        self.y = torch.empty(G * self.max_rows, self.rb, **u8)
+        self.sems_n = _CHUNK0 + _MAX_CHUNKS
+        # What the peers reach (recv, back, slots, matrix, semaphores, y:
+        # _shared_views), in one allocation that crosses as one export: a
+        # window a peer, where six would hold 6 (G - 1) of a handle's
+        # windows. Zeroed: the semaphores must start at 0.
+        self._shared = torch.zeros(self._shared_bytes(), **u8)
+        self.recv, self.back, self.slots, self.matrix, self.sems, self.y = \
+            self._shared_views(self._shared)
         self._y_at = torch.tensor(self.y.data_ptr(), **i64)
-        self.matrix = torch.zeros(G, G, **i64)
         self._mine = self.matrix[self.rank]  # my row: the rows I send to each rank
         self._off = torch.zeros(G, **i64)  # where my rows start in each rank's recv
-        self.back = torch.empty(self.max_rows, G, self.rb, **u8)
-        # slots[k]: the slot (token * G + rank) in its source's back of the
-        # row recv[k]; sent packed by destination beside the rows.
-        self.slots = torch.zeros(G * self.max_rows, **i64)
         self.my_slots = torch.zeros(G * self.max_rows + 1, **i64)  # the last: a sink
         self._upto = torch.zeros(G * self.max_rows, **i64)  # [G, T]: _counts_out's places
         self._counted = None  # the tokens of the last dispatch's counts (places() reads them)
-        self.sems_n = _CHUNK0 + _MAX_CHUNKS
         self.count_n = torch.tensor([G], dtype=torch.int32, device=dev)
         # A dispatch's pieces: to each rank the run of slots of my rows to
         # it (a batch of their own), then T * G rows (row t to rank d at
@@ -326,6 +336,35 @@ class AlltoallV:
         self._step = (None, None)
         self._col = self.matrix[:, self.rank]  # rows from each source, in recv's order
         self._n_own_back = self._n_own[self.max_rows:]
+
+    def _shared_layout(self):
+        """(dtype, shape) of each shared tensor, in _shared_views' order:
+        recv and y [G * max_rows, rb] (y: recv's layout), back [max_rows, G,
+        rb], slots [G * max_rows] (slots[k]: the slot, token * G + rank, in
+        its source's back of the row recv[k]; sent packed by destination
+        beside the rows), the count matrix [G, G], the semaphores."""
+        G, T, rb = self.G, self.max_rows, self.rb
+        return [(torch.uint8, (G * T, rb)), (torch.uint8, (T, G, rb)), (torch.int64, (G * T,)),
+                (torch.int64, (G, G)), (torch.int64, (self.sems_n, SEMAPHORE_WORDS)),
+                (torch.uint8, (G * T, rb))]
+
+    @staticmethod
+    def _aligned(n):
+        return (n + 255) // 256 * 256
+
+    def _shared_bytes(self):
+        return sum(self._aligned(math.prod(shape) * torch.empty((), dtype=dt).element_size())
+                   for dt, shape in self._shared_layout())
+
+    def _shared_views(self, buf):
+        """recv, back, slots, matrix, sems and y over `buf` (a rank's shared
+        allocation, as mapped here), each at a 256-byte boundary."""
+        out, at = [], 0
+        for dt, shape in self._shared_layout():
+            n = math.prod(shape) * torch.empty((), dtype=dt).element_size()
+            out.append(buf[at:at + n].view(dt).view(shape))
+            at += self._aligned(n)
+        return out
 
     def _link(self, peer_recv, peer_back, peer_slots, peer_matrix, peer_sems, peer_y):
         """Every rank's shared tensors, as mapped here (rank order): the
