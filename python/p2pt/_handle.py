@@ -271,11 +271,14 @@ class Handle:
     def __exit__(self, *exc):
         self.close()
 
-    def window(self, device, base, nbytes, owner):
+    def window(self, device, base, nbytes, owner, *, moves=False):
         """Register [base, base + nbytes) for device batches on `device` for
         as long as `owner` (any object that holds the memory, e.g. a tensor)
         lives; see Window. A base already registered through this call with
-        at least nbytes returns the same Window."""
+        at least nbytes returns the same Window. `moves`: [base, base +
+        nbytes) is all the memory `owner` holds, which it may move (a
+        storage that resize_ reallocates): a window of `owner` on `device`
+        at another base, made with `moves` too, is released first."""
         key = (device, base)
         with self._live.lock:  # two threads, one storage: one registration
             w = self._windows.get(key)
@@ -283,6 +286,10 @@ class Handle:
                 return w
             if w is not None:
                 w.release()
+            if moves:
+                for old in [o for o in self._windows.values()
+                            if o.moves and o.device == device and o.owner() is owner]:
+                    old.release()
             # The finalizer first: an owner that cannot be weakly referenced
             # is refused before anything is registered.
             fin = weakref.finalize(owner, _unregister, self._live, self._windows, key)
@@ -293,6 +300,7 @@ class Handle:
                 fin.detach()
                 raise
             w = Window(fin, device, base, nbytes)
+            w.owner, w.moves = weakref.ref(owner), moves
             self._windows[key] = w
             return w
 

@@ -211,6 +211,30 @@ def test_a_window_goes_with_its_tensor_and_with_the_handle():
     del u
 
 
+def test_a_storage_that_resize_moves_gives_up_its_old_window():
+    """resize_ reallocates a storage: registered again, it holds one
+    window, at its new address; the old one went (the memory there is the
+    caching allocator's again), and a row copy from it is exact."""
+    hopper()
+    with p2pt.Handle(transport="auto") as h:
+        t = rows(64)
+        w = pt.register_window(t, handle=h)
+        s = t.untyped_storage()
+        old = s.data_ptr()
+        s.resize_(4 * s.nbytes())  # the same storage object, new memory
+        assert s.data_ptr() != old
+        u = torch.empty(0, dtype=t.dtype, device="cuda").set_(s).view(-1, 1024)
+        u[:64].copy_(torch.randn(64, 1024, device="cuda"))
+        w2 = pt.register_window(u, handle=h)
+        assert w2.registered and not w.registered, "the old window outlived its memory"
+        assert [k for k in h._windows if k[1] == old] == []
+        dst = rows(8, fill=False)
+        idx = torch.tensor([3, 0, 63, 7, 1, 2, 40, 5], device="cuda")
+        pt.copy_rows_(dst, torch.arange(8, device="cuda"), u, idx, handle=h)
+        torch.cuda.synchronize()
+        assert torch.equal(dst, u[idx])
+
+
 def test_properties_explain_and_topology_through_the_handle(h):
     src, dst = rows(8), rows(8, fill=False)
     c = h.explain_copy(dst.data_ptr(), src.data_ptr(), src.nbytes,

@@ -136,3 +136,23 @@ def test_an_empty_storage_gets_no_window(monkeypatch):
     assert lib.calls == [], "p2pt refuses a window of 0 bytes: nothing is asked of it"
     with pytest.raises(ValueError, match="storage is empty"):
         _handles.register_window(torch.empty(0))
+
+
+def test_an_owner_that_moves_gives_up_its_old_window_and_others_keep_theirs(monkeypatch):
+    """A storage that resize_ reallocated asks for a window at its new base:
+    with moves=True its window at the old base goes first (the memory there
+    is no longer its); a window made without moves, or another owner's,
+    stays."""
+    h, lib = fake_handle(monkeypatch)
+    storage, other = Owner(), Owner()
+    old = h.window(0, 0x2000, 256, storage, moves=True)
+    kept = h.window(0, 0x9000, 64, other, moves=True)
+    fixed = h.window(0, 0x4000, 64, storage)  # a range of its own, not moving
+    new = h.window(0, 0x8000, 512, storage, moves=True)
+    assert not old.registered and new.registered and kept.registered and fixed.registered
+    assert lib.calls == [("register", 0, 0x2000, 256), ("register", 0, 0x9000, 64),
+                         ("register", 0, 0x4000, 64), ("unregister", 0, 0x2000),
+                         ("register", 0, 0x8000, 512)]
+    # On another device the same owner's window is another window.
+    h.window(1, 0x2000, 256, storage, moves=True)
+    assert new.registered and lib.calls[-1] == ("register", 1, 0x2000, 256)

@@ -140,6 +140,7 @@ def _windows(h, device, storages):
     long as the memory, whatever views of it come and go), so that views
     made afresh at every call find the registration of the first. An empty
     storage has no bytes a batch could touch: None, and nothing registered
-    (p2pt refuses a window of 0 bytes)."""
-    return tuple(h.window(device, s.data_ptr(), s.nbytes(), s) if s.nbytes() else None
-                 for s in storages)
+    (p2pt refuses a window of 0 bytes). A storage that resize_ moved gives
+    up its window at the old address as it takes the new one."""
+    return tuple(h.window(device, s.data_ptr(), s.nbytes(), s, moves=True) if s.nbytes()
+                 else None for s in storages)
