@@ -234,6 +234,19 @@ static void *import_theirs(p2pt_handle *h, struct peer *p, p2pt_share_import_t *
     return ptr;
 }
 
+
+/* Every import closed: nothing open, mapped or registered. Then the
+ * exporter ends, and the handle. */
+static void closed_and_done(p2pt_handle *h, struct peer *p)
+{
+    p2pt_properties pr = gt_props(h);
+    cr_expect_eq(pr.share_imports_open, 0);
+    cr_expect_eq(pr.share_mappings, 0);
+    cr_expect_eq(st_windows(h, 0), 0);
+    end_exporter(p);
+    p2pt_finalize(h);
+}
+
 /* The three kinds from another process (its GPU `device`): read what it
  * wrote at the offset, write, and it finds the bytes. The import holds
  * another GPU's memory exactly when `device` is not 0, whatever the driver
@@ -267,13 +280,8 @@ static void round_trip(char kind, size_t pieces, int device)
     cr_expect_eq(pr.share_mappings, 1);
     GT_OK(p2pt_share_close(h, imp));
     cr_expect_eq(p2pt__elsewhere_find((uint64_t)at), -1, "the closed import's range is let go");
-    pr = gt_props(h);
-    cr_expect_eq(pr.share_imports_open, 0);
-    cr_expect_eq(pr.share_imports_closed, 1);
-    cr_expect_eq(pr.share_mappings, 0);
-    cr_expect_eq(st_windows(h, 0), 0);
-    end_exporter(&p);
-    p2pt_finalize(h);
+    cr_expect_eq(gt_props(h).share_imports_closed, 1);
+    closed_and_done(h, &p);
 }
 
 Test(share, legacy_memory_of_another_process_is_imported_at_its_offset)
@@ -344,12 +352,7 @@ static void export_again(char kind, const char *opens_with)
     GT_OK(p2pt_share_close(h, i1));
     cr_expect(holds((CUdeviceptr)(uintptr_t)at2, n, theirs), "one close leaves the other mapped");
     GT_OK(p2pt_share_close(h, i2));
-    pr = gt_props(h);
-    cr_expect_eq(pr.share_imports_open, 0);
-    cr_expect_eq(pr.share_mappings, 0);
-    cr_expect_eq(st_windows(h, 0), 0);
-    end_exporter(&p);
-    p2pt_finalize(h);
+    closed_and_done(h, &p);
 }
 
 Test(share, a_range_exported_again_shares_the_open_legacy_or_pool_mapping_and_vmm_maps_anew)

@@ -875,8 +875,21 @@ static void expect_sent(CUdeviceptr ws, const char *what)
     p2pt_batch_status bs;
     CK(tcu.cuMemcpyDtoH(&bs, ws, sizeof(bs)));
     if (bs.copied != 1 || bs.skipped != 0)
-        fail("%s copied %u of 1, skipped %u (reasons 0x%x)", what, bs.copied, bs.skipped,
-             bs.reasons);
+        fail("the last batch of the %s copied %u of 1, skipped %u (reasons 0x%x)", what,
+             bs.copied, bs.skipped, bs.reasons);
+}
+
+/* Once `s` is done: the sender's last batch copied its piece, and every
+ * one of the receiver's `n` logged rounds holds its own bytes. */
+static void settled(CUstream s, CUdeviceptr ws, CUdeviceptr log, int n, const char *what)
+{
+    CK(tcu.cuStreamSynchronize(s));
+    if (rank == 0)
+        expect_sent(ws, what);
+    else {
+        expect_rounds(log, n, what);
+        say("%d %s, each its own bytes", n, what);
+    }
 }
 
 static void signals(p2pt_handle *h, int dev, CUstream s)
@@ -972,13 +985,7 @@ static void signals(p2pt_handle *h, int dev, CUstream s)
             OK(p2pt_signal_async(h, peer_sem, s));
         }
     }
-    CK(tcu.cuStreamSynchronize(s));
-    if (rank == 0)
-        expect_sent(ws, "the last eager round");
-    if (rank == 1) {
-        expect_rounds(log, ROUNDS, "eager rounds");
-        say("%d eager rounds, each its own bytes", ROUNDS);
-    }
+    settled(s, ws, log, ROUNDS, "eager rounds");
     /* The replays: the sender stages round k's bytes before replay k, the
      * receiver logs what replay k took. The sender's first replay waits
      * for the receiver's signal of the last eager round. */
@@ -991,13 +998,7 @@ static void signals(p2pt_handle *h, int dev, CUstream s)
             CK(tcu.cuMemcpyAsync(log2 + (size_t)k * SLOT, stage, SLOT, s));
         }
     }
-    CK(tcu.cuStreamSynchronize(s));
-    if (rank == 0)
-        expect_sent(ws, "the last replay");
-    if (rank == 1) {
-        expect_rounds(log2, REPLAYS, "graph replays");
-        say("%d graph replays, each its own bytes", REPLAYS);
-    }
+    settled(s, ws, log2, REPLAYS, "graph replays");
     barrier(); /* both streams done: every signal sent has arrived */
     uint64_t v[4];
     CK(tcu.cuMemcpyDtoH(v, m.base, sizeof(v)));
