@@ -29,6 +29,8 @@ struct p2pt_share_import {
     int kind;
     uint8_t token[P2PT_SHARE_TOKEN_BYTES];
     uint8_t payload[P2PT_SHARE_PAYLOAD_BYTES]; /* legacy, pool: names the allocation */
+    uint8_t gpu_uuid[16];                       /* the exporting GPU */
+    uint64_t exporter_va;                       /* the span's start in the exporter */
     uint32_t pid;
     int refs;
     bool self;    /* this process's own legacy or pool memory, used where it is */
@@ -306,8 +308,12 @@ static struct p2pt_share_import *find(struct p2pt_share *sh, int device,
             continue;
         if (memcmp(i->token, d->token, P2PT_SHARE_TOKEN_BYTES) == 0)
             return i;
+        /* The same process, GPU, addresses there, and allocation's name:
+         * a pool's name alone may be unique only within its pool. */
         if (d->kind != P2PT_SHARE_VMM && i->kind == d->kind && i->pid == d->pid &&
-            i->span == d->span && i->offset == d->offset && i->bytes == d->bytes &&
+            i->exporter_va == d->exporter_va && i->span == d->span &&
+            i->offset == d->offset && i->bytes == d->bytes &&
+            memcmp(i->gpu_uuid, d->gpu_uuid, sizeof(i->gpu_uuid)) == 0 &&
             memcmp(i->payload, d->payload, P2PT_SHARE_PAYLOAD_BYTES) == 0)
             return i;
     }
@@ -399,6 +405,8 @@ p2pt_status p2pt__share_import(struct p2pt_handle *h, int device, const p2pt_sha
     i->kind = d[0].kind;
     memcpy(i->token, d[0].token, sizeof(i->token));
     memcpy(i->payload, d[0].payload, sizeof(i->payload));
+    memcpy(i->gpu_uuid, d[0].gpu_uuid, sizeof(i->gpu_uuid));
+    i->exporter_va = d[0].exporter_va;
     i->pid = d[0].pid;
     i->self = own;
     i->span = d[0].span;
