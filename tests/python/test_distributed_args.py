@@ -107,8 +107,12 @@ class _FakeShareHandle:
     """share()'s handle calls, logged; `fail` names the call that raises a
     p2pt.Error here."""
 
-    def __init__(self, rank, fail):
-        self.rank, self.fail, self.log = rank, fail, []
+    def __init__(self, rank, fail, where):
+        self.rank, self.fail, self.log, self.where = rank, fail, [], where
+
+    def _marker(self, rank):  # stands for rank's export, seen by every rank
+        import os
+        return os.path.join(self.where, f"export-{rank}")
 
     def _maybe_fail(self, call):
         if self.fail == call:
@@ -118,14 +122,21 @@ class _FakeShareHandle:
     def share_export(self, base, nbytes):
         self._maybe_fail("export")
         self.log.append(f"export {base:#x}")
+        open(self._marker(self.rank), "w").close()
         return [b"rank%d" % self.rank]
 
     def share_import(self, device, blobs):
+        import os
         self._maybe_fail("import")
+        if not os.path.exists(self._marker(int(blobs[0][4:]))):
+            import p2pt
+            raise p2pt.Error(5, f"{blobs[0].decode()}'s export has ended")
         self.log.append(f"import {blobs[0].decode()}")
         return 0x10000 * (1 + int(blobs[0][4:])), f"imp{blobs[0][4:].decode()}"
 
     def share_unexport(self, base):
+        import os
+        os.remove(self._marker(self.rank))
         self.log.append(f"unexport {base:#x}")
 
     def share_close(self, imp):
@@ -139,13 +150,27 @@ def _exchange_worker(rank, world, path, out):
     said = []
     # Every rank well; rank 1's export refused; rank 0's import refused.
     for fail_on in (None, (1, "export"), (0, "import")):
-        h = _FakeShareHandle(rank, fail_on[1] if fail_on and fail_on[0] == rank else None)
+        import os
+        h = _FakeShareHandle(rank, fail_on[1] if fail_on and fail_on[0] == rank else None,
+                             os.path.dirname(path))
         try:
             got = _share._exchange(h, 0, 0x1000 * (rank + 1), 256, 16 * (rank + 1), None)
             said.append(f"{got} | {'; '.join(h.log)}")
         except Exception as e:
             said.append(f"{type(e).__name__} {getattr(e, 'status', '-')}: {e} | "
                         f"{'; '.join(h.log)}")
+    # A step of any kind that fails on rank 1 alone.
+    from p2pt.distributed._agree import on_every_rank
+
+    def step():
+        if rank == 1:
+            raise MemoryError("no room on rank 1")
+        return "made"
+    try:
+        said.append(on_every_rank("where", None, step))
+    except Exception as e:
+        said.append(f"{type(e).__name__}: {e}")
+    said.append(on_every_rank("where", None, lambda: f"rank {rank} well"))
     dist.barrier()  # the group still works after every failure
     with open(f"{out}.{rank}", "w") as f:
         f.write("\n".join(said))
@@ -154,11 +179,14 @@ def _exchange_worker(rank, world, path, out):
 
 def test_share_ends_its_export_and_a_failing_rank_fails_every_rank_naming_it():
     """share()'s exchange over gloo on the CPU, with a handle that logs:
-    every rank imports every peer's export at that peer's offset, then
-    ends its own export (after the gather that says every import is made);
+    every rank imports every peer's export at that peer's offset (an import
+    of an export that has ended fails), then ends its own export (after the
+    gather that says every import is made);
     a rank whose export or import is refused raises its p2pt.Error, and
     every other rank one naming it with the same status, none waiting for
-    it; exports end and imports made are closed either way."""
+    it; exports end and imports made are closed either way. Any step that
+    fails on one rank alone (on_every_rank, as AlltoallV's construction
+    takes its own) raises there, and on every other rank naming it."""
     import os
     import tempfile
     import torch.multiprocessing as mp
@@ -173,12 +201,16 @@ def test_share_ends_its_export_and_a_failing_rank_fails_every_rank_naming_it():
         "export refused on rank 1 | export 0x1000; unexport 0x1000",
         "Error 6: p2pt status 6 (NOT_SUPPORTED): import refused on rank 0 | export 0x1000; "
         "unexport 0x1000",
+        "RuntimeError: where: rank 1 failed: MemoryError: no room on rank 1",
+        "rank 0 well",
     ], said[0]
     assert said[1] == [
         "[(65552, 'imp0'), None] | export 0x2000; import rank0; unexport 0x2000",
         "Error 6: p2pt status 6 (NOT_SUPPORTED): export refused on rank 1 | ",
         "Error 6: p2pt status 6 (NOT_SUPPORTED): p2pt.distributed.share: rank 0 failed: "
         "import refused on rank 0 | export 0x2000; import rank0; close imp0; unexport 0x2000",
+        "MemoryError: no room on rank 1",
+        "rank 1 well",
     ], said[1]
 
 
@@ -223,6 +255,7 @@ def test_alltoallv_refuses_a_group_whose_windows_its_handle_cannot_hold(monkeypa
     monkeypatch.setattr(av.dist, "get_rank", lambda group=None: 0)
     monkeypatch.setattr(av._handles, "_get", lambda hid: Few())
     monkeypatch.setattr(av._handles, "_hid", lambda handle: 0)
+    monkeypatch.setattr(av, "on_every_rank", lambda where, group, step: step())
     with pytest.raises(ValueError, match="a group of 12 ranks; its handle holds a window of each "
                                          "peer's buffers and 6 of its own, of at most 16 a "
                                          "device, so at most 11 ranks"):

@@ -52,6 +52,7 @@ import torch.distributed as dist
 
 from .._handle import BATCH_SIGNALS_MAX, COUNT_COLS_MAX, Handle
 from ..torch import _handles
+from ._agree import on_every_rank
 from ._args import described, positive_int, same_on_every_rank
 from ._share import share
 from ._signals import SEMAPHORE_WORDS, bump, direct, wait
@@ -189,8 +190,12 @@ class AlltoallV:
                              f"exchange counts at most {COUNT_COLS_MAX} ranks, so at most "
                              f"{most} ranks")
         self.rank = dist.get_rank(group)
+        where = "p2pt.distributed.AlltoallV"
         self.handle, self.hid = handle, _handles._hid(handle)
-        self.h = _handles._get(self.hid)
+        # What may fail on one rank alone (its handles, its memory, its
+        # windows) is followed by a gather that tells every rank, so that
+        # none waits for it in a later collective.
+        self.h = on_every_rank(where, group, lambda: _handles._get(self.hid))
         # A window a peer (its shared buffer) and _OWN_WINDOWS here, of a
         # handle's max_windows a device: the same on every rank.
         windows = self.h.properties()["max_windows"]
@@ -202,10 +207,19 @@ class AlltoallV:
         same_on_every_rank("p2pt.distributed.AlltoallV", "every rank gives the same max_rows "
                            "and row_bytes", "gave", (max_rows, row_bytes),
                            lambda z: f"{z[0]} and {z[1]}", group)
+        self.max_rows, self.rb = int(max_rows), int(row_bytes)
+        on_every_rank(where, group, self._make_local)
+        peers = share(self._shared, group, handle=handle)
+        # The gather after the link is also the barrier after which peers
+        # signal: every semaphore here is zeroed (_make_local synchronized).
+        on_every_rank(where, group, lambda: self._make_linked(peers))
+
+    def _make_local(self):
+        """This rank's handles, buffers, streams and windows (the peers'
+        imports come next, within the handle's windows)."""
         self._own_h = self._own_handle(_own_ctas(self.G))
         self._own_hid = self._own_h.pointer
         self.device = torch.cuda.current_device()
-        self.max_rows, self.rb = int(max_rows), int(row_bytes)
         dev = torch.device("cuda", self.device)
         self._local(dev)
         self.ws = torch.zeros(self.h.workspace_bytes(self.cap), dtype=torch.uint8, device=dev)
@@ -220,16 +234,18 @@ class AlltoallV:
         # batch, the second the slots' batch.
         self._side = torch.cuda.Stream(dev)
         self._side2 = torch.cuda.Stream(dev)
-        torch.cuda.synchronize(dev)
-        peers = share(self._shared, group, handle=handle)
-        self._link(*zip(*(self._shared_views(p) for p in peers)))
         for t in (self._shared, self.descs, self.my_slots, self.own_descs, self.back_split):
             _handles._windows(self.h, self.device, [t.untyped_storage()])
+        torch.cuda.synchronize(dev)
+
+    def _make_linked(self, peers):
+        """The peers' shared buffers as mapped here, and the own rows'
+        handle's windows."""
+        self._link(*zip(*(self._shared_views(p) for p in peers)))
         if self._own_h is not self.h:
             _handles._ready(self._own_h, self.device)
             for t in (self.recv, self.y, self.back, self.own_descs, self.back_split, self.ws_own):
                 _handles._windows(self._own_h, self.device, [t.untyped_storage()])
-        dist.barrier(group)  # every semaphore zeroed before any peer signals it
 
     def _own_handle(self, ctas):
         """The handle of this rank's own rows' batches: the step's where

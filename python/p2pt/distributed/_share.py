@@ -16,6 +16,7 @@ import torch.distributed as dist
 
 from .._lib import Error
 from ..torch import _handles
+from ._agree import failed, on_every_rank, raise_first
 from ._args import described, same_on_every_rank
 
 
@@ -77,27 +78,6 @@ def _symmetric_peers(tensor, group):
     return _symmetric_views(sh, tensor)
 
 
-def _failed(e):
-    """What a rank says of its failure: (status, text) of a p2pt.Error, or
-    (None, the exception named)."""
-    if isinstance(e, Error):
-        return (e.status, e.text)
-    return (None, f"{type(e).__name__}: {e}")
-
-
-def _raise_first(where, said, rank, mine):
-    """Where a rank said it failed: raise on every rank, this rank's own
-    exception if it is the first that failed, else one naming that rank."""
-    for r, why in enumerate(said):
-        if why is None:
-            continue
-        if r == rank and mine is not None:
-            raise mine
-        status, text = why
-        text = f"{where}: rank {r} failed: {text}"
-        raise Error(status, text) if status is not None else RuntimeError(text)
-
-
 def _exchange(h, device, base, nbytes, offset, group):
     """Export [base, base + nbytes) of this rank, import every peer's for
     `device`, end the export (a collective of two gathers): the peers'
@@ -110,30 +90,37 @@ def _exchange(h, device, base, nbytes, offset, group):
     except Exception as e:
         mine = e
     every = [None] * world
-    dist.all_gather_object(every, (blobs, offset, None if mine is None else _failed(mine)),
+    dist.all_gather_object(every, (blobs, offset, None if mine is None else failed(mine)),
                            group=group)
+    made, ok = [], False
     try:
-        _raise_first(where, [e[2] for e in every], rank, mine)
-        out, made = [None] * world, []
-        try:
+        raise_first(where, [e[2] for e in every], rank, mine)
+
+        def imports():
+            out = [None] * world
             for r, (peer_blobs, at, _) in enumerate(every):
                 if r != rank:
                     ptr, imp = h.share_import(device, peer_blobs)
                     made.append(imp)
                     out[r] = (ptr + at, imp)
-        except Exception as e:
-            mine = e
-        said = [None] * world
-        # Also the barrier after which no peer imports this rank's export.
-        dist.all_gather_object(said, None if mine is None else _failed(mine), group=group)
-        if any(why is not None for why in said):
-            for imp in made:
-                h.share_close(imp)
-            _raise_first(where, said, rank, mine)
+            return out
+        # Its gather is also the barrier after which no peer imports this
+        # rank's export.
+        out = on_every_rank(where, group, imports)
+        ok = True
         return out
     finally:
+        for imp in made if not ok else ():
+            try:
+                h.share_close(imp)
+            except Error:  # the failure on the way out is the one to tell
+                pass
         if blobs is not None:
-            h.share_unexport(base)
+            try:
+                h.share_unexport(base)
+            except Error:
+                if ok:
+                    raise
 
 
 def share(tensor, group=None, *, handle=None):
@@ -170,12 +157,14 @@ def share(tensor, group=None, *, handle=None):
     # The whole storage crosses (a view may start inside it), with the
     # tensor's offset in it.
     got = _exchange(h, device, s.data_ptr(), s.nbytes(), tensor.data_ptr() - s.data_ptr(), group)
+    # Each import is closed once the last tensor over it is freed: owned
+    # first, so that nothing below leaves one open.
+    owners = [None if peer is None else _Import(h, peer[1]) for peer in got]
     out = []
     for r, peer in enumerate(got):
         if peer is None:
             out.append(tensor)
             continue
-        ptr, imp = peer
-        flat = _as_tensor(ptr, tensor.nbytes, device, _Import(h, imp))
+        flat = _as_tensor(peer[0], tensor.nbytes, device, owners[r])
         out.append(flat.view(tensor.dtype).view(tensor.shape))
     return out
