@@ -282,7 +282,11 @@ class Handle:
         key = (device, base)
         with self._live.lock:  # two threads, one storage: one registration
             w = self._windows.get(key)
-            if w is not None and w.registered and w.nbytes >= nbytes:
+            # A moving owner's base may be another's now (it moved away and
+            # the memory came back to someone else): the window goes with
+            # the memory's owner of now.
+            if w is not None and w.registered and w.nbytes >= nbytes and \
+                    not (moves and w.moves and w.owner() is not owner):
                 return w
             if w is not None:
                 w.release()

@@ -156,3 +156,21 @@ def test_an_owner_that_moves_gives_up_its_old_window_and_others_keep_theirs(monk
     # On another device the same owner's window is another window.
     h.window(1, 0x2000, 256, storage, moves=True)
     assert new.registered and lib.calls[-1] == ("register", 1, 0x2000, 256)
+
+
+def test_a_base_another_moving_owner_left_is_registered_for_the_owner_there_now(monkeypatch):
+    """Storage B moved away from a base (not yet used again, so its window
+    there stands) that storage C holds now: C's window is its own,
+    registered afresh, so that B, used again at its new base, leaves C's
+    in place."""
+    h, lib = fake_handle(monkeypatch)
+    b, c = Owner(), Owner()
+    left = h.window(0, 0x2000, 256, b, moves=True)
+    mine = h.window(0, 0x2000, 128, c, moves=True)
+    assert mine is not left and mine.registered and not left.registered
+    assert lib.calls[-2:] == [("unregister", 0, 0x2000), ("register", 0, 0x2000, 128)]
+    h.window(0, 0x8000, 256, b, moves=True)  # b at its new base
+    assert mine.registered and lib.calls[-1] == ("register", 0, 0x8000, 256)
+    # Windows made without moves are shared by base, as before.
+    d, e = Owner(), Owner()
+    assert h.window(0, 0x4000, 64, d) is h.window(0, 0x4000, 64, e)
