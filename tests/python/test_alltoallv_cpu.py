@@ -11,7 +11,8 @@ changes; that a rank's rows to itself go in a batch of their own, and no
 other; that places() names where each row lies in every rank's y; that
 a chunked combine sends each row once, in one batch of K parts, and that
 each chunk's `then` runs only once every part that holds a row of its
-tokens is in."""
+tokens is in. And the construction whole over gloo, the GPU's calls stood
+in for: a rank whose windows are refused fails every rank, naming it."""
 import contextlib
 import ctypes
 import re
@@ -571,3 +572,80 @@ def test_own_rows_keep_the_links_grid_at_two_ranks_and_narrow_it_beyond():
     """The own rows' batches: the step's handle (the link's CTAs) below
     three ranks, else 32 // G CTAs, at least one."""
     assert [av._own_ctas(G) for G in (1, 2, 3, 4, 8, 64)] == [None, None, 10, 8, 4, 1]
+
+
+def _construct_worker(rank, world, path, out):
+    """AlltoallV's construction whole, on the CPU over gloo: CUDA calls
+    stand-ins, every handle a recorder, share() hands each rank's shared
+    buffer (here, its own) back. Rank `world - 1`'s windows are refused
+    when `out` ends in "-fail"."""
+    import signal
+    import torch.distributed as dist
+    from p2pt.distributed import _alltoallv as av
+    signal.alarm(60)  # a rank left waiting dies, and the test fails
+    dist.init_process_group("gloo", init_method=f"file://{path}", rank=rank, world_size=world)
+    fail = out.endswith("-fail") and rank == world - 1
+    cpu = torch.device("cpu")
+
+    windows = []
+
+    class H:
+        pointer = 0x1000 + rank
+        _prepared = set()
+
+        def properties(self):
+            return {"max_windows": 64, "max_ctas": 0, "sm_budget": -1, "transport": "tma"}
+
+        def workspace_bytes(self, n):
+            return 64 + 16 * n
+
+        def window(self, device, base, nbytes, owner, moves=False):
+            if fail:
+                import p2pt
+                raise p2pt.Error(5, "no window left")
+            windows.append((device, base, nbytes))
+
+    h = H()
+    av.torch.device = lambda *a: cpu
+    av.torch.cuda.current_device = lambda: 0
+    av.torch.cuda.Stream = lambda dev: object()
+    av.torch.cuda.synchronize = lambda dev=None: None
+    av._handles._get = lambda hid: h
+    av._handles._ready = lambda hh, dev: None
+    av.Handle = lambda **kw: H()  # the own rows' handle, from three ranks
+    av.share = lambda t, group, handle=None: [t if r == rank else t.clone() for r in range(world)]
+    try:
+        a = av.AlltoallV(8, 48)
+        said = (f"made: {len(a.peer_recv)} peers' recv, {len(windows)} windows, shared "
+                f"{a._shared.numel()} bytes, sems {tuple(a.sems.shape)} zero "
+                f"{bool((a.sems == 0).all())}")
+    except Exception as e:
+        said = f"{type(e).__name__}: {e}"
+    with open(f"{out}.{rank}", "w") as f:
+        f.write(said)
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_construction_runs_whole_and_a_rank_without_windows_fails_every_rank(world):
+    """AlltoallV(8, 48) made on every rank with the GPU's calls stood in
+    for: the shared buffer, its views and the peers' linked; then with the
+    last rank's windows refused: that rank raises its p2pt.Error, every
+    other rank one naming it, and none waits for it."""
+    import os
+    import tempfile
+    import torch.multiprocessing as mp
+    for tail in ("", "-fail"):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "said" + tail)
+            mp.spawn(_construct_worker, args=(world, os.path.join(d, "rendezvous"), out),
+                     nprocs=world, join=True)
+            said = [open(f"{out}.{r}").read() for r in range(world)]
+        if not tail:
+            assert all(s.startswith(f"made: {world} peers' recv") and s.endswith(
+                f"sems ({av._CHUNK0 + av._MAX_CHUNKS}, 4) zero True") for s in said), said
+            continue
+        last = world - 1
+        assert said[last] == "Error: p2pt status 5 (INVALID_USAGE): no window left", said
+        assert all(s == f"Error: p2pt status 5 (INVALID_USAGE): p2pt.distributed.AlltoallV: "
+                        f"rank {last} failed: no window left" for s in said[:last]), said
