@@ -6,8 +6,8 @@ wait; an AlltoallV of rows whose counts only the GPU knows, byte for byte
 against the rows gathered on every rank, and its combine over rounds whose
 rows change; the same captured in a CUDA graph and replayed with new
 routing; the same with the sum of a rank's counts held back on its
-stream; a tensor of PyTorch's symmetric memory
-shared as PyTorch mapped it (skipped where PyTorch cannot make one); the
+stream; a tensor of PyTorch's symmetric memory, and a view inside it,
+shared as PyTorch mapped them (skipped where PyTorch cannot make one); the
 AlltoallV of a group of one; a rank whose tensor to share, or whose
 AlltoallV sizes, differ from its peers' (a ValueError on every rank,
 and the group still shares). Skips below two GPUs."""
@@ -238,6 +238,18 @@ def _symmetric_worker(rank, world, path, out):
     got = buf.clone()
     assert torch.equal(got[3:8195], want), "a byte of the put differs"
     assert bool((got[:3] == 0xA5).all()) and bool((got[8195:] == 0xA5).all()), "a guard changed"
+    # A view that starts inside the buffer: each peer's at the same offset.
+    dist.barrier()
+    view = buf[4096:4096 + 1024]
+    peer_views = pd.share(view)
+    assert [peer_views[r].data_ptr() for r in others] == \
+        [sh.buffer_ptrs[r] + 4096 for r in others], "a view's peers are not at its offset"
+    torch.cuda.synchronize()
+    dist.barrier()
+    pt.copy_(peer_views[nxt], data[:1024])
+    torch.cuda.synchronize()
+    dist.barrier()
+    assert torch.equal(buf[4096:5120], want[:1024]), "a byte put through a view differs"
     dist.barrier()
     with open(f"{out}.{rank}", "w") as f:
         f.write("ok")
