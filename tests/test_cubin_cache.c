@@ -34,6 +34,15 @@ static void make_tmp_root(void)
     cr_assert_not_null(mkdtemp(tmp_root), "mkdtemp: %s", strerror(errno));
 }
 
+/* A fresh temporary root whose cache/ (not made yet) P2P_TRANSPORT_CACHE_DIR
+ * names: into dir[len]. */
+static void cache_in_tmp_root(char *dir, size_t len)
+{
+    make_tmp_root();
+    snprintf(dir, len, "%s/cache", tmp_root);
+    setenv("P2P_TRANSPORT_CACHE_DIR", dir, 1);
+}
+
 static void remove_tree(const char *path)
 {
     char cmd[600];
@@ -488,10 +497,8 @@ Test(cubin_cache, a_load_failure_of_the_moment_keeps_the_cached_cubin)
 #ifndef P2PT_FAKE_CUDA_PATH
     cr_skip_test("no fake driver: tests/fault/ is not built here");
 #else
-    make_tmp_root();
     char dir[400], name[128];
-    snprintf(dir, sizeof(dir), "%s/cache", tmp_root);
-    setenv("P2P_TRANSPORT_CACHE_DIR", dir, 1);
+    cache_in_tmp_root(dir, sizeof(dir));
     setenv("P2P_CUDA_LIBRARY", P2PT_FAKE_CUDA_PATH, 1);
     setenv("P2P_NVRTC_LIBRARY", P2PT_FAKE_NVRTC_PATH, 1);
     struct first_prepare r[2];
@@ -514,10 +521,8 @@ Test(cubin_cache, a_load_failure_of_the_moment_keeps_the_cached_cubin)
 Test(cubin_cache, second_process_loads_the_cubin_without_nvrtc)
 {
     require_gpu_without_touching_it();
-    make_tmp_root();
     char dir[400], name[128], path[600];
-    snprintf(dir, sizeof(dir), "%s/cache", tmp_root);
-    setenv("P2P_TRANSPORT_CACHE_DIR", dir, 1);
+    cache_in_tmp_root(dir, sizeof(dir));
 
     struct first_prepare first = prepare_in_child();
     cr_assert_eq(first.st, P2PT_SUCCESS, "first process: status %d", (int)first.st);
@@ -572,10 +577,8 @@ static void warning_logger(p2pt_log_level level, unsigned long flags, const char
 Test(cubin_cache, cubin_the_driver_refuses_is_compiled_again_and_replaced)
 {
     require_gpu_without_touching_it();
-    make_tmp_root();
     char dir[400], name[128], path[600], why[1400];
-    snprintf(dir, sizeof(dir), "%s/cache", tmp_root);
-    setenv("P2P_TRANSPORT_CACHE_DIR", dir, 1);
+    cache_in_tmp_root(dir, sizeof(dir));
     struct first_prepare first = prepare_in_child();
     cr_assert_eq(first.st, P2PT_SUCCESS);
     cubins(dir, TMA_KERNELS, name, sizeof(name));
@@ -666,10 +669,8 @@ static unsigned flip_code(const char *path, size_t n)
 Test(cubin_cache, a_cubin_whose_code_changed_on_disk_is_compiled_again_not_run)
 {
     require_gpu_without_touching_it();
-    make_tmp_root();
     char dir[400], name[128], path[600];
-    snprintf(dir, sizeof(dir), "%s/cache", tmp_root);
-    setenv("P2P_TRANSPORT_CACHE_DIR", dir, 1);
+    cache_in_tmp_root(dir, sizeof(dir));
     struct first_prepare first = prepare_in_child();
     cr_assert_eq(first.st, P2PT_SUCCESS);
     cubins(dir, TMA_KERNELS, name, sizeof(name));

@@ -165,6 +165,10 @@ struct fake_alloc *unlink_alloc(void *p, int (*ok)(enum alloc_kind));
 size_t pages(size_t bytes);
 int make_memfd(size_t bytes, int device, unsigned types);
 int memfd_origin(int fd, int *device, unsigned *types);
+int export_dup(int fd, unsigned types, CUmemAllocationHandleType type, unsigned long long flags);
+CUresult export_give(int fd, void *out);
+CUresult import_memfd(void *os, CUmemAllocationHandleType type, int *own, size_t *size,
+                      int *device, unsigned *types);
 struct fake_map *find_map(uintptr_t p);
 CUresult copy(CUdeviceptr dst, CUdeviceptr src, size_t bytes);
 CUresult alloc(void **p, size_t bytes, int device);

@@ -7,10 +7,12 @@
  * know what the fake made, and read any other address as pageable memory,
  * as the real driver does.
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fake_cuda.h"
@@ -69,6 +71,42 @@ int memfd_origin(int fd, int *device, unsigned *types)
     target[n] = '\0';
     const char *at = strstr(target, "p2pt-fake-d");
     return at != NULL && sscanf(at, "p2pt-fake-d%d-t%u", device, types) == 2 ? 0 : -1;
+}
+
+/* Under the lock: a duplicate of memfd `fd` for an export of `type` with
+ * `flags` of memory made for handle `types`; -1 where none may be had. */
+int export_dup(int fd, unsigned types, CUmemAllocationHandleType type, unsigned long long flags)
+{
+    return type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR &&
+                   (types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) && flags == 0
+               ? fcntl(fd, F_DUPFD_CLOEXEC, 0)
+               : -1;
+}
+
+/* An export's end: the descriptor export_dup gave, into *out. */
+CUresult export_give(int fd, void *out)
+{
+    if (fd < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    *(int *)out = fd;
+    return CUDA_SUCCESS;
+}
+
+/* The descriptor `os` given to an import of `type`: a duplicate of its
+ * own in *own, and the memfd's size, device and handle types. */
+CUresult import_memfd(void *os, CUmemAllocationHandleType type, int *own, size_t *size,
+                      int *device, unsigned *types)
+{
+    int fd = (int)(intptr_t)os;
+    struct stat sb;
+    if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || fstat(fd, &sb) != 0 ||
+        memfd_origin(fd, device, types) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    *own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (*own < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *size = (size_t)sb.st_size;
+    return CUDA_SUCCESS;
 }
 
 /* Record `a` (filled but for its id) as an allocation. */

@@ -4,12 +4,10 @@
  * pool is a memfd arena, bump-allocated; its descriptor and a pointer's
  * export data (the arena's offset) import in another process.
  */
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fake_cuda.h"
@@ -169,15 +167,9 @@ static CUresult fake_cuMemPoolExportToShareableHandle(void *out, CUmemoryPool po
     FAULT("cuMemPoolExportToShareableHandle");
     pthread_mutex_lock(&lock);
     struct fake_pool *pl = pool_of(pool);
-    int fd = pl != NULL && pl->base != NULL && type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR &&
-                     (pl->types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) && flags == 0
-                 ? fcntl(pl->fd, F_DUPFD_CLOEXEC, 0)
-                 : -1;
+    int fd = pl != NULL && pl->base != NULL ? export_dup(pl->fd, pl->types, type, flags) : -1;
     pthread_mutex_unlock(&lock);
-    if (fd < 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    *(int *)out = fd;
-    return CUDA_SUCCESS;
+    return export_give(fd, out);
 }
 
 struct fake_pool_ptr {
@@ -209,21 +201,21 @@ static CUresult fake_cuMemPoolImportFromShareableHandle(CUmemoryPool *pool, void
                                                         unsigned long long flags)
 {
     FAULT("cuMemPoolImportFromShareableHandle");
-    int fd = (int)(intptr_t)os, device = -1;
+    int own = -1, device = -1;
     unsigned types = 0;
-    struct stat sb;
-    if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || flags != 0 || fstat(fd, &sb) != 0 ||
-        memfd_origin(fd, &device, &types) != 0)
+    size_t size = 0;
+    if (flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = import_memfd(os, type, &own, &size, &device, &types);
+    if (r != CUDA_SUCCESS)
+        return r;
     struct fake_pool *pl = calloc(1, sizeof(*pl));
-    if (pl == NULL)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    pl->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (pl->fd < 0) {
-        free(pl);
+    if (pl == NULL) {
+        close(own);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    pl->size = (size_t)sb.st_size;
+    pl->fd = own;
+    pl->size = size;
     pl->device = device;
     pl->types = types;
     pthread_mutex_lock(&lock);

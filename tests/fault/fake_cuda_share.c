@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fake_cuda.h"
@@ -400,31 +399,20 @@ static CUresult fake_cuMemExportToShareableHandle(void *out, CUmemGenericAllocat
     FAULT("cuMemExportToShareableHandle");
     pthread_mutex_lock(&lock);
     struct fake_phys *ph = phys_of(h);
-    int fd = ph != NULL && type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR &&
-                     (ph->types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) && flags == 0
-                 ? fcntl(ph->fd, F_DUPFD_CLOEXEC, 0)
-                 : -1;
+    int fd = ph != NULL ? export_dup(ph->fd, ph->types, type, flags) : -1;
     pthread_mutex_unlock(&lock);
-    if (fd < 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    *(int *)out = fd;
-    return CUDA_SUCCESS;
+    return export_give(fd, out);
 }
 
 static CUresult fake_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os,
                                                     CUmemAllocationHandleType type)
 {
     FAULT("cuMemImportFromShareableHandle");
-    int fd = (int)(intptr_t)os, device = -1;
+    int own = -1, device = -1;
     unsigned types = 0;
-    struct stat sb;
-    if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || fstat(fd, &sb) != 0 ||
-        memfd_origin(fd, &device, &types) != 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (own < 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    return add_phys(own, (size_t)sb.st_size, device, types, h);
+    size_t size = 0;
+    CUresult r = import_memfd(os, type, &own, &size, &device, &types);
+    return r != CUDA_SUCCESS ? r : add_phys(own, size, device, types, h);
 }
 
 const struct fake_entry fake_share_entries[] = {
