@@ -274,7 +274,8 @@ class AlltoallV:
         # _shared_views), in one allocation that crosses as one export: a
         # window a peer, where six would hold 6 (G - 1) of a handle's
         # windows. Zeroed: the semaphores must start at 0.
-        self._shared = torch.zeros(self._shared_bytes(), **u8)
+        self._places, total = self._shared_places()
+        self._shared = torch.zeros(total, **u8)
         self.recv, self.back, self.slots, self.matrix, self.sems, self.y = \
             self._shared_views(self._shared)
         self._y_at = torch.tensor(self.y.data_ptr(), **i64)
@@ -364,23 +365,21 @@ class AlltoallV:
                 (torch.int64, (G, G)), (torch.int64, (self.sems_n, SEMAPHORE_WORDS)),
                 (torch.uint8, (G * T, rb))]
 
-    @staticmethod
-    def _aligned(n):
-        return (n + 255) // 256 * 256
-
-    def _shared_bytes(self):
-        return sum(self._aligned(math.prod(shape) * torch.empty((), dtype=dt).element_size())
-                   for dt, shape in self._shared_layout())
+    def _shared_places(self):
+        """Where each shared tensor lies in the allocation: [(dtype, shape,
+        byte offset, bytes)] in _shared_layout's order, each at a 256-byte
+        boundary; and the allocation's bytes."""
+        places, at = [], 0
+        for dt, shape in self._shared_layout():
+            n = math.prod(shape) * torch.empty((), dtype=dt).element_size()
+            places.append((dt, shape, at, n))
+            at += (n + 255) // 256 * 256
+        return places, at
 
     def _shared_views(self, buf):
         """recv, back, slots, matrix, sems and y over `buf` (a rank's shared
-        allocation, as mapped here), each at a 256-byte boundary."""
-        out, at = [], 0
-        for dt, shape in self._shared_layout():
-            n = math.prod(shape) * torch.empty((), dtype=dt).element_size()
-            out.append(buf[at:at + n].view(dt).view(shape))
-            at += self._aligned(n)
-        return out
+        allocation, as mapped here)."""
+        return [buf[at:at + n].view(dt).view(shape) for dt, shape, at, n in self._places]
 
     def _link(self, peer_recv, peer_back, peer_slots, peer_matrix, peer_sems, peer_y):
         """Every rank's shared tensors, as mapped here (rank order): the
