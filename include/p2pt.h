@@ -268,7 +268,10 @@ typedef struct p2pt_copy_desc {
  * queued on the stream after it sees every piece done; the pieces run in any
  * order and at once, so no piece's destination may overlap another piece's
  * source or destination. The array may be reused as soon as the call
- * returns (graph capture keeps its own copy). Each piece is checked like a
+ * returns (graph capture keeps its own copy). Each descriptor is read once:
+ * a piece is moved exactly as it was checked, even if another thread
+ * changes the array during the call (a race in the caller, whose pieces
+ * then move as read before or after the change). Each piece is checked like a
  * single copy (NULL, wrap-around, overlap of its own ranges; with
  * P2P_TRANSPORT_VALIDATE=1 where its addresses live: one pointer query per
  * allocation the batch touches, a cheap range check when both sides lie in
@@ -321,7 +324,8 @@ typedef struct p2pt_block_layer {
  * layer: an id outside its layer, a destination block listed twice, a
  * destination block that another row reads, layers whose blocks overlap,
  * sizes that overflow. `mapping` and `layers` may be reused as soon as the
- * call returns. Thread-safe; capturable after p2pt_prepare.
+ * call returns; each is read once, into a copy that the checks and the
+ * pieces both use. Thread-safe; capturable after p2pt_prepare.
  */
 P2PT_API p2pt_status p2pt_copy_blocks_async(p2pt_handle *h, const p2pt_block_layer *layers,
                                             size_t n_layers, const int64_t *mapping,
@@ -520,8 +524,9 @@ P2PT_API size_t p2pt_blocks_workspace_bytes(size_t n_layers, uint32_t pairs);
  * dst, for row r = (s, d) of `mapping`), run as ONE device batch
  * (p2pt_copy_batch_device_async's contract) whose descriptors the library
  * writes on the stream, so the host never reads the mapping.
- *   layers:    host array of n_layers records, read at stride layers[0].size
- *              before the call returns; checked as p2pt_copy_blocks_async
+ *   layers:    host array of n_layers records, read once at stride
+ *              layers[0].size before the call returns (the launches carry
+ *              that copy); checked as p2pt_copy_blocks_async
  *              checks them (the same messages), and block_bytes from 1 to
  *              4 GiB - 1. Layers may share bytes: nothing is compared.
  *   mapping:   GPU memory, `pairs` rows of (src block, dst block) int64,

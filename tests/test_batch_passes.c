@@ -284,6 +284,8 @@ static unsigned passes(const char *transport, bool dry, const struct shape *sh)
                      "a dry run enqueues and counts nothing");
     p2pt_finalize(h);
     tcu.cuStreamDestroy(s);
+    if (sh->layers != 0)
+        p2pt__block_pieces_free(&p);
     free(d);
     free(map);
     gt_free(&dst);

@@ -74,6 +74,7 @@ Test(block_plan, builds_layer_major_pieces_from_bases_and_block_bytes)
             cr_assert_eq((uintptr_t)e->dst, (uintptr_t)ls[l].dst + map[2 * r + 1] * bb[l]);
             cr_assert_eq((uintptr_t)e->src, (uintptr_t)ls[l].src + map[2 * r] * bb[l]);
         }
+    p2pt__block_pieces_free(&p);
 }
 
 Test(block_plan, nothing_to_build_is_success_with_no_pieces)
@@ -125,6 +126,7 @@ Test(block_plan, a_repeat_among_the_ids_of_a_huge_pool_is_found_too)
     cr_assert_eq(p2pt__block_plan(FN, ls, 2, map, 4, &p), P2PT_SUCCESS, "%s",
                  p2pt_last_error(NULL));
     cr_assert_eq(p.count, 8);
+    p2pt__block_pieces_free(&p);
 }
 
 Test(block_plan, one_tensor_as_both_sides_refuses_a_block_read_and_written)
@@ -140,7 +142,7 @@ Test(block_plan, one_tensor_as_both_sides_refuses_a_block_read_and_written)
     cr_assert_not_null(p.descs, "layers that share bytes are written out, checked by address");
     cr_assert_eq((uintptr_t)p.descs[1].dst, 0x100000u + 9 * 4096);
     cr_assert_eq((uintptr_t)p.descs[1].src, 0x100000u + 1 * 4096);
-    free(p.descs);
+    p2pt__block_pieces_free(&p);
     int64_t race[4] = {0, 8, 8, 9};
     expect_refused(&same, 1, race, 2, (const char *[]){"layer 0, row 0 writes", "layer 0, row 1 reads",
                                                       "both a source and a destination", NULL});
@@ -205,7 +207,7 @@ Test(block_plan, longer_records_are_read_at_their_stride)
     cr_assert_eq(p2pt__block_plan(FN, (const p2pt_block_layer *)recs, 2, map, 1, &p),
                  P2PT_SUCCESS, "%s", p2pt_last_error(NULL));
     cr_expect_eq(p.count, 2);
-    free(p.descs);
+    p2pt__block_pieces_free(&p);
 }
 
 Test(block_plan, many_layers_are_checked_by_address)
@@ -226,7 +228,7 @@ Test(block_plan, many_layers_are_checked_by_address)
                  p2pt_last_error(NULL));
     cr_assert_eq(p.count, (size_t)LAYERS * PAIRS);
     cr_assert_not_null(p.descs, "too many layers to compare: written out, checked by address");
-    free(p.descs);
+    p2pt__block_pieces_free(&p);
     map[2 * 5 + 1] = map[2 * 9 + 1];
     expect_refused(ls, LAYERS, map, PAIRS, (const char *[]){"row 5", "row 9",
                                                             "write the same bytes", NULL});

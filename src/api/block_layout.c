@@ -62,7 +62,7 @@ p2pt_status p2pt_block_layout_create(const p2pt_block_layer *layers, size_t n_la
     const char *fn = "p2pt_block_layout_create";
     p2pt_status st = P2PT_SUCCESS;
     struct p2pt_block_layout *lay = NULL;
-    size_t stride, bytes;
+    size_t bytes;
 
     if (out == NULL)
         return p2pt__fail(P2PT_INVALID_ARGUMENT, "%s: out is NULL", fn);
@@ -72,7 +72,6 @@ p2pt_status p2pt_block_layout_create(const p2pt_block_layer *layers, size_t n_la
                           "%s: layers %p, n_layers %zu: expected an array of at least one "
                           "p2pt_block_layer record",
                           fn, (const void *)layers, n_layers);
-    P2PT_TRY(p2pt__block_layers_check(fn, layers, n_layers, &stride));
     if (__builtin_mul_overflow(n_layers, sizeof(p2pt_block_layer), &bytes) ||
         __builtin_add_overflow(bytes, sizeof(*lay), &bytes)) {
         st = p2pt__fail(P2PT_INVALID_ARGUMENT, "%s: %zu layers: more than memory can hold", fn,
@@ -84,11 +83,7 @@ p2pt_status p2pt_block_layout_create(const p2pt_block_layer *layers, size_t n_la
                         n_layers);
         goto out;
     }
-    /* Records of a newer caller may be longer: the fields this build knows. */
-    for (size_t l = 0; l < n_layers; l++) {
-        memcpy(&lay->layers[l], p2pt__layer_record(layers, stride, l), sizeof(p2pt_block_layer));
-        lay->layers[l].size = sizeof(p2pt_block_layer);
-    }
+    P2PT_TRY(p2pt__block_layers_copy(fn, layers, n_layers, lay->layers));
     P2PT_TRY(p2pt__block_facts(fn, lay->layers, n_layers, &lay->facts));
     lay->facts.by_cell = true;
     atomic_init(&lay->link, 0);
@@ -132,8 +127,8 @@ p2pt_status p2pt_block_layout_check(const p2pt_block_layout *layout, const int64
         st = p2pt__block_plan_with(fn, &layout->facts, block_mapping, rows, &p);
     if (st != P2PT_SUCCESS)
         return st;
-    free(p.descs);
     write_record(record, p.count);
+    p2pt__block_pieces_free(&p);
     return P2PT_SUCCESS;
 }
 
@@ -152,10 +147,11 @@ static p2pt_status swap_host(p2pt_handle *h, const char *fn, const p2pt_block_la
     if (p.count != 0) { /* no piece: the stream is not touched */
         p2pt__op_blocks(&op, fn, &p, stream);
         st = p2pt__op_run(h, &op, NULL);
-        free(p.descs);
     }
+    const size_t count = p.count;
+    p2pt__block_pieces_free(&p);
     if (st == P2PT_SUCCESS)
-        write_record(record, p.count);
+        write_record(record, count);
     return st;
 }
 
@@ -242,7 +238,7 @@ static p2pt_status swap_gpu(p2pt_handle *h, const char *fn, p2pt_block_layout *l
     if (rows == 0)
         return P2PT_SUCCESS;
     struct p2pt_device_blocks k = {layout->layers, sizeof(p2pt_block_layer),
-                                   layout->facts.n_layers, mapping, (uint32_t)rows};
+                                   layout->facts.n_layers, mapping, (uint32_t)rows, true, NULL};
     p2pt__op_device_blocks(&op, fn, &k, workspace, stream);
     if ((st = p2pt__device_blocks_check(&op.device)) != P2PT_SUCCESS) {
         /* Counted as the pipeline counts a refused argument. */

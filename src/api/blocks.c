@@ -4,6 +4,8 @@
  * becomes the pieces of one host batch (block_plan.c), which takes the
  * operation pipeline as p2pt_copy_batch_async's descriptors do. The pieces
  * live for the call only: a host batch's pass reads them before it returns.
+ * The plan reads the caller's layers and mapping once, into copies that
+ * live as long.
  */
 #include <stdlib.h>
 
@@ -24,7 +26,7 @@ static p2pt_status run_blocks(p2pt_handle *h, const char *fn, const p2pt_block_l
         return st; /* a real run of no pieces touches nothing, stream included */
     p2pt__op_blocks(&op, fn, &p, stream);
     st = choice != NULL ? p2pt__dry_run(h, &op, choice) : p2pt__op_run(h, &op, NULL);
-    free(p.descs);
+    p2pt__block_pieces_free(&p);
     return st;
 }
 

@@ -7,6 +7,8 @@
  * pipeline as p2pt_copy_batch_device_async does; its argument check
  * (args.c) places the descriptors and the count in the workspace.
  */
+#include <stdlib.h>
+
 #include "handles.h"
 #include "operation.h"
 
@@ -23,8 +25,10 @@ p2pt_status p2pt_copy_blocks_device_async(p2pt_handle *h, const p2pt_block_layer
     p2pt_status st = p2pt__check_handle(h, fn);
     if (st != P2PT_SUCCESS)
         return st;
-    struct p2pt_device_blocks k = {layers, 0, n_layers, mapping, pairs};
+    struct p2pt_device_blocks k = {layers, 0, n_layers, mapping, pairs, false, NULL};
     struct p2pt_op op;
     p2pt__op_device_blocks(&op, fn, &k, workspace, stream);
-    return p2pt__op_run(h, &op, NULL);
+    st = p2pt__op_run(h, &op, NULL);
+    free(k.own); /* the layers as the check read them */
+    return st;
 }

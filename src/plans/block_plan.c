@@ -45,33 +45,63 @@ static p2pt_status layer_span(const char *fn, size_t l, const char *side, const 
     return P2PT_SUCCESS;
 }
 
+/* The size of layer 0's record (`size`, read once) as the stride of `n`
+ * records: a later p2pt's record is longer and read at its own size; a size
+ * that is not a record's (misaligned, or past any p2pt's) would read the
+ * array at the wrong places or past it. */
+static p2pt_status record_stride(const char *fn, size_t size, size_t n)
+{
+    if (size < sizeof(p2pt_block_layer) || size % _Alignof(p2pt_block_layer) != 0 ||
+        size > P2PT_BLOCK_LAYER_MAX_SIZE || n > SIZE_MAX / size)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s: layers[0].size is %zu; set each layer's size to "
+                          "sizeof(p2pt_block_layer) (%zu in this build)",
+                          fn, size, sizeof(p2pt_block_layer));
+    return P2PT_SUCCESS;
+}
+
+static p2pt_status record_size(const char *fn, size_t l, size_t size, size_t stride)
+{
+    if (size != stride)
+        return p2pt__fail(P2PT_INVALID_ARGUMENT,
+                          "%s: layer %zu: size %zu, layer 0's is %zu: every layer record is "
+                          "sizeof(p2pt_block_layer)",
+                          fn, l, size, stride);
+    return P2PT_SUCCESS;
+}
+
 p2pt_status p2pt__block_layers_check(const char *fn, const p2pt_block_layer *layers, size_t n,
                                      size_t *stride)
 {
     p2pt_status st = P2PT_SUCCESS;
     struct span d, s;
-    /* A later p2pt's record is longer and read at its own size; a size
-     * that is not a record's (misaligned, or past any p2pt's) would read
-     * the array at the wrong places or past it. */
-    if (layers[0].size < sizeof(p2pt_block_layer) ||
-        layers[0].size % _Alignof(p2pt_block_layer) != 0 ||
-        layers[0].size > P2PT_BLOCK_LAYER_MAX_SIZE ||
-        n > SIZE_MAX / layers[0].size)
-        return p2pt__fail(P2PT_INVALID_ARGUMENT,
-                          "%s: layers[0].size is %zu; set each layer's size to "
-                          "sizeof(p2pt_block_layer) (%zu in this build)",
-                          fn, layers[0].size, sizeof(p2pt_block_layer));
-    *stride = layers[0].size;
+    const size_t size = layers[0].size;
+    P2PT_TRY(record_stride(fn, size, n));
+    *stride = size;
     for (size_t l = 0; l < n; l++) {
-        const p2pt_block_layer *L = p2pt__layer_record(layers, *stride, l);
-        if (L->size != *stride)
-            return p2pt__fail(P2PT_INVALID_ARGUMENT,
-                              "%s: layer %zu: size %zu, layer 0's is %zu: every layer record is "
-                              "sizeof(p2pt_block_layer)",
-                              fn, l, L->size, *stride);
+        const p2pt_block_layer *L = p2pt__layer_record(layers, size, l);
+        P2PT_TRY(record_size(fn, l, L->size, size));
         P2PT_TRY(layer_span(fn, l, "dst", L->dst, L->dst_blocks, L->block_bytes, &d));
         P2PT_TRY(layer_span(fn, l, "src", L->src, L->src_blocks, L->block_bytes, &s));
     }
+out:
+    return st;
+}
+
+p2pt_status p2pt__block_layers_copy(const char *fn, const p2pt_block_layer *layers, size_t n,
+                                    p2pt_block_layer *to)
+{
+    p2pt_status st = P2PT_SUCCESS;
+    size_t stride;
+    const size_t size = layers[0].size;
+    P2PT_TRY(record_stride(fn, size, n));
+    /* Records of a newer caller may be longer: the fields this build knows. */
+    for (size_t l = 0; l < n; l++) {
+        memcpy(&to[l], p2pt__layer_record(layers, size, l), sizeof(p2pt_block_layer));
+        P2PT_TRY(record_size(fn, l, to[l].size, size));
+        to[l].size = sizeof(p2pt_block_layer);
+    }
+    P2PT_TRY(p2pt__block_layers_check(fn, to, n, &stride)); /* the copy's spans */
 out:
     return st;
 }
@@ -282,8 +312,16 @@ static p2pt_status count_pieces(const char *fn, const p2pt_block_layer *layers, 
     return P2PT_SUCCESS;
 }
 
+void p2pt__block_pieces_free(struct p2pt_block_pieces *p)
+{
+    free(p->descs);
+    free(p->own_mapping);
+    free(p->own_layers);
+    memset(p, 0, sizeof(*p));
+}
+
 p2pt_status p2pt__block_plan_with(const char *fn, const struct p2pt_block_facts *f,
-                                  const int64_t *mapping, size_t pairs,
+                                  const int64_t *caller_mapping, size_t pairs,
                                   struct p2pt_block_pieces *out)
 {
     p2pt_status st = P2PT_SUCCESS;
@@ -291,9 +329,18 @@ p2pt_status p2pt__block_plan_with(const char *fn, const struct p2pt_block_facts 
     size_t n = 0;
     memset(out, 0, sizeof(*out));
     out->sums_known = true;
-    P2PT_TRY(count_pieces(fn, f->layers, n_layers, mapping, pairs, &n));
+    P2PT_TRY(count_pieces(fn, f->layers, n_layers, caller_mapping, pairs, &n));
     if (n == 0)
         return P2PT_SUCCESS;
+    /* The mapping read once: what is checked below is what the pieces
+     * are made of, whatever the caller's array holds meanwhile. (pairs
+     * pieces of 24 bytes fit in memory, so 16 bytes a row do.) */
+    if ((out->own_mapping = malloc(pairs * 2 * sizeof(int64_t))) == NULL) {
+        st = p2pt__fail(P2PT_SYSTEM_ERROR, "%s: no memory for a mapping of %zu rows", fn, pairs);
+        goto out;
+    }
+    memcpy(out->own_mapping, caller_mapping, pairs * 2 * sizeof(int64_t));
+    const int64_t *mapping = out->own_mapping;
     P2PT_TRY(check_ids(fn, mapping, pairs, f));
     if (f->disjoint)
         P2PT_TRY(check_repeats(fn, mapping, pairs, f->min_dst));
@@ -314,18 +361,16 @@ p2pt_status p2pt__block_plan_with(const char *fn, const struct p2pt_block_facts 
     /* Layers that share bytes: the pieces by address, written out. */
     p2pt_copy_desc *d = malloc(n * sizeof(*d));
     if (d == NULL) {
-        memset(out, 0, sizeof(*out));
-        return p2pt__fail(P2PT_SYSTEM_ERROR, "%s: no memory for %zu pieces", fn, n);
-    }
-    for (size_t i = 0; i < n; i++)
-        d[i] = p2pt__block_piece(&out->blocks, i);
-    if ((st = check_addresses(fn, d, n, pairs)) != P2PT_SUCCESS) {
-        free(d);
-        memset(out, 0, sizeof(*out));
-        return st;
+        st = p2pt__fail(P2PT_SYSTEM_ERROR, "%s: no memory for %zu pieces", fn, n);
+        goto out;
     }
     out->descs = d;
+    for (size_t i = 0; i < n; i++)
+        d[i] = p2pt__block_piece(&out->blocks, i);
+    st = check_addresses(fn, d, n, pairs);
 out:
+    if (st != P2PT_SUCCESS)
+        p2pt__block_pieces_free(out);
     return st;
 }
 
@@ -340,8 +385,20 @@ p2pt_status p2pt__block_plan(const char *fn, const p2pt_block_layer *layers, siz
     P2PT_TRY(count_pieces(fn, layers, n_layers, mapping, pairs, &n));
     if (n == 0)
         return P2PT_SUCCESS;
-    P2PT_TRY(p2pt__block_facts(fn, layers, n_layers, &f));
-    return p2pt__block_plan_with(fn, &f, mapping, pairs, out);
+    /* The layers read once, as the mapping is: the facts and the pieces
+     * come from the copy. */
+    p2pt_block_layer *own = calloc(n_layers, sizeof(*own));
+    if (own == NULL) {
+        st = p2pt__fail(P2PT_SYSTEM_ERROR, "%s: no memory for %zu layers", fn, n_layers);
+        goto out;
+    }
+    if ((st = p2pt__block_layers_copy(fn, layers, n_layers, own)) != P2PT_SUCCESS ||
+        (st = p2pt__block_facts(fn, own, n_layers, &f)) != P2PT_SUCCESS ||
+        (st = p2pt__block_plan_with(fn, &f, mapping, pairs, out)) != P2PT_SUCCESS) {
+        free(own);
+        goto out;
+    }
+    out->own_layers = own;
 out:
     return st;
 }

@@ -61,8 +61,13 @@ static inline p2pt_copy_desc p2pt__piece_at(const p2pt_copy_desc *descs,
  * (descs NULL), which a batch's pass reads as it goes: 24 bytes a piece
  * neither written nor read again. */
 struct p2pt_block_pieces {
-    p2pt_copy_desc *descs; /* count of them, malloc'ed (free()), or NULL: see `blocks` */
-    struct p2pt_blocks blocks; /* the layers and mapping, valid while the caller's arrays are */
+    p2pt_copy_desc *descs; /* count of them, malloc'ed, or NULL: see `blocks` */
+    /* The caller's mapping, and its layers where they are not a layout's,
+     * as read once (malloc'ed): a caller's thread that changes its arrays
+     * during the call cannot have one piece checked and another moved. */
+    int64_t *own_mapping;
+    p2pt_block_layer *own_layers;
+    struct p2pt_blocks blocks; /* the layers and mapping: the copies above, or a layout's layers */
     size_t count;          /* n_layers * pairs */
     size_t rows;           /* pieces a layer: the mapping's pairs */
     size_t pieces;         /* those with bytes */
@@ -91,6 +96,15 @@ static inline p2pt_copy_desc p2pt__block_pieces_at(const struct p2pt_block_piece
 P2PT_INTERNAL p2pt_status p2pt__block_layers_check(const char *fn, const p2pt_block_layer *layers,
                                                    size_t n, size_t *stride);
 
+/*
+ * The caller's `n` layer records (n >= 1) read once into `to` (n records
+ * of sizeof(p2pt_block_layer), each size set to that), with the checks of
+ * p2pt__block_layers_check, the spans on the copy: every later use reads
+ * the copy, so what was checked is what is used.
+ */
+P2PT_INTERNAL p2pt_status p2pt__block_layers_copy(const char *fn, const p2pt_block_layer *layers,
+                                                  size_t n, p2pt_block_layer *to);
+
 /* What the checks of a mapping need of its layers, found once
  * (p2pt__block_facts): a block layout (p2pt_block_layout_create) keeps them
  * for every mapping swapped on it. Valid while `layers` is. */
@@ -115,8 +129,9 @@ P2PT_INTERNAL p2pt_status p2pt__block_facts(const char *fn, const p2pt_block_lay
                                             size_t n, struct p2pt_block_facts *f);
 
 /*
- * p2pt__block_plan on layers already checked: the mapping's checks against
- * facts `f`, then the pieces (the same refusals and the same out).
+ * p2pt__block_plan on layers already checked and the library's own (a
+ * layout's, or p2pt__block_plan's copy): the mapping read once, its checks
+ * against facts `f`, then the pieces (the same refusals and the same out).
  */
 P2PT_INTERNAL p2pt_status p2pt__block_plan_with(const char *fn, const struct p2pt_block_facts *f,
                                                 const int64_t *mapping, size_t pairs,
@@ -128,10 +143,14 @@ P2PT_INTERNAL p2pt_status p2pt__block_plan_with(const char *fn, const struct p2p
  * zero-byte pieces, which a batch skips), written out only where layers
  * share bytes (see struct p2pt_block_pieces). On failure status 4 (2: no
  * memory) with a message that starts with `fn` and names the layer or row,
- * and out->descs is NULL with count 0.
+ * and *out holds nothing. The layers and the mapping are read once, into
+ * copies that `out` holds until p2pt__block_pieces_free.
  */
 P2PT_INTERNAL p2pt_status p2pt__block_plan(const char *fn, const p2pt_block_layer *layers,
                                            size_t n_layers, const int64_t *mapping, size_t pairs,
                                            struct p2pt_block_pieces *out);
+
+/* What a plan holds (its pieces and its copies), given back; `p` zeroed. */
+P2PT_INTERNAL void p2pt__block_pieces_free(struct p2pt_block_pieces *p);
 
 #endif /* P2PT_BLOCK_PLAN_H */

@@ -7,6 +7,7 @@
  * their layers on the host, their mapping and workspace by address.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "args.h"
@@ -62,9 +63,8 @@ p2pt_status p2pt__batch_head(const char *fn, struct p2pt_batch *b)
     return P2PT_SUCCESS;
 }
 
-p2pt_status p2pt__piece_args_fail(const struct p2pt_batch *b, size_t i)
+p2pt_status p2pt__piece_args_fail(const struct p2pt_batch *b, size_t i, const p2pt_copy_desc *d)
 {
-    const p2pt_copy_desc piece = p2pt__batch_piece(b, i), *d = &piece;
     p2pt_status st;
     if (d->bytes > SIZE_MAX)
         st = p2pt__fail(P2PT_INVALID_ARGUMENT, "%llu bytes do not fit in size_t",
@@ -255,6 +255,13 @@ p2pt_status p2pt__device_blocks_check(struct p2pt_device_batch *b)
                           "p2pt_blocks_workspace_bytes(%zu, %u) = %zu bytes, 16-byte aligned",
                           fn, b->workspace, k->n_layers, k->pairs,
                           p2pt__blocks_workspace_size(k->n_layers, k->pairs));
+    if (!k->kept && k->own == NULL) {
+        if ((k->own = calloc(k->n_layers, sizeof(*k->own))) == NULL)
+            return p2pt__fail(P2PT_SYSTEM_ERROR, "%s: no memory for %zu layers", fn,
+                              k->n_layers);
+        P2PT_TRY(p2pt__block_layers_copy(fn, k->layers, k->n_layers, k->own));
+        k->layers = k->own;
+    }
     P2PT_TRY(p2pt__block_layers_check(fn, k->layers, k->n_layers, &k->stride));
     P2PT_TRY(device_block_bytes(fn, k));
     P2PT_TRY(apart(fn, b->workspace, p2pt__blocks_workspace_size(k->n_layers, k->pairs),

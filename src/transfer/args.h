@@ -22,9 +22,10 @@ static inline bool p2pt__args_ok(uintptr_t d, uintptr_t s, uint64_t n)
  * names the entry point in messages): NULL descs with a count. Its pieces
  * are checked in the pass over the descriptors (batch_scan.c). */
 P2PT_INTERNAL p2pt_status p2pt__batch_head(const char *fn, struct p2pt_batch *b);
-/* Piece i of batch `b`, whose arguments p2pt__args_ok refused: the status
- * and the message that says why. */
-P2PT_INTERNAL p2pt_status p2pt__piece_args_fail(const struct p2pt_batch *b, size_t i);
+/* Piece i of batch `b`, `d` as the pass read it, whose arguments
+ * p2pt__args_ok refused: the status and the message that says why. */
+P2PT_INTERNAL p2pt_status p2pt__piece_args_fail(const struct p2pt_batch *b, size_t i,
+                                                const p2pt_copy_desc *d);
 /* A device batch's buffers: non-NULL, aligned, max_count in range; its
  * signals: at most P2PT_BATCH_MAX_SIGNALS, each a semaphore address. */
 P2PT_INTERNAL p2pt_status p2pt__device_batch_check(const struct p2pt_device_batch *b);
@@ -34,11 +35,12 @@ struct p2pt_signal;
 P2PT_INTERNAL p2pt_status p2pt__signal_check(const struct p2pt_signal *s);
 /* A device batch of blocks (b->blocks, and its workspace, set by the
  * constructor): the counts, the pieces within properties.device_batch_max,
- * the mapping and workspace addresses, the layer records
- * (p2pt__block_layers_check: the messages of p2pt_copy_blocks_async) and
- * their block sizes. Ids are not looked at: they live in GPU memory. On
- * success the blocks' stride is set and `b` is the batch over their pieces:
- * descs, count and max_count in the workspace. */
+ * the mapping and workspace addresses, the layer records (read once into
+ * b->blocks->own unless a layout's: p2pt__block_layers_copy, the messages
+ * of p2pt_copy_blocks_async) and their block sizes. Ids are not looked
+ * at: they live in GPU memory. On success the blocks' stride is set and
+ * `b` is the batch over their pieces: descs, count and max_count in the
+ * workspace. */
 P2PT_INTERNAL p2pt_status p2pt__device_blocks_check(struct p2pt_device_batch *b);
 /* The last error, prefixed with which piece of host batch `b` it is about
  * (its layer and row when it came from blocks). */

@@ -92,9 +92,12 @@ struct p2pt_batch {
      * (p2pt__reach_ce_only), found with validation on: its index, and
      * whether that side is another device's memory not mapped here
      * (P2PT_REACH_UNMAPPED), which sends a batch routed after the pass to
-     * the copy engine. An engine that cannot reach it is refused it. */
+     * the copy engine. An engine that cannot reach it is refused it: the
+     * piece as the pass read it (ce_only_piece), checked again without
+     * reading the caller's array. */
     bool ce_only;
     size_t ce_only_at;
+    p2pt_copy_desc ce_only_piece;
     bool unmapped;
     unsigned passes; /* passes over the pieces so far, whoever made them */
     /* Set by the router for a kernel engine: the CTAs that saturate the
@@ -137,10 +140,16 @@ static inline uint32_t p2pt__batch_link_cap(const struct p2pt_batch *b)
  * when the batch runs. Piece l * pairs + r is row r of layer l. */
 struct p2pt_device_blocks {
     const p2pt_block_layer *layers;
-    size_t stride; /* bytes between the caller's layer records, once checked */
+    size_t stride; /* bytes between the layer records, once checked */
     size_t n_layers;
     const int64_t *mapping; /* GPU memory: `pairs` (src block, dst block) rows */
     uint32_t pairs;
+    /* A layout's layers (read and checked when it was made), else the
+     * caller's, which the check reads once into `own` (malloc'ed, given
+     * back by the entry point) and points `layers` at: the engine then
+     * writes the pieces from what was checked. */
+    bool kept;
+    p2pt_block_layer *own;
 };
 
 /* A device-descriptor batch. */

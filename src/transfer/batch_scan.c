@@ -119,30 +119,30 @@ memo_facts(struct p2pt_batch_pass *p, uintptr_t d, uint64_t dn, uintptr_t s, uin
     return true;
 }
 
-/* Piece i's sides, found by the driver or the memo, against what the pass
- * checks them for. A piece with a side only the copy engine moves is noted
- * (the first: b->ce_only); under a route that waits, the first that is
- * another device's unmapped memory makes the pass check the rest as the
- * copy engine would, where the route will send them. */
-static p2pt_status check_sides(struct p2pt_batch_pass *p, size_t i, const struct p2pt_side *ds,
-                               const struct p2pt_side *ss)
+/* Piece i (`d`, as the pass read it), its sides found by the driver or the
+ * memo, against what the pass checks them for. A piece with a side only
+ * the copy engine moves is noted (the first: b->ce_only); under a route
+ * that waits, the first that is another device's unmapped memory makes the
+ * pass check the rest as the copy engine would, where the route will send
+ * them. */
+static p2pt_status check_sides(struct p2pt_batch_pass *p, size_t i, const p2pt_copy_desc *d,
+                               const struct p2pt_side *ds, const struct p2pt_side *ss)
 {
     struct p2pt_batch *b = p->b;
     const bool ce_only = p2pt__reach_ce_only(ds->reach) || p2pt__reach_ce_only(ss->reach);
     const bool unmapped = ds->reach == P2PT_REACH_UNMAPPED || ss->reach == P2PT_REACH_UNMAPPED;
     if (ce_only && !p->staged && b->route_later && unmapped)
         p->staged = true;
-    p2pt_status st = p2pt__piece_check(b, i, p->staged, p->fallback, ds, ss);
+    p2pt_status st = p2pt__piece_check(b, i, d, p->staged, p->fallback, ds, ss);
     if (st == P2PT_SUCCESS && ce_only && !b->ce_only) {
         b->ce_only = true;
         b->ce_only_at = i;
+        b->ce_only_piece = *d;
         b->unmapped = unmapped;
     }
     return st;
 }
 
-/* The facts of piece i, [d, +n) from [s, +n): windows, the memo inline
- * (the common case), else the driver, and the checks. */
 /* The facts of a piece whose two sides were located afresh. */
 static inline void located_facts(const struct p2pt_side *ds, const struct p2pt_side *ss,
                                  int device, struct p2pt_run_facts *f)
@@ -152,6 +152,10 @@ static inline void located_facts(const struct p2pt_side *ds, const struct p2pt_s
         f->dhi = 0; /* memory whose range the driver does not report */
 }
 
+/* The facts of piece i, [d, +n) from [s, +n): windows, the memo inline
+ * (the common case), else the driver, and the checks, all of the values
+ * read once by the loop: a caller's thread that changes the piece
+ * meanwhile cannot have one piece checked and another moved. */
 static inline __attribute__((always_inline)) p2pt_status
 piece_facts(struct p2pt_batch_pass *p, size_t i, uintptr_t d, uintptr_t s, uint64_t n,
             struct p2pt_run_facts *f)
@@ -159,9 +163,10 @@ piece_facts(struct p2pt_batch_pass *p, size_t i, uintptr_t d, uintptr_t s, uint6
     if (window_facts(p, d, n, s, n, f) || memo_facts(p, d, n, s, n, f))
         return P2PT_SUCCESS;
     struct p2pt_side ds, ss;
-    p2pt_status st = p2pt__piece_sides(p->b, i, &p->memo, p->memo_hint, &ds, &ss);
+    const p2pt_copy_desc piece = {(void *)d, (const void *)s, n};
+    p2pt_status st = p2pt__piece_sides(p->b, i, &piece, &p->memo, p->memo_hint, &ds, &ss);
     if (st == P2PT_SUCCESS && p->refuse)
-        st = check_sides(p, i, &ds, &ss);
+        st = check_sides(p, i, &piece, &ds, &ss);
     if (st != P2PT_SUCCESS)
         return st;
     located_facts(&ds, &ss, p->b->device, f);
@@ -184,8 +189,10 @@ take(struct p2pt_batch_pass *p, size_t i, uintptr_t d, uintptr_t s, uint64_t n,
      struct scan_out *o)
 {
     struct p2pt_run_facts f = {-1, 0, 0, 0, 0};
-    if (!p2pt__args_ok(d, s, n))
-        return p2pt__piece_args_fail(p->b, i);
+    if (!p2pt__args_ok(d, s, n)) {
+        const p2pt_copy_desc piece = {(void *)d, (const void *)s, n};
+        return p2pt__piece_args_fail(p->b, i, &piece);
+    }
     if (facts) {
         if (run == NULL) {
             p2pt_status st = piece_facts(p, i, d, s, n, &f);
@@ -230,7 +237,8 @@ static p2pt_status layer_lookup(struct p2pt_batch_pass *p, size_t l, struct p2pt
                 memo_facts(p, d, dn, s, sn, &lf->f);
     if (lf->known)
         return P2PT_SUCCESS;
-    p2pt_status st = p2pt__piece_sides(p->b, l * k->rows, &p->memo, p->memo_hint, ds, ss);
+    const p2pt_copy_desc first = p2pt__block_piece(k, l * k->rows);
+    p2pt_status st = p2pt__piece_sides(p->b, l * k->rows, &first, &p->memo, p->memo_hint, ds, ss);
     if (st != P2PT_SUCCESS)
         return st;
     *asked = true;
@@ -449,6 +457,7 @@ p2pt_status p2pt__batch_pass_begin(const struct p2pt_handle *h, struct p2pt_batc
             (ds.reach == P2PT_REACH_UNMAPPED || ss.reach == P2PT_REACH_UNMAPPED)) {
             b->ce_only = b->unmapped = true;
             b->ce_only_at = l * b->blocks->rows;
+            b->ce_only_piece = p2pt__block_piece(b->blocks, b->ce_only_at);
         }
         all_known = all_known && p->layers[l].known;
     }
@@ -502,9 +511,10 @@ p2pt_status p2pt__batch_pass_reach(struct p2pt_batch_pass *p, const struct p2pt_
     if (!p->refuse || !b->ce_only || (t->caps & P2PT_CAP_STAGED) != 0)
         return P2PT_SUCCESS;
     struct p2pt_side ds, ss;
-    p2pt_status st = p2pt__piece_sides(b, b->ce_only_at, &p->memo, p->memo_hint, &ds, &ss);
+    p2pt_status st = p2pt__piece_sides(b, b->ce_only_at, &b->ce_only_piece, &p->memo,
+                                       p->memo_hint, &ds, &ss);
     if (st == P2PT_SUCCESS)
-        st = p2pt__piece_check(b, b->ce_only_at, false, p->fallback, &ds, &ss);
+        st = p2pt__piece_check(b, b->ce_only_at, &b->ce_only_piece, false, p->fallback, &ds, &ss);
     b->refused = st != P2PT_SUCCESS;
     return st;
 }

@@ -38,23 +38,22 @@ p2pt_status p2pt__refuse(const struct p2pt_request *r, bool staged, const char *
     return st;
 }
 
-p2pt_status p2pt__piece_sides(const struct p2pt_batch *b, size_t i, struct p2pt_alloc_memo *memo,
-                              int hints[2], struct p2pt_side *dst, struct p2pt_side *src)
+p2pt_status p2pt__piece_sides(const struct p2pt_batch *b, size_t i, const p2pt_copy_desc *d,
+                              struct p2pt_alloc_memo *memo, int hints[2], struct p2pt_side *dst,
+                              struct p2pt_side *src)
 {
     p2pt_status st = P2PT_SUCCESS;
-    const p2pt_copy_desc d = p2pt__batch_piece(b, i);
-    if ((st = p2pt__memo_side(memo, (uint64_t)(uintptr_t)d.dst, &hints[0], dst)) != P2PT_SUCCESS ||
-        (st = p2pt__memo_side(memo, (uint64_t)(uintptr_t)d.src, &hints[1], src)) != P2PT_SUCCESS)
+    if ((st = p2pt__memo_side(memo, (uint64_t)(uintptr_t)d->dst, &hints[0], dst)) != P2PT_SUCCESS ||
+        (st = p2pt__memo_side(memo, (uint64_t)(uintptr_t)d->src, &hints[1], src)) != P2PT_SUCCESS)
         return p2pt__piece_fail(st, b, i);
     return P2PT_SUCCESS;
 }
 
-p2pt_status p2pt__piece_check(const struct p2pt_batch *b, size_t i, bool staged,
-                              const char *fallback, const struct p2pt_side *dst,
+p2pt_status p2pt__piece_check(const struct p2pt_batch *b, size_t i, const p2pt_copy_desc *d,
+                              bool staged, const char *fallback, const struct p2pt_side *dst,
                               const struct p2pt_side *src)
 {
     p2pt_status st = P2PT_SUCCESS;
-    const p2pt_copy_desc piece = p2pt__batch_piece(b, i), *d = &piece;
     const uint64_t a_dst = (uint64_t)(uintptr_t)d->dst, a_src = (uint64_t)(uintptr_t)d->src;
     const struct p2pt_side *sides[2] = {dst, src};
     const uint64_t at[2] = {a_dst, a_src};

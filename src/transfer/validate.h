@@ -17,21 +17,24 @@ struct p2pt_transport;
 P2PT_INTERNAL p2pt_status p2pt__validate_copy(const struct p2pt_handle *h,
                                               const struct p2pt_request *r,
                                               const struct p2pt_transport *t);
-/* Piece i of a host batch, outside the registered windows: both sides
- * located through the batch's memo (*dst, *src; hints[] the memo slots the
- * two sides were last found in); the stream's context is current. A failed
- * lookup names the piece. */
+/* Piece i of a host batch, `d` as the pass read it (these take the piece,
+ * never read the caller's array again: what is checked is what is moved),
+ * outside the registered windows: both sides located through the batch's
+ * memo (*dst, *src; hints[] the memo slots the two sides were last found
+ * in); the stream's context is current. A failed lookup names the piece. */
 struct p2pt_alloc_memo;
 P2PT_INTERNAL p2pt_status p2pt__piece_sides(const struct p2pt_batch *b, size_t i,
+                                            const p2pt_copy_desc *d,
                                             struct p2pt_alloc_memo *memo, int hints[2],
                                             struct p2pt_side *dst, struct p2pt_side *src);
-/* Piece i of a host batch with sides `dst` and `src`, refused when a side
+/* Piece i of a host batch, `d`, with sides `dst` and `src`, refused when a side
  * runs past the end of its allocation or is memory the engine cannot
  * reach: memory only the copy engine moves passes when `staged` (see
  * p2pt__refuse, `fallback` as there). The message names the piece. A host
  * batch's pieces are validated in the pass over them (batch_scan.c), those
  * inside windows by a range check. */
-P2PT_INTERNAL p2pt_status p2pt__piece_check(const struct p2pt_batch *b, size_t i, bool staged,
+P2PT_INTERNAL p2pt_status p2pt__piece_check(const struct p2pt_batch *b, size_t i,
+                                            const p2pt_copy_desc *d, bool staged,
                                             const char *fallback, const struct p2pt_side *dst,
                                             const struct p2pt_side *src);
 /* A device batch's three buffers: memory of its device, inside one

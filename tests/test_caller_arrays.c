@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A host array the caller hands in (a batch's descriptors, a block
+ * mapping, layer records) is read once: what the call checks is what it
+ * moves, even when another thread of the caller changes the array during
+ * the call (undefined for the caller, but it must not put an address the
+ * checks never saw on the GPU). Over the fake driver, the array is changed
+ * from inside the first driver call the library makes after reading it
+ * (asking where a piece's memory lives), so the change lands exactly
+ * between the read and any later one:
+ *   - a piece that runs past the end of its allocation, shortened while its
+ *     allocation is asked: still refused, nothing moved; a good piece
+ *     lengthened past that end meanwhile: moved as read, nothing else;
+ *   - blocks: a mapping row sent outside its layer and a layer's block size
+ *     doubled while the first layer is asked: the blocks land where the
+ *     checked mapping said, every other byte poison;
+ *   - blocks by a mapping in GPU memory: a layer record changed while the
+ *     mapping is checked: the expand launch carries the checked layer.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "batch_test.h"
+
+#define PIECE 256
+
+#ifdef P2PT_FAKE_CUDA_PATH
+/* The change the spy makes, once, from the first pointer query for `at`
+ * (0: any), and what the launches carried. */
+static struct {
+    CUdeviceptr at;
+    void (*change)(void);
+    bool changed;
+    bool first_launch_seen;
+    struct p2pt_expand_layer launched; /* layer 0 of the first launch's parameters */
+    struct p2pt_cuda real;
+} spy;
+
+static CUresult spy_attributes(unsigned n, CUpointer_attribute *attrs, void **data,
+                               CUdeviceptr p)
+{
+    if (!spy.changed && (spy.at == 0 || p == spy.at)) {
+        spy.changed = true;
+        spy.change();
+    }
+    return spy.real.cuPointerGetAttributes(n, attrs, data, p);
+}
+
+static void first_launch(void **params)
+{
+    if (spy.first_launch_seen || params == NULL)
+        return;
+    spy.first_launch_seen = true;
+    spy.launched = ((const struct p2pt_expand_params *)params[0])->layer[0];
+}
+
+static CUresult spy_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                           unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
+                           void **extra)
+{
+    first_launch(params);
+    return spy.real.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
+}
+
+static CUresult spy_launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
+{
+    first_launch(params);
+    return spy.real.cuLaunchKernelEx(c, f, params, extra);
+}
+
+/* Watch the library's driver table (loaded at init) until spy_off. */
+static void spy_on(CUdeviceptr at, void (*change)(void))
+{
+    spy.real = p2pt__cu;
+    spy.at = at;
+    spy.change = change;
+    p2pt__cu.cuPointerGetAttributes = spy_attributes;
+    p2pt__cu.cuLaunchKernel = spy_launch;
+    if (p2pt__cu.cuLaunchKernelEx != NULL)
+        p2pt__cu.cuLaunchKernelEx = spy_launch_ex;
+}
+
+static void spy_off(void)
+{
+    p2pt__cu = spy.real;
+}
+
+/* ---------------------------------------------------------- descriptors */
+
+static p2pt_copy_desc pieces[2];
+
+static void shorten(void)
+{
+    pieces[0].bytes = 64;
+}
+
+static void lengthen(void)
+{
+    pieces[0].bytes = 4 * GT_GUARD;
+}
+
+/* dst's whole allocation, guards included: `n` bytes from src's payload at
+ * dst's payload, poison everywhere else. */
+static void expect_only(const struct gt_buf *dst, const struct gt_buf *src, size_t n,
+                        const char *what)
+{
+    gt_expect_range(dst, 0, src, 0, n, what);
+}
+
+static void a_piece_changed_while_asked(const char *transport)
+{
+    gt_use_fake_driver();
+    p2pt_handle *h = gt_handle(transport);
+    struct gt_buf dst = gt_alloc(4 * PIECE), src = gt_alloc(4 * PIECE);
+    gt_fill(&src, 11);
+
+    /* Past the end of dst's allocation (its guard included) by 156 bytes,
+     * shortened to fit while the pass asks where it lives. */
+    const CUdeviceptr end = dst.ptr + dst.n + GT_GUARD;
+    pieces[0] = (p2pt_copy_desc){(void *)(uintptr_t)(end - 100), (const void *)(uintptr_t)src.ptr,
+                                 PIECE};
+    spy_on((CUdeviceptr)(uintptr_t)pieces[0].dst, shorten);
+    p2pt_status st = p2pt_copy_batch_async(h, pieces, 1, NULL);
+    spy_off();
+    cr_assert(spy.changed, "%s: the pass asked nothing about the piece's memory", transport);
+    cr_assert_eq(pieces[0].bytes, 64, "the change was made");
+    bt_expect_refusal(st, P2PT_INVALID_ARGUMENT, transport,
+                      (const char *[]){"piece 0 of 1", "runs past the end of its allocation",
+                                       "+256)", NULL});
+    GT_CHECK(tcu.cuCtxSynchronize());
+    expect_only(&dst, &src, 0, "a refused piece moves nothing");
+
+    /* A good piece lengthened past the allocation's end meanwhile: moved as
+     * read, 256 bytes. */
+    memset(&spy, 0, sizeof(spy));
+    pieces[0] = (p2pt_copy_desc){(void *)(uintptr_t)dst.ptr, (const void *)(uintptr_t)src.ptr,
+                                 PIECE};
+    spy_on((CUdeviceptr)dst.ptr, lengthen);
+    st = p2pt_copy_batch_async(h, pieces, 1, NULL);
+    spy_off();
+    cr_assert(spy.changed);
+    cr_assert_eq(st, P2PT_SUCCESS, "%s: a piece checked as read is refused as changed: %s",
+                 transport, p2pt_last_error(NULL));
+    GT_CHECK(tcu.cuCtxSynchronize());
+    if (strcmp(transport, "ce") == 0) /* the fake driver's kernels move nothing */
+        expect_only(&dst, &src, PIECE, "the piece as read");
+    p2pt_finalize(h);
+    gt_free(&dst);
+    gt_free(&src);
+}
+
+Test(caller_arrays, a_descriptor_changed_while_the_pass_asks_about_it_is_moved_or_refused_as_read)
+{
+    a_piece_changed_while_asked("ce");
+    memset(&spy, 0, sizeof(spy));
+    a_piece_changed_while_asked("tma");
+}
+
+/* --------------------------------------------------------------- blocks */
+
+enum { LAYERS = 2, ROWS = 4, BLOCKS = 8, SLICE = BLOCKS * PIECE };
+
+static int64_t mapping[2 * ROWS];
+static p2pt_block_layer layers[LAYERS];
+
+static void scramble(void)
+{
+    mapping[1] = BLOCKS + 1;          /* row 0's dst: past its layer, into layer 1's block 1 */
+    layers[1].block_bytes = 2 * PIECE; /* pieces twice as long */
+}
+
+Test(caller_arrays, a_mapping_and_a_layer_changed_during_the_pass_move_as_checked)
+{
+    gt_use_fake_driver();
+    p2pt_handle *h = gt_handle("ce");
+    struct gt_buf dst = gt_alloc(LAYERS * SLICE), src = gt_alloc(LAYERS * SLICE);
+    gt_fill(&src, 12);
+    for (size_t l = 0; l < LAYERS; l++)
+        layers[l] = (p2pt_block_layer){sizeof(layers[l]),
+                                       (void *)(uintptr_t)(dst.ptr + l * SLICE),
+                                       (const void *)(uintptr_t)(src.ptr + l * SLICE), PIECE,
+                                       BLOCKS, BLOCKS};
+    for (size_t r = 0; r < ROWS; r++)
+        mapping[2 * r] = (int64_t)r, mapping[2 * r + 1] = (int64_t)(2 * r); /* even dst ids */
+    spy_on(0, scramble);
+    p2pt_status st = p2pt_copy_blocks_async(h, layers, LAYERS, mapping, ROWS, NULL);
+    spy_off();
+    cr_assert(spy.changed, "the pass asked nothing of the driver");
+    cr_assert_eq(st, P2PT_SUCCESS, "%s", p2pt_last_error(NULL));
+    GT_CHECK(tcu.cuCtxSynchronize());
+
+    /* Exactly the checked mapping's blocks: row r's src block r to dst
+     * block 2r of each layer, poison in every odd block and the guards. */
+    const size_t total = dst.n + 2 * GT_GUARD;
+    unsigned char *want = malloc(total), *got = malloc(total), *from = malloc(src.n);
+    cr_assert(want && got && from);
+    memset(want, GT_POISON, total);
+    gt_read(&src, from, src.ptr, src.n);
+    for (size_t l = 0; l < LAYERS; l++)
+        for (size_t r = 0; r < ROWS; r++)
+            memcpy(want + GT_GUARD + l * SLICE + 2 * r * PIECE, from + l * SLICE + r * PIECE,
+                   PIECE);
+    gt_read(&dst, got, dst.base, total);
+    size_t at = 0;
+    while (at < total && got[at] == want[at])
+        at++;
+    cr_expect_eq(at, total, "dst byte %zu (from the payload's start: %ld) is 0x%02x, expected "
+                 "0x%02x", at, (long)at - GT_GUARD, at < total ? got[at] : 0,
+                 at < total ? want[at] : 0);
+    free(want);
+    free(got);
+    free(from);
+    p2pt_finalize(h);
+    gt_free(&dst);
+    gt_free(&src);
+}
+
+/* ------------------------------------------------- a mapping on the GPU */
+
+static void move_layer(void)
+{
+    layers[0].dst = (char *)layers[0].dst + 16;
+    layers[0].block_bytes = 0; /* which the check refuses */
+}
+
+Test(caller_arrays, a_layer_changed_after_the_check_of_a_gpu_mapping_is_launched_as_checked)
+{
+    gt_use_fake_driver();
+    p2pt_handle *h = gt_handle("tma");
+    struct gt_buf dst = gt_alloc(LAYERS * SLICE), src = gt_alloc(LAYERS * SLICE);
+    struct gt_buf map = gt_alloc(ROWS * 2 * sizeof(int64_t));
+    struct gt_buf ws = gt_alloc(p2pt_blocks_workspace_bytes(LAYERS, ROWS));
+    for (size_t l = 0; l < LAYERS; l++)
+        layers[l] = (p2pt_block_layer){sizeof(layers[l]),
+                                       (void *)(uintptr_t)(dst.ptr + l * SLICE),
+                                       (const void *)(uintptr_t)(src.ptr + l * SLICE), PIECE,
+                                       BLOCKS, BLOCKS};
+    const p2pt_block_layer checked = layers[0];
+    /* The validation of the mapping's memory asks the driver after the
+     * layers were checked and before anything is launched. */
+    spy_on((CUdeviceptr)map.ptr, move_layer);
+    p2pt_status st = p2pt_copy_blocks_device_async(h, layers, LAYERS,
+                                                   (const int64_t *)(uintptr_t)map.ptr, ROWS,
+                                                   (void *)(uintptr_t)ws.ptr, NULL);
+    spy_off();
+    cr_assert(spy.changed, "the mapping's memory was not asked about");
+    cr_assert_eq(st, P2PT_SUCCESS, "%s", p2pt_last_error(NULL));
+    cr_assert(spy.first_launch_seen, "nothing launched");
+    cr_expect_eq(spy.launched.bytes, checked.block_bytes,
+                 "the expand launch carries block_bytes %llu, the checked layer %llu",
+                 (unsigned long long)spy.launched.bytes,
+                 (unsigned long long)checked.block_bytes);
+    cr_expect_eq(spy.launched.dst, (uintptr_t)checked.dst,
+                 "the expand launch carries dst %#llx, the checked layer %p",
+                 (unsigned long long)spy.launched.dst, checked.dst);
+    p2pt_finalize(h);
+    gt_free(&ws);
+    gt_free(&map);
+    gt_free(&dst);
+    gt_free(&src);
+}
+#else
+Test(caller_arrays, needs_the_fake_driver)
+{
+    cr_skip_test("the fake driver is not built here (tests/fault/)");
+}
+#endif
