@@ -438,7 +438,8 @@ P2PT_API p2pt_status p2pt_wait_async(p2pt_handle *h, void *sem, uint32_t count, 
 /*
  * p2pt_copy_batch_device_async, ending with a signal to each of `signals`
  * (n_signals semaphores, up to P2PT_BATCH_SIGNALS_MAX; the host array is
- * read before the call returns): each counts one signal once every piece
+ * read once, before the call returns: the addresses checked are the ones
+ * launched): each counts one signal once every piece
  * of the batch, and its status record, is visible at system scope. So a
  * receiver waits for exactly its senders' batches with no extra launch.
  */
@@ -501,7 +502,8 @@ P2PT_API p2pt_status p2pt_copy_batch_device_marks_async(p2pt_handle *h,
  *     peer that waited for the signal may not).
  * rows 0 to P2PT_COUNT_ROWS_MAX (0: the counts are zeros, and still put and
  * signalled), cols 1 to P2PT_COUNT_COLS_MAX, n_puts 0 to
- * P2PT_COUNT_PUTS_MAX; the host arrays are read before the call returns.
+ * P2PT_COUNT_PUTS_MAX; the host arrays are read once, before the call
+ * returns.
  * Capturable after p2pt_prepare: a replay reads the routing as it is then.
  * A kernel of the kernel transport, whatever P2P_TRANSPORT says; status 6
  * under P2P_TRANSPORT_SM_BUDGET=0. Thread-safe. docs/SIGNALS.md, "The

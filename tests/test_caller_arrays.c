@@ -15,7 +15,10 @@
  *     doubled while the first layer is asked: the blocks land where the
  *     checked mapping said, every other byte poison;
  *   - blocks by a mapping in GPU memory: a layer record changed while the
- *     mapping is checked: the expand launch carries the checked layer.
+ *     mapping is checked: the expand launch carries the checked layer;
+ *   - the semaphores a device batch signals, and a count exchange's puts
+ *     and semaphores, changed to misaligned addresses while their memory
+ *     is checked: the launch carries the addresses checked.
  */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -26,13 +29,19 @@
 
 #ifdef P2PT_FAKE_CUDA_PATH
 /* The change the spy makes, once, from the first pointer query for `at`
- * (0: any), and what the launches carried. */
+ * (0: any), and what the first launch carried: its parameters, `capture`
+ * bytes of them (the size of the struct the test expects). */
 static struct {
     CUdeviceptr at;
     void (*change)(void);
     bool changed;
     bool first_launch_seen;
-    struct p2pt_expand_layer launched; /* layer 0 of the first launch's parameters */
+    size_t capture;
+    union {
+        struct p2pt_expand_params expand;
+        struct p2pt_batch_dev_params batch;
+        struct p2pt_count_params count;
+    } launched;
     struct p2pt_cuda real;
 } spy;
 
@@ -51,7 +60,7 @@ static void first_launch(void **params)
     if (spy.first_launch_seen || params == NULL)
         return;
     spy.first_launch_seen = true;
-    spy.launched = ((const struct p2pt_expand_params *)params[0])->layer[0];
+    memcpy(&spy.launched, params[0], spy.capture);
 }
 
 static CUresult spy_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
@@ -69,8 +78,10 @@ static CUresult spy_launch_ex(const CUlaunchConfig *c, CUfunction f, void **para
 }
 
 /* Watch the library's driver table (loaded at init) until spy_off. */
-static void spy_on(CUdeviceptr at, void (*change)(void))
+static void spy_on(CUdeviceptr at, void (*change)(void), size_t capture)
 {
+    memset(&spy, 0, sizeof(spy));
+    spy.capture = capture;
     spy.real = p2pt__cu;
     spy.at = at;
     spy.change = change;
@@ -119,7 +130,7 @@ static void a_piece_changed_while_asked(const char *transport)
     const CUdeviceptr end = dst.ptr + dst.n + GT_GUARD;
     pieces[0] = (p2pt_copy_desc){(void *)(uintptr_t)(end - 100), (const void *)(uintptr_t)src.ptr,
                                  PIECE};
-    spy_on((CUdeviceptr)(uintptr_t)pieces[0].dst, shorten);
+    spy_on((CUdeviceptr)(uintptr_t)pieces[0].dst, shorten, 0);
     p2pt_status st = p2pt_copy_batch_async(h, pieces, 1, NULL);
     spy_off();
     cr_assert(spy.changed, "%s: the pass asked nothing about the piece's memory", transport);
@@ -132,10 +143,9 @@ static void a_piece_changed_while_asked(const char *transport)
 
     /* A good piece lengthened past the allocation's end meanwhile: moved as
      * read, 256 bytes. */
-    memset(&spy, 0, sizeof(spy));
     pieces[0] = (p2pt_copy_desc){(void *)(uintptr_t)dst.ptr, (const void *)(uintptr_t)src.ptr,
                                  PIECE};
-    spy_on((CUdeviceptr)dst.ptr, lengthen);
+    spy_on((CUdeviceptr)dst.ptr, lengthen, 0);
     st = p2pt_copy_batch_async(h, pieces, 1, NULL);
     spy_off();
     cr_assert(spy.changed);
@@ -152,7 +162,6 @@ static void a_piece_changed_while_asked(const char *transport)
 Test(caller_arrays, a_descriptor_changed_while_the_pass_asks_about_it_is_moved_or_refused_as_read)
 {
     a_piece_changed_while_asked("ce");
-    memset(&spy, 0, sizeof(spy));
     a_piece_changed_while_asked("tma");
 }
 
@@ -182,7 +191,7 @@ Test(caller_arrays, a_mapping_and_a_layer_changed_during_the_pass_move_as_checke
                                        BLOCKS, BLOCKS};
     for (size_t r = 0; r < ROWS; r++)
         mapping[2 * r] = (int64_t)r, mapping[2 * r + 1] = (int64_t)(2 * r); /* even dst ids */
-    spy_on(0, scramble);
+    spy_on(0, scramble, 0);
     p2pt_status st = p2pt_copy_blocks_async(h, layers, LAYERS, mapping, ROWS, NULL);
     spy_off();
     cr_assert(spy.changed, "the pass asked nothing of the driver");
@@ -238,7 +247,7 @@ Test(caller_arrays, a_layer_changed_after_the_check_of_a_gpu_mapping_is_launched
     const p2pt_block_layer checked = layers[0];
     /* The validation of the mapping's memory asks the driver after the
      * layers were checked and before anything is launched. */
-    spy_on((CUdeviceptr)map.ptr, move_layer);
+    spy_on((CUdeviceptr)map.ptr, move_layer, sizeof(struct p2pt_expand_params));
     p2pt_status st = p2pt_copy_blocks_device_async(h, layers, LAYERS,
                                                    (const int64_t *)(uintptr_t)map.ptr, ROWS,
                                                    (void *)(uintptr_t)ws.ptr, NULL);
@@ -246,18 +255,79 @@ Test(caller_arrays, a_layer_changed_after_the_check_of_a_gpu_mapping_is_launched
     cr_assert(spy.changed, "the mapping's memory was not asked about");
     cr_assert_eq(st, P2PT_SUCCESS, "%s", p2pt_last_error(NULL));
     cr_assert(spy.first_launch_seen, "nothing launched");
-    cr_expect_eq(spy.launched.bytes, checked.block_bytes,
+    const struct p2pt_expand_layer *got = &spy.launched.expand.layer[0];
+    cr_expect_eq(got->bytes, checked.block_bytes,
                  "the expand launch carries block_bytes %llu, the checked layer %llu",
-                 (unsigned long long)spy.launched.bytes,
-                 (unsigned long long)checked.block_bytes);
-    cr_expect_eq(spy.launched.dst, (uintptr_t)checked.dst,
+                 (unsigned long long)got->bytes, (unsigned long long)checked.block_bytes);
+    cr_expect_eq(got->dst, (uintptr_t)checked.dst,
                  "the expand launch carries dst %#llx, the checked layer %p",
-                 (unsigned long long)spy.launched.dst, checked.dst);
+                 (unsigned long long)got->dst, checked.dst);
     p2pt_finalize(h);
     gt_free(&ws);
     gt_free(&map);
     gt_free(&dst);
     gt_free(&src);
+}
+
+/* ------------------------------------------------ semaphores and puts */
+
+static void *sems[2], *puts_[2];
+
+static void misalign(void)
+{
+    sems[0] = (char *)sems[0] + 8;
+    puts_[0] = (char *)puts_[0] + 4;
+}
+
+Test(caller_arrays, semaphores_and_puts_changed_during_their_checks_are_launched_as_checked)
+{
+    gt_use_fake_driver();
+    p2pt_handle *h = gt_handle("tma");
+    GT_OK(p2pt_prepare(h, 0));
+    struct gt_buf sem = gt_alloc(2 * P2PT_SEMAPHORE_BYTES), put = gt_alloc(2 * 64);
+    struct gt_buf descs = gt_alloc(4 * sizeof(p2pt_copy_desc)), count = gt_alloc(16);
+    struct gt_buf ws = gt_alloc(p2pt_batch_workspace_bytes(4)), routing = gt_alloc(64);
+
+    /* A device batch that signals: the buffers' check asks the driver
+     * first, after the arguments' check found the semaphores aligned. */
+    sems[0] = (void *)(uintptr_t)sem.ptr;
+    sems[1] = (void *)(uintptr_t)(sem.ptr + P2PT_SEMAPHORE_BYTES);
+    void *const checked = sems[0];
+    spy_on(0, misalign, sizeof(struct p2pt_batch_dev_params));
+    p2pt_status st = p2pt_copy_batch_device_signal_async(
+        h, (const p2pt_copy_desc *)(uintptr_t)descs.ptr, (const uint32_t *)(uintptr_t)count.ptr,
+        4, (void *)(uintptr_t)ws.ptr, sems, 2, NULL);
+    spy_off();
+    cr_assert(spy.changed, "nothing was asked of the driver");
+    cr_assert_eq(st, P2PT_SUCCESS, "%s", p2pt_last_error(NULL));
+    cr_assert(spy.first_launch_seen);
+    cr_expect_eq(spy.launched.batch.signal[0], (uintptr_t)checked,
+                 "the batch launched signal %#llx, checked %p",
+                 (unsigned long long)spy.launched.batch.signal[0], checked);
+    cr_expect_eq(spy.launched.batch.n_signals, 2);
+
+    /* A count exchange: the routing's check asks first. */
+    sems[0] = checked;
+    puts_[0] = (void *)(uintptr_t)put.ptr;
+    puts_[1] = (void *)(uintptr_t)(put.ptr + 64);
+    void *const put_checked = puts_[0];
+    spy_on((CUdeviceptr)routing.ptr, misalign, sizeof(struct p2pt_count_params));
+    st = p2pt_count_rows_async(h, (const void *)(uintptr_t)routing.ptr, 8, 2, NULL, puts_, 2,
+                               sems, 2, NULL);
+    spy_off();
+    cr_assert(spy.changed, "the routing's memory was not asked about");
+    cr_assert_eq(st, P2PT_SUCCESS, "%s", p2pt_last_error(NULL));
+    cr_assert(spy.first_launch_seen);
+    cr_expect_eq(spy.launched.count.put[0], (uintptr_t)put_checked,
+                 "the count exchange launched put %#llx, checked %p",
+                 (unsigned long long)spy.launched.count.put[0], put_checked);
+    cr_expect_eq(spy.launched.count.signal[0], (uintptr_t)checked,
+                 "the count exchange launched signal %#llx, checked %p",
+                 (unsigned long long)spy.launched.count.signal[0], checked);
+    p2pt_finalize(h);
+    struct gt_buf *bufs[] = {&sem, &put, &descs, &count, &ws, &routing};
+    for (size_t i = 0; i < P2PT_ARRAY_LEN(bufs); i++)
+        gt_free(bufs[i]);
 }
 #else
 Test(caller_arrays, needs_the_fake_driver)

@@ -6,6 +6,7 @@
  * (operation.c).
  */
 #include <stddef.h>
+#include <string.h>
 
 #include "explain.h"
 #include "handles.h"
@@ -41,6 +42,18 @@ p2pt_status p2pt_wait_async(p2pt_handle *h, void *sem, uint32_t count, void *str
     return run(h, "p2pt_wait_async", true, sem, count, stream);
 }
 
+/* The caller's array of `n` addresses read once into `here` (room for
+ * `max`), so that the checks and the launch use the same addresses though
+ * the caller's thread change its array meanwhile; an array the check will
+ * refuse (none, or more than `max`) is left as it is. */
+static void *const *read_once(void *const *caller, uint32_t n, uint32_t max, void **here)
+{
+    if (caller == NULL || n == 0 || n > max)
+        return caller;
+    memcpy(here, caller, n * sizeof(*here));
+    return here;
+}
+
 /* A device batch that signals, as one (n_marks 1) or in parts. */
 static p2pt_status batch(p2pt_handle *h, const char *fn, const p2pt_copy_desc *descs,
                          const uint32_t *count, uint32_t max_count, void *workspace,
@@ -51,8 +64,9 @@ static p2pt_status batch(p2pt_handle *h, const char *fn, const p2pt_copy_desc *d
     if (st != P2PT_SUCCESS)
         return st;
     struct p2pt_op op;
+    void *here[P2PT_BATCH_SIGNALS_MAX];
     p2pt__op_device_batch(&op, fn, descs, count, max_count, workspace, stream);
-    op.device.signals = signals;
+    op.device.signals = read_once(signals, n_signals, P2PT_BATCH_SIGNALS_MAX, here);
     op.device.n_signals = n_signals;
     op.device.n_marks = n_marks;
     return p2pt__op_run(h, &op, NULL);
@@ -82,14 +96,16 @@ static p2pt_status count_rows(p2pt_handle *h, const char *fn, const void *routin
                               void *const *signals, uint32_t n_signals, void *stream,
                               p2pt_choice *dry)
 {
-    const struct p2pt_count_exchange x = {.routing = routing,
-                                          .rows = rows,
-                                          .cols = cols,
-                                          .upto = upto,
-                                          .puts = puts,
-                                          .n_puts = n_puts,
-                                          .signals = signals,
-                                          .n_signals = n_signals};
+    void *puts_here[P2PT_COUNT_PUTS_MAX], *signals_here[P2PT_BATCH_SIGNALS_MAX];
+    const struct p2pt_count_exchange x = {
+        .routing = routing,
+        .rows = rows,
+        .cols = cols,
+        .upto = upto,
+        .puts = read_once(puts, n_puts, P2PT_COUNT_PUTS_MAX, puts_here),
+        .n_puts = n_puts,
+        .signals = read_once(signals, n_signals, P2PT_BATCH_SIGNALS_MAX, signals_here),
+        .n_signals = n_signals};
     struct p2pt_op op;
     p2pt__op_count_rows(&op, fn, &x, stream);
     if (dry != NULL)

@@ -176,8 +176,8 @@ struct p2pt_device_batch {
      * CTAs are what a GEMM beside bears (block_layout.c). */
     bool status_only;
     /* Semaphores the batch signals as it ends (struct p2pt_semaphore in
-     * GPU memory the stream's device reaches): the caller's array, read
-     * before the call returns. */
+     * GPU memory the stream's device reaches): the caller's array as the
+     * entry point read it once (api/signal.c), before the checks. */
     void *const *signals;
     uint32_t n_signals;
     /* Parts that signal apart (p2pt_copy_batch_device_marks_async): each
