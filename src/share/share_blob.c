@@ -112,7 +112,9 @@ void p2pt__share_blob_write(const struct p2pt_share_desc *d, p2pt_share_blob *b)
 
 p2pt_status p2pt__share_blob_read(const p2pt_share_blob *b, size_t i, struct p2pt_share_desc *d)
 {
-    const unsigned char *p = b->bytes;
+    /* The caller's bytes read once: the checksum covers what is parsed. */
+    const p2pt_share_blob copy = *b;
+    const unsigned char *p = copy.bytes;
     memset(d, 0, sizeof(*d));
     if (memcmp(p, magic, 4) != 0)
         return p2pt__fail(P2PT_INVALID_ARGUMENT,
