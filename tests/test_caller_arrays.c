@@ -96,6 +96,22 @@ static void spy_off(void)
     p2pt__cu = spy.real;
 }
 
+/* The call watched ended (status `st`): the spy off, the change made from
+ * the query about `asked`, the call a success, and something launched. */
+static void launched_after(p2pt_status st, const char *asked)
+{
+    spy_off();
+    cr_assert(spy.changed, "%s was not asked about", asked);
+    cr_assert_eq(st, P2PT_SUCCESS, "%s", p2pt_last_error(NULL));
+    cr_assert(spy.first_launch_seen, "nothing launched");
+}
+
+/* An address the first launch carried, against the one checked. */
+static void expect_address(unsigned long long got, const void *checked, const char *what)
+{
+    cr_expect_eq(got, (uintptr_t)checked, "%s: launched %#llx, checked %p", what, got, checked);
+}
+
 /* ---------------------------------------------------------- descriptors */
 
 static p2pt_copy_desc pieces[2];
@@ -248,20 +264,15 @@ Test(caller_arrays, a_layer_changed_after_the_check_of_a_gpu_mapping_is_launched
     /* The validation of the mapping's memory asks the driver after the
      * layers were checked and before anything is launched. */
     spy_on((CUdeviceptr)map.ptr, move_layer, sizeof(struct p2pt_expand_params));
-    p2pt_status st = p2pt_copy_blocks_device_async(h, layers, LAYERS,
-                                                   (const int64_t *)(uintptr_t)map.ptr, ROWS,
-                                                   (void *)(uintptr_t)ws.ptr, NULL);
-    spy_off();
-    cr_assert(spy.changed, "the mapping's memory was not asked about");
-    cr_assert_eq(st, P2PT_SUCCESS, "%s", p2pt_last_error(NULL));
-    cr_assert(spy.first_launch_seen, "nothing launched");
+    launched_after(p2pt_copy_blocks_device_async(h, layers, LAYERS,
+                                                 (const int64_t *)(uintptr_t)map.ptr, ROWS,
+                                                 (void *)(uintptr_t)ws.ptr, NULL),
+                   "the mapping's memory");
     const struct p2pt_expand_layer *got = &spy.launched.expand.layer[0];
     cr_expect_eq(got->bytes, checked.block_bytes,
                  "the expand launch carries block_bytes %llu, the checked layer %llu",
                  (unsigned long long)got->bytes, (unsigned long long)checked.block_bytes);
-    cr_expect_eq(got->dst, (uintptr_t)checked.dst,
-                 "the expand launch carries dst %#llx, the checked layer %p",
-                 (unsigned long long)got->dst, checked.dst);
+    expect_address(got->dst, checked.dst, "the expand launch's layer 0 dst");
     p2pt_finalize(h);
     gt_free(&ws);
     gt_free(&map);
@@ -294,16 +305,12 @@ Test(caller_arrays, semaphores_and_puts_changed_during_their_checks_are_launched
     sems[1] = (void *)(uintptr_t)(sem.ptr + P2PT_SEMAPHORE_BYTES);
     void *const checked = sems[0];
     spy_on(0, misalign, sizeof(struct p2pt_batch_dev_params));
-    p2pt_status st = p2pt_copy_batch_device_signal_async(
-        h, (const p2pt_copy_desc *)(uintptr_t)descs.ptr, (const uint32_t *)(uintptr_t)count.ptr,
-        4, (void *)(uintptr_t)ws.ptr, sems, 2, NULL);
-    spy_off();
-    cr_assert(spy.changed, "nothing was asked of the driver");
-    cr_assert_eq(st, P2PT_SUCCESS, "%s", p2pt_last_error(NULL));
-    cr_assert(spy.first_launch_seen);
-    cr_expect_eq(spy.launched.batch.signal[0], (uintptr_t)checked,
-                 "the batch launched signal %#llx, checked %p",
-                 (unsigned long long)spy.launched.batch.signal[0], checked);
+    launched_after(p2pt_copy_batch_device_signal_async(
+                       h, (const p2pt_copy_desc *)(uintptr_t)descs.ptr,
+                       (const uint32_t *)(uintptr_t)count.ptr, 4, (void *)(uintptr_t)ws.ptr,
+                       sems, 2, NULL),
+                   "any memory");
+    expect_address(spy.launched.batch.signal[0], checked, "the batch's signal 0");
     cr_expect_eq(spy.launched.batch.n_signals, 2);
 
     /* A count exchange: the routing's check asks first. */
@@ -312,18 +319,11 @@ Test(caller_arrays, semaphores_and_puts_changed_during_their_checks_are_launched
     puts_[1] = (void *)(uintptr_t)(put.ptr + 64);
     void *const put_checked = puts_[0];
     spy_on((CUdeviceptr)routing.ptr, misalign, sizeof(struct p2pt_count_params));
-    st = p2pt_count_rows_async(h, (const void *)(uintptr_t)routing.ptr, 8, 2, NULL, puts_, 2,
-                               sems, 2, NULL);
-    spy_off();
-    cr_assert(spy.changed, "the routing's memory was not asked about");
-    cr_assert_eq(st, P2PT_SUCCESS, "%s", p2pt_last_error(NULL));
-    cr_assert(spy.first_launch_seen);
-    cr_expect_eq(spy.launched.count.put[0], (uintptr_t)put_checked,
-                 "the count exchange launched put %#llx, checked %p",
-                 (unsigned long long)spy.launched.count.put[0], put_checked);
-    cr_expect_eq(spy.launched.count.signal[0], (uintptr_t)checked,
-                 "the count exchange launched signal %#llx, checked %p",
-                 (unsigned long long)spy.launched.count.signal[0], checked);
+    launched_after(p2pt_count_rows_async(h, (const void *)(uintptr_t)routing.ptr, 8, 2, NULL,
+                                         puts_, 2, sems, 2, NULL),
+                   "the routing's memory");
+    expect_address(spy.launched.count.put[0], put_checked, "the count exchange's put 0");
+    expect_address(spy.launched.count.signal[0], checked, "the count exchange's signal 0");
     p2pt_finalize(h);
     struct gt_buf *bufs[] = {&sem, &put, &descs, &count, &ws, &routing};
     for (size_t i = 0; i < P2PT_ARRAY_LEN(bufs); i++)
