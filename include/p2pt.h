@@ -771,7 +771,12 @@ P2PT_API p2pt_status p2pt_share_import(p2pt_handle *h, int device, const p2pt_sh
  * finish before the close: work captured into a CUDA graph and replayed
  * later, work enqueued outside this handle, and work on another device's
  * stream that reaches the memory through peer access. Must not race with
- * calls that enqueue work touching the window. Status 4 for an import that
+ * calls that enqueue work touching the window. The events live in the
+ * contexts of the streams that took work (primary contexts, for PyTorch):
+ * a context of your own that enqueued work through this handle while
+ * imports were open is destroyed only after those imports are closed (or
+ * the handle finalized), since CUDA leaves a destroyed context's handles
+ * undefined to pass. Status 4 for an import that
  * is not open on this handle (closed as often as imported, or another
  * handle's). p2pt_finalize closes every import of the handle the same way,
  * then ends its exports. Thread-safe.
