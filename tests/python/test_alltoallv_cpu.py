@@ -554,9 +554,9 @@ def test_an_eager_batch_skips_the_dispatcher_and_a_mode_keeps_it(monkeypatch):
         assert descs is a._runs and n is a.count_n and max_count == a.G and ws is a.ws
         assert stream is None and marks == 1  # the current stream; one part
         assert hid == 0 and signals == [a.peer_sems[1][av._ROWS].data_ptr()]
-        # Both written, as their versions say: views of one shared buffer,
-        # they count together, one a write.
-        assert (a.recv._version, a.sems._version) == (versions[0] + 2, versions[1] + 2)
+        # Both written, as their versions say: one write each (in one
+        # allocation, but each over a storage of its own).
+        assert (a.recv._version, a.sems._version) == (versions[0] + 1, versions[1] + 1)
         if mode is not None:
             assert any("batch_signal" in op for op in mode.ops), mode.ops
         with mode or contextlib.nullcontext():  # in parts: semaphore _CHUNK0 + part
@@ -649,3 +649,39 @@ def test_construction_runs_whole_and_a_rank_without_windows_fails_every_rank(wor
         assert said[last] == "Error: p2pt status 5 (INVALID_USAGE): no window left", said
         assert all(s == f"Error: p2pt status 5 (INVALID_USAGE): p2pt.distributed.AlltoallV: "
                         f"rank {last} failed: no window left" for s in said[:last]), said
+
+
+def test_a_compiled_step_keeps_its_count_exchange_and_batches(monkeypatch):
+    """Under torch.compile (aot_eager and inductor) a step's count exchange
+    and batches stay in the graph, with the shared tensors they write and
+    read as its inputs: recv and slots, the count matrix and the
+    semaphores lie in one allocation, each over a storage of its own,
+    since AOTAutograd refuses to compile a mutation of one of several
+    views of one storage that differ in dtype."""
+    a = _ranks(2, 8, monkeypatch)[0]
+    del a.__dict__["_batch"]  # the real one
+    a.ws, a.hid = torch.zeros(16, dtype=torch.uint8), 0
+    seen = []
+    monkeypatch.setattr(av, "_enqueue",
+                        lambda hid, descs, n, max_count, ws, signals, stream=None, marks=1:
+                        seen.append(("batch", signals)))
+    monkeypatch.setattr(av, "_count_enqueue",
+                        lambda hid, dest, upto, puts, signals: seen.append(("count", signals)))
+    assert a.recv.untyped_storage().data_ptr() != a.sems.untyped_storage().data_ptr()
+    assert a.recv.data_ptr() >= a._shared.data_ptr() and \
+        a.sems.data_ptr() + a.sems.nbytes <= a._shared.data_ptr() + a._shared.nbytes
+
+    def step(dest):
+        upto = a._counts_out(dest)
+        a._batch(a._runs, a.count_n, a.G, a.slots, av._ROWS)
+        a._batch(a._runs, a.count_n, a.G, a.recv, av._ROWS)
+        return upto.sum() + a.matrix.sum() + a.recv.sum() + a.sems.sum()
+
+    dest = torch.ones(8, 2, dtype=torch.bool)
+    rows = [a.peer_sems[1][av._ROWS].data_ptr()]
+    for backend in ("aot_eager", "inductor"):
+        seen.clear()
+        torch._dynamo.reset()
+        torch.compile(step, backend=backend)(dest)
+        assert seen == [("count", a._signal_lists[av._COUNTS]), ("batch", rows),
+                        ("batch", rows)], (backend, seen)

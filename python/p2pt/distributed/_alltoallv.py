@@ -44,6 +44,7 @@ written (an empty device batch that ends with the signals) and waits for
 theirs; then row t for rank d lies in `peer_y[d]` at `places(dest)[t, d]`,
 for a kernel that reads and reduces the rows in one pass (a MoE combine's
 weighted sum, bench/results/peer.md 5d)."""
+import ctypes
 import math
 from collections import namedtuple
 
@@ -54,7 +55,7 @@ from .._handle import BATCH_SIGNALS_MAX, COUNT_COLS_MAX, Handle
 from ..torch import _handles
 from ._agree import on_every_rank
 from ._args import described, positive_int, same_on_every_rank
-from ._share import share
+from ._share import _as_tensor, share
 from ._signals import SEMAPHORE_WORDS, bump, direct, wait
 
 _COUNTS, _ROWS, _BACK, _READY, _CHUNK0 = range(5)  # each rank's semaphores: chunk c's is _CHUNK0 + c
@@ -141,6 +142,18 @@ _batch_signal_op = torch.library.custom_op("p2pt_dist::batch_signal", _batch_sig
 @_batch_signal_op.register_fake
 def _(descs, count, max_count, workspace, out, sems, signals, hid, marks):
     return None
+
+
+def _apart(buf, at, n):
+    """Bytes [at, at + n) of `buf` as a uint8 tensor over a storage of its
+    own that keeps `buf` alive: to torch, tensors made so from one buffer
+    share no storage (their bytes are apart), so a compiled graph may
+    mutate one and read another."""
+    if buf.is_cuda:
+        return _as_tensor(buf.data_ptr() + at, n, buf.device.index, buf)
+    mem = (ctypes.c_uint8 * n).from_address(buf.data_ptr() + at)  # the CPU tests' buffers
+    mem.keep = buf
+    return torch.frombuffer(mem, dtype=torch.uint8)
 
 
 class AlltoallV:
@@ -244,7 +257,8 @@ class AlltoallV:
         self._link(*zip(*(self._shared_views(p) for p in peers)))
         if self._own_h is not self.h:
             _handles._ready(self._own_h, self.device)
-            for t in (self.recv, self.y, self.back, self.own_descs, self.back_split, self.ws_own):
+            # recv, y and back lie in the shared allocation: its window.
+            for t in (self._shared, self.own_descs, self.back_split, self.ws_own):
                 _handles._windows(self._own_h, self.device, [t.untyped_storage()])
 
     def _own_handle(self, ctas):
@@ -378,8 +392,11 @@ class AlltoallV:
 
     def _shared_views(self, buf):
         """recv, back, slots, matrix, sems and y over `buf` (a rank's shared
-        allocation, as mapped here)."""
-        return [buf[at:at + n].view(dt).view(shape) for dt, shape, at, n in self._places]
+        allocation, as mapped here), each over a storage of its own
+        (_apart): views of one storage that differ in dtype, one mutated
+        by an operation, are what AOTAutograd refuses to compile
+        ("input mutations on views with different dtypes")."""
+        return [_apart(buf, at, n).view(dt).view(shape) for dt, shape, at, n in self._places]
 
     def _link(self, peer_recv, peer_back, peer_slots, peer_matrix, peer_sems, peer_y):
         """Every rank's shared tensors, as mapped here (rank order): the
