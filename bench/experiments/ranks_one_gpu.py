@@ -2,6 +2,7 @@
 """p2pt.distributed.AlltoallV between processes that share one GPU:
 
     python3 bench/experiments/ranks_one_gpu.py [--ranks 2] [--tokens 512]
+        [--compile aot_eager,inductor]
 
 Where one GPU is all a machine has, this still takes the step across
 processes: each rank imports the others' buffers (CUDA IPC on one device),
@@ -12,8 +13,10 @@ ranks on one GPU). Each rank checks byte for byte, against every rank's
 rows and routing gathered on the host, the rows it received and the
 counts, eagerly over rounds whose routing changes and in a CUDA graph
 replayed with new routing, that the combine brings every row back, and
-(eagerly) that each row lies in its rank's y where places() says;
-prints one line a rank and exits 1 if any check failed. Times nothing."""
+(eagerly) that each row lies in its rank's y where places() says; with
+--compile, two rounds more of the whole step (dispatch, y, combine) under
+torch.compile with each backend named. Prints one line a rank and exits
+1 if any check failed. Times nothing."""
 import argparse
 import os
 import sys
@@ -54,7 +57,35 @@ def came_back(back, x, dest, key):
     return torch.equal(back[mask], want[mask])
 
 
-def worker(rank, world, T, path, out):
+def step(a2a, x, dest, key):
+    """One step: the dispatch, y written from the rows received, the
+    combine."""
+    recv, counts = a2a.dispatch(x, dest)
+    torch.bitwise_xor(recv, key, out=a2a.y)
+    return recv, counts, a2a.combine(dest)
+
+
+def compiled_rounds(a2a, backends, T, rank, world, dev, bad):
+    """Two rounds of the step under torch.compile with each backend, new
+    routing each, checked as the eager rounds are."""
+    for backend in backends:
+        torch._dynamo.reset()
+        run = torch.compile(lambda x, dest, key: step(a2a, x, dest, key), backend=backend)
+        for r in range(2):
+            x, dest = routing(T, world, 400 + 10 * r + rank, dev)
+            key = torch.full((), 21 + r, dtype=torch.uint8, device=dev)
+            recv, counts, back = run(x, dest, key)
+            want, want_counts = expected(x, dest, rank, world)
+            if not torch.equal(counts, want_counts) or \
+                    not torch.equal(recv[:want.shape[0]], want):
+                bad.append(f"{backend} round {r}: rows or counts")
+            if not came_back(back, x, dest, 21 + r):
+                bad.append(f"{backend} round {r}: combine")
+            torch.cuda.synchronize()
+            dist.barrier()
+
+
+def worker(rank, world, T, path, out, backends=()):
     import p2pt.distributed as pd
     import p2pt.torch as pt
     dist.init_process_group("gloo", init_method=f"file://{path}", rank=rank, world_size=world)
@@ -79,6 +110,7 @@ def worker(rank, world, T, path, out):
                 bad.append(f"eager round {r}: places() in rank {d}'s y")
         torch.cuda.synchronize()
         dist.barrier()
+    compiled_rounds(a2a, backends, T, rank, world, dev, bad)
     pt.prepare()
     gx, gdest = routing(T, world, 200 + rank, dev)
     key = torch.zeros((), dtype=torch.uint8, device=dev)
@@ -104,8 +136,9 @@ def worker(rank, world, T, path, out):
             bad.append(f"replay {r}: combine")
         torch.cuda.synchronize()
         dist.barrier()
-    print(f"rank {rank} of {world} on one GPU, {T} tokens: 4 eager rounds and 3 replays "
-          f"{'byte-exact' if not bad else 'WRONG: ' + '; '.join(bad)}; "
+    compiled = f", 2 rounds with each of {', '.join(backends)}" if backends else ""
+    print(f"rank {rank} of {world} on one GPU, {T} tokens: 4 eager rounds{compiled} and 3 "
+          f"replays {'byte-exact' if not bad else 'WRONG: ' + '; '.join(bad)}; "
           f"{a2a.h.properties()['count_exchanges']} count exchanges", flush=True)
     out[rank] = len(bad)
     dist.barrier()
@@ -116,12 +149,15 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--tokens", type=int, default=512)
+    p.add_argument("--compile", default="",
+                   help="torch.compile backends for two rounds more each (aot_eager,inductor)")
     a = p.parse_args()
+    backends = tuple(b for b in a.compile.split(",") if b)
     if not torch.cuda.is_available():
         sys.exit("ranks_one_gpu.py: no CUDA device")
     out = mp.Manager().dict()
     with tempfile.TemporaryDirectory() as d:
-        mp.spawn(worker, args=(a.ranks, a.tokens, os.path.join(d, "rendezvous"), out),
+        mp.spawn(worker, args=(a.ranks, a.tokens, os.path.join(d, "rendezvous"), out, backends),
                  nprocs=a.ranks, join=True)
     return 1 if any(out.values()) else 0
 
