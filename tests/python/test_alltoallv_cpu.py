@@ -651,37 +651,55 @@ def test_construction_runs_whole_and_a_rank_without_windows_fails_every_rank(wor
                         f"rank {last} failed: no window left" for s in said[:last]), said
 
 
-def test_a_compiled_step_keeps_its_count_exchange_and_batches(monkeypatch):
-    """Under torch.compile (aot_eager and inductor) a step's count exchange
-    and batches stay in the graph, with the shared tensors they write and
-    read as its inputs: recv and slots, the count matrix and the
-    semaphores lie in one allocation, each over a storage of its own,
-    since AOTAutograd refuses to compile a mutation of one of several
-    views of one storage that differ in dtype."""
-    a = _ranks(2, 8, monkeypatch)[0]
+def test_a_compiled_step_makes_the_calls_of_an_eager_one(monkeypatch):
+    """Under torch.compile (aot_eager and inductor) a whole step (dispatch
+    and combine) makes the library calls of an eager one, in its order:
+    the count exchange, the waits, every batch with its handle, pieces,
+    workspace, signals and parts. The shared tensors (recv, slots, the
+    count matrix, the semaphores) lie in one allocation, each over a
+    storage of its own, since AOTAutograd refuses to compile a mutation of
+    one of several views of one storage that differ in dtype. The calls
+    are recorded outside the compiled graphs (a traced append to a list
+    would be replayed by dynamo over the ops' own appends)."""
+    a = _ranks(2, 16, monkeypatch)[0]
     del a.__dict__["_batch"]  # the real one
-    a.ws, a.hid = torch.zeros(16, dtype=torch.uint8), 0
+    a.ws, a.hid, a._own_hid = torch.zeros(16, dtype=torch.uint8), 0, 1
+    a.ws_own, a.ws_slots = torch.zeros(16, dtype=torch.uint8), torch.zeros(16, dtype=torch.uint8)
+    a.h = a._own_h = object()
+    a.device = 0
+    monkeypatch.setattr(av._handles, "_windows", lambda *_, **__: None)
     seen = []
+
+    @torch._dynamo.disable
+    def record(call):
+        seen.append(call)
+
+    count = _count_of([])
+    monkeypatch.setattr(av, "_count_enqueue",
+                        lambda *args: (record(("count", tuple(args[4]))), count(*args)))
+    monkeypatch.setattr(av, "wait", lambda sem, count, **_: record(("wait", sem.data_ptr(),
+                                                                     count)))
     monkeypatch.setattr(av, "_enqueue",
                         lambda hid, descs, n, max_count, ws, signals, stream=None, marks=1:
-                        seen.append(("batch", signals)))
-    monkeypatch.setattr(av, "_count_enqueue",
-                        lambda hid, dest, upto, puts, signals: seen.append(("count", signals)))
+                        record(("batch", hid, descs.data_ptr(), n.data_ptr(), max_count,
+                                ws.data_ptr(), tuple(signals), marks)))
     assert a.recv.untyped_storage().data_ptr() != a.sems.untyped_storage().data_ptr()
     assert a.recv.data_ptr() >= a._shared.data_ptr() and \
         a.sems.data_ptr() + a.sems.nbytes <= a._shared.data_ptr() + a._shared.nbytes
+    g = torch.Generator().manual_seed(5)
+    x = torch.randint(0, 256, (16, ROW), dtype=torch.uint8, generator=g)
+    dest = torch.rand(16, 2, generator=g) < 0.5
 
-    def step(dest):
-        upto = a._counts_out(dest)
-        a._batch(a._runs, a.count_n, a.G, a.slots, av._ROWS)
-        a._batch(a._runs, a.count_n, a.G, a.recv, av._ROWS)
-        return upto.sum() + a.matrix.sum() + a.recv.sum() + a.sems.sum()
+    def step(x, dest):
+        a.dispatch(x, dest)
+        a.combine(dest)
 
-    dest = torch.ones(8, 2, dtype=torch.bool)
-    rows = [a.peer_sems[1][av._ROWS].data_ptr()]
+    step(x, dest)
+    eager = list(seen)
+    assert [c[0] for c in eager] == ["count", "wait", "batch", "batch", "batch", "wait",
+                                     "batch", "batch", "wait"], eager
     for backend in ("aot_eager", "inductor"):
         seen.clear()
         torch._dynamo.reset()
-        torch.compile(step, backend=backend)(dest)
-        assert seen == [("count", a._signal_lists[av._COUNTS]), ("batch", rows),
-                        ("batch", rows)], (backend, seen)
+        torch.compile(step, backend=backend)(x, dest)
+        assert seen == eager, (backend, seen, eager)
