@@ -651,16 +651,11 @@ def test_construction_runs_whole_and_a_rank_without_windows_fails_every_rank(wor
                         f"rank {last} failed: no window left" for s in said[:last]), said
 
 
-def test_a_compiled_step_makes_the_calls_of_an_eager_one(monkeypatch):
-    """Under torch.compile (aot_eager and inductor) a whole step (dispatch
-    and combine) makes the library calls of an eager one, in its order:
-    the count exchange, the waits, every batch with its handle, pieces,
-    workspace, signals and parts. The shared tensors (recv, slots, the
-    count matrix, the semaphores) lie in one allocation, each over a
-    storage of its own, since AOTAutograd refuses to compile a mutation of
-    one of several views of one storage that differ in dtype. The calls
-    are recorded outside the compiled graphs (a traced append to a list
-    would be replayed by dynamo over the ops' own appends)."""
+def _recorded_rank(monkeypatch):
+    """Rank 0 of two with its real _batch, the library's calls stood in for
+    and recorded outside any compiled graph (a traced append to a list
+    would be replayed by dynamo over the operations' own appends): the
+    rank and the list of its calls."""
     a = _ranks(2, 16, monkeypatch)[0]
     del a.__dict__["_batch"]  # the real one
     a.ws, a.hid, a._own_hid = torch.zeros(16, dtype=torch.uint8), 0, 1
@@ -683,23 +678,63 @@ def test_a_compiled_step_makes_the_calls_of_an_eager_one(monkeypatch):
                         lambda hid, descs, n, max_count, ws, signals, stream=None, marks=1:
                         record(("batch", hid, descs.data_ptr(), n.data_ptr(), max_count,
                                 ws.data_ptr(), tuple(signals), marks)))
-    assert a.recv.untyped_storage().data_ptr() != a.sems.untyped_storage().data_ptr()
-    assert a.recv.data_ptr() >= a._shared.data_ptr() and \
-        a.sems.data_ptr() + a.sems.nbytes <= a._shared.data_ptr() + a._shared.nbytes
+    return a, seen
+
+
+def _compiled_as_eager(fn, seen, *args):
+    """The calls of fn(*args) eagerly, and whether fn compiled with
+    aot_eager and with inductor made the same, in their order."""
+    seen.clear()
+    fn(*args)
+    eager, same = list(seen), {}
+    for backend in ("aot_eager", "inductor"):
+        seen.clear()
+        torch._dynamo.reset()
+        torch.compile(fn, backend=backend)(*args)
+        same[backend] = seen == eager
+    return eager, same
+
+
+def test_a_compiled_step_makes_the_calls_of_an_eager_one(monkeypatch):
+    """Under torch.compile (aot_eager and inductor) a whole step (dispatch,
+    ready, combine) makes the library calls of an eager one, in its order:
+    the count exchange, the waits, every batch with its handle, pieces,
+    workspace, signals and parts. (Dispatch, ready and combine run as
+    eagerly under torch.compile: their side streams and events.)"""
+    a, seen = _recorded_rank(monkeypatch)
     g = torch.Generator().manual_seed(5)
     x = torch.randint(0, 256, (16, ROW), dtype=torch.uint8, generator=g)
     dest = torch.rand(16, 2, generator=g) < 0.5
 
     def step(x, dest):
         a.dispatch(x, dest)
+        a.ready()
         a.combine(dest)
 
-    step(x, dest)
-    eager = list(seen)
+    eager, same = _compiled_as_eager(step, seen, x, dest)
     assert [c[0] for c in eager] == ["count", "wait", "batch", "batch", "batch", "wait",
-                                     "batch", "batch", "wait"], eager
-    for backend in ("aot_eager", "inductor"):
-        seen.clear()
-        torch._dynamo.reset()
-        torch.compile(step, backend=backend)(x, dest)
-        assert seen == eager, (backend, seen, eager)
+                                     "batch", "wait", "batch", "batch", "wait"], eager
+    assert same == {"aot_eager": True, "inductor": True}, (same, eager)
+
+
+def test_the_steps_operations_compile_over_the_shared_tensors(monkeypatch):
+    """A graph that holds a step's count exchange and batches, and reads
+    the shared tensors they write, compiles with aot_eager and inductor
+    and makes the eager calls: recv and slots, the count matrix and the
+    semaphores lie in one allocation, each over a storage of its own,
+    since AOTAutograd refuses to compile a mutation of one of several
+    views of one storage that differ in dtype."""
+    a, seen = _recorded_rank(monkeypatch)
+    assert a.recv.untyped_storage().data_ptr() != a.sems.untyped_storage().data_ptr()
+    assert a.recv.data_ptr() >= a._shared.data_ptr() and \
+        a.sems.data_ptr() + a.sems.nbytes <= a._shared.data_ptr() + a._shared.nbytes
+
+    def operations(dest):
+        upto = a._counts_out(dest)
+        a._batch(a._runs, a.count_n, a.G, a.slots, av._ROWS, a.ws_slots, a._side2)
+        a._batch(a._runs, a.count_n, a.G, a.recv, av._ROWS)
+        return upto.sum() + a.matrix.sum() + a.recv.sum() + a.sems.sum()
+
+    eager, same = _compiled_as_eager(operations, seen, torch.ones(16, 2, dtype=torch.bool))
+    assert [c[0] for c in eager] == ["count", "batch", "batch"], eager
+    assert same == {"aot_eager": True, "inductor": True}, (same, eager)

@@ -144,6 +144,15 @@ def _(descs, count, max_count, workspace, out, sems, signals, hid, marks):
     return None
 
 
+# A step's side streams and events are what torch.compile's tracing does
+# not carry as they run eagerly (dynamo marks the operations made inside a
+# stream's context with that stream, and leaves entering it to the backend;
+# a whole step compiled for two processes on one H200 did not complete,
+# bench/results/peer.md 5zd). Under torch.compile, dispatch, combine and
+# ready run as they do eagerly, a graph break each.
+_eager = torch.compiler.disable
+
+
 def _apart(buf, at, n):
     """Bytes [at, at + n) of `buf` as a uint8 tensor over a storage of its
     own that keeps `buf` alive: to torch, tensors made so from one buffer
@@ -498,6 +507,7 @@ class AlltoallV:
             self._step = (T, v)
         return v
 
+    @_eager
     def dispatch(self, x, dest):
         """Send row t of `x` to every rank d with dest[t, d]; returns this
         rank's receive buffer and the rows from each source (int64 [G] on
@@ -654,6 +664,7 @@ class AlltoallV:
         torch.add(self._y_at, self._bk_k, alpha=self.rb, out=self._bk_src)
         torch.mul(self._bk_valid, self.rb, out=self._bk_size)
 
+    @_eager
     def ready(self):
         """Signal every peer that this rank's `y` is written (everything
         before on the current stream), then hold the stream until every
@@ -691,6 +702,7 @@ class AlltoallV:
         ends = [(c + 1) * n // K // (G - 1) for c in range(K)]
         return list(zip([0] + ends[:-1], ends))
 
+    @_eager
     def combine(self, dest, *, chunks=1, then=None):
         """Bring back, from every rank it went to, that rank's row of `y`
         for each row of the last dispatch: [T, G, row_bytes], slot (t, d)
