@@ -189,7 +189,10 @@ class AlltoallV:
     rank's next dispatch call: read `back` before calling dispatch again.
     `dest` of a combine is the last dispatch's. After `ready()` the peers
     read this rank's `y` until their own next dispatch: write `y` only
-    after this rank's next dispatch, as for `back`.
+    after this rank's next dispatch, as for `back`. Under torch.compile,
+    dispatch, ready and combine run as they do eagerly (a graph break
+    each: their side streams and events are not traced); capture the step
+    in a CUDA graph to take its host time away.
 
     `handle`: the p2pt handle of the step's batches (None: p2pt.torch's
     default). From three ranks on, a rank's rows to itself go through a
