@@ -89,6 +89,34 @@ def test_compile_traces_every_operation_without_a_graph_break():
                      torch.arange(8, device="cuda"))
 
 
+def test_a_call_given_a_stream_runs_outside_the_compiled_graph(monkeypatch):
+    # Dynamo marks what a stream's context holds with that stream and
+    # leaves entering it to the backend, while an operation enqueues on the
+    # stream current when it runs: given a stream, a call leaves the graph
+    # (a graph break) and runs as eagerly; without one it stays in.
+    import contextlib
+    monkeypatch.setattr(pt, "_stream", lambda stream: contextlib.nullcontext())
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append([str(n.target) for n in gm.graph.nodes if n.op == "call_function"])
+        return gm.forward
+
+    def step(dst, src, stream):
+        pt.copy_(dst, src, stream=stream, handle=_Closed())
+        return dst.sum()
+
+    for stream, inside in ((None, True), (object(), False)):
+        graphs.clear()
+        torch._dynamo.reset()
+        dst, src = torch.zeros(8), torch.arange(8.0)
+        with pytest.warns(UserWarning, match="pageable"):  # torch copies pageable memory
+            pt._warned.clear()
+            torch.compile(step, backend=backend)(dst, src, stream)
+        assert torch.equal(dst, src), f"stream {stream}: the copy did not run"
+        assert any("p2pt.copy_" in t for g in graphs for t in g) == inside, (stream, graphs)
+
+
 def test_row_descriptors_are_addresses_of_the_chosen_rows():
     dst, src = torch.zeros(10, 3, dtype=torch.float32), torch.zeros(6, 3, dtype=torch.float32)
     d = pt.row_descriptors(dst, torch.tensor([9, 0, -1]), src, torch.tensor([5, 2, 1]))

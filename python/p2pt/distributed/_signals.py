@@ -80,6 +80,7 @@ def _row(sem):
     return sem
 
 
+@_handles._eager_on_a_stream
 def signal(sem, *, stream=None, handle=None):
     """Signal semaphore `sem` (a row of a peer's semaphores, from share(), or
     of your own) once everything before it on the stream is visible to its
@@ -93,6 +94,7 @@ def signal(sem, *, stream=None, handle=None):
             torch.ops.p2pt_dist.signal(sem, hid)
 
 
+@_handles._eager_on_a_stream
 def wait(sem, count=1, *, stream=None, handle=None):
     """Hold the stream until `count` more signals reach `sem`, a row of this
     rank's own semaphores; work after it sees what the signallers wrote."""

@@ -44,7 +44,7 @@ except ImportError:
 # module that reads it).
 from .. import _handle  # noqa: F401  (tests patch p2pt.torch._handle.Handle)
 from .._lib import Error
-from ._handles import _cur, _get, _hid, _stream  # noqa: F401
+from ._handles import _cur, _eager_on_a_stream, _get, _hid, _stream  # noqa: F401
 from ._handles import handle, prepare, register_window
 from ._host import _held, _warned  # noqa: F401
 from ._ops import batch_status, check_status, row_descriptors
@@ -59,6 +59,7 @@ __all__ = ["handle", "prepare", "copy_", "copy_batch_", "copy_rows_", "copy_batc
 
 # ------------------------------------------------------------ the public calls
 
+@_eager_on_a_stream
 def copy_(dst, src, *, stream=None, handle=None):
     """Copy src's bytes into dst (both contiguous, the same size; each a
     CUDA tensor on any GPU the stream's device can reach, or a pinned CPU
@@ -69,6 +70,7 @@ def copy_(dst, src, *, stream=None, handle=None):
     return dst
 
 
+@_eager_on_a_stream
 def copy_batch_(dsts, srcs, *, stream=None, handle=None):
     """Copy srcs[i] into dsts[i] for every i, as one stream-ordered batch.
     The pieces run at once: no piece's destination may overlap another
@@ -79,6 +81,7 @@ def copy_batch_(dsts, srcs, *, stream=None, handle=None):
     return dsts
 
 
+@_eager_on_a_stream
 def copy_rows_(dst, dst_index, src, src_index=None, *, count=None, stream=None, handle=None):
     """dst[dst_index[i]] = src[src_index[i]] (an index None: 0..n-1) for i
     below `count` (an int32 GPU tensor read when the batch runs; default:
@@ -92,6 +95,7 @@ def copy_rows_(dst, dst_index, src, src_index=None, *, count=None, stream=None, 
         return torch.ops.p2pt.copy_rows_(dst, dst_index, src, src_index, count, hid)
 
 
+@_eager_on_a_stream
 def copy_batch_device_(descs, count, *, max_count=None, stream=None, handle=None):
     """A device batch of the (n, 3) int64 records in `descs` (row_descriptors
     builds them), the first `count` (int32 GPU tensor) of them. The memory
@@ -105,6 +109,7 @@ def copy_batch_device_(descs, count, *, max_count=None, stream=None, handle=None
             descs, count, descs.shape[0] if max_count is None else max_count, hid)
 
 
+@_eager_on_a_stream
 def swap_blocks(src, dst, block_mapping, *, stream=None, handle=None, sm_budget=None,
                 check=False):
     """vLLM's swap_blocks for every layer at once: for each row (s, d) of

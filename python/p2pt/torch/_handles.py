@@ -4,6 +4,7 @@ budget, made at first use), the int an operation carries for its handle
 (_hid) and the handle it names (_get), the current device and stream, a
 device prepared before a graph is captured (prepare), and the windows of
 storages (register_window, _windows). It imports no module of the package."""
+import functools
 import os
 import threading
 from contextlib import nullcontext
@@ -102,6 +103,23 @@ def _ready(h, device):
 
 def _stream(stream):
     return torch.cuda.stream(stream) if stream is not None else nullcontext()
+
+
+def _eager_on_a_stream(fn):
+    """`fn` (a call with a `stream` keyword), run as it runs eagerly where
+    torch.compile traces it with a stream given: dynamo marks the
+    operations made inside a stream's context with that stream and leaves
+    entering it to the backend, while p2pt's operations enqueue on the
+    stream current when they run. A graph break, then, not a guess of
+    which stream a backend enters."""
+    eager = torch.compiler.disable(fn)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        if kwargs.get("stream") is not None and torch.compiler.is_compiling():
+            return eager(*args, **kwargs)
+        return fn(*args, **kwargs)
+    return call
 
 
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
