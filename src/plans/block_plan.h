@@ -98,9 +98,11 @@ P2PT_INTERNAL p2pt_status p2pt__block_layers_check(const char *fn, const p2pt_bl
 
 /*
  * The caller's `n` layer records (n >= 1) read once into `to` (n records
- * of sizeof(p2pt_block_layer), each size set to that), with the checks of
- * p2pt__block_layers_check, the spans on the copy: every later use reads
- * the copy, so what was checked is what is used.
+ * of sizeof(p2pt_block_layer), each size set to that), with the record
+ * sizes checked as p2pt__block_layers_check checks them. The spans are
+ * checked next, on the copy, by the caller (p2pt__block_facts or
+ * p2pt__block_layers_check): every later use reads the copy, so what was
+ * checked is what is used.
  */
 P2PT_INTERNAL p2pt_status p2pt__block_layers_copy(const char *fn, const p2pt_block_layer *layers,
                                                   size_t n, p2pt_block_layer *to);
