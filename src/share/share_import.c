@@ -294,12 +294,11 @@ static void import_free(struct p2pt_share_import *i)
     free(i);
 }
 
-/* The open import of `token` for `device` (the caller holds sh->lock). */
-/* An open import of `device` that `d`'s export maps as it is: the same
- * export, or another export of the same range of the same legacy or pool
- * allocation (an exporter that ended its export and exported the range
- * again): the driver would hand the same addresses out again, whose window
- * stands already. */
+/* An open import of `device` that `d`'s export maps as it is (the caller
+ * holds sh->lock): the same export, or another export of the same range of
+ * the same legacy or pool allocation (an exporter that ended its export and
+ * exported the range again): the driver would hand the same addresses out
+ * again, whose window stands already. */
 static struct p2pt_share_import *find(struct p2pt_share *sh, int device,
                                       const struct p2pt_share_desc *d)
 {
