@@ -71,6 +71,16 @@ def bump(*tensors):
     _bump(tensors)
 
 
+# A signal and a wait act on the semaphore at its address, which peers
+# write too, while torch.compile treats an operation that mutates a tensor
+# as a function of it: AOTAutograd without re-inplacing (aot_eager) runs it
+# on a copy and copies that back (a wait would poll a copy no peer signals;
+# a copy written back over a semaphore loses the signals that came
+# between), and whether inductor re-inplaces is its own choice. Under
+# torch.compile they run as they do eagerly, a graph break each.
+_by_address = torch.compiler.disable
+
+
 def _row(sem):
     if not isinstance(sem, torch.Tensor) or sem.dtype != torch.int64 or \
             sem.numel() != SEMAPHORE_WORDS or not sem.is_cuda or not sem.is_contiguous():
@@ -80,7 +90,7 @@ def _row(sem):
     return sem
 
 
-@_handles._eager_on_a_stream
+@_by_address
 def signal(sem, *, stream=None, handle=None):
     """Signal semaphore `sem` (a row of a peer's semaphores, from share(), or
     of your own) once everything before it on the stream is visible to its
@@ -94,7 +104,7 @@ def signal(sem, *, stream=None, handle=None):
             torch.ops.p2pt_dist.signal(sem, hid)
 
 
-@_handles._eager_on_a_stream
+@_by_address
 def wait(sem, count=1, *, stream=None, handle=None):
     """Hold the stream until `count` more signals reach `sem`, a row of this
     rank's own semaphores; work after it sees what the signallers wrote."""

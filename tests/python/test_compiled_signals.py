@@ -1,0 +1,111 @@
+# SPDX-License-Identifier: Apache-2.0
+"""p2pt.distributed.signal and wait under torch.compile act on the
+semaphore itself, not on a copy: AOTAutograd without re-inplacing
+(aot_eager) runs an operation that mutates a tensor on a copy of it and
+copies that back, so a compiled wait would poll a copy that no signal
+reaches. On the CPU, the library's calls stood in for, the semaphore's own
+address reaches them with each backend; on a GPU, a compiled wait sees a
+signal from another stream, and a compiled signal writes the semaphore
+that an eager wait reads. The GPU tests skip without a CUDA device."""
+import contextlib
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch")
+try:
+    import p2pt
+    import p2pt.distributed as pd
+    from p2pt.distributed import _signals
+except ImportError as e:  # p2pt.distributed needs torch.distributed
+    pytest.skip(f"p2pt.distributed: {e}", allow_module_level=True)
+
+BACKENDS = ("aot_eager", "inductor")
+
+
+def _recorded(monkeypatch):
+    """The calls that signal and wait make of the library, recorded with
+    the semaphore address each is given, on the CPU (no handle, no
+    stream)."""
+    calls = []
+    h = types.SimpleNamespace(
+        signal=lambda sem, stream=None: calls.append(("signal", sem)),
+        wait=lambda sem, count=1, stream=None: calls.append(("wait", sem, count)))
+    monkeypatch.setattr(_signals, "_row", lambda sem: sem)
+    monkeypatch.setattr(_signals._handles, "_get", lambda hid: h)
+    monkeypatch.setattr(_signals._handles, "_ready", lambda h, device: None)
+    monkeypatch.setattr(_signals._handles, "_cur", lambda device=None: 0)
+    monkeypatch.setattr(_signals._handles, "_stream", lambda stream: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    return calls
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_compiled_signal_and_wait_reach_the_semaphore_itself(monkeypatch, backend):
+    calls = _recorded(monkeypatch)
+    sems = torch.zeros(4, _signals.SEMAPHORE_WORDS, dtype=torch.int64)
+
+    def step(sem, other):
+        pd.signal(other)
+        pd.wait(sem, 2)
+        return sem.sum() + other.sum()
+
+    torch._dynamo.reset()
+    torch.compile(step, backend=backend)(sems[1], sems[3])
+    assert calls == [("signal", sems[3].data_ptr()), ("wait", sems[1].data_ptr(), 2)], \
+        f"{backend}: the library was given another address than the semaphore's"
+
+
+gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="PyTorch sees no CUDA device")
+
+
+def _handle():
+    """A handle whose waits give up after 5 s (counted in the semaphore),
+    so that a wait that polls the wrong memory fails the test instead of
+    holding the GPU; its kernels loaded by one eager signal and wait."""
+    h = p2pt.Handle(options={"P2P_TRANSPORT_WAIT_TIMEOUT_MS": 5000})
+    warm = pd.semaphores(1)
+    pd.signal(warm[0], handle=h)
+    pd.wait(warm[0], 1, handle=h)
+    torch.cuda.synchronize()
+    return h
+
+
+def _timeouts(sem):
+    """The count of waits on `sem` that gave up."""
+    return int(sem[p2pt._handle.SEMAPHORE_TIMEOUTS // 8].item())
+
+
+@gpu
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_compiled_wait_sees_a_signal_from_another_stream(backend):
+    h = _handle()
+    sems = pd.semaphores(2)
+    torch._dynamo.reset()
+    waits = torch.compile(lambda sem: pd.wait(sem, 1, handle=h), backend=backend)
+    waits(sems[1])  # holds the current stream until the signal below
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        pd.signal(sems[1], handle=h)
+    torch.cuda.synchronize()
+    assert _timeouts(sems[1]) == 0, f"{backend}: the compiled wait gave up, unsignalled"
+    assert _timeouts(sems[0]) == 0
+    h.close()
+
+
+@gpu
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_compiled_signal_writes_the_semaphore_an_eager_wait_reads(backend):
+    h = _handle()
+    sems = pd.semaphores(1)
+    seen, real = [], h.signal
+    h.signal = lambda sem, stream=None: (seen.append(sem), real(sem, stream))[1]
+    torch._dynamo.reset()
+    signals = torch.compile(lambda sem: pd.signal(sem, handle=h), backend=backend)
+    for _ in range(3):
+        signals(sems[0])
+    pd.wait(sems[0], 3, handle=h)
+    torch.cuda.synchronize()
+    assert seen == [sems[0].data_ptr()] * 3, f"{backend}: signalled another address"
+    assert _timeouts(sems[0]) == 0, f"{backend}: the eager wait gave up"
+    h.close()
