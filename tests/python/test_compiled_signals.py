@@ -80,16 +80,22 @@ def _timeouts(sem):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_compiled_wait_sees_a_signal_from_another_stream(backend):
     h = _handle()
-    sems = pd.semaphores(2)
+    sem = pd.semaphores(1)[0]
     torch._dynamo.reset()
     waits = torch.compile(lambda sem: pd.wait(sem, 1, handle=h), backend=backend)
-    waits(sems[1])  # holds the current stream until the signal below
+    # Compiled first with the signal already there: compiling (again, for
+    # another tensor) may wait for the GPU on the host, which must not
+    # happen while the wait holds it (on one H200 the host then came to
+    # the signal after the wait had given up).
+    pd.signal(sem, handle=h)
+    waits(sem)
+    torch.cuda.synchronize()
+    waits(sem)  # holds the current stream until the signal below
     side = torch.cuda.Stream()
     with torch.cuda.stream(side):
-        pd.signal(sems[1], handle=h)
+        pd.signal(sem, handle=h)
     torch.cuda.synchronize()
-    assert _timeouts(sems[1]) == 0, f"{backend}: the compiled wait gave up, unsignalled"
-    assert _timeouts(sems[0]) == 0
+    assert _timeouts(sem) == 0, f"{backend}: the compiled wait gave up, unsignalled"
     h.close()
 
 
