@@ -83,15 +83,15 @@ def test_a_compiled_wait_sees_a_signal_from_another_stream(backend):
     sem = pd.semaphores(1)[0]
     torch._dynamo.reset()
     waits = torch.compile(lambda sem: pd.wait(sem, 1, handle=h), backend=backend)
-    # Compiled first with the signal already there: compiling (again, for
-    # another tensor) may wait for the GPU on the host, which must not
-    # happen while the wait holds it (on one H200 the host then came to
-    # the signal after the wait had given up).
+    # The side stream is made before the wait is queued: PyTorch's first
+    # torch.cuda.Stream() in a process waited on the host for the GPU (5.0
+    # s, the wait's timeout, on one H200 with PyTorch 2.11). The wait is
+    # compiled once with its signal already there, for the same reason.
+    side = torch.cuda.Stream()
     pd.signal(sem, handle=h)
     waits(sem)
     torch.cuda.synchronize()
     waits(sem)  # holds the current stream until the signal below
-    side = torch.cuda.Stream()
     with torch.cuda.stream(side):
         pd.signal(sem, handle=h)
     torch.cuda.synchronize()
