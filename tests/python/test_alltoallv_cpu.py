@@ -723,7 +723,9 @@ def test_the_steps_operations_compile_over_the_shared_tensors(monkeypatch):
     and makes the eager calls: recv and slots, the count matrix and the
     semaphores lie in one allocation, each over a storage of its own,
     since AOTAutograd refuses to compile a mutation of one of several
-    views of one storage that differ in dtype."""
+    views of one storage that differ in dtype. (The step's methods run
+    eagerly under torch.compile; a graph of the caller's still reads and
+    writes the shared tensors, as `y`.)"""
     a, seen = _recorded_rank(monkeypatch)
     assert a.recv.untyped_storage().data_ptr() != a.sems.untyped_storage().data_ptr()
     assert a.recv.data_ptr() >= a._shared.data_ptr() and \

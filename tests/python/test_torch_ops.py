@@ -90,10 +90,11 @@ def test_compile_traces_every_operation_without_a_graph_break():
 
 
 def test_a_call_given_a_stream_runs_outside_the_compiled_graph(monkeypatch):
-    # Dynamo marks what a stream's context holds with that stream and
-    # leaves entering it to the backend, while an operation enqueues on the
-    # stream current when it runs: given a stream, a call leaves the graph
-    # (a graph break) and runs as eagerly; without one it stays in.
+    # Dynamo does not enter a stream's context for the operations in it
+    # (they ran on the default stream on one H200), while an operation
+    # enqueues on the stream current when it runs: given a stream, a call
+    # leaves the graph (a graph break) and runs as eagerly; without one it
+    # stays in.
     import contextlib
     monkeypatch.setattr(pt, "_stream", lambda stream: contextlib.nullcontext())
     graphs = []

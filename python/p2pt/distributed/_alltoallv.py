@@ -144,12 +144,13 @@ def _(descs, count, max_count, workspace, out, sems, signals, hid, marks):
     return None
 
 
-# A step's side streams and events are what torch.compile's tracing does
-# not carry as they run eagerly (dynamo marks the operations made inside a
-# stream's context with that stream, and leaves entering it to the backend;
-# a whole step compiled for two processes on one H200 did not complete,
-# bench/results/peer.md 5zd). Under torch.compile, dispatch, combine and
-# ready run as they do eagerly, a graph break each.
+# Under torch.compile, dispatch, combine and ready run as they do eagerly,
+# a graph break each. Their operations act on memory at its address that
+# peers write (semaphores, count matrix, receive buffer), which AOTAutograd
+# without re-inplacing (aot_eager) replaced by copies written back after:
+# a whole step compiled for two processes on one H200 held the GPU in a
+# wait on a copy. And dynamo does not enter the side streams of a step
+# (bench/results/peer.md 5zd).
 _eager = torch.compiler.disable
 
 

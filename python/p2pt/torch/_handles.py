@@ -107,11 +107,11 @@ def _stream(stream):
 
 def _eager_on_a_stream(fn):
     """`fn` (a call with a `stream` keyword), run as it runs eagerly where
-    torch.compile traces it with a stream given: dynamo marks the
-    operations made inside a stream's context with that stream and leaves
-    entering it to the backend, while p2pt's operations enqueue on the
-    stream current when they run. A graph break, then, not a guess of
-    which stream a backend enters."""
+    torch.compile traces it with a stream given: dynamo does not enter a
+    stream's context for the operations in it (on one H200 they ran on
+    the default stream with the eager, aot_eager and inductor backends,
+    bench/results/peer.md 5zd), while p2pt's operations enqueue on the
+    stream current when they run. A graph break, then."""
     eager = torch.compiler.disable(fn)
 
     @functools.wraps(fn)
