@@ -31,8 +31,6 @@ def test_compile_keeps_a_device_batch_whose_status_is_not_read(monkeypatch, tmp_
     import torch._inductor.config as ic
     from p2pt.torch import _ops
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(ic, "fx_graph_cache", False)
-    monkeypatch.setattr(fc, "enable_autograd_cache", False)
     ran = []
     monkeypatch.setattr(_ops, "_ready", lambda h, device: ran.append(device))
     monkeypatch.setattr(_ops, "_get", lambda hid: None)
@@ -44,9 +42,12 @@ def test_compile_keeps_a_device_batch_whose_status_is_not_read(monkeypatch, tmp_
 
     torch._dynamo.reset()
     compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
-    # CPU records: the body runs, then refuses them (it wants CUDA tensors).
-    with pytest.raises(ValueError, match="CUDA tensor"):
-        compiled(torch.zeros(4, 3, dtype=torch.int64), torch.tensor([4], dtype=torch.int32))
+    # The caches off through torch's own patch of its configs: monkeypatch's
+    # undo left enable_autograd_cache missing, failing later compiles.
+    with fc.patch(enable_autograd_cache=False), ic.patch(fx_graph_cache=False):
+        # CPU records: the body runs, then refuses them (it wants CUDA tensors).
+        with pytest.raises(ValueError, match="CUDA tensor"):
+            compiled(torch.zeros(4, 3, dtype=torch.int64), torch.tensor([4], dtype=torch.int32))
     assert ran, "the compiled step never ran the batch"
 
 
