@@ -8,6 +8,7 @@ address reaches them with each backend; on a GPU, a compiled wait sees a
 signal from another stream, and a compiled signal writes the semaphore
 that an eager wait reads. The GPU tests skip without a CUDA device."""
 import contextlib
+import inspect
 import types
 
 import pytest
@@ -54,6 +55,18 @@ def test_compiled_signal_and_wait_reach_the_semaphore_itself(monkeypatch, backen
     torch.compile(step, backend=backend)(sems[1], sems[3])
     assert calls == [("signal", sems[3].data_ptr()), ("wait", sems[1].data_ptr(), 2)], \
         f"{backend}: the library was given another address than the semaphore's"
+
+
+def test_under_fullgraph_signal_and_wait_say_why_they_leave_the_graph(monkeypatch):
+    _recorded(monkeypatch)
+    sem = torch.zeros(_signals.SEMAPHORE_WORDS, dtype=torch.int64)
+    says = "acts on a semaphore at its address" \
+        if "reason" in inspect.signature(torch.compiler.disable).parameters else ""
+    for name, call in (("signal", lambda s: pd.signal(s)), ("wait", lambda s: pd.wait(s, 1))):
+        torch._dynamo.reset()
+        with pytest.raises(torch._dynamo.exc.Unsupported, match=says) as e:
+            torch.compile(call, backend="eager", fullgraph=True)(sem)
+        assert not says or f"p2pt.distributed.{name}" in str(e.value)
 
 
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="PyTorch sees no CUDA device")

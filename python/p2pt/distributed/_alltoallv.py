@@ -151,7 +151,10 @@ def _(descs, count, max_count, workspace, out, sems, signals, hid, marks):
 # a whole step compiled for two processes on one H200 held the GPU in a
 # wait on a copy. And dynamo does not enter the side streams of a step
 # (bench/results/peer.md 5zd).
-_eager = torch.compiler.disable
+def _eager(fn):
+    return _handles._eager(fn, f"p2pt.distributed.AlltoallV.{fn.__name__} acts on memory at its "
+                               f"address and on side streams, which torch.compile would "
+                               f"replace: it runs eagerly (call it between compiled functions)")
 
 
 def _apart(buf, at, n):

@@ -78,7 +78,10 @@ def bump(*tensors):
 # a copy written back over a semaphore loses the signals that came
 # between), and whether inductor re-inplaces is its own choice. Under
 # torch.compile they run as they do eagerly, a graph break each.
-_by_address = torch.compiler.disable
+def _by_address(fn):
+    return _handles._eager(fn, f"p2pt.distributed.{fn.__name__} acts on a semaphore at its "
+                               f"address, where torch.compile may put a copy: it runs eagerly "
+                               f"(call it between compiled functions)")
 
 
 def _row(sem):

@@ -105,6 +105,16 @@ def _stream(stream):
     return torch.cuda.stream(stream) if stream is not None else nullcontext()
 
 
+def _eager(fn, why):
+    """`fn` run as it runs eagerly under torch.compile (a graph break), with
+    `why` as the reason torch gives where a graph break is an error
+    (fullgraph=True); PyTorch before 2.9 takes no reason."""
+    try:
+        return torch.compiler.disable(fn, reason=why)
+    except TypeError:
+        return torch.compiler.disable(fn)
+
+
 def _eager_on_a_stream(fn):
     """`fn` (a call with a `stream` keyword), run as it runs eagerly where
     torch.compile traces it with a stream given: dynamo does not enter a
@@ -112,7 +122,9 @@ def _eager_on_a_stream(fn):
     the default stream with the eager, aot_eager and inductor backends,
     bench/results/peer.md 5zd), while p2pt's operations enqueue on the
     stream current when they run. A graph break, then."""
-    eager = torch.compiler.disable(fn)
+    eager = _eager(fn, f"p2pt {fn.__name__} given stream=: dynamo would not enter the stream, "
+                       f"so it runs eagerly (call it outside the compiled function to keep the "
+                       f"rest whole)")
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
