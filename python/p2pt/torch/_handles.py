@@ -108,7 +108,8 @@ def _stream(stream):
 def _eager(fn, why):
     """`fn` run as it runs eagerly under torch.compile (a graph break), with
     `why` as the reason torch gives where a graph break is an error
-    (fullgraph=True); PyTorch before 2.9 takes no reason."""
+    (fullgraph=True), where torch.compiler.disable takes a reason (since
+    pytorch/pytorch#150341, 2025)."""
     try:
         return torch.compiler.disable(fn, reason=why)
     except TypeError:
