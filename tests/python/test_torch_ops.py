@@ -119,6 +119,33 @@ def test_a_call_given_a_stream_runs_outside_the_compiled_graph(monkeypatch):
         assert any("p2pt.copy_" in t for g in graphs for t in g) == inside, (stream, graphs)
 
 
+def test_a_device_batch_runs_between_compiled_graphs(monkeypatch):
+    # Its records name memory by address, which a graph cannot see: with a
+    # stand-in operation of the same declaration, inductor computed a read
+    # of such memory made before the operation from after it (the same
+    # sum before and after, taken once). So the batch leaves the graph and
+    # the reads on either side of it fall in different graphs.
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append([str(n.target) for n in gm.graph.nodes
+                       if n.op in ("call_function", "call_method")])
+        return gm.forward
+
+    def step(descs, count, dst):
+        before = dst.sum()
+        pt.copy_batch_device_(descs, count, handle=_Closed())
+        return before, dst.sum()
+
+    torch._dynamo.reset()
+    with pytest.raises(ValueError, match="handle of this operation is closed"):  # eagerly
+        torch.compile(step, backend=backend)(torch.zeros(4, 3, dtype=torch.int64),
+                                             torch.tensor([4], dtype=torch.int32),
+                                             torch.zeros(8))
+    assert not any("copy_batch_device_" in t for g in graphs for t in g), graphs
+    assert any("sum" in t for g in graphs for t in g), f"the read before was not compiled: {graphs}"
+
+
 def test_row_descriptors_are_addresses_of_the_chosen_rows():
     dst, src = torch.zeros(10, 3, dtype=torch.float32), torch.zeros(6, 3, dtype=torch.float32)
     d = pt.row_descriptors(dst, torch.tensor([9, 0, -1]), src, torch.tensor([5, 2, 1]))

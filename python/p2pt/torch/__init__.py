@@ -42,9 +42,11 @@ except ImportError:
 # registers p2pt::swap_blocks); this file has the public calls. Private names
 # are re-exported for the tests and bench/experiments (rebind one on the
 # module that reads it).
+import functools
+
 from .. import _handle  # noqa: F401  (tests patch p2pt.torch._handle.Handle)
 from .._lib import Error
-from ._handles import _cur, _eager_on_a_stream, _get, _hid, _stream  # noqa: F401
+from ._handles import _cur, _eager, _eager_on_a_stream, _get, _hid, _stream  # noqa: F401
 from ._handles import handle, prepare, register_window
 from ._host import _held, _warned  # noqa: F401
 from ._ops import batch_status, check_status, row_descriptors
@@ -95,14 +97,19 @@ def copy_rows_(dst, dst_index, src, src_index=None, *, count=None, stream=None, 
         return torch.ops.p2pt.copy_rows_(dst, dst_index, src, src_index, count, hid)
 
 
-@_eager_on_a_stream
+@functools.partial(
+    _eager, why="p2pt.torch.copy_batch_device_ writes memory that its records name by "
+                "address, which a compiled graph cannot see: it runs eagerly (call it between "
+                "compiled functions, or use copy_rows_, which names its tensors)")
 def copy_batch_device_(descs, count, *, max_count=None, stream=None, handle=None):
     """A device batch of the (n, 3) int64 records in `descs` (row_descriptors
     builds them), the first `count` (int32 GPU tensor) of them. The memory
     they touch must lie in windows (register_window); they run at once, so
     no record's destination may overlap another's source or destination.
-    Under torch.compile the call is kept in order with its inputs; the
-    memory its records name by address is invisible to the compiler."""
+    Under torch.compile it runs as it does eagerly, a graph break: the
+    memory its records name by address is invisible to the compiler, which
+    may move a read of it across the batch (copy_rows_ names its tensors
+    and stays in the graph)."""
     hid = _hid(handle)
     with _stream(stream):
         return torch.ops.p2pt.copy_batch_device_(
