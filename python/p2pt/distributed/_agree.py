@@ -30,16 +30,18 @@ def raise_first(where, said, rank, mine):
         raise Error(status, text) if status is not None else RuntimeError(text)
 
 
-def on_every_rank(where, group, step):
+def on_every_rank(where, group, step, *, every=False):
     """step() on this rank, then how it went on every rank (a gather, so
-    also a barrier): its result where every rank's step returned, else
-    raise_first's exception on every rank."""
+    also a barrier): its result where every rank's step returned (with
+    `every`, every rank's result in rank order, which then crosses the
+    gather), else raise_first's exception on every rank."""
     mine, out = None, None
     try:
         out = step()
     except Exception as e:
         mine = e
     said = [None] * dist.get_world_size(group)
-    dist.all_gather_object(said, None if mine is None else failed(mine), group=group)
-    raise_first(where, said, dist.get_rank(group), mine)
-    return out
+    dist.all_gather_object(said, (None if mine is None else failed(mine), out if every else None),
+                           group=group)
+    raise_first(where, [why for why, _ in said], dist.get_rank(group), mine)
+    return [got for _, got in said] if every else out

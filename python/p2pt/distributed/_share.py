@@ -16,7 +16,7 @@ import torch.distributed as dist
 
 from .._lib import Error
 from ..torch import _handles
-from ._agree import failed, on_every_rank, raise_first
+from ._agree import on_every_rank
 from ._args import described, same_on_every_rank
 
 
@@ -83,22 +83,18 @@ def _exchange(h, device, base, nbytes, offset, group):
     `device`, end the export (a collective of two gathers): the peers'
     [(address, import)] at their `offset`, None at this rank's."""
     where = "p2pt.distributed.share"
-    rank, world = dist.get_rank(group), dist.get_world_size(group)
-    blobs, mine = None, None
+    rank = dist.get_rank(group)
+    exported, made, ok = [], [], False
+
+    def export():
+        exported.append(h.share_export(base, nbytes))
+        return exported[0], offset
     try:
-        blobs = h.share_export(base, nbytes)
-    except Exception as e:
-        mine = e
-    every = [None] * world
-    dist.all_gather_object(every, (blobs, offset, None if mine is None else failed(mine)),
-                           group=group)
-    made, ok = [], False
-    try:
-        raise_first(where, [e[2] for e in every], rank, mine)
+        every = on_every_rank(where, group, export, every=True)
 
         def imports():
-            out = [None] * world
-            for r, (peer_blobs, at, _) in enumerate(every):
+            out = [None] * len(every)
+            for r, (peer_blobs, at) in enumerate(every):
                 if r != rank:
                     ptr, imp = h.share_import(device, peer_blobs)
                     made.append(imp)
@@ -115,7 +111,7 @@ def _exchange(h, device, base, nbytes, offset, group):
                 h.share_close(imp)
             except Error:  # the failure on the way out is the one to tell
                 pass
-        if blobs is not None:
+        if exported:
             try:
                 h.share_unexport(base)
             except Error:
