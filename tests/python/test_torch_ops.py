@@ -90,6 +90,18 @@ def test_compile_traces_every_operation_without_a_graph_break():
                      torch.arange(8, device="cuda"))
 
 
+def _recording_backend():
+    """A torch.compile backend that runs each graph as traced, and the list
+    it fills: a graph's functions and methods called, as strings."""
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append([str(n.target) for n in gm.graph.nodes
+                       if n.op in ("call_function", "call_method")])
+        return gm.forward
+    return graphs, backend
+
+
 def test_a_call_given_a_stream_runs_outside_the_compiled_graph(monkeypatch):
     # Dynamo does not enter a stream's context for the operations in it
     # (they ran on the default stream on one H200), while an operation
@@ -98,11 +110,7 @@ def test_a_call_given_a_stream_runs_outside_the_compiled_graph(monkeypatch):
     # stays in.
     import contextlib
     monkeypatch.setattr(pt, "_stream", lambda stream: contextlib.nullcontext())
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append([str(n.target) for n in gm.graph.nodes if n.op == "call_function"])
-        return gm.forward
+    graphs, backend = _recording_backend()
 
     def step(dst, src, stream):
         pt.copy_(dst, src, stream=stream, handle=_Closed())
@@ -125,12 +133,7 @@ def test_a_device_batch_runs_between_compiled_graphs(monkeypatch):
     # of such memory made before the operation from after it (the same
     # sum before and after, taken once). So the batch leaves the graph and
     # the reads on either side of it fall in different graphs.
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append([str(n.target) for n in gm.graph.nodes
-                       if n.op in ("call_function", "call_method")])
-        return gm.forward
+    graphs, backend = _recording_backend()
 
     def step(descs, count, dst):
         before = dst.sum()
